@@ -1,0 +1,64 @@
+/* checker.h: the interface every checker implements, and what it sees.
+ *
+ * Checkers see the world through comm (ledger events on the rank's data comm,
+ * exchanges on its side channel) and through step events raised by the
+ * runner; never through model internals. The runner gives each rank a
+ * vqc_check_ctx, attaches the enabled checkers, raises step_end after every
+ * training step (the checker applies its own interval), and calls finish at
+ * the end of the run or after a failure. One checker instance per rank. */
+#ifndef VQC_CHECKER_H
+#define VQC_CHECKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "findings.h"
+#include "vqc/comm.h"
+#include "vqc/nn.h" /* vqc_param_list: the named replicated tensors */
+#include "vqc/status.h"
+
+typedef struct vqc_check_options {
+  int interval;        /* check every N steps (divergence, equivalence); >= 1 */
+  double timeout_s;    /* collective watchdog deadline */
+  double tolerance;    /* equivalence: relative tolerance on gradients */
+  bool strict;         /* exchange collective fingerprints before each one */
+} vqc_check_options;
+
+/* Single-process recomputation for the equivalence checker: fill `grads`
+ * (same names, shapes and order as the ctx's trainable entries) with the
+ * gradient of the global batch of `step`, averaged as DDP averages. Provided
+ * by the scenario runner (it knows the model and the data); NULL disables the
+ * equivalence checker. */
+typedef vqc_status (*vqc_reference_grads_fn)(void *user, int64_t step,
+                                             vqc_param_list *grads);
+
+typedef struct vqc_check_ctx {
+  vqc_comm *comm;               /* the rank's data comm (side: vqc_comm_side) */
+  int rank, size;
+  const vqc_param_list *state;  /* every replicated tensor, by name */
+  vqc_findings *findings;       /* where findings go (shared by rank threads) */
+  vqc_check_options opts;
+  const char *run_dir;          /* existing directory for dumps and traces */
+  vqc_reference_grads_fn reference_grads;
+  void *reference_user;
+} vqc_check_ctx;
+
+typedef struct vqc_checker vqc_checker;
+struct vqc_checker {
+  const char *name;
+  void *impl;
+  /* Subscribe to comm events, allocate per-rank state. */
+  vqc_status (*attach)(vqc_checker *self, vqc_check_ctx *ctx);
+  /* After every training step on this rank (after the optimizer step and
+   * codebook updates). A non-OK return stops the run (e.g. a divergence
+   * found in strict mode need not stop it: return VQC_OK). */
+  vqc_status (*step_end)(vqc_checker *self, vqc_check_ctx *ctx, int64_t step);
+  /* End of the run; run_status is how the rank's training ended (VQC_OK, or
+   * the error that stopped it, e.g. VQC_ETIMEOUT). */
+  vqc_status (*finish)(vqc_checker *self, vqc_check_ctx *ctx,
+                       vqc_status run_status);
+  /* Unsubscribes and frees impl; accepts a zeroed checker. */
+  void (*destroy)(vqc_checker *self, vqc_check_ctx *ctx);
+};
+
+#endif /* VQC_CHECKER_H */

@@ -1,0 +1,546 @@
+/* collective.c: the collective checker: deadlocks, rank failures and, in
+ * strict mode, mismatched collectives (see checkers.h and collective.h).
+ *
+ * Three jobs:
+ *
+ * 1. Dumps. When a rank's training ends with an error (timeout, abort,
+ *    mismatch), when a peer's did, or when the ranks cannot even agree on
+ *    how they ended, every rank writes its ledger and a status file into the
+ *    run directory (ledger_analysis.h). In VQC_WAIT_BLOCKING mode a stuck
+ *    call never returns, so a watchdog thread writes them instead.
+ *
+ * 2. Analysis. Rank 0 reads every rank's dump and reports one `deadlock`
+ *    (or `rank_failure`) finding. It first waits for the others on the side
+ *    channel, with a deadline: a dead rank must not hang the analysis of its
+ *    own death. If that wait fails, rank 0 polls the run directory for the
+ *    status files until a deadline, then analyses what is there.
+ *
+ * 3. Strict mode. Before each collective (BEFORE event, data not moved),
+ *    the ranks all_gather a small fixed-size message on the side channel
+ *    holding the collective's fingerprint (seq, op, dtype, count, root,
+ *    redop, call-site hash), like TORCH_DISTRIBUTED_DEBUG=DETAIL. If they
+ *    disagree, rank 0 records `collective_mismatch` and every rank vetoes
+ *    the collective with VQC_EMISMATCH, so no data moves anywhere.
+ *
+ * The side-channel protocol. Every exchange of this checker is the same
+ * all_gather of one side_msg per rank, whatever its purpose (a fingerprint,
+ * "I have finished training", "my dump is written"), so exchanges of ranks
+ * doing different things still pair up and each rank reads what the others
+ * are doing from the messages' kinds. A rank that left its training loop
+ * early answers a peer's fingerprint exchange with FINISH: the peer then
+ * knows at once that the collective will never complete and vetoes it
+ * (VQC_EABORTED) instead of waiting out its timeout, and the finished rank
+ * repeats its FINISH exchange until every rank has finished. */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkers.h"
+#include "collective.h"
+#include "ledger_analysis.h"
+#include "vqc/ledger.h"
+#include "vqc/watchdog.h"
+
+/* The peers of a finished rank may still sit in a data collective until its
+ * deadline (one timeout), and then need a moment to reach finish; the final
+ * exchange waits twice the timeout plus this slack, so a merely slow rank
+ * (four ranks on two busy cores) is never mistaken for a dead one. */
+#define FINISH_SLACK_S 2.0
+/* How far back strict mode looks in this rank's ledger to tell which of two
+ * mismatched collectives was skipped (vqc_pick_expected). */
+#define STRICT_HISTORY 256
+/* Polling period while rank 0 waits for status files (a 10 ms nap costs
+ * nothing next to the timeouts involved). */
+#define POLL_FILES_NS 10000000L
+
+enum { MSG_FINGERPRINT = 1, MSG_FINISH = 2, MSG_DUMPED = 3 };
+
+/* One rank's side-channel message; sent as bytes, so it is zeroed first
+ * (padding included) and every process runs the same build. */
+typedef struct side_msg {
+  uint32_t kind;            /* MSG_* */
+  int32_t rank;
+  uint64_t seq;             /* FINGERPRINT: the collective's seq; FINISH:
+                               collectives this rank called */
+  vqc_coll_fingerprint fp;  /* FINGERPRINT only */
+  int32_t status;           /* FINISH: how the rank's training ended */
+  int32_t watchdog;         /* FINISH: 1 if its watchdog saw it stuck */
+  int64_t step;
+} side_msg;
+
+typedef struct coll_impl {
+  vqc_comm *comm;
+  vqc_comm *side;
+  vqc_ledger *ledger;
+  vqc_findings *findings;
+  char run_dir[4096];
+  int rank, size;
+  double timeout_s;          /* the collective deadline (opts or comm's) */
+  bool strict;
+  bool subscribed;
+  _Atomic int64_t step;      /* the step being trained: last step_end + 1 */
+  side_msg *all;             /* size messages, the last exchange's */
+  char (*sites)[256];        /* size site texts (strict mismatch only) */
+  bool mismatch_reported;    /* strict mode vetoed a mismatch (every rank) */
+  vqc_watchdog *wd;
+
+  pthread_mutex_t mu;        /* guards the fields below (watchdog thread) */
+  bool watchdog_dumped;
+  bool analysed;             /* rank 0: the analysis ran */
+  vqc_hang_fn hang_fn;
+  void *hang_user;
+} coll_impl;
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static vqc_status exchange(coll_impl *im, const side_msg *mine) {
+  return vqc_all_gather(im->side, mine, im->all, sizeof *mine, VQC_U8);
+}
+
+/* ---- dumps and analysis */
+
+static vqc_status write_dump(coll_impl *im, vqc_status run_status,
+                             const vqc_ledger_record *stuck) {
+  vqc_rank_end end = {.rank = im->rank,
+                      .size = im->size,
+                      .status = run_status,
+                      .step = atomic_load(&im->step),
+                      .watchdog = stuck != NULL};
+  if (stuck) {
+    end.has_in_flight = true;
+    end.in_flight = *stuck;
+  } else {
+    end.has_in_flight = vqc_ledger_in_flight(im->ledger, &end.in_flight);
+  }
+  return vqc_rank_dump_write(im->run_dir, im->ledger, &end);
+}
+
+/* Waits until every rank's status file exists or `deadline` (now_ns)
+ * passes; the analysis then reports the ranks still without one. */
+static void wait_for_dumps(coll_impl *im, uint64_t deadline) {
+  char path[4200];
+  for (int r = 0; r < im->size; r++) {
+    if (vqc_status_dump_path(im->run_dir, r, path, sizeof path) != VQC_OK)
+      continue;
+    while (access(path, F_OK) != 0 && now_ns() < deadline) {
+      struct timespec nap = {0, POLL_FILES_NS};
+      nanosleep(&nap, NULL);
+    }
+  }
+}
+
+/* Rank 0: runs the analysis unless it already ran (the watchdog and finish
+ * may both get here). */
+static vqc_status analyse_once(coll_impl *im) {
+  pthread_mutex_lock(&im->mu);
+  bool done = im->analysed;
+  im->analysed = true;
+  pthread_mutex_unlock(&im->mu);
+  if (done) return VQC_OK;
+  /* step -1: the status files hold each rank's step. */
+  return vqc_ledger_analyze(im->run_dir, im->size, -1, im->findings, NULL);
+}
+
+/* ---- strict mode */
+
+static void fp_json(json_t *o, const vqc_coll_fingerprint *fp) {
+  json_object_set_new(o, "op", json_string(vqc_coll_name((vqc_coll_op)fp->op)));
+  json_object_set_new(o, "dtype",
+                      json_string(vqc_dtype_name((vqc_dtype)fp->dtype)));
+  json_object_set_new(o, "count", json_integer((json_int_t)fp->count));
+  json_object_set_new(o, "root", json_integer(fp->root));
+  json_object_set_new(o, "redop",
+                      json_string(fp->redop >= 0
+                                      ? vqc_redop_name((vqc_redop)fp->redop)
+                                      : ""));
+  char hash[17];
+  snprintf(hash, sizeof hash, "%016" PRIx64, fp->site_hash);
+  json_object_set_new(o, "site_hash", json_string(hash));
+}
+
+static void fp_describe(const vqc_coll_fingerprint *fp, char *buf, size_t n) {
+  vqc_coll_describe((vqc_coll_op)fp->op, (vqc_dtype)fp->dtype,
+                    (size_t)fp->count, fp->root,
+                    fp->redop >= 0 ? (vqc_redop)fp->redop : VQC_SUM, buf, n);
+}
+
+/* Same collective: seq and fingerprint. */
+static bool msg_same(const side_msg *a, const side_msg *b) {
+  return a->seq == b->seq && vqc_fingerprint_equal(&a->fp, &b->fp);
+}
+
+/* Every rank gets here with the same im->all. Exchanges the call sites'
+ * text (only now: the hot path sends a hash), picks the expected collective,
+ * has rank 0 record the finding, and returns VQC_EMISMATCH to veto. */
+static vqc_status report_mismatch(coll_impl *im, const vqc_ledger_record *r) {
+  int size = im->size;
+  char mysite[256];
+  vqc_site_text(r->site, mysite, sizeof mysite);
+  if (!im->sites) im->sites = calloc((size_t)size, sizeof *im->sites);
+  vqc_status s = im->sites ? vqc_all_gather(im->side, mysite, im->sites,
+                                            sizeof mysite, VQC_U8)
+                           : VQC_ENOMEM;
+  if (s != VQC_OK)
+    return vqc_error(VQC_EMISMATCH, "strict mode: ranks disagree on "
+                     "collective #%" PRIu64 " (and the call-site exchange "
+                     "failed: %s)", r->seq, vqc_status_name(s));
+  for (int k = 0; k < size; k++) im->sites[k][255] = '\0';
+
+  /* Groups of ranks that called the same collective. */
+  int *group = calloc((size_t)size, sizeof *group);
+  int *gn = calloc((size_t)size, sizeof *gn);
+  int *glow = calloc((size_t)size, sizeof *glow);
+  vqc_coll_fingerprint *gfp = calloc((size_t)size, sizeof *gfp);
+  vqc_ledger_record *hist = malloc(STRICT_HISTORY * sizeof *hist);
+  vqc_coll_fingerprint *hfp = malloc(STRICT_HISTORY * sizeof *hfp);
+  if (!group || !gn || !glow || !gfp || !hist || !hfp) {
+    s = vqc_error(VQC_ENOMEM, "strict mode: no memory to report a mismatch");
+    goto done;
+  }
+  int ngroups = 0;
+  for (int k = 0; k < size; k++) {
+    int g = 0;
+    while (g < ngroups && !msg_same(&im->all[glow[g]], &im->all[k])) g++;
+    if (g == ngroups) {
+      glow[g] = k;
+      gfp[g] = im->all[k].fp;
+      ngroups++;
+    }
+    gn[g]++;
+    group[k] = g;
+  }
+  /* This rank's history: every rank agreed on it (each earlier collective
+   * passed this same check), so every rank picks the same group. */
+  size_t nh = vqc_ledger_snapshot(im->ledger, hist, STRICT_HISTORY);
+  size_t nhfp = 0;
+  for (size_t i = 0; i < nh; i++)
+    if (hist[i].seq < r->seq) vqc_fingerprint_of(&hist[i], &hfp[nhfp++]);
+  int expected = vqc_pick_expected(gfp, gn, glow, ngroups, hfp, nhfp);
+
+  /* The message: what the majority called, then each other group. */
+  char desc[128], msg[1024];
+  size_t k = 0;
+  fp_describe(&gfp[expected], desc, sizeof desc);
+  k += (size_t)snprintf(msg, sizeof msg, "collective #%" PRIu64 " differs "
+                        "across ranks: ",
+                        r->seq);
+  for (int g = 0; g < ngroups && k < sizeof msg; g++) {
+    if (g == expected) continue;
+    char d[128], ranks[256];
+    size_t rk = 0;
+    ranks[0] = '\0';
+    for (int x = 0; x < size && rk + 16 < sizeof ranks; x++)
+      if (group[x] == g)
+        rk += (size_t)snprintf(ranks + rk, sizeof ranks - rk, "%s%d",
+                               rk ? ", " : "", x);
+    fp_describe(&gfp[g], d, sizeof d);
+    k += (size_t)snprintf(msg + k, sizeof msg - k, "rank%s %s called %s at "
+                          "%s; ",
+                          gn[g] == 1 ? "" : "s", ranks, d,
+                          im->sites[glow[g]]);
+  }
+  if (k < sizeof msg)
+    snprintf(msg + k, sizeof msg - k, "the others called %s at %s (vetoed "
+             "before any data moved)",
+             desc, im->sites[glow[expected]]);
+
+  if (im->rank == 0) {
+    vqc_finding f;
+    vqc_finding_init(&f, VQC_FINDING_COLLECTIVE_MISMATCH,
+                     atomic_load(&im->step), "%s", msg);
+    snprintf(f.site, sizeof f.site, "%s", im->sites[glow[expected]]);
+    for (int x = 0; x < size; x++)
+      if (group[x] != expected) vqc_finding_add_rank(&f, x);
+    json_t *det = f.detail;
+    json_object_set_new(det, "seq", json_integer((json_int_t)r->seq));
+    json_t *exp = json_object();
+    fp_json(exp, &gfp[expected]);
+    json_object_set_new(exp, "site", json_string(im->sites[glow[expected]]));
+    json_object_set_new(exp, "describe", json_string(desc));
+    json_object_set_new(det, "expected", exp);
+    json_t *fps = json_array();
+    for (int x = 0; x < size; x++) {
+      json_t *o = json_object();
+      char d[128];
+      fp_describe(&im->all[x].fp, d, sizeof d);
+      json_object_set_new(o, "rank", json_integer(x));
+      json_object_set_new(o, "seq", json_integer((json_int_t)im->all[x].seq));
+      fp_json(o, &im->all[x].fp);
+      json_object_set_new(o, "site", json_string(im->sites[x]));
+      json_object_set_new(o, "describe", json_string(d));
+      json_array_append_new(fps, o);
+    }
+    json_object_set_new(det, "fingerprints", fps);
+    s = vqc_findings_add(im->findings, &f);
+    if (s != VQC_OK) {
+      json_decref(f.detail);
+      goto done;
+    }
+  }
+  im->mismatch_reported = true;
+  s = vqc_error(VQC_EMISMATCH, "rank %d: strict mode: %s", im->rank, msg);
+done:
+  free(group);
+  free(gn);
+  free(glow);
+  free(gfp);
+  free(hist);
+  free(hfp);
+  return s;
+}
+
+/* BEFORE every collective (strict mode only): the fingerprint exchange. */
+static vqc_status on_event(const vqc_coll_event *ev, void *user) {
+  if (ev->phase != VQC_EVENT_BEFORE) return VQC_OK;
+  coll_impl *im = user;
+  const vqc_ledger_record *r = ev->record;
+  side_msg mine;
+  memset(&mine, 0, sizeof mine);
+  mine.kind = MSG_FINGERPRINT;
+  mine.rank = im->rank;
+  mine.seq = r->seq;
+  vqc_fingerprint_of(r, &mine.fp);
+  mine.step = atomic_load_explicit(&im->step, memory_order_relaxed);
+  vqc_status s = exchange(im, &mine);
+  if (s != VQC_OK) {
+    char d[128], site[256];
+    fp_describe(&mine.fp, d, sizeof d);
+    vqc_site_text(r->site, site, sizeof site);
+    return vqc_error(s, "rank %d: strict mode: the fingerprint exchange "
+                     "before collective #%" PRIu64 " %s at %s failed (%s): "
+                     "did every rank reach a collective?",
+                     im->rank, r->seq, d, site, vqc_status_name(s));
+  }
+  bool same = true;
+  for (int k = 0; k < im->size; k++) {
+    if (im->all[k].kind != MSG_FINGERPRINT) {
+      /* A peer has left its training loop: it will never enter this
+       * collective, so do not wait out the deadline for it. */
+      char d[128], site[256];
+      fp_describe(&mine.fp, d, sizeof d);
+      vqc_site_text(r->site, site, sizeof site);
+      return vqc_error(VQC_EABORTED, "rank %d: collective #%" PRIu64 " %s at "
+                       "%s: rank %d has left its training loop and will "
+                       "never enter it",
+                       im->rank, r->seq, d, site, k);
+    }
+    if (!msg_same(&im->all[k], &mine)) same = false;
+  }
+  return same ? VQC_OK : report_mismatch(im, r);
+}
+
+/* ---- the watchdog (VQC_WAIT_BLOCKING) */
+
+static void on_stuck(const vqc_ledger_record *stuck, void *user) {
+  coll_impl *im = user;
+  /* No status to return from a thread: a failed dump is reported by the
+   * analysis as a missing dump. */
+  (void)write_dump(im, VQC_ETIMEOUT, stuck);
+  pthread_mutex_lock(&im->mu);
+  im->watchdog_dumped = true;
+  pthread_mutex_unlock(&im->mu);
+  bool analysed = false;
+  if (im->rank == 0) {
+    /* Stuck peers dump within a poll of this; ranks that left training dump
+     * when their final exchange gives up (2 timeouts + slack). */
+    double wait_s = 2 * im->timeout_s + 2 * FINISH_SLACK_S;
+    wait_for_dumps(im, now_ns() + (uint64_t)(wait_s * 1e9));
+    analysed = analyse_once(im) == VQC_OK;
+  }
+  pthread_mutex_lock(&im->mu);
+  vqc_hang_fn fn = im->hang_fn;
+  void *fn_user = im->hang_user;
+  pthread_mutex_unlock(&im->mu);
+  if (fn) fn(stuck, analysed, fn_user);
+  else vqc_comm_abort(im->comm);
+}
+
+vqc_status vqc_collective_on_hang(vqc_checker *chk, vqc_hang_fn fn,
+                                  void *user) {
+  if (!chk || !chk->impl || !chk->name || strcmp(chk->name, "collective") != 0)
+    return vqc_error(VQC_EINVAL, "vqc_collective_on_hang: not an attached "
+                     "collective checker");
+  coll_impl *im = chk->impl;
+  pthread_mutex_lock(&im->mu);
+  im->hang_fn = fn;
+  im->hang_user = user;
+  pthread_mutex_unlock(&im->mu);
+  return VQC_OK;
+}
+
+/* ---- the checker interface */
+
+static void coll_destroy(vqc_checker *self, vqc_check_ctx *ctx) {
+  (void)ctx;
+  coll_impl *im = self ? self->impl : NULL;
+  if (!im) return;
+  vqc_watchdog_stop(im->wd);
+  if (im->subscribed) vqc_comm_unsubscribe(im->comm, on_event, im);
+  pthread_mutex_destroy(&im->mu);
+  free(im->all);
+  free(im->sites);
+  free(im);
+  self->impl = NULL;
+}
+
+static vqc_status coll_attach(vqc_checker *self, vqc_check_ctx *ctx) {
+  if (!ctx || !ctx->comm || !ctx->findings || !ctx->run_dir)
+    return vqc_error(VQC_EINVAL, "collective checker: the context needs a "
+                     "comm, a findings list and a run directory");
+  vqc_comm *side = vqc_comm_side(ctx->comm);
+  vqc_ledger *ledger = vqc_comm_ledger(ctx->comm);
+  if (!side || !ledger)
+    return vqc_error(VQC_EINVAL, "collective checker: attach it to a data "
+                     "comm (with a ledger and a side channel)");
+  coll_impl *im = calloc(1, sizeof *im);
+  if (!im) return vqc_error(VQC_ENOMEM, "collective checker: no memory");
+  pthread_mutex_init(&im->mu, NULL);
+  self->impl = im;
+  im->comm = ctx->comm;
+  im->side = side;
+  im->ledger = ledger;
+  im->findings = ctx->findings;
+  im->rank = vqc_comm_rank(ctx->comm);
+  im->size = vqc_comm_size(ctx->comm);
+  im->strict = ctx->opts.strict;
+  im->timeout_s = ctx->opts.timeout_s > 0 ? ctx->opts.timeout_s
+                                          : vqc_comm_timeout(ctx->comm);
+  atomic_init(&im->step, 0);
+  vqc_status s = VQC_OK;
+  int n = snprintf(im->run_dir, sizeof im->run_dir, "%s", ctx->run_dir);
+  if (n < 0 || (size_t)n >= sizeof im->run_dir) {
+    s = vqc_error(VQC_EINVAL, "collective checker: run directory path too "
+                  "long");
+    goto fail;
+  }
+  im->all = calloc((size_t)im->size, sizeof *im->all);
+  if (!im->all) {
+    s = vqc_error(VQC_ENOMEM, "collective checker: no memory for %d ranks",
+                  im->size);
+    goto fail;
+  }
+  if (im->strict) {
+    if ((s = vqc_comm_subscribe(im->comm, on_event, im)) != VQC_OK) goto fail;
+    im->subscribed = true;
+  }
+  if (vqc_comm_wait_mode(im->comm) == VQC_WAIT_BLOCKING) {
+    s = vqc_watchdog_start(im->comm, im->timeout_s, on_stuck, im, &im->wd);
+    if (s != VQC_OK) goto fail;
+  }
+  return VQC_OK;
+fail:
+  coll_destroy(self, ctx);
+  return s;
+}
+
+static vqc_status coll_step_end(vqc_checker *self, vqc_check_ctx *ctx,
+                                int64_t step) {
+  (void)ctx;
+  coll_impl *im = self->impl;
+  if (im) atomic_store(&im->step, step + 1);
+  return VQC_OK;
+}
+
+/* The FINISH exchange, repeated while peers are still in strict-mode
+ * fingerprint exchanges (they see our FINISH and stop) or, on the threads
+ * backend, while a peer's different side-channel exchange mismatches ours.
+ * True when every rank finished; then *any_bad says whether one of them
+ * ended with an error or was seen stuck by its watchdog (the same answer
+ * on every rank, so they all dump, or none does). */
+static bool finish_exchange(coll_impl *im, vqc_status run_status,
+                            bool watchdog_dumped, bool *any_bad) {
+  side_msg mine;
+  memset(&mine, 0, sizeof mine);
+  mine.kind = MSG_FINISH;
+  mine.rank = im->rank;
+  mine.seq = vqc_ledger_count(im->ledger);
+  mine.status = (int32_t)run_status;
+  mine.watchdog = watchdog_dumped;
+  mine.step = atomic_load(&im->step);
+  double wait_s = 2 * im->timeout_s + FINISH_SLACK_S;
+  uint64_t until = now_ns() + (uint64_t)(wait_s * 1e9);
+  for (;;) {
+    vqc_status s = exchange(im, &mine);
+    if (s == VQC_OK) {
+      bool all_finished = true, bad = false;
+      for (int k = 0; k < im->size; k++) {
+        if (im->all[k].kind != MSG_FINISH) all_finished = false;
+        else if (im->all[k].status != VQC_OK || im->all[k].watchdog) bad = true;
+      }
+      if (all_finished) {
+        *any_bad = bad;
+        return true;
+      }
+    } else if (s != VQC_EMISMATCH) {
+      return false; /* timed out or aborted: some rank is unreachable */
+    }
+    if (now_ns() > until) return false;
+  }
+}
+
+static vqc_status coll_finish(vqc_checker *self, vqc_check_ctx *ctx,
+                              vqc_status run_status) {
+  (void)ctx;
+  coll_impl *im = self->impl;
+  if (!im) return VQC_OK;
+  /* Training is over on this rank: no collective can get stuck any more.
+   * (Waits for the watchdog's handler if it is running.) */
+  vqc_watchdog_stop(im->wd);
+  im->wd = NULL;
+
+  pthread_mutex_lock(&im->mu);
+  bool watchdog_dumped = im->watchdog_dumped;
+  pthread_mutex_unlock(&im->mu);
+  double old_timeout = vqc_comm_timeout(im->side);
+  vqc_comm_set_timeout(im->side, 2 * im->timeout_s + FINISH_SLACK_S);
+  bool any_bad = false;
+  bool exchanged = finish_exchange(im, run_status, watchdog_dumped, &any_bad);
+  /* Unreachable peers are a failure in themselves: dump, so that whoever
+   * analyses (rank 0, or `vqcheck analyze` later) has this rank's side. */
+  bool dump = !exchanged || any_bad;
+
+  vqc_status s = VQC_OK;
+  if (dump) s = write_dump(im, run_status, NULL);
+
+  /* Rank 0 reads the dumps once every rank says its own is written. */
+  bool all_dumped = false;
+  if (exchanged && dump) {
+    side_msg mine;
+    memset(&mine, 0, sizeof mine);
+    mine.kind = MSG_DUMPED;
+    mine.rank = im->rank;
+    all_dumped = exchange(im, &mine) == VQC_OK;
+  }
+  vqc_comm_set_timeout(im->side, old_timeout);
+
+  /* A strict-mode mismatch is already the finding for this run's end. */
+  if (dump && im->rank == 0 && !im->mismatch_reported) {
+    if (!all_dumped)
+      wait_for_dumps(im, now_ns() + (uint64_t)((im->timeout_s +
+                                                FINISH_SLACK_S) * 1e9));
+    vqc_status a = analyse_once(im);
+    if (s == VQC_OK) s = a;
+  }
+  return s;
+}
+
+vqc_status vqc_checker_collective(vqc_checker *out) {
+  if (!out) return vqc_error(VQC_EINVAL, "vqc_checker_collective: out is NULL");
+  memset(out, 0, sizeof *out);
+  out->name = "collective";
+  out->attach = coll_attach;
+  out->step_end = coll_step_end;
+  out->finish = coll_finish;
+  out->destroy = coll_destroy;
+  return VQC_OK;
+}

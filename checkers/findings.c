@@ -1,0 +1,163 @@
+/* findings.c: the finding list and its JSON form (see findings.h). */
+#include "findings.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const kind_names[] = {
+#define X(e, name) name,
+    VQC_FINDING_KIND_LIST(X)
+#undef X
+};
+
+const char *vqc_finding_kind_name(vqc_finding_kind k) {
+  return (unsigned)k < VQC_FINDING_KIND_COUNT ? kind_names[k] : "?";
+}
+
+vqc_status vqc_finding_kind_from_name(const char *name, vqc_finding_kind *out) {
+  for (int k = 0; k < VQC_FINDING_KIND_COUNT; k++) {
+    if (name && strcmp(name, kind_names[k]) == 0) {
+      *out = (vqc_finding_kind)k;
+      return VQC_OK;
+    }
+  }
+  return vqc_error(VQC_EINVAL,
+                   "unknown finding kind '%s' (known: divergence, "
+                   "lost_inplace, deadlock, collective_mismatch, "
+                   "shape_mismatch, gradient_mismatch, rank_failure, "
+                   "nonfinite)",
+                   name ? name : "(null)");
+}
+
+void vqc_findings_init(vqc_findings *f) {
+  memset(f, 0, sizeof *f);
+  pthread_mutex_init(&f->lock, NULL);
+}
+
+void vqc_findings_free(vqc_findings *f) {
+  if (!f) return;
+  for (int i = 0; i < f->count; i++) json_decref(f->items[i].detail);
+  free(f->items);
+  pthread_mutex_destroy(&f->lock);
+  memset(f, 0, sizeof *f);
+}
+
+vqc_status vqc_findings_add(vqc_findings *f, const vqc_finding *x) {
+  pthread_mutex_lock(&f->lock);
+  if (f->count == f->capacity) {
+    int cap = f->capacity ? 2 * f->capacity : 8;
+    vqc_finding *items = realloc(f->items, (size_t)cap * sizeof *items);
+    if (!items) {
+      pthread_mutex_unlock(&f->lock);
+      return vqc_error(VQC_ENOMEM, "cannot grow the findings list to %d", cap);
+    }
+    f->items = items;
+    f->capacity = cap;
+  }
+  vqc_finding *dst = &f->items[f->count++];
+  *dst = *x;
+  if (!dst->detail) dst->detail = json_object();
+  pthread_mutex_unlock(&f->lock);
+  return VQC_OK;
+}
+
+void vqc_finding_init(vqc_finding *x, vqc_finding_kind kind, int64_t step,
+                      const char *fmt, ...) {
+  memset(x, 0, sizeof *x);
+  x->kind = kind;
+  x->step = step;
+  x->detail = json_object();
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(x->message, sizeof x->message, fmt, ap);
+  va_end(ap);
+}
+
+void vqc_finding_set_site(vqc_finding *x, vqc_site site) {
+  const char *file = site.file ? site.file : "?";
+  /* Paths relative to the repository read better than build-machine ones. */
+  const char *rel = strstr(file, "/lib/");
+  if (!rel) rel = strstr(file, "/harness/");
+  if (!rel) rel = strstr(file, "/examples/");
+  snprintf(x->site, sizeof x->site, "%s:%d %s", rel ? rel + 1 : file,
+           site.line, site.func ? site.func : "?");
+}
+
+void vqc_finding_add_rank(vqc_finding *x, int rank) {
+  for (int i = 0; i < x->nranks; i++)
+    if (x->ranks[i] == rank) return;
+  if (x->nranks < VQC_FINDING_MAX_RANKS) x->ranks[x->nranks++] = rank;
+}
+
+bool vqc_findings_has(vqc_findings *f, vqc_finding_kind kind) {
+  pthread_mutex_lock(&f->lock);
+  bool has = false;
+  for (int i = 0; i < f->count && !has; i++) has = f->items[i].kind == kind;
+  pthread_mutex_unlock(&f->lock);
+  return has;
+}
+
+json_t *vqc_finding_to_json(const vqc_finding *x) {
+  json_t *ranks = json_array();
+  for (int i = 0; i < x->nranks; i++)
+    json_array_append_new(ranks, json_integer(x->ranks[i]));
+  json_t *j = json_object();
+  json_object_set_new(j, "kind", json_string(vqc_finding_kind_name(x->kind)));
+  json_object_set_new(j, "step", json_integer(x->step));
+  json_object_set_new(j, "ranks", ranks);
+  if (x->tensor[0]) json_object_set_new(j, "tensor", json_string(x->tensor));
+  if (x->site[0]) json_object_set_new(j, "site", json_string(x->site));
+  json_object_set(j, "detail", x->detail ? x->detail : json_object());
+  json_object_set_new(j, "message", json_string(x->message));
+  return j;
+}
+
+/* Copies an optional string member into buf; false if present but not a
+ * string or too long. */
+static bool get_opt_string(const json_t *j, const char *key, char *buf,
+                           size_t n) {
+  const json_t *v = json_object_get(j, key);
+  buf[0] = '\0';
+  if (!v) return true;
+  if (!json_is_string(v) || strlen(json_string_value(v)) >= n) return false;
+  strcpy(buf, json_string_value(v));
+  return true;
+}
+
+vqc_status vqc_finding_from_json(const json_t *j, vqc_finding *out) {
+  memset(out, 0, sizeof *out);
+  if (!json_is_object(j))
+    return vqc_error(VQC_EPARSE, "a finding must be a JSON object");
+  const json_t *kind = json_object_get(j, "kind");
+  if (!json_is_string(kind) ||
+      vqc_finding_kind_from_name(json_string_value(kind), &out->kind) != VQC_OK)
+    return vqc_error(VQC_EPARSE, "finding field 'kind': expected one of the "
+                                 "finding kinds of spec/bugs.md");
+  const json_t *step = json_object_get(j, "step");
+  if (!json_is_integer(step))
+    return vqc_error(VQC_EPARSE, "finding field 'step': expected an integer");
+  out->step = json_integer_value(step);
+  const json_t *ranks = json_object_get(j, "ranks");
+  if (!json_is_array(ranks))
+    return vqc_error(VQC_EPARSE, "finding field 'ranks': expected an array");
+  size_t i;
+  const json_t *r;
+  json_array_foreach(ranks, i, r) {
+    if (!json_is_integer(r))
+      return vqc_error(VQC_EPARSE, "finding field 'ranks[%zu]': expected an "
+                                   "integer", i);
+    vqc_finding_add_rank(out, (int)json_integer_value(r));
+  }
+  if (!get_opt_string(j, "tensor", out->tensor, sizeof out->tensor) ||
+      !get_opt_string(j, "site", out->site, sizeof out->site) ||
+      !get_opt_string(j, "message", out->message, sizeof out->message))
+    return vqc_error(VQC_EPARSE, "finding fields 'tensor', 'site' and "
+                                 "'message' must be (short) strings");
+  const json_t *detail = json_object_get(j, "detail");
+  if (detail && !json_is_object(detail))
+    return vqc_error(VQC_EPARSE, "finding field 'detail': expected an object");
+  out->detail = detail ? json_deep_copy(detail) : json_object();
+  return VQC_OK;
+}

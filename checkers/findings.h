@@ -1,0 +1,83 @@
+/* findings.h: what checkers report (DESIGN.md "A finding is a JSON object").
+ *
+ * A finding: kind (the shared vocabulary of shared/spec/bugs.md), step, the
+ * ranks involved, the tensor (when one applies), the call site, kind-specific
+ * detail (a JSON object) and a one-sentence message a person can act on.
+ * Checkers append findings to a vqc_findings list; several rank threads may
+ * append to the same list (threads backend), so appends are locked. The
+ * report writers read findings only through this header. */
+#ifndef VQC_FINDINGS_H
+#define VQC_FINDINGS_H
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "vqc/comm.h"
+#include "vqc/status.h"
+
+#define VQC_FINDING_KIND_LIST(X)             \
+  X(DIVERGENCE, "divergence")                \
+  X(LOST_INPLACE, "lost_inplace")            \
+  X(DEADLOCK, "deadlock")                    \
+  X(COLLECTIVE_MISMATCH, "collective_mismatch") \
+  X(SHAPE_MISMATCH, "shape_mismatch")        \
+  X(GRADIENT_MISMATCH, "gradient_mismatch")  \
+  X(RANK_FAILURE, "rank_failure")            \
+  X(NONFINITE, "nonfinite")
+
+typedef enum {
+#define VQC_FINDING_ENUM(e, name) VQC_FINDING_##e,
+  VQC_FINDING_KIND_LIST(VQC_FINDING_ENUM)
+#undef VQC_FINDING_ENUM
+  VQC_FINDING_KIND_COUNT
+} vqc_finding_kind;
+
+const char *vqc_finding_kind_name(vqc_finding_kind k);
+vqc_status vqc_finding_kind_from_name(const char *name, vqc_finding_kind *out);
+
+#define VQC_FINDING_MAX_RANKS 64
+
+typedef struct vqc_finding {
+  vqc_finding_kind kind;
+  int64_t step;                    /* -1 when no step applies */
+  int nranks;
+  int ranks[VQC_FINDING_MAX_RANKS]; /* the ranks involved (outliers, stuck) */
+  char tensor[128];                /* "" when none applies */
+  char site[256];                  /* "file:line function", "" when none */
+  json_t *detail;                  /* object, owned by the finding */
+  char message[512];
+} vqc_finding;
+
+/* A thread-safe growable list of findings. */
+typedef struct vqc_findings {
+  pthread_mutex_t lock;
+  vqc_finding *items;
+  int count;
+  int capacity;
+} vqc_findings;
+
+void vqc_findings_init(vqc_findings *f);
+/* Frees every finding's detail and the array; accepts NULL. */
+void vqc_findings_free(vqc_findings *f);
+/* Appends a copy of *x; the list takes ownership of x->detail (x->detail may
+ * be NULL: an empty object is used). */
+vqc_status vqc_findings_add(vqc_findings *f, const vqc_finding *x);
+/* Starts a finding: zeroes it, sets kind, step, an empty detail object, and
+ * the message from printf-style arguments. */
+void vqc_finding_init(vqc_finding *x, vqc_finding_kind kind, int64_t step,
+                      const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* "file:line function" from a call site. */
+void vqc_finding_set_site(vqc_finding *x, vqc_site site);
+void vqc_finding_add_rank(vqc_finding *x, int rank);
+/* True when the list holds a finding of this kind. */
+bool vqc_findings_has(vqc_findings *f, vqc_finding_kind kind);
+
+/* The finding as a JSON object (new reference): {"kind","step","ranks",
+ * "tensor","site","detail","message"} (tensor and site omitted when empty). */
+json_t *vqc_finding_to_json(const vqc_finding *x);
+/* Parses one; VQC_EPARSE with a message naming the field otherwise. */
+vqc_status vqc_finding_from_json(const json_t *j, vqc_finding *out);
+
+#endif /* VQC_FINDINGS_H */

@@ -1,0 +1,959 @@
+/* ledger_analysis.c: writes a rank's dump files and analyses the dumps of
+ * every rank (see ledger_analysis.h).
+ *
+ * The analysis reads everything first (a malformed line is an error naming
+ * file:line, never a guess), then walks sequence numbers upwards from the
+ * first one every dump still holds (the ledger is a ring, so long runs keep
+ * only their latest records) and stops at the first that is not DONE with
+ * the same collective on every rank. Everything it reports comes from the
+ * records at that sequence number and from each rank's history before it.
+ *
+ * Call sites repeat a lot (a training loop calls the same few collectives
+ * thousands of times), so parsed records keep an index into a table of
+ * distinct sites instead of their own copies of the strings. */
+#include "ledger_analysis.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "vqc/digest.h"
+#include "vqc/tensor.h"
+
+/* ---- fingerprints */
+
+/* Distinct odd multipliers (from splitmix64) so that swapping file and func,
+ * or moving a call one line, changes the hash. */
+#define MIX_FUNC 0x9E3779B97F4A7C15ull
+#define MIX_LINE 0xBF58476D1CE4E5B9ull
+
+static uint64_t site_hash_parts(const char *file, int line, const char *func) {
+  file = file ? file : "";
+  func = func ? func : "";
+  uint64_t hf = vqc_xxh3_64(file, strlen(file));
+  uint64_t hg = vqc_xxh3_64(func, strlen(func));
+  return hf ^ (hg * MIX_FUNC) ^ ((uint64_t)(uint32_t)line * MIX_LINE);
+}
+
+uint64_t vqc_site_hash(vqc_site site) {
+  return site_hash_parts(site.file, site.line, site.func);
+}
+
+void vqc_fingerprint_of(const vqc_ledger_record *r, vqc_coll_fingerprint *out) {
+  memset(out, 0, sizeof *out); /* padding too: fingerprints travel as bytes */
+  out->op = (int32_t)r->op;
+  out->dtype = (int32_t)r->dtype;
+  out->redop = r->op == VQC_COLL_ALL_REDUCE ? (int32_t)r->redop : -1;
+  out->root = r->op == VQC_COLL_BROADCAST ? r->root : -1;
+  out->count = r->count;
+  out->site_hash = vqc_site_hash(r->site);
+}
+
+bool vqc_fingerprint_equal(const vqc_coll_fingerprint *a,
+                           const vqc_coll_fingerprint *b) {
+  return a->op == b->op && a->dtype == b->dtype && a->redop == b->redop &&
+         a->root == b->root && a->count == b->count &&
+         a->site_hash == b->site_hash;
+}
+
+void vqc_coll_describe(vqc_coll_op op, vqc_dtype dt, size_t count, int root,
+                       vqc_redop redop, char *buf, size_t n) {
+  const char *name = vqc_coll_name(op);
+  switch (op) {
+    case VQC_COLL_BARRIER:
+      snprintf(buf, n, "%s()", name);
+      break;
+    case VQC_COLL_BROADCAST:
+      snprintf(buf, n, "%s(%s, count %zu, root %d)", name, vqc_dtype_name(dt),
+               count, root);
+      break;
+    case VQC_COLL_ALL_REDUCE:
+      /* sum is what nearly every call uses: only other ops are spelled. */
+      if (redop != VQC_SUM) {
+        snprintf(buf, n, "%s(%s, count %zu, %s)", name, vqc_dtype_name(dt),
+                 count, vqc_redop_name(redop));
+        break;
+      }
+      /* fall through */
+    default:
+      snprintf(buf, n, "%s(%s, count %zu)", name, vqc_dtype_name(dt), count);
+      break;
+  }
+}
+
+void vqc_site_text(vqc_site site, char *buf, size_t n) {
+  const char *file = site.file && site.file[0] ? site.file : "?";
+  /* The same rule as vqc_finding_set_site, so detail and site agree. */
+  const char *rel = strstr(file, "/lib/");
+  if (!rel) rel = strstr(file, "/harness/");
+  if (!rel) rel = strstr(file, "/examples/");
+  snprintf(buf, n, "%s:%d %s", rel ? rel + 1 : file, site.line,
+           site.func && site.func[0] ? site.func : "?");
+}
+
+int vqc_pick_expected(const vqc_coll_fingerprint *groups, const int *nranks,
+                      const int *low_rank, int ngroups,
+                      const vqc_coll_fingerprint *history, size_t nhistory) {
+  /* What came after the last collective the last time it was called. */
+  if (nhistory >= 2) {
+    const vqc_coll_fingerprint *last = &history[nhistory - 1];
+    for (size_t j = nhistory - 1; j-- > 0;) {
+      if (!vqc_fingerprint_equal(&history[j], last)) continue;
+      for (int g = 0; g < ngroups; g++)
+        if (vqc_fingerprint_equal(&history[j + 1], &groups[g])) return g;
+      break; /* the loop changed shape: no prediction */
+    }
+  }
+  int best = 0;
+  for (int g = 1; g < ngroups; g++)
+    if (nranks[g] > nranks[best] ||
+        (nranks[g] == nranks[best] && low_rank[g] < low_rank[best]))
+      best = g;
+  return best;
+}
+
+/* ---- paths */
+
+static vqc_status rank_path(const char *run_dir, int rank, const char *suffix,
+                            char *buf, size_t n) {
+  if (!run_dir || !buf)
+    return vqc_error(VQC_EINVAL, "dump path: run_dir or buffer is NULL");
+  int k = snprintf(buf, n, "%s/rank-%d.%s", run_dir, rank, suffix);
+  if (k < 0 || (size_t)k >= n)
+    return vqc_error(VQC_EINVAL, "dump path too long for run directory %s",
+                     run_dir);
+  return VQC_OK;
+}
+
+vqc_status vqc_ledger_dump_path(const char *run_dir, int rank, char *buf,
+                                size_t n) {
+  return rank_path(run_dir, rank, "ledger.jsonl", buf, n);
+}
+
+vqc_status vqc_status_dump_path(const char *run_dir, int rank, char *buf,
+                                size_t n) {
+  return rank_path(run_dir, rank, "status.json", buf, n);
+}
+
+/* ---- writing */
+
+/* The record as an object with the fields of a ledger dump line. */
+static json_t *record_json(const vqc_ledger_record *r) {
+  json_t *j = json_object();
+  json_object_set_new(j, "seq", json_integer((json_int_t)r->seq));
+  json_object_set_new(j, "rank", json_integer(r->rank));
+  json_object_set_new(j, "op", json_string(vqc_coll_name(r->op)));
+  json_object_set_new(j, "redop",
+                      json_string(r->op == VQC_COLL_ALL_REDUCE
+                                      ? vqc_redop_name(r->redop)
+                                      : ""));
+  json_object_set_new(j, "dtype", json_string(vqc_dtype_name(r->dtype)));
+  json_object_set_new(j, "count", json_integer((json_int_t)r->count));
+  json_object_set_new(j, "root", json_integer(r->root));
+  json_object_set_new(j, "file", json_string(r->site.file ? r->site.file : ""));
+  json_object_set_new(j, "line", json_integer(r->site.line));
+  json_object_set_new(j, "func", json_string(r->site.func ? r->site.func : ""));
+  json_object_set_new(j, "t_enter_ns", json_integer((json_int_t)r->t_enter_ns));
+  json_object_set_new(j, "t_exit_ns", json_integer((json_int_t)r->t_exit_ns));
+  json_object_set_new(j, "state", json_string(vqc_record_state_name(r->state)));
+  json_object_set_new(j, "status", json_string(vqc_status_name(r->status)));
+  return j;
+}
+
+vqc_status vqc_rank_dump_write(const char *run_dir, vqc_ledger *ledger,
+                               const vqc_rank_end *end) {
+  if (!run_dir || !ledger || !end)
+    return vqc_error(VQC_EINVAL, "vqc_rank_dump_write: NULL argument");
+  char path[4096], tmp[4200];
+  VQC_TRY(vqc_ledger_dump_path(run_dir, end->rank, path, sizeof path));
+  VQC_TRY(vqc_ledger_dump(ledger, path));
+
+  uint64_t count = vqc_ledger_count(ledger);
+  json_t *j = json_object();
+  json_object_set_new(j, "rank", json_integer(end->rank));
+  json_object_set_new(j, "size", json_integer(end->size));
+  json_object_set_new(j, "status", json_string(vqc_status_name(end->status)));
+  json_object_set_new(j, "step", json_integer(end->step));
+  json_object_set_new(j, "last_seq", json_integer((json_int_t)count - 1));
+  json_object_set_new(j, "watchdog", json_boolean(end->watchdog));
+  json_object_set_new(j, "in_flight", end->has_in_flight
+                                          ? record_json(&end->in_flight)
+                                          : json_null());
+  VQC_TRY(vqc_status_dump_path(run_dir, end->rank, path, sizeof path));
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
+  int rc = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_SORT_KEYS);
+  json_decref(j);
+  if (rc != 0) {
+    remove(tmp);
+    return vqc_error(VQC_EIO, "cannot write %s: %s", tmp, strerror(errno));
+  }
+  if (rename(tmp, path) != 0) {
+    vqc_status s = vqc_error(VQC_EIO, "cannot rename %s to %s: %s", tmp, path,
+                             strerror(errno));
+    remove(tmp);
+    return s;
+  }
+  return VQC_OK;
+}
+
+/* ---- reading: distinct call sites */
+
+typedef struct site_entry {
+  char *file;
+  char *func;
+  int line;
+  uint64_t hash;
+} site_entry;
+
+/* Distinct sites, with an open-addressing index (hash -> entry + 1). */
+typedef struct site_table {
+  site_entry *items;
+  size_t n, cap;
+  uint32_t *index;
+  size_t nindex; /* power of two, at least 2 * cap */
+} site_table;
+
+static void sites_free(site_table *t) {
+  for (size_t i = 0; i < t->n; i++) {
+    free(t->items[i].file);
+    free(t->items[i].func);
+  }
+  free(t->items);
+  free(t->index);
+  memset(t, 0, sizeof *t);
+}
+
+static void index_insert(site_table *t, uint32_t id) {
+  size_t mask = t->nindex - 1;
+  size_t i = (size_t)t->items[id].hash & mask;
+  while (t->index[i]) i = (i + 1) & mask;
+  t->index[i] = id + 1;
+}
+
+/* The id of (file, line, func), added if new; -1 when out of memory. */
+static long sites_intern(site_table *t, const char *file, int line,
+                         const char *func) {
+  uint64_t h = site_hash_parts(file, line, func);
+  if (t->nindex) {
+    size_t mask = t->nindex - 1;
+    for (size_t i = (size_t)h & mask; t->index[i]; i = (i + 1) & mask) {
+      const site_entry *e = &t->items[t->index[i] - 1];
+      if (e->hash == h && e->line == line && strcmp(e->file, file) == 0 &&
+          strcmp(e->func, func) == 0)
+        return (long)(t->index[i] - 1);
+    }
+  }
+  if (t->n == t->cap) {
+    size_t cap = t->cap ? 2 * t->cap : 16;
+    site_entry *items = realloc(t->items, cap * sizeof *items);
+    if (!items) return -1;
+    t->items = items;
+    t->cap = cap;
+    /* Rebuild the index at twice the capacity (load <= 1/2). */
+    uint32_t *index = calloc(2 * cap, sizeof *index);
+    if (!index) return -1;
+    free(t->index);
+    t->index = index;
+    t->nindex = 2 * cap;
+    for (size_t i = 0; i < t->n; i++) index_insert(t, (uint32_t)i);
+  }
+  site_entry *e = &t->items[t->n];
+  e->file = strdup(file);
+  e->func = strdup(func);
+  if (!e->file || !e->func) {
+    free(e->file);
+    free(e->func);
+    return -1;
+  }
+  e->line = line;
+  e->hash = h;
+  index_insert(t, (uint32_t)t->n);
+  return (long)t->n++;
+}
+
+static vqc_site site_of(const site_table *t, uint32_t id) {
+  const site_entry *e = &t->items[id];
+  return (vqc_site){e->file, e->line, e->func};
+}
+
+/* ---- reading: one rank's dump */
+
+typedef struct drec {
+  uint64_t seq;
+  vqc_coll_op op;
+  vqc_redop redop;
+  vqc_dtype dtype;
+  uint64_t count;
+  int root;
+  uint32_t site;          /* index into the site table */
+  vqc_record_state state;
+  char status[24];
+  vqc_coll_fingerprint fp;
+} drec;
+
+typedef struct rank_dump {
+  bool present;           /* rank-<r>.ledger.jsonl exists */
+  drec *recs;             /* by increasing seq */
+  size_t n, cap;
+  bool has_status;        /* rank-<r>.status.json exists */
+  char status[24];        /* its "status" */
+  int64_t step;
+  bool watchdog;
+} rank_dump;
+
+/* Reads member `key` of line object j as an integer in [lo, hi]. */
+static vqc_status get_int(const json_t *j, const char *key, long long lo,
+                          long long hi, const char *path, long line,
+                          long long *out) {
+  const json_t *v = json_object_get(j, key);
+  if (!json_is_integer(v) || json_integer_value(v) < lo ||
+      json_integer_value(v) > hi)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field '%s': expected an integer "
+                     "in %lld..%lld",
+                     path, line, key, lo, hi);
+  *out = json_integer_value(v);
+  return VQC_OK;
+}
+
+static vqc_status get_str(const json_t *j, const char *key, const char *path,
+                          long line, const char **out) {
+  const json_t *v = json_object_get(j, key);
+  if (!json_is_string(v))
+    return vqc_error(VQC_EPARSE, "%s:%ld: field '%s': expected a string",
+                     path, line, key);
+  *out = json_string_value(v);
+  return VQC_OK;
+}
+
+/* Parses one ledger line (already a JSON object) into *r. */
+static vqc_status parse_record(const json_t *j, int rank, const char *path,
+                               long line, site_table *sites, drec *r) {
+  long long v;
+  const char *s;
+  memset(r, 0, sizeof *r);
+  VQC_TRY(get_int(j, "seq", 0, INT64_MAX, path, line, &v));
+  r->seq = (uint64_t)v;
+  VQC_TRY(get_int(j, "rank", 0, INT32_MAX, path, line, &v));
+  if (v != rank)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'rank': %lld in the dump of "
+                     "rank %d",
+                     path, line, v, rank);
+
+  VQC_TRY(get_str(j, "op", path, line, &s));
+  int op = -1;
+  for (int k = 0; k < VQC_COLL_COUNT; k++)
+    if (strcmp(s, vqc_coll_name((vqc_coll_op)k)) == 0) op = k;
+  if (op < 0)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'op': unknown collective "
+                     "'%s' (expected all_reduce, all_gather, all_gatherv, "
+                     "broadcast or barrier)",
+                     path, line, s);
+  r->op = (vqc_coll_op)op;
+
+  VQC_TRY(get_str(j, "redop", path, line, &s));
+  r->redop = VQC_SUM;
+  if (r->op == VQC_COLL_ALL_REDUCE) {
+    int ro = -1;
+    for (int k = 0; k < VQC_REDOP_COUNT; k++)
+      if (strcmp(s, vqc_redop_name((vqc_redop)k)) == 0) ro = k;
+    if (ro < 0)
+      return vqc_error(VQC_EPARSE, "%s:%ld: field 'redop': unknown reduction "
+                       "'%s' (expected sum, min or max)",
+                       path, line, s);
+    r->redop = (vqc_redop)ro;
+  }
+
+  VQC_TRY(get_str(j, "dtype", path, line, &s));
+  if (vqc_dtype_from_name(s, &r->dtype) != VQC_OK)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'dtype': unknown dtype '%s'",
+                     path, line, s);
+  VQC_TRY(get_int(j, "count", 0, INT64_MAX, path, line, &v));
+  r->count = (uint64_t)v;
+  VQC_TRY(get_int(j, "root", -1, INT32_MAX, path, line, &v));
+  r->root = (int)v;
+
+  const char *file, *func;
+  VQC_TRY(get_str(j, "file", path, line, &file));
+  VQC_TRY(get_str(j, "func", path, line, &func));
+  VQC_TRY(get_int(j, "line", 0, INT32_MAX, path, line, &v));
+  long id = sites_intern(sites, file, (int)v, func);
+  if (id < 0) return vqc_error(VQC_ENOMEM, "no memory for call sites");
+  r->site = (uint32_t)id;
+
+  VQC_TRY(get_str(j, "state", path, line, &s));
+  if (strcmp(s, "entered") == 0) r->state = VQC_REC_ENTERED;
+  else if (strcmp(s, "done") == 0) r->state = VQC_REC_DONE;
+  else if (strcmp(s, "failed") == 0) r->state = VQC_REC_FAILED;
+  else
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'state': '%s' (expected "
+                     "entered, done or failed)",
+                     path, line, s);
+  VQC_TRY(get_str(j, "status", path, line, &s));
+  snprintf(r->status, sizeof r->status, "%s", s);
+
+  /* The same fingerprint strict mode computes from the live record. */
+  vqc_ledger_record lr = {.op = r->op, .redop = r->redop, .dtype = r->dtype,
+                          .count = (size_t)r->count, .root = r->root,
+                          .site = site_of(sites, r->site)};
+  vqc_fingerprint_of(&lr, &r->fp);
+  return VQC_OK;
+}
+
+static vqc_status push_record(rank_dump *d, const drec *r) {
+  if (d->n == d->cap) {
+    size_t cap = d->cap ? 2 * d->cap : 64;
+    drec *recs = realloc(d->recs, cap * sizeof *recs);
+    if (!recs) return vqc_error(VQC_ENOMEM, "no memory for ledger records");
+    d->recs = recs;
+    d->cap = cap;
+  }
+  d->recs[d->n++] = *r;
+  return VQC_OK;
+}
+
+static vqc_status read_ledger(const char *path, int rank, site_table *sites,
+                              rank_dump *d) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (errno == ENOENT) return VQC_OK; /* no dump: present stays false */
+    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
+  }
+  d->present = true;
+  char *buf = NULL;
+  size_t bufn = 0;
+  long line = 0;
+  vqc_status s = VQC_OK;
+  ssize_t len;
+  while (s == VQC_OK && (len = getline(&buf, &bufn, f)) >= 0) {
+    line++;
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+      buf[--len] = '\0';
+    if (len == 0) continue; /* blank lines carry nothing */
+    json_error_t err;
+    json_t *j = json_loadb(buf, (size_t)len, JSON_REJECT_DUPLICATES, &err);
+    if (!j) {
+      s = vqc_error(VQC_EPARSE, "%s:%ld: not a JSON object: %s (column %d)",
+                    path, line, err.text, err.column);
+      break;
+    }
+    drec r;
+    if (!json_is_object(j))
+      s = vqc_error(VQC_EPARSE, "%s:%ld: expected a JSON object per line",
+                    path, line);
+    else
+      s = parse_record(j, rank, path, line, sites, &r);
+    json_decref(j);
+    if (s != VQC_OK) break;
+    if (d->n > 0 && r.seq <= d->recs[d->n - 1].seq) {
+      s = vqc_error(VQC_EPARSE, "%s:%ld: field 'seq': %" PRIu64 " after %"
+                    PRIu64 " (sequence numbers must increase)",
+                    path, line, r.seq, d->recs[d->n - 1].seq);
+      break;
+    }
+    s = push_record(d, &r);
+  }
+  if (s == VQC_OK && ferror(f))
+    s = vqc_error(VQC_EIO, "read error in %s", path);
+  free(buf);
+  fclose(f);
+  return s;
+}
+
+/* Reads rank-<r>.status.json if there is one. *size_out gets its "size". */
+static vqc_status read_status(const char *path, int rank, rank_dump *d,
+                              int *size_out) {
+  if (access(path, F_OK) != 0) return VQC_OK; /* optional */
+  json_error_t err;
+  json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+  if (!j)
+    return vqc_error(VQC_EPARSE, "%s:%d: not valid JSON: %s", path, err.line,
+                     err.text);
+  vqc_status s = VQC_OK;
+  long long v;
+  const char *str;
+  if (!json_is_object(j)) {
+    s = vqc_error(VQC_EPARSE, "%s:1: expected a JSON object", path);
+  } else if ((s = get_int(j, "rank", 0, INT32_MAX, path, 1, &v)) == VQC_OK &&
+             v != rank) {
+    s = vqc_error(VQC_EPARSE, "%s:1: field 'rank': %lld in the status file "
+                  "of rank %d", path, v, rank);
+  }
+  if (s == VQC_OK && (s = get_int(j, "size", 1, INT32_MAX, path, 1, &v)) ==
+                         VQC_OK)
+    *size_out = (int)v;
+  if (s == VQC_OK && (s = get_str(j, "status", path, 1, &str)) == VQC_OK)
+    snprintf(d->status, sizeof d->status, "%s", str);
+  if (s == VQC_OK &&
+      (s = get_int(j, "step", -1, INT64_MAX, path, 1, &v)) == VQC_OK)
+    d->step = v;
+  if (s == VQC_OK) {
+    const json_t *w = json_object_get(j, "watchdog");
+    d->watchdog = json_is_true(w);
+    d->has_status = true;
+  }
+  json_decref(j);
+  return s;
+}
+
+/* The highest r with a rank-<r>.ledger.jsonl or .status.json, plus one; 0
+ * when there is none. */
+static int size_from_names(const char *run_dir) {
+  DIR *dir = opendir(run_dir);
+  if (!dir) return 0;
+  int size = 0;
+  struct dirent *e;
+  while ((e = readdir(dir)) != NULL) {
+    int r = -1, used = 0;
+    if (sscanf(e->d_name, "rank-%d.%n", &r, &used) == 1 && used > 0 &&
+        r >= 0 && r < 1 << 20 &&
+        (strcmp(e->d_name + used, "ledger.jsonl") == 0 ||
+         strcmp(e->d_name + used, "status.json") == 0) &&
+        r + 1 > size)
+      size = r + 1;
+  }
+  closedir(dir);
+  return size;
+}
+
+/* ---- the analysis */
+
+/* Index of seq in d's records, or -1. */
+static long find_seq(const rank_dump *d, uint64_t seq) {
+  size_t lo = 0, hi = d->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (d->recs[mid].seq < seq) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo < d->n && d->recs[lo].seq == seq ? (long)lo : -1;
+}
+
+static void describe_rec(const drec *r, char *buf, size_t n) {
+  vqc_coll_describe(r->op, r->dtype, (size_t)r->count, r->root, r->redop, buf,
+                    n);
+}
+
+/* "0, 2, 3" */
+static void rank_list(const int *ranks, int n, char *buf, size_t len) {
+  size_t k = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n && k + 16 < len; i++) {
+    int w = snprintf(buf + k, len - k, "%s%d", i ? ", " : "", ranks[i]);
+    if (w > 0) k += (size_t)w;
+  }
+}
+
+/* Appends printf output to buf (length *k, capacity n), truncating. */
+static void appendf(char *buf, size_t *k, size_t n, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static void appendf(char *buf, size_t *k, size_t n, const char *fmt, ...) {
+  if (*k >= n) return;
+  va_list ap;
+  va_start(ap, fmt);
+  int w = vsnprintf(buf + *k, n - *k, fmt, ap);
+  va_end(ap);
+  if (w > 0) *k = *k + (size_t)w < n ? *k + (size_t)w : n - 1;
+}
+
+/* The state of one analysis (everything read from the run directory). */
+typedef struct analysis {
+  const char *run_dir;
+  int size;
+  rank_dump *dumps;   /* size entries */
+  site_table sites;
+} analysis;
+
+static json_t *record_detail(const analysis *a, const drec *r) {
+  char desc[128], site[512];
+  describe_rec(r, desc, sizeof desc);
+  vqc_site_text(site_of(&a->sites, r->site), site, sizeof site);
+  json_t *j = json_object();
+  json_object_set_new(j, "seq", json_integer((json_int_t)r->seq));
+  json_object_set_new(j, "op", json_string(vqc_coll_name(r->op)));
+  json_object_set_new(j, "dtype", json_string(vqc_dtype_name(r->dtype)));
+  json_object_set_new(j, "count", json_integer((json_int_t)r->count));
+  if (r->op == VQC_COLL_BROADCAST)
+    json_object_set_new(j, "root", json_integer(r->root));
+  if (r->op == VQC_COLL_ALL_REDUCE)
+    json_object_set_new(j, "redop", json_string(vqc_redop_name(r->redop)));
+  json_object_set_new(j, "site", json_string(site));
+  json_object_set_new(j, "state", json_string(vqc_record_state_name(r->state)));
+  json_object_set_new(j, "status", json_string(r->status));
+  json_object_set_new(j, "describe", json_string(desc));
+  return j;
+}
+
+/* Where rank r is instead of collective `seq`: one phrase for the detail and
+ * the message. */
+static void where_of(const analysis *a, int r, uint64_t seq, char *buf,
+                     size_t n) {
+  const rank_dump *d = &a->dumps[r];
+  char desc[128], site[512];
+  size_t k = 0;
+  buf[0] = '\0';
+  if (!d->present) {
+    appendf(buf, &k, n, "no ledger dump (rank failed)");
+    return;
+  }
+  long i = find_seq(d, seq);
+  if (i >= 0) {
+    const drec *x = &d->recs[i];
+    describe_rec(x, desc, sizeof desc);
+    vqc_site_text(site_of(&a->sites, x->site), site, sizeof site);
+    if (x->state == VQC_REC_DONE)
+      appendf(buf, &k, n, "called %s at %s instead (it completed)", desc,
+              site);
+    else if (x->state == VQC_REC_ENTERED)
+      appendf(buf, &k, n, "waiting in %s at %s", desc, site);
+    else
+      appendf(buf, &k, n, "waiting in %s at %s (ended %s)", desc, site,
+              x->status);
+    return;
+  }
+  /* No record at seq: where it stopped. */
+  const drec *last = NULL;
+  for (size_t j = d->n; j > 0 && !last; j--)
+    if (d->recs[j - 1].seq < seq && d->recs[j - 1].state == VQC_REC_DONE)
+      last = &d->recs[j - 1];
+  if (last) {
+    describe_rec(last, desc, sizeof desc);
+    vqc_site_text(site_of(&a->sites, last->site), site, sizeof site);
+    appendf(buf, &k, n, "last completed seq %" PRIu64 " %s at %s", last->seq,
+            desc, site);
+  } else if (d->n > 0) {
+    appendf(buf, &k, n, "never completed a collective");
+  } else {
+    appendf(buf, &k, n, "never called a collective");
+  }
+  if (d->has_status && strcmp(d->status, "VQC_OK") == 0)
+    appendf(buf, &k, n, "; it left its training loop (VQC_OK)");
+  else if (d->has_status)
+    appendf(buf, &k, n, "; its training ended with %s", d->status);
+}
+
+/* Whether sequence number seq is DONE with one collective on every rank
+ * that left a dump. */
+static bool seq_settled(const analysis *a, uint64_t seq) {
+  const drec *first = NULL;
+  for (int r = 0; r < a->size; r++) {
+    const rank_dump *d = &a->dumps[r];
+    if (!d->present) continue;
+    long i = find_seq(d, seq);
+    if (i < 0 || d->recs[i].state != VQC_REC_DONE) return false;
+    if (!first) first = &d->recs[i];
+    else if (!vqc_fingerprint_equal(&first->fp, &d->recs[i].fp)) return false;
+  }
+  return true;
+}
+
+/* The history before seq (fingerprints, oldest first) from rank r's dump,
+ * at most `max` entries; *n gets how many. Caller frees. */
+static vqc_coll_fingerprint *history_of(const rank_dump *d, uint64_t seq,
+                                        size_t max, size_t *n) {
+  *n = 0;
+  size_t end = 0;
+  while (end < d->n && d->recs[end].seq < seq) end++;
+  size_t start = end > max ? end - max : 0;
+  vqc_coll_fingerprint *h = malloc((end - start + 1) * sizeof *h);
+  if (!h) return NULL;
+  for (size_t i = start; i < end; i++) h[(*n)++] = d->recs[i].fp;
+  return h;
+}
+
+/* How far back the skip heuristic looks: a few training steps' worth of
+ * collectives, bounded so the analysis stays linear in practice. */
+#define HISTORY_MAX 4096
+
+static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
+                         vqc_findings *out, int *nadded);
+
+vqc_status vqc_ledger_analyze(const char *run_dir, int size, int64_t step,
+                              vqc_findings *out, int *nadded) {
+  if (nadded) *nadded = 0;
+  if (!run_dir || !out)
+    return vqc_error(VQC_EINVAL, "vqc_ledger_analyze: NULL argument");
+  analysis a = {.run_dir = run_dir};
+  vqc_status s = VQC_OK;
+  char path[4096];
+
+  /* The size: given, else from a status file, else from the file names. */
+  if (size <= 0) {
+    int names = size_from_names(run_dir);
+    for (int r = 0; r < names && size <= 0; r++) {
+      rank_dump tmp = {0};
+      int sz = 0;
+      VQC_TRY(vqc_status_dump_path(run_dir, r, path, sizeof path));
+      VQC_TRY(read_status(path, r, &tmp, &sz));
+      if (tmp.has_status) size = sz;
+    }
+    if (size < names) size = names;
+    if (size <= 0)
+      return vqc_error(VQC_EINVAL, "%s holds no rank-<r>.ledger.jsonl or "
+                       "rank-<r>.status.json dumps to analyse",
+                       run_dir);
+  }
+  a.size = size;
+  a.dumps = calloc((size_t)size, sizeof *a.dumps);
+  if (!a.dumps) return vqc_error(VQC_ENOMEM, "no memory for %d dumps", size);
+
+  int present = 0;
+  for (int r = 0; r < size && s == VQC_OK; r++) {
+    int sz = 0;
+    a.dumps[r].step = -1;
+    s = vqc_ledger_dump_path(run_dir, r, path, sizeof path);
+    if (s == VQC_OK) s = read_ledger(path, r, &a.sites, &a.dumps[r]);
+    if (s == VQC_OK) s = vqc_status_dump_path(run_dir, r, path, sizeof path);
+    if (s == VQC_OK) s = read_status(path, r, &a.dumps[r], &sz);
+    if (s == VQC_OK && a.dumps[r].has_status && sz != size)
+      s = vqc_error(VQC_EPARSE, "%s:1: field 'size': %d, but the run has %d "
+                    "ranks", path, sz, size);
+    if (a.dumps[r].present) present++;
+  }
+  if (s == VQC_OK && present == 0)
+    s = vqc_error(VQC_EINVAL, "%s holds no ledger dumps of ranks 0..%d "
+                  "(rank-<r>.ledger.jsonl)", run_dir, size - 1);
+
+  if (s == VQC_OK) {
+    /* The window every dump still holds: from the latest first record (the
+     * rings dropped older ones) to past the last record of any rank. */
+    uint64_t lo = 0, hi = 0;
+    for (int r = 0; r < size; r++) {
+      const rank_dump *d = &a.dumps[r];
+      if (!d->present || d->n == 0) continue;
+      if (d->recs[0].seq > lo) lo = d->recs[0].seq;
+      if (d->recs[d->n - 1].seq + 1 > hi) hi = d->recs[d->n - 1].seq + 1;
+    }
+    uint64_t seq = lo;
+    while (seq < hi && seq_settled(&a, seq)) seq++;
+    s = report(&a, seq, seq < hi, step, out, nadded);
+  }
+
+  for (int r = 0; r < size; r++) free(a.dumps[r].recs);
+  free(a.dumps);
+  sites_free(&a.sites);
+  return s;
+}
+
+/* Appends the findings for sequence number seq: the first one not settled
+ * (stuck) or, when !stuck, one past the last record (only failed ranks can
+ * be reported then). */
+static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
+                         vqc_findings *out, int *nadded) {
+  int size = a->size;
+  int *failed = malloc((size_t)size * sizeof *failed);
+  int *group = malloc((size_t)size * sizeof *group); /* per rank; -1 none */
+  vqc_coll_fingerprint *gfp = malloc((size_t)size * sizeof *gfp);
+  int *gn = calloc((size_t)size, sizeof *gn);
+  int *glow = malloc((size_t)size * sizeof *glow);
+  const drec **grec = malloc((size_t)size * sizeof *grec);
+  int *entered = malloc((size_t)size * sizeof *entered);
+  int *missing = malloc((size_t)size * sizeof *missing);
+  char (*where)[768] = malloc((size_t)size * sizeof *where);
+  vqc_status s = VQC_OK;
+  if (!failed || !group || !gfp || !gn || !glow || !grec || !entered ||
+      !missing || !where) {
+    s = vqc_error(VQC_ENOMEM, "no memory for the analysis of %d ranks", size);
+    goto done;
+  }
+
+  int nfailed = 0;
+  for (int r = 0; r < size; r++)
+    if (!a->dumps[r].present) failed[nfailed++] = r;
+
+  /* Group the ranks that have a record at seq by fingerprint. */
+  int ngroups = 0, nentered = 0, nmissing = 0;
+  int expected = -1;
+  if (stuck) {
+    for (int r = 0; r < size; r++) {
+      group[r] = -1;
+      const rank_dump *d = &a->dumps[r];
+      long i = d->present ? find_seq(d, seq) : -1;
+      if (i < 0) continue;
+      const drec *x = &d->recs[i];
+      int g = 0;
+      while (g < ngroups && !vqc_fingerprint_equal(&gfp[g], &x->fp)) g++;
+      if (g == ngroups) {
+        gfp[g] = x->fp;
+        glow[g] = r;
+        grec[g] = x;
+        ngroups++;
+      }
+      gn[g]++;
+      group[r] = g;
+    }
+    /* History from the lowest rank with records before seq: before seq
+     * every rank agreed, so any of them tells the common story. */
+    size_t nhist = 0;
+    vqc_coll_fingerprint *hist = NULL;
+    for (int r = 0; r < size && !hist; r++)
+      if (a->dumps[r].present && a->dumps[r].n > 0)
+        hist = history_of(&a->dumps[r], seq, HISTORY_MAX, &nhist);
+    expected = ngroups > 0 ? vqc_pick_expected(gfp, gn, glow, ngroups, hist,
+                                               nhist)
+                           : -1;
+    free(hist);
+    for (int r = 0; r < size; r++) {
+      if (expected >= 0 && group[r] == expected) {
+        entered[nentered++] = r;
+      } else {
+        where_of(a, r, seq, where[nmissing], sizeof where[0]);
+        missing[nmissing++] = r;
+      }
+    }
+  }
+
+  /* ---- deadlock: unless failed ranks alone explain the stuck collective */
+  bool only_failed = nmissing == nfailed && ngroups == 1;
+  if (stuck && expected >= 0 && !only_failed) {
+    const drec *x = grec[expected];
+    vqc_site site = site_of(&a->sites, x->site);
+    char desc[128], stext[512], ent[256], mis[256], msg[1024];
+    describe_rec(x, desc, sizeof desc);
+    vqc_site_text(site, stext, sizeof stext);
+    rank_list(entered, nentered, ent, sizeof ent);
+    rank_list(missing, nmissing, mis, sizeof mis);
+    size_t k = 0;
+    appendf(msg, &k, sizeof msg, "collective #%" PRIu64 " %s at %s was "
+            "entered by rank%s %s but never by rank%s %s",
+            seq, desc, stext, nentered == 1 ? "" : "s", ent,
+            nmissing == 1 ? "" : "s", nmissing ? mis : "(none)");
+    bool same_where = true;
+    for (int i = 1; i < nmissing; i++)
+      if (strcmp(where[i], where[0]) != 0) same_where = false;
+    if (nmissing > 0 && same_where) {
+      appendf(msg, &k, sizeof msg, " (%s)", where[0]);
+    } else if (nmissing > 0) {
+      appendf(msg, &k, sizeof msg, " (");
+      for (int i = 0; i < nmissing; i++)
+        appendf(msg, &k, sizeof msg, "%srank %d: %s", i ? "; " : "",
+                missing[i], where[i]);
+      appendf(msg, &k, sizeof msg, ")");
+    } else {
+      appendf(msg, &k, sizeof msg, "; every rank entered it and none "
+              "completed it");
+    }
+
+    int64_t fstep = step;
+    if (fstep < 0 && nentered > 0 && a->dumps[entered[0]].has_status)
+      fstep = a->dumps[entered[0]].step;
+    for (int r = 0; fstep < 0 && r < size; r++)
+      if (a->dumps[r].has_status && a->dumps[r].step >= 0)
+        fstep = a->dumps[r].step;
+
+    vqc_finding f;
+    vqc_finding_init(&f, VQC_FINDING_DEADLOCK, fstep, "%s", msg);
+    vqc_finding_set_site(&f, site);
+    for (int i = 0; i < nmissing; i++) vqc_finding_add_rank(&f, missing[i]);
+    json_t *det = record_detail(a, x);
+    json_object_del(det, "state");
+    json_object_del(det, "status");
+    json_object_set_new(det, "misaligned", json_boolean(ngroups > 1));
+    json_t *je = json_array();
+    for (int i = 0; i < nentered; i++) {
+      const rank_dump *d = &a->dumps[entered[i]];
+      const drec *y = &d->recs[find_seq(d, seq)];
+      json_t *o = json_object();
+      json_object_set_new(o, "rank", json_integer(entered[i]));
+      json_object_set_new(o, "site", json_string(stext));
+      json_object_set_new(o, "state",
+                          json_string(vqc_record_state_name(y->state)));
+      json_object_set_new(o, "status", json_string(y->status));
+      json_array_append_new(je, o);
+    }
+    json_object_set_new(det, "entered", je);
+    json_t *jm = json_array();
+    for (int i = 0; i < nmissing; i++) {
+      const rank_dump *d = &a->dumps[missing[i]];
+      json_t *o = json_object();
+      json_object_set_new(o, "rank", json_integer(missing[i]));
+      json_object_set_new(o, "where", json_string(where[i]));
+      long j = d->present ? find_seq(d, seq) : -1;
+      if (j >= 0) json_object_set_new(o, "record",
+                                      record_detail(a, &d->recs[j]));
+      if (d->has_status)
+        json_object_set_new(o, "status", json_string(d->status));
+      json_array_append_new(jm, o);
+    }
+    json_object_set_new(det, "missing", jm);
+    json_decref(f.detail);
+    f.detail = det;
+    s = vqc_findings_add(out, &f);
+    if (s != VQC_OK) {
+      json_decref(det);
+      goto done;
+    }
+    if (nadded) (*nadded)++;
+  }
+
+  /* ---- rank_failure: ranks that left no dump at all */
+  if (nfailed > 0) {
+    char fl[256], msg[1024];
+    rank_list(failed, nfailed, fl, sizeof fl);
+    size_t k = 0;
+    appendf(msg, &k, sizeof msg, "rank%s %s left no ledger dump (crashed, "
+            "killed or never finished)", nfailed == 1 ? "" : "s", fl);
+    if (seq > 0)
+      appendf(msg, &k, sizeof msg, "; the other ranks completed collectives "
+              "up to #%" PRIu64, seq - 1);
+    else
+      appendf(msg, &k, sizeof msg, "; the other ranks completed no "
+              "collective");
+    json_t *det = json_object();
+    json_t *jf = json_array();
+    for (int i = 0; i < nfailed; i++)
+      json_array_append_new(jf, json_integer(failed[i]));
+    json_object_set_new(det, "failed", jf);
+    json_object_set_new(det, "last_completed_seq",
+                        json_integer((json_int_t)seq - 1));
+    int64_t fstep = step;
+    vqc_site site = {0};
+    if (stuck && expected >= 0) {
+      const drec *x = grec[expected];
+      char desc[128], stext[512];
+      describe_rec(x, desc, sizeof desc);
+      site = site_of(&a->sites, x->site);
+      vqc_site_text(site, stext, sizeof stext);
+      appendf(msg, &k, sizeof msg, " and wait in #%" PRIu64 " %s at %s", seq,
+              desc, stext);
+      json_object_set_new(det, "waiting_in", record_detail(a, x));
+      if (fstep < 0 && a->dumps[glow[expected]].has_status)
+        fstep = a->dumps[glow[expected]].step;
+    } else {
+      json_object_set_new(det, "waiting_in", json_null());
+    }
+    for (int r = 0; fstep < 0 && r < size; r++)
+      if (a->dumps[r].has_status && a->dumps[r].step >= 0)
+        fstep = a->dumps[r].step;
+    vqc_finding f;
+    vqc_finding_init(&f, VQC_FINDING_RANK_FAILURE, fstep, "%s", msg);
+    if (site.file) vqc_finding_set_site(&f, site);
+    for (int i = 0; i < nfailed; i++) vqc_finding_add_rank(&f, failed[i]);
+    json_decref(f.detail);
+    f.detail = det;
+    s = vqc_findings_add(out, &f);
+    if (s != VQC_OK) {
+      json_decref(det);
+      goto done;
+    }
+    if (nadded) (*nadded)++;
+  }
+
+done:
+  free(failed);
+  free(group);
+  free(gfp);
+  free(gn);
+  free(glow);
+  free(grec);
+  free(entered);
+  free(missing);
+  free(where);
+  return s;
+}

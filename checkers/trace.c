@@ -1,0 +1,330 @@
+/* trace.c: the vqcheck-trace/1 writer and reader (format in trace.h).
+ *
+ * Lines are produced and parsed with jansson, so tensor names with quotes or
+ * non-ASCII bytes are escaped correctly in both directions. */
+#include "trace.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct vqc_trace_writer {
+  FILE *f;
+  char path[4096]; /* for error messages */
+};
+
+vqc_status vqc_trace_path(const char *run_dir, int rank, char *buf, size_t n) {
+  if (run_dir == NULL || buf == NULL || rank < 0)
+    return vqc_error(VQC_EINVAL, "trace path: NULL run_dir/buffer or rank %d",
+                     rank);
+  int len = snprintf(buf, n, "%s/rank-%d.trace.jsonl", run_dir, rank);
+  if (len < 0 || (size_t)len >= n)
+    return vqc_error(VQC_EINVAL, "trace path for rank %d under '%s' is longer "
+                     "than %zu bytes", rank, run_dir, n);
+  return VQC_OK;
+}
+
+vqc_status vqc_trace_writer_open(const char *path, vqc_trace_writer **out) {
+  if (path == NULL || out == NULL)
+    return vqc_error(VQC_EINVAL, "trace: NULL path or out");
+  *out = NULL;
+  vqc_trace_writer *w = calloc(1, sizeof *w);
+  if (w == NULL) return vqc_error(VQC_ENOMEM, "trace: no memory for a writer");
+  snprintf(w->path, sizeof w->path, "%s", path);
+  w->f = fopen(path, "w");
+  if (w->f == NULL) {
+    int err = errno;
+    free(w);
+    return vqc_error(VQC_EIO, "cannot create trace '%s': %s", path,
+                     strerror(err));
+  }
+  /* Line-buffered: each record reaches the file as a whole line, so a job
+   * killed mid-step keeps every line written before. */
+  setvbuf(w->f, NULL, _IOLBF, 0);
+  *out = w;
+  return VQC_OK;
+}
+
+/* Checks a record against the format before it is written, so the writer can
+ * never produce a line its own reader rejects. */
+static vqc_status check_record(const vqc_trace_record *r) {
+  if (r->rank < 0) return vqc_error(VQC_EINVAL, "trace: rank %d < 0", r->rank);
+  if (r->step < 0)
+    return vqc_error(VQC_EINVAL, "trace: step %" PRId64 " < 0", r->step);
+  if (r->tensor[0] == '\0' ||
+      strnlen(r->tensor, VQC_TRACE_NAME_MAX) >= VQC_TRACE_NAME_MAX)
+    return vqc_error(VQC_EINVAL, "trace: tensor name empty or too long");
+  if (r->dtype[0] == '\0' ||
+      strnlen(r->dtype, VQC_TRACE_DTYPE_MAX) >= VQC_TRACE_DTYPE_MAX)
+    return vqc_error(VQC_EINVAL, "trace: dtype of '%s' empty or too long",
+                     r->tensor);
+  if (r->digest_algo[0] == '\0' ||
+      strnlen(r->digest_algo, VQC_TRACE_ALGO_MAX) >= VQC_TRACE_ALGO_MAX)
+    return vqc_error(VQC_EINVAL, "trace: digest_algo of '%s' empty or too long",
+                     r->tensor);
+  if (r->ndim < 0 || r->ndim > VQC_TRACE_MAX_DIMS)
+    return vqc_error(VQC_EINVAL, "trace: '%s' has %d dims (0..%d)", r->tensor,
+                     r->ndim, VQC_TRACE_MAX_DIMS);
+  for (int d = 0; d < r->ndim; d++)
+    if (r->shape[d] < 0)
+      return vqc_error(VQC_EINVAL, "trace: '%s' dim %d is %" PRId64, r->tensor,
+                       d, r->shape[d]);
+  return VQC_OK;
+}
+
+vqc_status vqc_trace_write(vqc_trace_writer *w, const vqc_trace_record *r) {
+  if (w == NULL || r == NULL)
+    return vqc_error(VQC_EINVAL, "trace: NULL writer or record");
+  VQC_TRY(check_record(r));
+
+  char digest[17];
+  snprintf(digest, sizeof digest, "%016" PRIx64, r->digest);
+  /* json_string refuses bytes that are not UTF-8: say so rather than
+   * writing a line no JSON reader accepts. */
+  json_t *tensor = json_string(r->tensor);
+  json_t *dtype = json_string(r->dtype);
+  json_t *algo = json_string(r->digest_algo);
+  if (tensor == NULL || dtype == NULL || algo == NULL) {
+    json_decref(tensor);
+    json_decref(dtype);
+    json_decref(algo);
+    return vqc_error(VQC_EINVAL, "trace: name, dtype or digest_algo of '%s' "
+                     "is not valid UTF-8", r->tensor);
+  }
+  json_t *shape = json_array();
+  json_t *o = json_object();
+  if (shape == NULL || o == NULL) goto nomem;
+  for (int d = 0; d < r->ndim; d++)
+    if (json_array_append_new(shape, json_integer(r->shape[d])) != 0)
+      goto nomem;
+  /* jansson keeps insertion order, which is the order trace.h documents. */
+  int bad = 0;
+  bad |= json_object_set_new(o, "schema", json_string(VQC_TRACE_SCHEMA));
+  bad |= json_object_set_new(o, "rank", json_integer(r->rank));
+  bad |= json_object_set_new(o, "step", json_integer(r->step));
+  bad |= json_object_set(o, "tensor", tensor);
+  bad |= json_object_set(o, "dtype", dtype);
+  bad |= json_object_set(o, "shape", shape);
+  bad |= json_object_set(o, "digest_algo", algo);
+  bad |= json_object_set_new(o, "digest", json_string(digest));
+  if (bad) goto nomem;
+  char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(tensor);
+  json_decref(dtype);
+  json_decref(algo);
+  json_decref(shape);
+  json_decref(o);
+  if (line == NULL) return vqc_error(VQC_ENOMEM, "trace: no memory for a line");
+  int rc = fprintf(w->f, "%s\n", line);
+  free(line);
+  if (rc < 0)
+    return vqc_error(VQC_EIO, "cannot write trace '%s': %s", w->path,
+                     strerror(errno));
+  return VQC_OK;
+
+nomem:
+  json_decref(tensor);
+  json_decref(dtype);
+  json_decref(algo);
+  json_decref(shape);
+  json_decref(o);
+  return vqc_error(VQC_ENOMEM, "trace: no memory for a line");
+}
+
+vqc_status vqc_trace_flush(vqc_trace_writer *w) {
+  if (w == NULL) return vqc_error(VQC_EINVAL, "trace: NULL writer");
+  if (fflush(w->f) != 0)
+    return vqc_error(VQC_EIO, "cannot flush trace '%s': %s", w->path,
+                     strerror(errno));
+  return VQC_OK;
+}
+
+void vqc_trace_writer_close(vqc_trace_writer *w) {
+  if (w == NULL) return;
+  fclose(w->f);
+  free(w);
+}
+
+/* ---- reader */
+
+/* A required string member of at most max-1 bytes, copied into dst. */
+static vqc_status get_string(const json_t *o, const char *key, char *dst,
+                             size_t max, const char *path, long lineno) {
+  const json_t *v = json_object_get(o, key);
+  if (v == NULL)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field '%s' is missing", path, lineno,
+                     key);
+  if (!json_is_string(v))
+    return vqc_error(VQC_EPARSE, "%s:%ld: field '%s' must be a string", path,
+                     lineno, key);
+  const char *s = json_string_value(v);
+  size_t len = json_string_length(v);
+  if (len == 0 || len >= max || strlen(s) != len)
+    return vqc_error(VQC_EPARSE,
+                     "%s:%ld: field '%s' must be a non-empty string of less "
+                     "than %zu bytes without NUL", path, lineno, key, max);
+  memcpy(dst, s, len + 1);
+  return VQC_OK;
+}
+
+/* A required integer member in [lo, hi]. */
+static vqc_status get_int(const json_t *o, const char *key, int64_t lo,
+                          int64_t hi, int64_t *out, const char *path,
+                          long lineno) {
+  const json_t *v = json_object_get(o, key);
+  if (v == NULL)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field '%s' is missing", path, lineno,
+                     key);
+  if (!json_is_integer(v))
+    return vqc_error(VQC_EPARSE, "%s:%ld: field '%s' must be an integer",
+                     path, lineno, key);
+  json_int_t x = json_integer_value(v);
+  if (x < lo || x > hi)
+    return vqc_error(VQC_EPARSE,
+                     "%s:%ld: field '%s' is %" JSON_INTEGER_FORMAT
+                     ", outside [%" PRId64 ", %" PRId64 "]",
+                     path, lineno, key, x, lo, hi);
+  *out = (int64_t)x;
+  return VQC_OK;
+}
+
+static int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+/* Parses an already-loaded object; separate so that every return path of
+ * vqc_trace_parse_line frees the JSON once. */
+static vqc_status parse_object(const json_t *o, const char *path, long lineno,
+                               vqc_trace_record *r) {
+  if (!json_is_object(o))
+    return vqc_error(VQC_EPARSE, "%s:%ld: a line must be a JSON object", path,
+                     lineno);
+  char schema[32];
+  VQC_TRY(get_string(o, "schema", schema, sizeof schema, path, lineno));
+  if (strcmp(schema, VQC_TRACE_SCHEMA) != 0)
+    return vqc_error(VQC_EPARSE,
+                     "%s:%ld: field 'schema' is '%s', expected '%s'", path,
+                     lineno, schema, VQC_TRACE_SCHEMA);
+  int64_t rank = 0;
+  VQC_TRY(get_int(o, "rank", 0, INT_MAX, &rank, path, lineno));
+  r->rank = (int)rank;
+  VQC_TRY(get_int(o, "step", 0, INT64_MAX, &r->step, path, lineno));
+  VQC_TRY(get_string(o, "tensor", r->tensor, sizeof r->tensor, path, lineno));
+  VQC_TRY(get_string(o, "dtype", r->dtype, sizeof r->dtype, path, lineno));
+  VQC_TRY(get_string(o, "digest_algo", r->digest_algo, sizeof r->digest_algo,
+                     path, lineno));
+
+  const json_t *shape = json_object_get(o, "shape");
+  if (shape == NULL)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'shape' is missing", path,
+                     lineno);
+  if (!json_is_array(shape) || json_array_size(shape) > VQC_TRACE_MAX_DIMS)
+    return vqc_error(VQC_EPARSE,
+                     "%s:%ld: field 'shape' must be an array of at most %d "
+                     "integers", path, lineno, VQC_TRACE_MAX_DIMS);
+  r->ndim = (int)json_array_size(shape);
+  for (int d = 0; d < r->ndim; d++) {
+    const json_t *v = json_array_get(shape, (size_t)d);
+    if (!json_is_integer(v) || json_integer_value(v) < 0)
+      return vqc_error(VQC_EPARSE,
+                       "%s:%ld: field 'shape': entry %d must be an integer "
+                       ">= 0", path, lineno, d);
+    r->shape[d] = (int64_t)json_integer_value(v);
+  }
+
+  char digest[32];
+  VQC_TRY(get_string(o, "digest", digest, sizeof digest, path, lineno));
+  uint64_t x = 0;
+  bool ok = strlen(digest) == 16;
+  for (int i = 0; ok && i < 16; i++) {
+    int h = hex_value(digest[i]);
+    if (h < 0) ok = false;
+    x = (x << 4) | (uint64_t)(h < 0 ? 0 : h);
+  }
+  if (!ok)
+    return vqc_error(VQC_EPARSE,
+                     "%s:%ld: field 'digest' is '%s', expected 16 lowercase "
+                     "hex digits", path, lineno, digest);
+  r->digest = x;
+  return VQC_OK;
+}
+
+vqc_status vqc_trace_parse_line(const char *line, const char *path,
+                                long lineno, vqc_trace_record *out) {
+  if (line == NULL || out == NULL)
+    return vqc_error(VQC_EINVAL, "trace: NULL line or record");
+  if (path == NULL) path = "(trace)";
+  memset(out, 0, sizeof *out);
+  json_error_t err;
+  json_t *o = json_loads(line, JSON_REJECT_DUPLICATES, &err);
+  if (o == NULL)
+    return vqc_error(VQC_EPARSE, "%s:%ld: not JSON (column %d): %s", path,
+                     lineno, err.column, err.text);
+  vqc_status s = parse_object(o, path, lineno, out);
+  json_decref(o);
+  return s;
+}
+
+/* True when the line holds only whitespace. */
+static bool blank(const char *s) {
+  for (; *s; s++)
+    if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') return false;
+  return true;
+}
+
+vqc_status vqc_trace_read(const char *path, vqc_trace *out) {
+  if (path == NULL || out == NULL)
+    return vqc_error(VQC_EINVAL, "trace: NULL path or out");
+  memset(out, 0, sizeof *out);
+  FILE *f = fopen(path, "r");
+  if (f == NULL)
+    return vqc_error(VQC_EIO, "cannot open trace '%s': %s", path,
+                     strerror(errno));
+
+  vqc_status s = VQC_OK;
+  char *line = NULL;
+  size_t cap = 0;
+  long lineno = 0;
+  ssize_t len;
+  while ((len = getline(&line, &cap, f)) >= 0) {
+    lineno++;
+    if ((size_t)len != strlen(line)) {
+      s = vqc_error(VQC_EPARSE, "%s:%ld: the line holds a NUL byte", path,
+                    lineno);
+      break;
+    }
+    if (blank(line)) continue;
+    if (out->count == out->capacity) {
+      size_t ncap = out->capacity ? 2 * out->capacity : 64;
+      vqc_trace_record *items = realloc(out->items, ncap * sizeof *items);
+      if (items == NULL) {
+        s = vqc_error(VQC_ENOMEM, "trace '%s': no memory for %zu records",
+                      path, ncap);
+        break;
+      }
+      out->items = items;
+      out->capacity = ncap;
+    }
+    s = vqc_trace_parse_line(line, path, lineno, &out->items[out->count]);
+    if (s != VQC_OK) break;
+    out->count++;
+  }
+  if (s == VQC_OK && ferror(f))
+    s = vqc_error(VQC_EIO, "cannot read trace '%s'", path);
+  free(line);
+  fclose(f);
+  return s;
+}
+
+void vqc_trace_free(vqc_trace *t) {
+  if (t == NULL) return;
+  free(t->items);
+  memset(t, 0, sizeof *t);
+}

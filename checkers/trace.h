@@ -1,0 +1,105 @@
+/* trace.h: the per-rank digest trace (rank-<r>.trace.jsonl in the run
+ * directory): an append writer used by the divergence checker, and a reader
+ * for `vqcheck compare`, which also reads traces written by other programs.
+ *
+ * Format vqcheck-trace/1. UTF-8 text, one JSON object per line ("\n"), one
+ * line per tensor per checked step, lines of a step in registry order:
+ *
+ *   {"schema":"vqcheck-trace/1","rank":0,"step":3,"tensor":"embed",
+ *    "dtype":"float32","shape":[32,16],"digest_algo":"vqc-xxh3-tree-1",
+ *    "digest":"0123456789abcdef"}
+ *
+ *   schema       the string "vqcheck-trace/1" on every line.
+ *   rank         integer >= 0: the rank that wrote the line.
+ *   step         integer >= 0: the training step whose end state is digested
+ *                (0-based; the step the runner passed to step_end).
+ *   tensor       non-empty string (< 256 bytes): the tensor's name, e.g.
+ *                "encoder.0.weight"; names are unique within a step.
+ *   dtype        non-empty string (< 16 bytes): "float32", "float64", "int32",
+ *                "int64", "uint8" (vqc/tensor.h); other writers may use their
+ *                own names (e.g. "bfloat16"); compare only checks equality.
+ *   shape        array of at most 8 integers >= 0 ([] for a scalar).
+ *   digest_algo  the digest definition. "vqc-xxh3-tree-1" is the tensor
+ *                digest of vqc/digest.h (README "Tensor digest"): XXH3-64 of
+ *                a header (dtype code, shape) and the XXH3-64 leaves of 64 KiB
+ *                chunks of the contiguous little-endian bytes. A line with
+ *                another algorithm is read back as it is; digests are only
+ *                comparable between lines with the same algorithm.
+ *   digest       exactly 16 lowercase hex digits, the 64-bit digest, most
+ *                significant digit first (printf "%016" PRIx64).
+ *
+ * Readers ignore keys they do not know (writers may add e.g. "time") and skip
+ * empty lines; anything else that breaks the rules above is an error naming
+ * file:line and the field.
+ *
+ * Unlike reports, a trace is written in place (not to a temporary name): it
+ * is a log, and the point is that a killed job keeps every step it finished.
+ * The writer is line-buffered and the checker also flushes at step end. */
+#ifndef VQC_TRACE_H
+#define VQC_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vqc/status.h"
+
+#define VQC_TRACE_SCHEMA "vqcheck-trace/1"
+#define VQC_TRACE_DIGEST_ALGO "vqc-xxh3-tree-1"
+#define VQC_TRACE_MAX_DIMS 8
+#define VQC_TRACE_NAME_MAX 256
+#define VQC_TRACE_DTYPE_MAX 16
+#define VQC_TRACE_ALGO_MAX 64
+
+/* One line of a trace. */
+typedef struct vqc_trace_record {
+  int rank;
+  int64_t step;
+  char tensor[VQC_TRACE_NAME_MAX];
+  char dtype[VQC_TRACE_DTYPE_MAX];
+  int ndim;
+  int64_t shape[VQC_TRACE_MAX_DIMS];
+  char digest_algo[VQC_TRACE_ALGO_MAX];
+  uint64_t digest;
+} vqc_trace_record;
+
+/* ---- writer */
+
+typedef struct vqc_trace_writer vqc_trace_writer;
+
+/* "<run_dir>/rank-<rank>.trace.jsonl" into buf (VQC_EINVAL if it does not
+ * fit in n bytes). */
+vqc_status vqc_trace_path(const char *run_dir, int rank, char *buf, size_t n);
+/* Creates (or truncates: one run, one trace) the file at path and returns a
+ * writer in *out (free with vqc_trace_writer_close). VQC_EIO when the file
+ * cannot be opened. */
+vqc_status vqc_trace_writer_open(const char *path, vqc_trace_writer **out);
+/* Appends one line. The record must satisfy the format above (VQC_EINVAL
+ * otherwise: e.g. an empty name, a negative dim); VQC_EIO on a write error. */
+vqc_status vqc_trace_write(vqc_trace_writer *w, const vqc_trace_record *r);
+/* Pushes buffered lines to the file (VQC_EIO on error). */
+vqc_status vqc_trace_flush(vqc_trace_writer *w);
+/* Flushes and closes; accepts NULL. */
+void vqc_trace_writer_close(vqc_trace_writer *w);
+
+/* ---- reader */
+
+/* Every record of a file, in file order. */
+typedef struct vqc_trace {
+  vqc_trace_record *items; /* count entries, owned (vqc_trace_free) */
+  size_t count;
+  size_t capacity;
+} vqc_trace;
+
+/* Parses one line (without or with its trailing newline). `path` and
+ * `lineno` only name the place in the error message: VQC_EPARSE, with a
+ * message "path:lineno: field 'digest': ..." recorded by vqc_error. */
+vqc_status vqc_trace_parse_line(const char *line, const char *path,
+                                long lineno, vqc_trace_record *out);
+/* Reads a whole file into *out (initialised here; the caller frees it with
+ * vqc_trace_free, also after an error). VQC_EIO when the file cannot be read,
+ * VQC_EPARSE for the first bad line. */
+vqc_status vqc_trace_read(const char *path, vqc_trace *out);
+/* Frees the records and zeroes *t; accepts NULL. */
+void vqc_trace_free(vqc_trace *t);
+
+#endif /* VQC_TRACE_H */

@@ -1,0 +1,892 @@
+/* trace_compare.c: divergence findings from per-rank trace files (see
+ * trace_compare.h for what is compared and which inputs are errors).
+ *
+ * The loop: every rank's file has one record peeked ahead; the smallest
+ * peeked step is the next step; each rank whose next record has that step
+ * reads the step's lines (its "group"), the groups are compared, and the
+ * loop goes on. A rank whose next step is larger simply has no lines for
+ * this step. Groups are matched by tensor name through a name-sorted index,
+ * so a step of T tensors on R ranks costs O(R T log T). */
+#include "trace_compare.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include "trace.h"
+
+/* One valid line of a trace and where it was. */
+typedef struct line_rec {
+  vqc_trace_record r;
+  long line;
+} line_rec;
+
+/* One rank's file while it is streamed. */
+typedef struct rank_file {
+  bool present;             /* the rank has a file */
+  char path[4096];
+  FILE *f;
+  char *buf;                /* getline's buffer */
+  size_t cap;
+  long lineno;              /* lines read so far (blank ones included) */
+  bool has_next;            /* `next` holds the record after the group */
+  line_rec next;
+  line_rec *group;          /* (n) the current step's lines, file order */
+  const line_rec **byname;  /* (n) the same, sorted by tensor name */
+  size_t n, gcap;
+  int64_t last_step;        /* the last step read; -1 before the first */
+  int64_t lines;            /* valid lines read */
+  int64_t not_compared;     /* lines some other rank has no match for */
+  line_rec first_not_compared;
+  vqc_trace_writer *copy;   /* NULL unless copying */
+  char copy_path[4200];
+  char copy_tmp[4224];      /* copy_path + ".tmp.<pid>" */
+} rank_file;
+
+struct vqc_trace_set {
+  char dir[4096];
+  int nranks;        /* slots: highest rank with a file + 1, or expected */
+  int nfiles;        /* slots that have a file */
+  rank_file *ranks;  /* (nranks) */
+  json_t *warnings;  /* found while opening; moved into the result */
+  bool compared;
+};
+
+static void warn(json_t *warnings, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void warn(json_t *warnings, const char *fmt, ...) {
+  char msg[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  json_array_append_new(warnings, json_string(msg));
+}
+
+/* ---- finding the files */
+
+/* The rank of a canonical "rank-<r>.trace.jsonl" name (what vqc_trace_path
+ * writes: decimal, no sign, no leading zero), -1 for any other name, -2 for
+ * a name of that shape that is not canonical ("rank-01.trace.jsonl"). */
+static long rank_of_name(const char *name) {
+  static const char prefix[] = "rank-", suffix[] = ".trace.jsonl";
+  size_t len = strlen(name), lp = sizeof prefix - 1, ls = sizeof suffix - 1;
+  if (len <= lp + ls || strncmp(name, prefix, lp) != 0 ||
+      strcmp(name + len - ls, suffix) != 0)
+    return -1;
+  const char *d = name + lp;
+  size_t nd = len - lp - ls;
+  long r = 0;
+  for (size_t i = 0; i < nd; i++) {
+    if (d[i] < '0' || d[i] > '9') return -2;
+    if (r > VQC_TRACE_COMPARE_MAX_RANKS) continue; /* too large anyway */
+    r = r * 10 + (d[i] - '0');
+  }
+  if (nd > 1 && d[0] == '0') return -2;
+  return r;
+}
+
+/* "1, 3, 7" (at most 8, then "and N more") into buf. */
+static void rank_list(const int *ranks, int n, char *buf, size_t cap) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n && i < 8 && used < cap; i++)
+    used += (size_t)snprintf(buf + used, cap - used, "%s%d", i ? ", " : "",
+                             ranks[i]);
+  if (n > 8 && used < cap) snprintf(buf + used, cap - used, " and %d more",
+                                    n - 8);
+}
+
+static vqc_status open_rank(vqc_trace_set *s, int rank) {
+  rank_file *rf = &s->ranks[rank];
+  VQC_TRY(vqc_trace_path(s->dir, rank, rf->path, sizeof rf->path));
+  struct stat st;
+  if (stat(rf->path, &st) != 0)
+    return vqc_error(VQC_EIO, "cannot stat %s: %s", rf->path, strerror(errno));
+  if (!S_ISREG(st.st_mode))
+    return vqc_error(VQC_EINVAL, "%s is not a regular file", rf->path);
+  rf->f = fopen(rf->path, "r");
+  if (rf->f == NULL) {
+    int err = errno;
+    return vqc_error(VQC_EIO, "cannot open %s: %s%s", rf->path, strerror(err),
+                     err == EMFILE ? " (one file per rank stays open: raise "
+                                     "the limit with 'ulimit -n')"
+                                   : "");
+  }
+  return VQC_OK;
+}
+
+vqc_status vqc_trace_set_open(const char *dir, const vqc_trace_set_options *o,
+                              vqc_trace_set **out) {
+  if (dir == NULL || out == NULL)
+    return vqc_error(VQC_EINVAL, "trace set: NULL directory or out");
+  *out = NULL;
+  vqc_trace_set_options none = {false, 0, false};
+  if (o == NULL) o = &none;
+  if (o->expected_ranks < 0 || o->expected_ranks > VQC_TRACE_COMPARE_MAX_RANKS)
+    return vqc_error(VQC_EINVAL, "trace set: expected_ranks %d outside "
+                     "0..%d", o->expected_ranks, VQC_TRACE_COMPARE_MAX_RANKS);
+
+  vqc_trace_set *s = calloc(1, sizeof *s);
+  int *found = NULL, *missing = NULL;
+  vqc_status st = VQC_OK;
+  DIR *d = NULL;
+  if (s == NULL || (s->warnings = json_array()) == NULL) goto nomem;
+  int len = snprintf(s->dir, sizeof s->dir, "%s", dir);
+  if (len < 0 || (size_t)len >= sizeof s->dir - 64) {
+    st = vqc_error(VQC_EINVAL, "trace directory path is too long: %.200s...",
+                   dir);
+    goto fail;
+  }
+  d = opendir(dir);
+  if (d == NULL) {
+    int err = errno;
+    st = vqc_error(err == ENOENT || err == ENOTDIR ? VQC_EINVAL : VQC_EIO,
+                   "cannot read the trace directory %s: %s", dir,
+                   strerror(err));
+    goto fail;
+  }
+
+  /* Which ranks have a file. */
+  int nfound = 0, capfound = 0, max_rank = -1;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    long r = rank_of_name(e->d_name);
+    if (r == -1) continue;
+    if (r == -2) {
+      warn(s->warnings, "%s/%s ignored: trace files are named "
+           "rank-<r>.trace.jsonl with r in plain decimal", dir, e->d_name);
+      continue;
+    }
+    if (r >= VQC_TRACE_COMPARE_MAX_RANKS ||
+        (o->expected_ranks > 0 && r >= o->expected_ranks)) {
+      int limit = o->expected_ranks > 0 ? o->expected_ranks
+                                        : VQC_TRACE_COMPARE_MAX_RANKS;
+      st = vqc_error(VQC_EINVAL, "%s/%s: rank %ld, but %s %d ranks (0..%d)",
+                     dir, e->d_name, r,
+                     o->expected_ranks > 0 ? "the run had" : "at most",
+                     limit, limit - 1);
+      goto fail;
+    }
+    if (nfound == capfound) {
+      capfound = capfound ? 2 * capfound : 16;
+      int *grown = realloc(found, (size_t)capfound * sizeof *grown);
+      if (grown == NULL) goto nomem;
+      found = grown;
+    }
+    found[nfound++] = (int)r;
+    if (r > max_rank) max_rank = (int)r;
+  }
+  closedir(d);
+  d = NULL;
+
+  if (nfound == 0 && !o->allow_empty) {
+    st = vqc_error(VQC_EINVAL, "no trace files in %s (expected "
+                   "rank-0.trace.jsonl, rank-1.trace.jsonl, ...: one per "
+                   "rank, format in docs/trace-format.md)", dir);
+    goto fail;
+  }
+  s->nranks = o->expected_ranks > 0 ? o->expected_ranks : max_rank + 1;
+  s->nfiles = nfound;
+  if (s->nranks > 0) {
+    s->ranks = calloc((size_t)s->nranks, sizeof *s->ranks);
+    missing = malloc((size_t)s->nranks * sizeof *missing);
+    if (s->ranks == NULL || missing == NULL) goto nomem;
+  }
+  for (int i = 0; i < nfound; i++) s->ranks[found[i]].present = true;
+  for (int r = 0; r < s->nranks; r++) s->ranks[r].last_step = -1;
+
+  /* No file at all (allowed): nothing is missing that could be compared. */
+  int nmissing = 0;
+  for (int r = 0; r < s->nranks && nfound > 0; r++)
+    if (!s->ranks[r].present) missing[nmissing++] = r;
+  if (nmissing > 0) {
+    char list[256];
+    rank_list(missing, nmissing, list, sizeof list);
+    if (!o->allow_missing_ranks) {
+      st = vqc_error(VQC_EINVAL, "%s: no trace for rank%s %s: ranks 0..%d "
+                     "each need rank-<r>.trace.jsonl (%d of %d present; was "
+                     "a rank's trace lost or not copied?)", dir,
+                     nmissing > 1 ? "s" : "", list, s->nranks - 1, nfound,
+                     s->nranks);
+      goto fail;
+    }
+    warn(s->warnings, "%s: no trace for rank%s %s of 0..%d: %s compared "
+         "without %s", dir, nmissing > 1 ? "s" : "", list, s->nranks - 1,
+         nfound > 1 ? "the other ranks are" : "nothing is",
+         nmissing > 1 ? "them" : "it");
+  }
+  for (int r = 0; r < s->nranks; r++)
+    if (s->ranks[r].present && (st = open_rank(s, r)) != VQC_OK) goto fail;
+
+  free(found);
+  free(missing);
+  *out = s;
+  return VQC_OK;
+
+nomem:
+  st = vqc_error(VQC_ENOMEM, "trace set: no memory for the traces of %s", dir);
+fail:
+  if (d) closedir(d);
+  free(found);
+  free(missing);
+  vqc_trace_set_close(s);
+  return st;
+}
+
+int vqc_trace_set_ranks(const vqc_trace_set *s) { return s ? s->nranks : 0; }
+int vqc_trace_set_files(const vqc_trace_set *s) { return s ? s->nfiles : 0; }
+
+/* Closes the copy writer; removes its temporary file unless `keep`. */
+static void close_copy(rank_file *rf, bool keep) {
+  if (rf->copy == NULL) return;
+  vqc_trace_writer_close(rf->copy);
+  rf->copy = NULL;
+  if (!keep) unlink(rf->copy_tmp);
+}
+
+void vqc_trace_set_close(vqc_trace_set *s) {
+  if (s == NULL) return;
+  for (int r = 0; r < s->nranks && s->ranks; r++) {
+    rank_file *rf = &s->ranks[r];
+    if (rf->f) fclose(rf->f);
+    close_copy(rf, false);
+    free(rf->buf);
+    free(rf->group);
+    free(rf->byname);
+  }
+  free(s->ranks);
+  json_decref(s->warnings);
+  free(s);
+}
+
+/* ---- reading */
+
+static bool blank(const char *p) {
+  for (; *p; p++)
+    if (*p != ' ' && *p != '\t' && *p != '\r' && *p != '\n') return false;
+  return true;
+}
+
+/* True when a line that failed to parse looks cut off rather than wrong:
+ * it holds a NUL (the zero tail of a file a crash left short) or is not
+ * complete JSON. Complete JSON with a bad field is an error, newline or
+ * not. */
+static bool looks_cut_off(const char *line, bool has_nul) {
+  if (has_nul) return true;
+  json_error_t err;
+  json_t *j = json_loads(line, 0, &err);
+  if (j == NULL) return true;
+  json_decref(j);
+  return false;
+}
+
+/* Reads the next valid record of rf into rf->next (has_next stays false at
+ * the end of the file). */
+static vqc_status read_next(rank_file *rf, int rank, json_t *warnings) {
+  rf->has_next = false;
+  for (;;) {
+    ssize_t len = getline(&rf->buf, &rf->cap, rf->f);
+    if (len < 0) {
+      if (ferror(rf->f))
+        return vqc_error(VQC_EIO, "cannot read %s after line %ld: %s",
+                         rf->path, rf->lineno, strerror(errno));
+      return VQC_OK;
+    }
+    rf->lineno++;
+    const bool terminated = rf->buf[len - 1] == '\n';
+    const bool has_nul = (size_t)len != strlen(rf->buf);
+    if (!has_nul && blank(rf->buf)) continue;
+    vqc_status s;
+    if (has_nul)
+      s = vqc_error(VQC_EPARSE, "%s:%ld: the line holds a NUL byte", rf->path,
+                    rf->lineno);
+    else
+      s = vqc_trace_parse_line(rf->buf, rf->path, rf->lineno, &rf->next.r);
+    if (s != VQC_OK) {
+      /* getline only returns a line without its newline at the end of the
+       * file: this is the last line, and a killed writer leaves exactly
+       * this. */
+      if (!terminated && looks_cut_off(rf->buf, has_nul)) {
+        warn(warnings, "%s:%ld: the last line is cut off (no newline, not "
+             "complete JSON: was the job killed while writing it?); ignored",
+             rf->path, rf->lineno);
+        vqc_clear_error();
+        return VQC_OK;
+      }
+      return s;
+    }
+    if (rf->next.r.rank != rank)
+      return vqc_error(VQC_EPARSE, "%s:%ld: field 'rank' is %d in the trace "
+                       "of rank %d (each rank writes its own "
+                       "rank-<r>.trace.jsonl)", rf->path, rf->lineno,
+                       rf->next.r.rank, rank);
+    rf->next.line = rf->lineno;
+    rf->has_next = true;
+    rf->lines++;
+    return VQC_OK;
+  }
+}
+
+static int by_name(const void *a, const void *b) {
+  const line_rec *x = *(const line_rec *const *)a;
+  const line_rec *y = *(const line_rec *const *)b;
+  return strcmp(x->r.tensor, y->r.tensor);
+}
+
+/* Reads every line of `step` into rf's group (empty when rf's next step is
+ * another) and indexes it by name. */
+static vqc_status read_group(rank_file *rf, int rank, int64_t step,
+                             json_t *warnings) {
+  rf->n = 0;
+  while (rf->has_next && rf->next.r.step == step) {
+    if (rf->n == rf->gcap) {
+      size_t cap = rf->gcap ? 2 * rf->gcap : 64;
+      line_rec *g = realloc(rf->group, cap * sizeof *g);
+      if (g == NULL)
+        return vqc_error(VQC_ENOMEM, "%s: no memory for %zu lines of step %"
+                         PRId64, rf->path, cap, step);
+      rf->group = g;
+      const line_rec **b = realloc(rf->byname, cap * sizeof *b);
+      if (b == NULL)
+        return vqc_error(VQC_ENOMEM, "%s: no memory for %zu lines of step %"
+                         PRId64, rf->path, cap, step);
+      rf->byname = b;
+      rf->gcap = cap;
+    }
+    rf->group[rf->n++] = rf->next;
+    if (rf->copy) VQC_TRY(vqc_trace_write(rf->copy, &rf->next.r));
+    VQC_TRY(read_next(rf, rank, warnings));
+  }
+  if (rf->has_next && rf->next.r.step < step)
+    return vqc_error(VQC_EPARSE, "%s:%ld: step %" PRId64 " after step %"
+                     PRId64 ": a trace lists its steps in order, each step's "
+                     "lines together (one run per file)", rf->path,
+                     rf->next.line, rf->next.r.step, step);
+  if (rf->n > 0) rf->last_step = step;
+  for (size_t i = 0; i < rf->n; i++) rf->byname[i] = &rf->group[i];
+  /* qsort's array must not be NULL, even for 0 elements. */
+  if (rf->n > 1) qsort(rf->byname, rf->n, sizeof *rf->byname, by_name);
+  for (size_t i = 1; i < rf->n; i++) {
+    const line_rec *a = rf->byname[i - 1], *b = rf->byname[i];
+    if (strcmp(a->r.tensor, b->r.tensor) == 0) {
+      const line_rec *later = a->line > b->line ? a : b;
+      const line_rec *first = a->line > b->line ? b : a;
+      return vqc_error(VQC_EPARSE, "%s:%ld: tensor '%s' appears twice in step "
+                       "%" PRId64 " (first at line %ld); names are unique "
+                       "within a step", rf->path, later->line,
+                       later->r.tensor, step, first->line);
+    }
+  }
+  return VQC_OK;
+}
+
+static const line_rec *find_tensor(const rank_file *rf, const char *name) {
+  size_t lo = 0, hi = rf->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(rf->byname[mid]->r.tensor, name);
+    if (c == 0) return rf->byname[mid];
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return NULL;
+}
+
+/* ---- the set of tensors already reported (sorted names) */
+
+typedef struct name_set {
+  char **names;
+  size_t n, cap;
+} name_set;
+
+/* Index where name is or would go. */
+static size_t name_pos(const name_set *ns, const char *name, bool *found) {
+  size_t lo = 0, hi = ns->n;
+  *found = false;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    int c = strcmp(ns->names[mid], name);
+    if (c == 0) {
+      *found = true;
+      return mid;
+    }
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+static bool name_set_has(const name_set *ns, const char *name) {
+  bool found;
+  name_pos(ns, name, &found);
+  return found;
+}
+
+static vqc_status name_set_add(name_set *ns, const char *name) {
+  bool found;
+  size_t at = name_pos(ns, name, &found);
+  if (found) return VQC_OK;
+  if (ns->n == ns->cap) {
+    size_t cap = ns->cap ? 2 * ns->cap : 16;
+    char **g = realloc(ns->names, cap * sizeof *g);
+    if (g == NULL) return vqc_error(VQC_ENOMEM, "trace compare: no memory");
+    ns->names = g;
+    ns->cap = cap;
+  }
+  char *copy = strdup(name);
+  if (copy == NULL) return vqc_error(VQC_ENOMEM, "trace compare: no memory");
+  memmove(ns->names + at + 1, ns->names + at, (ns->n - at) * sizeof *ns->names);
+  ns->names[at] = copy;
+  ns->n++;
+  return VQC_OK;
+}
+
+static void name_set_free(name_set *ns) {
+  for (size_t i = 0; i < ns->n; i++) free(ns->names[i]);
+  free(ns->names);
+}
+
+/* ---- comparing */
+
+static bool same_layout(const vqc_trace_record *a, const vqc_trace_record *b) {
+  if (strcmp(a->dtype, b->dtype) != 0 || a->ndim != b->ndim) return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return false;
+  return true;
+}
+
+static bool same_state(const vqc_trace_record *a, const vqc_trace_record *b) {
+  return a->digest == b->digest && same_layout(a, b);
+}
+
+/* "[32, 16]" ("[]" for a scalar). */
+static void shape_str(const vqc_trace_record *r, char *buf, size_t n) {
+  size_t used = (size_t)snprintf(buf, n, "[");
+  for (int d = 0; d < r->ndim && used < n; d++)
+    used += (size_t)snprintf(buf + used, n - used, "%s%" PRId64, d ? ", " : "",
+                             r->shape[d]);
+  if (used < n) snprintf(buf + used, n - used, "]");
+}
+
+static json_t *shape_json(const vqc_trace_record *r) {
+  json_t *a = json_array();
+  for (int d = 0; d < r->ndim; d++)
+    json_array_append_new(a, json_integer(r->shape[d]));
+  return a;
+}
+
+static json_t *where_json(const rank_file *rf, int rank, const line_rec *x) {
+  char at[4200];
+  snprintf(at, sizeof at, "%s:%ld", rf->path, x->line);
+  return json_pack("{s:i,s:s}", "rank", rank, "at", at);
+}
+
+/* Records the divergence of the tensor whose per-rank lines are recs[r]
+ * (NULL for ranks without a file). Mirrors divergence.c's localise, from
+ * digests alone. */
+static vqc_status add_finding(const vqc_trace_set *s, int64_t step,
+                              const line_rec *const *recs, json_t *also,
+                              vqc_findings *out) {
+  const int n = s->nranks;
+  int *group_of = malloc((size_t)n * sizeof *group_of);
+  int *outliers = malloc((size_t)n * sizeof *outliers);
+  if (group_of == NULL || outliers == NULL) {
+    free(group_of);
+    free(outliers);
+    return vqc_error(VQC_ENOMEM, "trace compare: no memory for %d ranks", n);
+  }
+  /* Groups of equal (digest, dtype, shape), numbered by their lowest rank. */
+  int ngroups = 0;
+  for (int r = 0; r < n; r++) {
+    group_of[r] = -1;
+    if (recs[r] == NULL) continue;
+    for (int q = 0; q < r && group_of[r] < 0; q++)
+      if (recs[q] && same_state(&recs[q]->r, &recs[r]->r))
+        group_of[r] = group_of[q];
+    if (group_of[r] < 0) group_of[r] = ngroups++;
+  }
+  int ref = 0, best = 0;
+  for (int g = 0; g < ngroups; g++) {
+    int count = 0;
+    for (int r = 0; r < n; r++) count += group_of[r] == g;
+    if (count > best) {
+      best = count;
+      ref = g;
+    }
+  }
+  int nout = 0, ref_rank = -1;
+  for (int r = 0; r < n; r++) {
+    if (group_of[r] < 0) continue;
+    if (group_of[r] != ref) outliers[nout++] = r;
+    else if (ref_rank < 0) ref_rank = r;
+  }
+  if (nout == 0 || ref_rank < 0) { /* callers pass a tensor that differs */
+    free(group_of);
+    free(outliers);
+    return vqc_error(VQC_EINTERNAL, "trace compare: no outlier to report");
+  }
+  const vqc_trace_record *rr = &recs[ref_rank]->r;
+  const vqc_trace_record *ro = &recs[outliers[0]]->r;
+
+  char who[160], what[400];
+  snprintf(who, sizeof who, "%s", nout == 1 ? "rank " : "ranks ");
+  rank_list(outliers, nout, who + strlen(who), sizeof who - strlen(who));
+  if (!same_layout(ro, rr)) {
+    char so[96], sr[96];
+    shape_str(ro, so, sizeof so);
+    shape_str(rr, sr, sizeof sr);
+    snprintf(what, sizeof what, "rank %d has %s %s, rank %d has %s %s",
+             outliers[0], ro->dtype, so, ref_rank, rr->dtype, sr);
+  } else {
+    snprintf(what, sizeof what, "digest %016" PRIx64 " on rank %d vs %016"
+             PRIx64 " on rank %d", ro->digest, outliers[0], rr->digest,
+             ref_rank);
+  }
+  vqc_finding f;
+  vqc_finding_init(&f, VQC_FINDING_DIVERGENCE, step,
+                   "tensor '%s' differs on %s from rank %d at step %" PRId64
+                   " (%s; from traces, so digests only: no element-level "
+                   "detail)", rr->tensor, who, ref_rank, step, what);
+  snprintf(f.tensor, sizeof f.tensor, "%.127s", rr->tensor); /* may cut */
+  for (int i = 0; i < nout; i++) vqc_finding_add_rank(&f, outliers[i]);
+
+  json_t *det = f.detail;
+  json_object_set_new(det, "source", json_string("traces"));
+  json_object_set_new(det, "element_detail",
+                      json_string("not available: traces hold digests only, "
+                                  "so the first differing index, the values "
+                                  "there and the max abs/rel/ULP difference "
+                                  "are unknown (a vqcheck run of the same "
+                                  "program reports them)"));
+  json_object_set_new(det, "digest_algo", json_string(rr->digest_algo));
+  json_object_set_new(det, "dtype", json_string(rr->dtype));
+  json_object_set_new(det, "shape", shape_json(rr));
+  /* numel only when the product fits (foreign writers may lie about it). */
+  int64_t numel = 1;
+  bool fits = true;
+  for (int d = 0; d < rr->ndim && fits; d++) {
+    if (rr->shape[d] != 0 && numel > INT64_MAX / rr->shape[d]) fits = false;
+    else numel *= rr->shape[d];
+  }
+  if (fits) json_object_set_new(det, "numel", json_integer(numel));
+  json_object_set_new(det, "reference_rank", json_integer(ref_rank));
+
+  json_t *groups = json_array();
+  for (int g = 0; g < ngroups; g++) {
+    json_t *ranks = json_array();
+    uint64_t digest = 0;
+    for (int r = 0; r < n; r++) {
+      if (group_of[r] != g) continue;
+      digest = recs[r]->r.digest;
+      json_array_append_new(ranks, json_integer(r));
+    }
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016" PRIx64, digest);
+    json_array_append_new(groups, json_pack("{s:s,s:o}", "digest", hex,
+                                            "ranks", ranks));
+  }
+  json_object_set_new(det, "groups", groups);
+
+  bool layouts_differ = false;
+  for (int r = 0; r < n; r++)
+    if (recs[r] && !same_layout(&recs[r]->r, rr)) layouts_differ = true;
+  if (layouts_differ) {
+    json_t *l = json_array();
+    for (int r = 0; r < n; r++) {
+      if (recs[r] == NULL) continue;
+      json_array_append_new(l, json_pack("{s:i,s:s,s:o}", "rank", r, "dtype",
+                                         recs[r]->r.dtype, "shape",
+                                         shape_json(&recs[r]->r)));
+    }
+    json_object_set_new(det, "layouts", l);
+  }
+  json_object_set(det, "also_differing", also);
+  /* Where to look: the reference line and each outlier's (at most 64). */
+  json_t *lines = json_array();
+  json_array_append_new(lines, where_json(&s->ranks[ref_rank], ref_rank,
+                                          recs[ref_rank]));
+  for (int i = 0; i < nout && i < VQC_FINDING_MAX_RANKS; i++)
+    json_array_append_new(lines, where_json(&s->ranks[outliers[i]],
+                                            outliers[i], recs[outliers[i]]));
+  json_object_set_new(det, "trace_lines", lines);
+
+  free(group_of);
+  free(outliers);
+  vqc_status st = vqc_findings_add(out, &f);
+  if (st != VQC_OK) json_decref(f.detail); /* the list did not take it */
+  return st;
+}
+
+/* What one step's comparison needs besides the set. */
+typedef struct compare_state {
+  const line_rec **cur;    /* (nranks) this tensor's line per rank */
+  const line_rec **first;  /* (nranks) the first differing tensor's lines */
+  size_t *matched;         /* (nranks) lines of the step that were compared */
+  name_set reported;
+} compare_state;
+
+static vqc_status grow_steps(vqc_trace_compare_result *res, int64_t *cap) {
+  if (res->nsteps < *cap) return VQC_OK;
+  int64_t ncap = *cap ? 2 * *cap : 64;
+  vqc_trace_step *g = realloc(res->steps, (size_t)ncap * sizeof *g);
+  if (g == NULL) return vqc_error(VQC_ENOMEM, "trace compare: no memory for "
+                                  "%" PRId64 " steps", ncap);
+  res->steps = g;
+  *cap = ncap;
+  return VQC_OK;
+}
+
+static vqc_status compare_step(vqc_trace_set *s, compare_state *cs,
+                               int64_t step, vqc_findings *out,
+                               vqc_trace_compare_result *res,
+                               vqc_trace_step *summary) {
+  const int n = s->nranks;
+  summary->step = step;
+  summary->compared = summary->differing = 0;
+  /* A tensor is compared when every rank with a file wrote it; the lowest
+   * such rank's file gives the order, so it must have the tensor. */
+  int lo = -1;
+  bool every_rank = true;
+  for (int r = 0; r < n; r++) {
+    cs->matched[r] = 0;
+    if (!s->ranks[r].present) continue;
+    if (lo < 0) lo = r;
+    if (s->ranks[r].n == 0) every_rank = false;
+  }
+  json_t *also = json_array();
+  if (also == NULL) return vqc_error(VQC_ENOMEM, "trace compare: no memory");
+  bool have_first = false;
+  vqc_status st = VQC_OK;
+  if (lo < 0) every_rank = false; /* no files: nothing to compare */
+  const rank_file *base = &s->ranks[lo < 0 ? 0 : lo];
+  for (size_t i = 0; every_rank && i < base->n && st == VQC_OK; i++) {
+    const line_rec *a = &base->group[i];
+    bool complete = true;
+    for (int r = 0; r < n && complete; r++) {
+      cs->cur[r] = s->ranks[r].present ? find_tensor(&s->ranks[r],
+                                                     a->r.tensor)
+                                       : NULL;
+      if (s->ranks[r].present && cs->cur[r] == NULL) complete = false;
+    }
+    if (!complete) continue;
+    bool differ = false;
+    for (int r = 0; r < n; r++) {
+      const line_rec *b = cs->cur[r];
+      if (b == NULL) continue;
+      cs->matched[r]++;
+      if (strcmp(b->r.digest_algo, a->r.digest_algo) != 0) {
+        st = vqc_error(VQC_EPARSE, "%s:%ld: tensor '%s' of step %" PRId64
+                       " has digest_algo '%s' but %s:%ld has '%s': digests "
+                       "are comparable only under one algorithm",
+                       s->ranks[r].path, b->line, b->r.tensor, step,
+                       b->r.digest_algo, base->path, a->line,
+                       a->r.digest_algo);
+        break;
+      }
+      if (!same_state(&b->r, &a->r)) differ = true;
+    }
+    if (st != VQC_OK) break;
+    summary->compared++;
+    if (!differ) continue;
+    summary->differing++;
+    if (name_set_has(&cs->reported, a->r.tensor)) continue;
+    st = name_set_add(&cs->reported, a->r.tensor);
+    if (!have_first) {
+      have_first = true;
+      memcpy(cs->first, cs->cur, (size_t)n * sizeof *cs->first);
+    } else {
+      json_array_append_new(also, json_string(a->r.tensor));
+    }
+  }
+  if (st == VQC_OK && have_first) {
+    st = add_finding(s, step, cs->first, also, out);
+    if (st == VQC_OK) res->findings++;
+  }
+  json_decref(also);
+  res->digests_compared += summary->compared;
+  summary->findings = res->findings;
+
+  /* Lines this step that were not compared, per rank. */
+  for (int r = 0; r < n && st == VQC_OK; r++) {
+    rank_file *rf = &s->ranks[r];
+    if (!rf->present || rf->n == cs->matched[r]) continue;
+    if (rf->not_compared == 0) {
+      /* The first line in file order that found no match. */
+      for (size_t i = 0; i < rf->n; i++) {
+        bool everywhere = every_rank;
+        for (int q = 0; q < n && everywhere; q++)
+          if (s->ranks[q].present &&
+              find_tensor(&s->ranks[q], rf->group[i].r.tensor) == NULL)
+            everywhere = false;
+        if (!everywhere) {
+          rf->first_not_compared = rf->group[i];
+          break;
+        }
+      }
+    }
+    rf->not_compared += (int64_t)(rf->n - cs->matched[r]);
+    res->lines_not_compared += (int64_t)(rf->n - cs->matched[r]);
+  }
+  return st;
+}
+
+/* Warnings about what was not compared, once everything was read. */
+static void end_warnings(const vqc_trace_set *s, json_t *warnings) {
+  int64_t last_max = -1;
+  bool differ = false, seen = false;
+  int64_t first_last = -1;
+  int empty = 0;
+  for (int r = 0; r < s->nranks; r++) empty += s->ranks[r].present &&
+                                              s->ranks[r].lines == 0;
+  if (s->nfiles == 1)
+    warn(warnings, "%s: one rank's trace only: there is nothing to compare "
+         "it with", s->dir);
+  if (empty > 0 && empty == s->nfiles) {
+    warn(warnings, "%s: no trace has a line (did the job stop before its "
+         "first check?): nothing was compared", s->dir);
+    return;
+  }
+  for (int r = 0; r < s->nranks; r++) {
+    const rank_file *rf = &s->ranks[r];
+    if (!rf->present) continue;
+    if (rf->lines == 0)
+      warn(warnings, "%s has no lines: nothing was compared at any step",
+           rf->path);
+    if (!seen) first_last = rf->last_step;
+    if (seen && rf->last_step != first_last) differ = true;
+    seen = true;
+    if (rf->last_step > last_max) last_max = rf->last_step;
+  }
+  if (differ) {
+    /* The ranks that stopped early, at most 8 named. */
+    char list[512];
+    size_t used = 0;
+    int named = 0;
+    list[0] = '\0';
+    for (int r = 0; r < s->nranks && used < sizeof list; r++) {
+      const rank_file *rf = &s->ranks[r];
+      if (!rf->present || rf->last_step == last_max) continue;
+      if (named++ == 8) {
+        snprintf(list + used, sizeof list - used, ", ...");
+        break;
+      }
+      used += (size_t)snprintf(list + used, sizeof list - used,
+                               "%srank %d at step %" PRId64,
+                               named > 1 ? ", " : "", r, rf->last_step);
+    }
+    warn(warnings, "the traces end at different steps (%s; the others at "
+         "step %" PRId64 "): was the job killed? Only the steps and tensors "
+         "every rank wrote were compared", list, last_max);
+  }
+  for (int r = 0; r < s->nranks; r++) {
+    const rank_file *rf = &s->ranks[r];
+    if (!rf->present || rf->not_compared == 0) continue;
+    warn(warnings, "%s: %" PRId64 " line%s not compared because some rank "
+         "has no line for the same step and tensor (first: line %ld, step %"
+         PRId64 ", tensor '%s')", rf->path, rf->not_compared,
+         rf->not_compared > 1 ? "s" : "", rf->first_not_compared.line,
+         rf->first_not_compared.r.step, rf->first_not_compared.r.tensor);
+  }
+}
+
+vqc_status vqc_trace_set_compare(vqc_trace_set *s, const char *copy_dir,
+                                 vqc_findings *out,
+                                 vqc_trace_compare_result *res) {
+  if (res) memset(res, 0, sizeof *res);
+  if (s == NULL || out == NULL || res == NULL)
+    return vqc_error(VQC_EINVAL, "trace compare: NULL argument");
+  if (s->compared)
+    return vqc_error(VQC_EINVAL, "trace compare: a set is compared once");
+  s->compared = true;
+  res->warnings = json_deep_copy(s->warnings);
+  if (res->warnings == NULL)
+    return vqc_error(VQC_ENOMEM, "trace compare: no memory");
+  const int n = s->nranks;
+  compare_state cs;
+  memset(&cs, 0, sizeof cs);
+  vqc_status st = VQC_OK;
+  if (n > 0) {
+    cs.cur = calloc((size_t)n, sizeof *cs.cur);
+    cs.first = calloc((size_t)n, sizeof *cs.first);
+    cs.matched = calloc((size_t)n, sizeof *cs.matched);
+    if (!cs.cur || !cs.first || !cs.matched) {
+      st = vqc_error(VQC_ENOMEM, "trace compare: no memory for %d ranks", n);
+      goto done;
+    }
+  }
+
+  /* Copies go to temporary names first: a bad line later in a file must
+   * not leave a run directory holding part of a trace. */
+  for (int r = 0; r < n && copy_dir; r++) {
+    rank_file *rf = &s->ranks[r];
+    if (!rf->present) continue;
+    if ((st = vqc_trace_path(copy_dir, r, rf->copy_path,
+                             sizeof rf->copy_path)) != VQC_OK)
+      goto done;
+    snprintf(rf->copy_tmp, sizeof rf->copy_tmp, "%s.tmp.%d", rf->copy_path,
+             (int)getpid());
+    if ((st = vqc_trace_writer_open(rf->copy_tmp, &rf->copy)) != VQC_OK)
+      goto done;
+  }
+
+  for (int r = 0; r < n && st == VQC_OK; r++)
+    if (s->ranks[r].present) st = read_next(&s->ranks[r], r, res->warnings);
+  int64_t cap = 0;
+  while (st == VQC_OK) {
+    bool any = false;
+    int64_t step = 0;
+    for (int r = 0; r < n; r++) {
+      const rank_file *rf = &s->ranks[r];
+      if (!rf->has_next) continue;
+      if (!any || rf->next.r.step < step) step = rf->next.r.step;
+      any = true;
+    }
+    if (!any) break;
+    for (int r = 0; r < n && st == VQC_OK; r++)
+      if (s->ranks[r].present)
+        st = read_group(&s->ranks[r], r, step, res->warnings);
+    if (st == VQC_OK) st = grow_steps(res, &cap);
+    if (st == VQC_OK)
+      st = compare_step(s, &cs, step, out, res, &res->steps[res->nsteps]);
+    if (st == VQC_OK) res->nsteps++;
+  }
+  for (int r = 0; r < n; r++) res->lines_read += s->ranks[r].lines;
+  if (st == VQC_OK) end_warnings(s, res->warnings);
+
+  /* Copies: close and rename every one (the others are removed below). */
+  for (int r = 0; r < n && st == VQC_OK && copy_dir; r++) {
+    rank_file *rf = &s->ranks[r];
+    if (!rf->copy) continue;
+    st = vqc_trace_flush(rf->copy);
+    if (st != VQC_OK) break;
+    vqc_trace_writer_close(rf->copy);
+    rf->copy = NULL;
+    if (rename(rf->copy_tmp, rf->copy_path) != 0) {
+      st = vqc_error(VQC_EIO, "cannot rename %s to %s: %s", rf->copy_tmp,
+                     rf->copy_path, strerror(errno));
+      unlink(rf->copy_tmp);
+    }
+  }
+done:
+  for (int r = 0; r < n; r++) close_copy(&s->ranks[r], false);
+  free(cs.cur);
+  free(cs.first);
+  free(cs.matched);
+  name_set_free(&cs.reported);
+  return st;
+}
+
+void vqc_trace_compare_result_free(vqc_trace_compare_result *r) {
+  if (r == NULL) return;
+  free(r->steps);
+  json_decref(r->warnings);
+  memset(r, 0, sizeof *r);
+}

@@ -1,0 +1,359 @@
+/* cmd_analyze.c: `vqcheck analyze RUN_DIR`: re-analyses what a job left in
+ * its run directory, offline: typically after the job was killed (by a
+ * scheduler's time limit, or by hand while it hung) before rank 0 could
+ * write run.json, or to re-check a run directory copied off a cluster.
+ *
+ *   ledger dumps  rank-<r>.ledger.jsonl / rank-<r>.status.json
+ *                 (checkers/ledger_analysis.h): deadlock, rank_failure;
+ *   traces        rank-<r>.trace.jsonl (checkers/trace_compare.h):
+ *                 divergence, from digests only;
+ *   run.json      the findings the run itself recorded, when it got that
+ *                 far (validated: a corrupt one is exit 2, named by
+ *                 file:line or field).
+ *
+ * New findings that repeat one run.json already has are dropped: same kind
+ * and same step and tensor, or for deadlock and rank_failure (which the
+ * ledger analysis reports at most once per run) the same kind; a deadlock
+ * also repeats a collective_mismatch (strict mode vetoed that collective,
+ * and the run reports nothing more about its end). So the run's
+ * own finding, with its element-level detail, wins over the digest-only one
+ * from the traces, and analysing twice changes nothing. run.json is then
+ * rewritten (temporary file + rename; created in the runner's schema if it
+ * was missing) with an "analysis" section, and the reports regenerated.
+ * Findings that need the live state (gradient_mismatch, lost_inplace,
+ * shape_mismatch, nonfinite, a divergence's element-level detail) are kept
+ * from run.json but cannot be found anew offline.
+ *
+ * Exit: 0 clean, 1 findings, 2 usage or bad input, 3 I/O error or (as for
+ * `vqcheck run`) training that stopped with an error no finding explains. */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "ledger_analysis.h"
+#include "offline.h"
+#include "trace_compare.h"
+
+typedef struct analyze_opts {
+  const char *run_dir;
+  bool json;
+  bool quiet;
+} analyze_opts;
+
+static void analyze_help(FILE *f) {
+  fprintf(f,
+          "usage: vqcheck analyze RUN_DIR [--json] [--quiet]\n\n"
+          "Re-analyses a run directory offline, e.g. after the job was "
+          "killed: the\nledger dumps (rank-<r>.ledger.jsonl, "
+          "rank-<r>.status.json) for deadlocks and\nfailed ranks, and the "
+          "digest traces (rank-<r>.trace.jsonl) for divergence.\nNew "
+          "findings are merged with those of RUN_DIR/run.json (a finding the "
+          "run\nalready recorded is kept as the run wrote it); run.json is "
+          "rewritten, or\ncreated when the job died before writing it, and "
+          "the reports regenerated.\nWhat needs the live state "
+          "(gradient_mismatch, lost_inplace, shape_mismatch,\nnonfinite, "
+          "element-level divergence detail) is kept from run.json, not "
+          "found\nanew.\n\n"
+          "  --json      print the new run.json on stdout instead of the "
+          "summary\n"
+          "  --quiet     no summary (warnings and errors still go to "
+          "stderr)\n\n"
+          "exit: 0 clean, 1 findings, 2 usage or bad input (a corrupt "
+          "run.json, dump\n      or trace), 3 I/O error, or training "
+          "stopped without a finding that\n      explains it\n");
+}
+
+static int usage_error(const char *fmt, const char *arg) {
+  fprintf(stderr, "vqcheck analyze: ");
+  fprintf(stderr, fmt, arg);
+  fprintf(stderr, "\nhint: 'vqcheck analyze --help'\n");
+  return 2;
+}
+
+static int parse_opts(int argc, char **argv, analyze_opts *o) {
+  memset(o, 0, sizeof *o);
+  for (int i = 1; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      analyze_help(stdout);
+      return 0;
+    } else if (strcmp(a, "--json") == 0) {
+      o->json = true;
+    } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+      o->quiet = true;
+    } else if (a[0] == '-' && a[1] != '\0') {
+      return usage_error("unknown option '%s'", a);
+    } else if (o->run_dir) {
+      return usage_error("more than one run directory ('%s')", a);
+    } else {
+      o->run_dir = a;
+    }
+  }
+  if (!o->run_dir) return usage_error("no run directory given%s", "");
+  return -1;
+}
+
+/* Ranks with a file "rank-<r><suffix>" in dir: how many, and the highest
+ * (-1 when none). */
+static int count_rank_files(const char *dir, const char *suffix,
+                            int *max_rank) {
+  *max_rank = -1;
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  const size_t ls = strlen(suffix);
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    const char *name = e->d_name;
+    size_t len = strlen(name);
+    if (strncmp(name, "rank-", 5) != 0 || len <= 5 + ls ||
+        strcmp(name + len - ls, suffix) != 0)
+      continue;
+    char *end;
+    long r = strtol(name + 5, &end, 10);
+    if (end != name + len - ls || r < 0 || r > 1000000) continue;
+    n++;
+    if (r > *max_rank) *max_rank = (int)r;
+  }
+  closedir(d);
+  return n;
+}
+
+/* Loads and validates an existing run.json into *doc and its findings into
+ * fl. VQC_EPARSE naming file:line:column or the field otherwise. */
+static vqc_status load_run_json(const char *path, json_t **doc,
+                                vqc_findings *fl) {
+  *doc = NULL;
+  json_error_t err;
+  json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
+  if (!j) {
+    if (err.line < 0)
+      return vqc_error(VQC_EIO, "cannot read %s: %s", path, err.text);
+    return vqc_error(VQC_EPARSE, "%s:%d:%d: not valid JSON: %s (a corrupt "
+                     "run.json: move it away to analyse the dumps and traces "
+                     "alone)", path, err.line, err.column, err.text);
+  }
+  vqc_status s = VQC_OK;
+  const json_t *v = json_object_get(j, "schema_version");
+  const json_t *fs = json_object_get(j, "findings");
+  if (!json_is_object(j))
+    s = vqc_error(VQC_EPARSE, "%s: expected a JSON object at the top", path);
+  else if (!json_is_integer(v))
+    s = vqc_error(VQC_EPARSE, "%s: field 'schema_version': %s", path,
+                  v ? "expected an integer" : "missing");
+  else if (json_integer_value(v) != 1)
+    s = vqc_error(VQC_EPARSE, "%s: field 'schema_version': version %" 
+                  JSON_INTEGER_FORMAT " is not supported (this vqcheck "
+                  "reads version 1)", path, json_integer_value(v));
+  else if (!json_is_array(fs))
+    s = vqc_error(VQC_EPARSE, "%s: field 'findings': %s", path,
+                  fs ? "expected an array" : "missing");
+  for (size_t i = 0; s == VQC_OK && i < json_array_size(fs); i++) {
+    vqc_finding x;
+    s = vqc_finding_from_json(json_array_get(fs, i), &x);
+    if (s != VQC_OK) {
+      char why[1024]; /* vqc_error overwrites the message it would quote */
+      snprintf(why, sizeof why, "%s", vqc_last_error());
+      s = vqc_error(VQC_EPARSE, "%s: field 'findings[%zu]': %s", path, i, why);
+      break;
+    }
+    s = vqc_findings_add(fl, &x);
+  }
+  if (s != VQC_OK) {
+    json_decref(j);
+    return s;
+  }
+  *doc = j;
+  return VQC_OK;
+}
+
+/* Whether x reports what y already reports (see the file comment). */
+static bool same_problem(const vqc_finding *x, const vqc_finding *y) {
+  /* A strict-mode mismatch is the run's account of its end: the collective
+   * checker skips the ledger analysis after one, so analyze does too. */
+  if (x->kind == VQC_FINDING_DEADLOCK &&
+      y->kind == VQC_FINDING_COLLECTIVE_MISMATCH)
+    return true;
+  if (x->kind != y->kind) return false;
+  if (x->kind == VQC_FINDING_DEADLOCK || x->kind == VQC_FINDING_RANK_FAILURE)
+    return true;
+  return x->step == y->step && strcmp(x->tensor, y->tensor) == 0;
+}
+
+/* An integer member of object o in [lo, hi], or fallback. */
+static int64_t int_member(const json_t *o, const char *key, int64_t lo,
+                          int64_t hi, int64_t fallback) {
+  const json_t *v = json_object_get(o, key);
+  if (!json_is_integer(v)) return fallback;
+  json_int_t x = json_integer_value(v);
+  return x >= lo && x <= hi ? (int64_t)x : fallback;
+}
+
+/* The last path component of dir (for a run.json made from scratch). */
+static void base_name(const char *dir, char *buf, size_t n) {
+  size_t len = strlen(dir);
+  while (len > 1 && dir[len - 1] == '/') len--;
+  size_t start = len;
+  while (start > 0 && dir[start - 1] != '/') start--;
+  snprintf(buf, n, "%.*s", (int)(len - start), dir + start);
+}
+
+static void print_warnings(const json_t *warnings) {
+  for (size_t i = 0; i < json_array_size(warnings); i++)
+    fprintf(stderr, "vqcheck analyze: warning: %s\n",
+            json_string_value(json_array_get(warnings, i)));
+}
+
+int vqc_cmd_analyze(int argc, char **argv) {
+  analyze_opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc >= 0) return rc;
+  struct stat st;
+  errno = 0;
+  if (stat(o.run_dir, &st) != 0 || !S_ISDIR(st.st_mode)) {
+    int err = errno; /* 0 when it exists but is no directory */
+    fprintf(stderr, "vqcheck analyze: %s is not a directory%s%s\n", o.run_dir,
+            err ? ": " : "", err ? strerror(err) : "");
+    fprintf(stderr, "hint: 'vqcheck analyze --help'\n");
+    return 2;
+  }
+
+  char path[4200];
+  int n = snprintf(path, sizeof path, "%s/run.json", o.run_dir);
+  if (n < 0 || (size_t)n >= sizeof path) {
+    fprintf(stderr, "vqcheck analyze: run directory path too long\n");
+    return 2;
+  }
+  vqc_findings known, fresh;
+  vqc_findings_init(&known);
+  vqc_findings_init(&fresh);
+  json_t *doc = NULL, *warnings = json_array();
+  vqc_trace_set *set = NULL;
+  vqc_trace_compare_result res;
+  memset(&res, 0, sizeof res);
+  vqc_status s = VQC_OK;
+  int code = 0;
+  const bool had_run_json = stat(path, &st) == 0;
+
+  if (had_run_json) {
+    s = load_run_json(path, &doc, &known);
+    if (s != VQC_OK) goto fail;
+  }
+  const json_t *env = doc ? json_object_get(doc, "environment") : NULL;
+  int ranks = (int)int_member(env, "ranks", 1, VQC_TRACE_COMPARE_MAX_RANKS, 0);
+
+  /* Ledger dumps: deadlock and rank_failure. */
+  int max_ledger = -1, max_status = -1, max_trace = -1;
+  int nledger = count_rank_files(o.run_dir, ".ledger.jsonl", &max_ledger);
+  int nstatus = count_rank_files(o.run_dir, ".status.json", &max_status);
+  int ntrace = count_rank_files(o.run_dir, ".trace.jsonl", &max_trace);
+  int from_ledger = 0;
+  if (nledger + nstatus > 0) {
+    s = vqc_ledger_analyze(o.run_dir, ranks, -1, &fresh, &from_ledger);
+    if (s != VQC_OK) goto fail;
+  }
+
+  /* Traces: divergence. Ranks without a trace are left out (the ledger
+   * analysis speaks for ranks that died). */
+  vqc_trace_set_options so = {.allow_missing_ranks = true,
+                              .expected_ranks = ranks,
+                              .allow_empty = true};
+  s = vqc_trace_set_open(o.run_dir, &so, &set);
+  if (s == VQC_OK) s = vqc_trace_set_compare(set, NULL, &fresh, &res);
+  if (res.warnings) json_array_extend(warnings, res.warnings);
+  if (s != VQC_OK) goto fail;
+
+  /* Merge: keep what run.json has, add what is new. */
+  if (!doc) {
+    char name[256];
+    base_name(o.run_dir, name, sizeof name);
+    int guess = ranks;
+    if (max_trace + 1 > guess) guess = max_trace + 1;
+    if (max_ledger + 1 > guess) guess = max_ledger + 1;
+    if (max_status + 1 > guess) guess = max_status + 1;
+    doc = vqc_offline_run_json(name, o.run_dir,
+                               "no run.json: rebuilt by vqcheck analyze from "
+                               "the dumps and traces the job left",
+                               "unknown", guess > 0 ? guess : 1);
+    json_object_set_new(json_object_get(doc, "training"), "steps_done",
+                        json_integer(res.nsteps));
+    json_t *steps = json_object_get(doc, "steps");
+    for (int64_t i = 0; i < res.nsteps; i++)
+      json_array_append_new(
+          steps, json_pack("{s:I,s:f,s:n,s:i}", "step",
+                           (json_int_t)res.steps[i].step, "seconds", 0.0,
+                           "loss", "findings", res.steps[i].findings));
+  }
+  json_t *fs = json_object_get(doc, "findings");
+  int added = 0, repeated = 0;
+  for (int i = 0; i < fresh.count; i++) {
+    const vqc_finding *x = &fresh.items[i];
+    bool dup = false;
+    for (int k = 0; k < known.count && !dup; k++)
+      dup = same_problem(x, &known.items[k]);
+    if (dup) {
+      repeated++;
+      continue;
+    }
+    json_array_append_new(fs, vqc_finding_to_json(x));
+    vqc_finding copy = *x;
+    copy.detail = json_incref(x->detail);
+    if ((s = vqc_findings_add(&known, &copy)) != VQC_OK) goto fail;
+    added++;
+  }
+
+  const json_t *tr = json_object_get(doc, "training");
+  const char *status = json_string_value(json_object_get(tr, "status"));
+  if (known.count > 0) code = 1;
+  else if (status && strcmp(status, "VQC_OK") != 0) code = 3;
+  else code = 0;
+  json_object_set_new(doc, "exit_code", json_integer(code));
+
+  char when[64];
+  vqc_offline_iso_time(when, sizeof when);
+  json_object_set_new(
+      doc, "analysis",
+      json_pack("{s:s,s:b,s:i,s:i,s:i,s:I,s:I,s:i,s:i,s:O}", "analyzed", when,
+                "had_run_json", had_run_json, "ledger_dumps",
+                nledger, "status_dumps", nstatus, "trace_files", ntrace,
+                "digests_compared", (json_int_t)res.digests_compared,
+                "lines_not_compared", (json_int_t)res.lines_not_compared,
+                "added", added, "already_known", repeated, "warnings",
+                warnings));
+  s = vqc_offline_write_json(doc, path);
+  if (s == VQC_OK) s = vqc_offline_write_reports(o.run_dir);
+  if (s != VQC_OK) goto fail;
+
+  print_warnings(warnings);
+  if (o.json) {
+    json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+    printf("\n");
+  } else if (!o.quiet) {
+    printf("analyze %s: %s run.json, %d ledger dump%s, %d trace%s "
+           "(%" PRId64 " digests compared)\n", o.run_dir,
+           had_run_json ? "updated its" : "no run.json: wrote a new",
+           nledger, nledger == 1 ? "" : "s", ntrace, ntrace == 1 ? "" : "s",
+           res.digests_compared);
+    printf("new findings: %d (%d already in run.json)\n", added, repeated);
+    vqc_offline_print_findings(stdout, &known);
+  }
+  goto done;
+
+fail:
+  print_warnings(warnings);
+  fprintf(stderr, "vqcheck analyze: %s\n", vqc_cli_error_text());
+  code = vqc_status_exit_code(s);
+done:
+  vqc_trace_set_close(set);
+  vqc_trace_compare_result_free(&res);
+  json_decref(doc);
+  json_decref(warnings);
+  vqc_findings_free(&known);
+  vqc_findings_free(&fresh);
+  return code;
+}

@@ -1,0 +1,730 @@
+/* runner.c: one scenario, every checker, one run directory (see runner.h).
+ *
+ * The rank body is the same for both backends: build the model, attach the
+ * checkers to the rank's data comm, train, finish, destroy. What differs is
+ * the world around it: the threads backend runs the body on sc->ranks
+ * threads sharing one findings list; the mpi backend runs it once in this
+ * process and gathers the other ranks' findings over the side channel
+ * afterwards.
+ *
+ * Deadlines: the data comm's is the scenario's timeout (a collective whose
+ * peers never come returns VQC_ETIMEOUT then). The side channel's is longer
+ * (2 timeouts + slack), so a rank that already left its loop is still
+ * waiting in a side-channel exchange when a peer's data collective gives up
+ * and joins it; the checkers' own exchanges rely on that ordering. */
+#include "runner.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkers.h"
+#include "run_models.h"
+#include "vqc/version.h"
+
+/* Side-channel deadline = 2 x the data deadline + this. */
+#define SIDE_SLACK_S 10.0
+/* Bytes of a rank's training message carried to rank 0 (mpi). */
+#define RANK_MESSAGE 256
+
+enum { NCHECKERS = 5 };
+
+/* How one rank's training ended. */
+typedef struct rank_report {
+  vqc_status training;
+  int64_t steps_done;
+  char message[RANK_MESSAGE];
+} rank_report;
+
+/* What the rank bodies share (threads) or what the one rank uses (mpi). */
+typedef struct run_world {
+  const vqc_scenario *sc;
+  const vqc_run_options *o;
+  const char *run_dir;
+  vqc_findings *findings;   /* where checkers record */
+  rank_report *reports;     /* threads: (size); mpi: this rank's at [0] */
+  vqc_step_summary *steps;  /* (sc->steps) rank 0's */
+  int nsteps;
+  int printed;              /* findings already shown on progress */
+} run_world;
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- run directory */
+
+static vqc_status mkdir_p(const char *path) {
+  char buf[4096];
+  int n = snprintf(buf, sizeof buf, "%s", path);
+  if (n <= 0 || (size_t)n >= sizeof buf)
+    return vqc_error(VQC_EINVAL, "run directory path too long: %s", path);
+  for (char *p = buf + 1; *p; p++) {
+    if (*p != '/') continue;
+    *p = '\0';
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+      return vqc_error(VQC_EIO, "cannot create %s: %s", buf, strerror(errno));
+    *p = '/';
+  }
+  if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+    return vqc_error(VQC_EIO, "cannot create %s: %s", buf, strerror(errno));
+  struct stat st;
+  if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
+    return vqc_error(VQC_EIO, "%s exists and is not a directory", buf);
+  return VQC_OK;
+}
+
+/* Creates dir and removes what an earlier run left in it (run.json and the
+ * rank-* files the checkers write): a stale ledger dump would be analysed as
+ * part of this run. Other files are left alone. */
+static vqc_status prepare_run_dir(const char *dir) {
+  VQC_TRY(mkdir_p(dir));
+  DIR *d = opendir(dir);
+  if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir, strerror(errno));
+  struct dirent *e;
+  vqc_status s = VQC_OK;
+  while ((e = readdir(d)) != NULL && s == VQC_OK) {
+    if (strncmp(e->d_name, "rank-", 5) != 0 &&
+        strncmp(e->d_name, "run.json", 8) != 0)
+      continue;
+    char path[8192];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && unlink(path) != 0)
+      s = vqc_error(VQC_EIO, "cannot remove the stale %s: %s", path,
+                    strerror(errno));
+  }
+  closedir(d);
+  return s;
+}
+
+void vqc_run_default_dir(const char *name, char *buf, size_t n) {
+  time_t t = time(NULL);
+  struct tm tm;
+  localtime_r(&t, &tm);
+  char stamp[32];
+  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+  snprintf(buf, n, "vqcheck-runs/%s-%s", name, stamp);
+}
+
+/* The run directory to use: o->out_dir, or a fresh default (a suffix
+ * -2, -3, ... when a run of the same second already took the name). */
+static void choose_run_dir(const vqc_scenario *sc, const vqc_run_options *o,
+                           char *buf, size_t n) {
+  if (o && o->out_dir && o->out_dir[0]) {
+    snprintf(buf, n, "%s", o->out_dir);
+    return;
+  }
+  char base[2048];
+  vqc_run_default_dir(sc->name, base, sizeof base);
+  snprintf(buf, n, "%s", base);
+  struct stat st;
+  for (int k = 2; stat(buf, &st) == 0 && k < 1000; k++)
+    snprintf(buf, n, "%s-%d", base, k);
+}
+
+/* ---- progress */
+
+static void print_new_findings(run_world *w) {
+  FILE *f = w->o ? w->o->progress : NULL;
+  if (!f) return;
+  vqc_findings *fl = w->findings;
+  pthread_mutex_lock(&fl->lock);
+  for (; w->printed < fl->count; w->printed++) {
+    const vqc_finding *x = &fl->items[w->printed];
+    fprintf(f, "  ! %s at step %" PRId64 "%s%s: %s\n",
+            vqc_finding_kind_name(x->kind), x->step, x->tensor[0] ? " in " : "",
+            x->tensor, x->message);
+  }
+  pthread_mutex_unlock(&fl->lock);
+  fflush(f);
+}
+
+static int findings_count(vqc_findings *f) {
+  pthread_mutex_lock(&f->lock);
+  int n = f->count;
+  pthread_mutex_unlock(&f->lock);
+  return n;
+}
+
+/* ---- one rank */
+
+typedef vqc_status (*checker_ctor)(vqc_checker *out);
+
+/* The collective checker comes first: in strict mode its BEFORE handler
+ * must veto a mismatched collective before any other subscriber looks at
+ * it, and its finish is where the ranks agree on how the run ended. */
+static const checker_ctor ctors[NCHECKERS] = {
+    vqc_checker_collective, vqc_checker_divergence, vqc_checker_lost_inplace,
+    vqc_checker_shape, vqc_checker_equivalence};
+
+static void report_error(rank_report *rep, vqc_status s, const char *what) {
+  if (rep->training != VQC_OK) return; /* keep the first */
+  rep->training = s;
+  snprintf(rep->message, sizeof rep->message, "%s: %s", what,
+           vqc_last_error()[0] ? vqc_last_error() : vqc_status_message(s));
+}
+
+/* The step agreement: every rank tells every other how its training is
+ * going, over the side channel, as one all_gather of a fixed size. A rank
+ * calls it at every check step (when the checkers' own exchanges are due:
+ * step % interval == 0, and the last step), before those exchanges, and
+ * once more when its step fails. Calls pair up whatever the ranks were
+ * doing: a rank that failed meets the others at their next check step (or
+ * at their own failure), never inside a checker's exchange, whose messages
+ * differ in size (on MPI a mismatched exchange is not recoverable). Between
+ * check steps nothing is exchanged, so a scenario can let the ranks run
+ * apart (unsynced_dropout_seed) and see where the skew surfaces. Returns
+ * VQC_OK when every rank is fine; otherwise VQC_EABORTED naming the first
+ * rank that is not, or the exchange's own error (a rank gone). */
+static vqc_status agree(vqc_comm *c, vqc_status mine, int64_t step,
+                        char *why, size_t why_n) {
+  const int size = vqc_comm_size(c);
+  int64_t msg[2] = {(int64_t)mine, step};
+  int64_t *all = calloc((size_t)size * 2, sizeof *all);
+  if (!all) return vqc_error(VQC_ENOMEM, "runner: %d ranks", size);
+  vqc_status s = vqc_all_gather(vqc_comm_side(c), msg, all, 2, VQC_I64);
+  if (s != VQC_OK) {
+    snprintf(why, why_n, "the step agreement failed: %s", vqc_last_error());
+  } else {
+    for (int r = 0; r < size; r++) {
+      if (all[2 * r] == VQC_OK) continue;
+      snprintf(why, why_n, "rank %d stopped at step %" PRId64 " (%s)", r,
+               all[2 * r + 1], vqc_status_name((vqc_status)all[2 * r]));
+      s = vqc_error(VQC_EABORTED, "%s", why);
+      break;
+    }
+  }
+  free(all);
+  return s;
+}
+
+static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
+  const vqc_scenario *sc = w->sc;
+  const int rank = vqc_comm_rank(c);
+  rep->training = VQC_OK;
+  rep->steps_done = 0;
+  rep->message[0] = '\0';
+  vqc_comm_set_timeout(c, sc->timeout_s);
+  vqc_comm_set_timeout(vqc_comm_side(c), 2 * sc->timeout_s + SIDE_SLACK_S);
+
+  vqc_run_model *m = NULL;
+  vqc_status s = vqc_run_model_create(sc, c, &m);
+  if (s != VQC_OK) {
+    report_error(rep, s, "building the model");
+    return;
+  }
+  vqc_check_ctx ctx = {
+      .comm = c,
+      .rank = rank,
+      .size = vqc_comm_size(c),
+      .state = vqc_run_model_state(m),
+      .findings = w->findings,
+      .opts = {sc->interval, sc->timeout_s, sc->tolerance, sc->strict},
+      .run_dir = w->run_dir,
+      .reference_grads =
+          vqc_run_model_has_reference(m) ? vqc_run_model_reference_grads : NULL,
+      .reference_user = m};
+  vqc_checker chk[NCHECKERS];
+  int attached = 0;
+  memset(chk, 0, sizeof chk);
+  for (int i = 0; i < NCHECKERS && s == VQC_OK; i++) {
+    s = ctors[i](&chk[i]);
+    if (s == VQC_OK) s = chk[i].attach(&chk[i], &ctx);
+    if (s == VQC_OK) attached++;
+  }
+  if (s != VQC_OK) report_error(rep, s, "attaching the checkers");
+  /* Train only if every rank is ready: a rank that could not attach (its
+   * run directory unwritable, say) must not leave the others training. */
+  char why[512];
+  vqc_status ready = agree(c, s, -1, why, sizeof why);
+  if (s == VQC_OK && ready != VQC_OK) {
+    s = ready;
+    rep->training = s;
+    snprintf(rep->message, sizeof rep->message, "did not start: %.200s", why);
+  }
+
+  const int interval = sc->interval >= 1 ? sc->interval : 1;
+  for (int64_t step = 0; s == VQC_OK && step < sc->steps; step++) {
+    const double t0 = now_s();
+    double loss = 0.0;
+    s = vqc_run_model_step(m, step, &loss);
+    if (s != VQC_OK) {
+      report_error(rep, s, "training");
+      /* Peers waiting in a data collective for this rank stop now (threads;
+       * on mpi only this rank's comm is marked) instead of at their
+       * deadline. The side channel stays up for the checkers. */
+      vqc_comm_abort(c);
+      agree(c, s, step, why, sizeof why);
+      break;
+    }
+    if (step % interval == 0 || step == sc->steps - 1) {
+      s = agree(c, VQC_OK, step, why, sizeof why);
+      if (s != VQC_OK) {
+        /* A peer failed: this rank stops too, its training intact. */
+        rep->training = s;
+        snprintf(rep->message, sizeof rep->message, "stopped at step %"
+                 PRId64 ": %.200s", step, why);
+        vqc_comm_abort(c);
+        break;
+      }
+    }
+    for (int i = 0; i < attached && s == VQC_OK; i++) {
+      s = chk[i].step_end(&chk[i], &ctx, step);
+      if (s != VQC_OK) report_error(rep, s, chk[i].name);
+    }
+    if (s != VQC_OK) {
+      vqc_comm_abort(c);
+      agree(c, s, step, why, sizeof why);
+      break;
+    }
+    rep->steps_done = step + 1;
+    if (rank == 0 && step < w->nsteps) {
+      vqc_step_summary *st = &w->steps[step];
+      st->step = step;
+      st->seconds = now_s() - t0;
+      st->loss = loss;
+      st->findings = findings_count(w->findings);
+      if (w->o && w->o->progress) {
+        /* Steps count from 0, as in findings and expectations. */
+        fprintf(w->o->progress, "step %4" PRId64 "/%d  loss %-12.6g %8.3fs  "
+                "findings %d\n", step, sc->steps - 1, loss, st->seconds,
+                st->findings);
+        print_new_findings(w);
+      }
+    }
+  }
+
+  /* Every checker sees how this rank's training ended. */
+  for (int i = 0; i < attached; i++) {
+    vqc_status f = chk[i].finish(&chk[i], &ctx, rep->training);
+    if (f != VQC_OK && rep->training == VQC_OK) {
+      char what[64];
+      snprintf(what, sizeof what, "%s checker at the end", chk[i].name);
+      report_error(rep, f, what);
+    }
+  }
+  for (int i = 0; i < NCHECKERS; i++)
+    if (chk[i].destroy) chk[i].destroy(&chk[i], &ctx);
+  vqc_run_model_destroy(m);
+}
+
+/* ---- findings */
+
+static bool same_finding(const vqc_finding *a, const vqc_finding *b) {
+  return a->kind == b->kind && a->step == b->step &&
+         strcmp(a->tensor, b->tensor) == 0 && strcmp(a->site, b->site) == 0;
+}
+
+void vqc_findings_merge_duplicates(vqc_findings *f) {
+  pthread_mutex_lock(&f->lock);
+  int kept = 0;
+  for (int i = 0; i < f->count; i++) {
+    vqc_finding *x = &f->items[i];
+    int j = 0;
+    while (j < kept && !same_finding(&f->items[j], x)) j++;
+    if (j < kept) {
+      for (int r = 0; r < x->nranks; r++)
+        vqc_finding_add_rank(&f->items[j], x->ranks[r]);
+      json_decref(x->detail);
+      continue;
+    }
+    if (kept != i) f->items[kept] = *x;
+    kept++;
+  }
+  f->count = kept;
+  pthread_mutex_unlock(&f->lock);
+}
+
+/* ---- result */
+
+static void result_init(vqc_run_result *r, const vqc_scenario *sc) {
+  memset(r, 0, sizeof *r);
+  vqc_findings_init(&r->findings);
+  r->ranks = sc->ranks;
+  r->failed_rank = -1;
+}
+
+void vqc_run_result_free(vqc_run_result *r) {
+  if (!r) return;
+  vqc_findings_free(&r->findings);
+  free(r->steps);
+  r->steps = NULL;
+  r->nsteps = 0;
+}
+
+int vqc_run_exit_code(const vqc_run_result *r) {
+  vqc_findings *f = (vqc_findings *)&r->findings;
+  if (findings_count(f) > 0) return 1;
+  return r->training == VQC_OK ? 0 : 3;
+}
+
+/* Fills training, failed_rank and message from the per-rank reports. */
+static void summarise(vqc_run_result *r, const rank_report *reps, int size) {
+  r->training = VQC_OK;
+  r->failed_rank = -1;
+  r->message[0] = '\0';
+  /* The first rank that failed by itself; ranks that only stopped because
+   * a peer did (VQC_EABORTED) are the last resort. */
+  for (int pass = 0; pass < 2 && r->failed_rank < 0; pass++) {
+    for (int k = 0; k < size; k++) {
+      if (reps[k].training == VQC_OK) continue;
+      if (pass == 0 && reps[k].training == VQC_EABORTED) continue;
+      r->training = reps[k].training;
+      r->failed_rank = k;
+      snprintf(r->message, sizeof r->message, "rank %d: %.900s", k,
+               reps[k].message);
+      break;
+    }
+  }
+  r->steps_done = reps[0].steps_done;
+}
+
+/* ---- threads */
+
+static vqc_status thread_body(vqc_comm *c, void *arg) {
+  run_world *w = arg;
+  run_rank(c, w, &w->reports[vqc_comm_rank(c)]);
+  /* Always OK: a non-OK return would make vqc_threads_run abort the side
+   * channels under ranks still finishing; how training ended is in the
+   * report. */
+  return VQC_OK;
+}
+
+static vqc_status world_init(run_world *w, const vqc_scenario *sc,
+                             const vqc_run_options *o, const char *run_dir,
+                             vqc_findings *findings, int nreports) {
+  memset(w, 0, sizeof *w);
+  w->sc = sc;
+  w->o = o;
+  w->run_dir = run_dir;
+  w->findings = findings;
+  w->reports = calloc((size_t)nreports, sizeof *w->reports);
+  w->nsteps = sc->steps;
+  w->steps = calloc((size_t)sc->steps + 1, sizeof *w->steps);
+  if (!w->reports || !w->steps) {
+    free(w->reports);
+    free(w->steps);
+    return vqc_error(VQC_ENOMEM, "runner: no memory for %d steps", sc->steps);
+  }
+  return VQC_OK;
+}
+
+/* Moves rank 0's step summaries into the result. */
+static void take_steps(vqc_run_result *r, run_world *w) {
+  r->steps = w->steps;
+  r->nsteps = (int)(r->steps_done < w->nsteps ? r->steps_done : w->nsteps);
+  w->steps = NULL;
+}
+
+vqc_status vqc_run_threads(const vqc_scenario *sc, const vqc_run_options *o,
+                           vqc_run_result *out) {
+  if (!sc || !out) return vqc_error(VQC_EINVAL, "run: NULL argument");
+  result_init(out, sc);
+  out->backend = VQC_BACKEND_THREADS;
+  VQC_TRY(vqc_run_check_fault(sc));
+  choose_run_dir(sc, o, out->run_dir, sizeof out->run_dir);
+  vqc_status s = prepare_run_dir(out->run_dir);
+  if (s != VQC_OK) return s;
+  run_world w;
+  if ((s = world_init(&w, sc, o, out->run_dir, &out->findings, sc->ranks)))
+    return s;
+  const double t0 = now_s();
+  s = vqc_threads_run(sc->ranks, sc->timeout_s, thread_body, &w, NULL);
+  out->seconds = now_s() - t0;
+  if (s == VQC_OK) {
+    summarise(out, w.reports, sc->ranks);
+    take_steps(out, &w);
+    vqc_findings_merge_duplicates(&out->findings);
+    if (w.o && w.o->progress) print_new_findings(&w);
+    s = vqc_run_write_json(sc, out);
+  }
+  free(w.reports);
+  free(w.steps);
+  return s;
+}
+
+/* ---- mpi */
+
+/* Every rank's findings as JSON text, gathered on every rank and added to
+ * out in rank order (the side channel; the data comm may be broken). */
+static vqc_status gather_findings(vqc_comm *side, vqc_findings *mine,
+                                  vqc_findings *out) {
+  const int size = vqc_comm_size(side);
+  json_t *arr = json_array();
+  pthread_mutex_lock(&mine->lock);
+  for (int i = 0; i < mine->count; i++)
+    json_array_append_new(arr, vqc_finding_to_json(&mine->items[i]));
+  pthread_mutex_unlock(&mine->lock);
+  char *text = json_dumps(arr, JSON_COMPACT);
+  json_decref(arr);
+  if (!text) return vqc_error(VQC_ENOMEM, "runner: findings as JSON");
+  int64_t len = (int64_t)strlen(text);
+  int64_t *lens = calloc((size_t)size, sizeof *lens);
+  size_t *counts = calloc((size_t)size, sizeof *counts);
+  char *all = NULL;
+  vqc_status s = lens && counts ? VQC_OK
+                                : vqc_error(VQC_ENOMEM, "runner: %d ranks", size);
+  if (s == VQC_OK) s = vqc_all_gather(side, &len, lens, 1, VQC_I64);
+  size_t total = 0;
+  for (int r = 0; s == VQC_OK && r < size; r++) {
+    counts[r] = (size_t)lens[r];
+    total += counts[r];
+  }
+  if (s == VQC_OK && !(all = malloc(total + 1)))
+    s = vqc_error(VQC_ENOMEM, "runner: %zu bytes of findings", total);
+  if (s == VQC_OK)
+    s = vqc_all_gatherv(side, text, (size_t)len, all, counts, VQC_U8);
+  size_t off = 0;
+  for (int r = 0; s == VQC_OK && r < size; r++) {
+    json_error_t err;
+    json_t *a = json_loadb(all + off, counts[r], 0, &err);
+    off += counts[r];
+    if (!json_is_array(a)) {
+      json_decref(a);
+      s = vqc_error(VQC_EPARSE, "runner: rank %d's findings are not a JSON "
+                    "array: %s", r, err.text);
+      break;
+    }
+    for (size_t i = 0; i < json_array_size(a) && s == VQC_OK; i++) {
+      vqc_finding x;
+      s = vqc_finding_from_json(json_array_get(a, i), &x);
+      if (s == VQC_OK) s = vqc_findings_add(out, &x);
+    }
+    json_decref(a);
+  }
+  free(text);
+  free(lens);
+  free(counts);
+  free(all);
+  return s;
+}
+
+/* Wire form of a rank's report for the side-channel gather. */
+typedef struct report_msg {
+  int64_t training;
+  int64_t steps_done;
+  char message[RANK_MESSAGE];
+} report_msg;
+
+vqc_status vqc_run_on_comm(const vqc_scenario *sc, const vqc_run_options *o,
+                           vqc_comm *c, vqc_run_result *out) {
+  if (!sc || !c || !out) return vqc_error(VQC_EINVAL, "run: NULL argument");
+  result_init(out, sc);
+  const int rank = vqc_comm_rank(c), size = vqc_comm_size(c);
+  out->rank = rank;
+  out->ranks = size;
+  out->backend = vqc_comm_backend(c);
+  vqc_comm *side = vqc_comm_side(c);
+  VQC_TRY(vqc_run_check_fault(sc));
+  if (size != sc->ranks)
+    return vqc_error(VQC_EINVAL, "%s: the scenario has %d ranks but the "
+                     "launcher started %d (pass --ranks %d to run it on %d)",
+                     sc->path, sc->ranks, size, size, size);
+  vqc_comm_set_timeout(side, 2 * sc->timeout_s + SIDE_SLACK_S);
+
+  /* Rank 0 names and prepares the directory; the broadcast of its name is
+   * also the barrier that keeps the others from writing into it before the
+   * stale files are gone. A failure travels as an empty name. */
+  char dir[4096] = "";
+  vqc_status s = VQC_OK;
+  if (rank == 0) {
+    choose_run_dir(sc, o, dir, sizeof dir);
+    s = prepare_run_dir(dir);
+    if (s != VQC_OK) dir[0] = '\0';
+  }
+  vqc_status b = vqc_broadcast(side, dir, sizeof dir, VQC_U8, 0);
+  if (s != VQC_OK) return s;
+  if (b != VQC_OK) return b;
+  if (dir[0] == '\0')
+    return vqc_error(VQC_EIO, "rank 0 could not prepare the run directory");
+  snprintf(out->run_dir, sizeof out->run_dir, "%s", dir);
+  if (rank != 0 && (s = mkdir_p(dir))) return s;
+
+  vqc_findings mine;
+  vqc_findings_init(&mine);
+  run_world w;
+  if ((s = world_init(&w, sc, o, out->run_dir, &mine, 1))) {
+    vqc_findings_free(&mine);
+    return s;
+  }
+  const double t0 = now_s();
+  run_rank(c, &w, &w.reports[0]);
+  out->seconds = now_s() - t0;
+
+  /* Every rank's report, then every rank's findings. If a rank is gone the
+   * gathers time out: keep what this rank knows and say so. */
+  report_msg msg, *msgs = calloc((size_t)size, sizeof *msgs);
+  rank_report *reps = calloc((size_t)size, sizeof *reps);
+  memset(&msg, 0, sizeof msg);
+  msg.training = w.reports[0].training;
+  msg.steps_done = w.reports[0].steps_done;
+  snprintf(msg.message, sizeof msg.message, "%s", w.reports[0].message);
+  vqc_status g = msgs && reps ? vqc_all_gather(side, &msg, msgs, sizeof msg,
+                                               VQC_U8)
+                              : VQC_ENOMEM;
+  if (g == VQC_OK) {
+    for (int r = 0; r < size; r++) {
+      reps[r].training = (vqc_status)msgs[r].training;
+      reps[r].steps_done = msgs[r].steps_done;
+      msgs[r].message[RANK_MESSAGE - 1] = '\0';
+      snprintf(reps[r].message, sizeof reps[r].message, "%s", msgs[r].message);
+    }
+    summarise(out, reps, size);
+    g = gather_findings(side, &mine, &out->findings);
+  }
+  if (g != VQC_OK) {
+    /* This rank's own view only. */
+    summarise(out, w.reports, 1);
+    if (out->training != VQC_OK) {
+      out->failed_rank = rank;
+      snprintf(out->message, sizeof out->message, "rank %d: %.900s", rank,
+               w.reports[0].message);
+    }
+    vqc_findings_free(&out->findings);
+    vqc_findings_init(&out->findings);
+    pthread_mutex_lock(&mine.lock);
+    for (int i = 0; i < mine.count; i++) {
+      vqc_finding x = mine.items[i];
+      x.detail = json_deep_copy(x.detail);
+      vqc_findings_add(&out->findings, &x);
+    }
+    pthread_mutex_unlock(&mine.lock);
+    if (out->training == VQC_OK) {
+      out->training = g;
+      snprintf(out->message, sizeof out->message, "rank %d could not gather "
+               "the other ranks' results: %.900s", rank, vqc_last_error());
+    }
+  }
+  free(msgs);
+  free(reps);
+  take_steps(out, &w);
+  vqc_findings_merge_duplicates(&out->findings);
+  w.findings = &out->findings;
+  w.printed = 0;
+  s = VQC_OK;
+  if (rank == 0) s = vqc_run_write_json(sc, out);
+  /* The others wait until run.json is in place: a rank that exits first
+   * with a non-zero code makes the launcher kill the job, rank 0 too. */
+  int64_t written = s;
+  if (vqc_broadcast(side, &written, 1, VQC_I64, 0) == VQC_OK && rank != 0 &&
+      written != VQC_OK)
+    s = vqc_error((vqc_status)written, "rank 0 could not write run.json");
+  free(w.reports);
+  free(w.steps);
+  vqc_findings_free(&mine);
+  return s;
+}
+
+/* ---- run.json */
+
+static void iso_time(char *buf, size_t n) {
+  time_t t = time(NULL);
+  struct tm tm;
+  gmtime_r(&t, &tm);
+  strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
+}
+
+vqc_status vqc_run_write_json(const vqc_scenario *sc, const vqc_run_result *r) {
+  json_t *j = json_object();
+  json_object_set_new(j, "schema_version", json_integer(1));
+  json_object_set_new(j, "scenario", vqc_scenario_to_json(sc));
+  char host[256] = "";
+  gethostname(host, sizeof host - 1);
+  json_t *env = json_object();
+  json_object_set_new(env, "hostname", json_string(host));
+  json_object_set_new(env, "backend", json_string(vqc_backend_name(r->backend)));
+  json_object_set_new(env, "ranks", json_integer(r->ranks));
+  json_object_set_new(env, "pid", json_integer((json_int_t)getpid()));
+  json_object_set_new(j, "environment", env);
+  json_t *build = json_object();
+  json_object_set_new(build, "version", json_string(VQC_VERSION_STRING));
+  json_object_set_new(build, "build_type", json_string(VQC_BUILD_TYPE));
+  json_object_set_new(build, "compiler", json_string(VQC_C_COMPILER));
+  json_object_set_new(build, "mpi", json_boolean(VQC_WITH_MPI));
+  json_object_set_new(build, "cuda", json_boolean(VQC_WITH_CUDA));
+  json_object_set_new(j, "build", build);
+  char when[64];
+  iso_time(when, sizeof when);
+  json_object_set_new(j, "finished", json_string(when));
+  json_object_set_new(j, "duration_s", json_real(r->seconds));
+  json_t *tr = json_object();
+  json_object_set_new(tr, "status", json_string(vqc_status_name(r->training)));
+  json_object_set_new(tr, "failed_rank", json_integer(r->failed_rank));
+  json_object_set_new(tr, "message", json_string(r->message));
+  json_object_set_new(tr, "steps_done", json_integer(r->steps_done));
+  json_object_set_new(j, "training", tr);
+  json_t *fs = json_array();
+  vqc_findings *fl = (vqc_findings *)&r->findings;
+  pthread_mutex_lock(&fl->lock);
+  for (int i = 0; i < fl->count; i++)
+    json_array_append_new(fs, vqc_finding_to_json(&fl->items[i]));
+  pthread_mutex_unlock(&fl->lock);
+  json_object_set_new(j, "findings", fs);
+  json_t *steps = json_array();
+  for (int i = 0; i < r->nsteps; i++) {
+    json_t *o = json_object();
+    json_object_set_new(o, "step", json_integer(r->steps[i].step));
+    json_object_set_new(o, "seconds", json_real(r->steps[i].seconds));
+    json_object_set_new(o, "loss", isfinite(r->steps[i].loss)
+                                       ? json_real(r->steps[i].loss)
+                                       : json_string("nonfinite"));
+    json_object_set_new(o, "findings", json_integer(r->steps[i].findings));
+    json_array_append_new(steps, o);
+  }
+  json_object_set_new(j, "steps", steps);
+  json_object_set_new(j, "exit_code", json_integer(vqc_run_exit_code(r)));
+
+  char path[4200], tmp[4300];
+  snprintf(path, sizeof path, "%s/run.json", r->run_dir);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
+  vqc_status s = VQC_OK;
+  if (json_dump_file(j, tmp, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0)
+    s = vqc_error(VQC_EIO, "cannot write %s", tmp);
+  else if (rename(tmp, path) != 0)
+    s = vqc_error(VQC_EIO, "cannot rename %s to %s: %s", tmp, path,
+                  strerror(errno));
+  if (s != VQC_OK) unlink(tmp);
+  json_decref(j);
+  return s;
+}
+
+vqc_status vqc_run_read_json(const char *path, vqc_findings *f,
+                             int *exit_code) {
+  json_error_t err;
+  json_t *j = json_load_file(path, 0, &err);
+  if (!j)
+    return vqc_error(VQC_EPARSE, "%s:%d: %s", path, err.line, err.text);
+  vqc_status s = VQC_OK;
+  const json_t *v = json_object_get(j, "schema_version");
+  const json_t *fs = json_object_get(j, "findings");
+  const json_t *ec = json_object_get(j, "exit_code");
+  if (!json_is_integer(v) || json_integer_value(v) != 1)
+    s = vqc_error(VQC_EPARSE, "%s: schema_version: expected 1", path);
+  else if (!json_is_array(fs))
+    s = vqc_error(VQC_EPARSE, "%s: findings: expected an array", path);
+  else if (!json_is_integer(ec))
+    s = vqc_error(VQC_EPARSE, "%s: exit_code: expected an integer", path);
+  for (size_t i = 0; s == VQC_OK && i < json_array_size(fs); i++) {
+    vqc_finding x;
+    s = vqc_finding_from_json(json_array_get(fs, i), &x);
+    if (s != VQC_OK) {
+      s = vqc_error(VQC_EPARSE, "%s: findings[%zu]: %s", path, i,
+                    vqc_last_error());
+      break;
+    }
+    s = vqc_findings_add(f, &x);
+  }
+  if (s == VQC_OK && exit_code) *exit_code = (int)json_integer_value(ec);
+  json_decref(j);
+  return s;
+}

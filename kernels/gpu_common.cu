@@ -1,0 +1,111 @@
+/* gpu_common.cu: the error checking, device probe and scratch memory every
+ * kernel wrapper uses (gpu_internal.h), and the small public helpers of
+ * vqc/gpu.h that belong to no kernel family (built, synchronize, fill). */
+#include <cuda_runtime.h>
+
+#include "gpu_internal.h"
+#include "vqc/gpu.h"
+#include "vqc/tensor.h"
+
+/* Errors that mean "there is no usable GPU here" (as storage_cuda.c counts
+ * them), reported as VQC_ENODEVICE so that callers can skip cleanly. */
+static bool is_no_device_error(cudaError_t e) {
+  return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
+         e == cudaErrorStubLibrary || e == cudaErrorSystemDriverMismatch ||
+         e == cudaErrorCompatNotSupportedOnDevice;
+}
+
+vqc_status vqc_gpu_check(cudaError_t e, const char *call, const char *file,
+                         int line) {
+  if (e == cudaSuccess) return VQC_OK;
+  vqc_status s = is_no_device_error(e) ? VQC_ENODEVICE : VQC_ECUDA;
+  return vqc_error_at(s, file, line, "%s failed: %s (%s)", call,
+                      cudaGetErrorString(e), cudaGetErrorName(e));
+}
+
+vqc_status vqc_gpu_require(const char *what) {
+  if (vqc_cuda_available()) return VQC_OK;
+  return vqc_error(VQC_ENODEVICE,
+                   "%s: no usable CUDA device (the runtime reports none, or "
+                   "its driver is missing or too old)", what);
+}
+
+vqc_status vqc_gpu_sync_check(const char *what, const char *file, int line) {
+  /* cudaGetLastError first: a launch error not yet collected would
+   * otherwise be reported by whichever call comes next, far from here. */
+  cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) e = cudaStreamSynchronize(0);
+  return vqc_gpu_check(e, what, file, line);
+}
+
+/* Whether the current device supports stream-ordered allocation. Asked on
+ * every call: a cheap attribute read, and it keeps this file free of
+ * process-wide state. */
+static bool has_mem_pools(void) {
+  int dev = 0, pools = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return false;
+  if (cudaDeviceGetAttribute(&pools, cudaDevAttrMemoryPoolsSupported, dev) !=
+      cudaSuccess) {
+    (void)cudaGetLastError(); /* do not leave it for the next check */
+    return false;
+  }
+  return pools != 0;
+}
+
+vqc_status vqc_gpu_scratch_alloc(void **p, size_t nbytes, const char *file,
+                                 int line) {
+  *p = NULL;
+  if (nbytes == 0) nbytes = 1; /* a valid pointer for empty work */
+  cudaError_t e = has_mem_pools() ? cudaMallocAsync(p, nbytes, 0)
+                                  : cudaMalloc(p, nbytes);
+  if (e != cudaSuccess) *p = NULL;
+  return vqc_gpu_check(e, "scratch allocation", file, line);
+}
+
+void vqc_gpu_scratch_free(void *p) {
+  if (p == NULL) return;
+  cudaError_t e = has_mem_pools() ? cudaFreeAsync(p, 0) : cudaFree(p);
+  /* Free paths cannot return a status; the message is still recorded. */
+  (void)vqc_gpu_check(e, "scratch free", __FILE__, __LINE__);
+}
+
+/* ---- public helpers */
+
+bool vqc_gpu_built(void) { return true; }
+
+int vqc_gpu_device_count(void) {
+  int count = 0;
+  if (!vqc_cuda_available() || cudaGetDeviceCount(&count) != cudaSuccess) {
+    (void)cudaGetLastError(); /* a query: leave no sticky error behind */
+    return 0;
+  }
+  return count;
+}
+
+vqc_status vqc_gpu_synchronize(void) {
+  VQC_TRY(vqc_gpu_require("vqc_gpu_synchronize"));
+  return GPU_CHECK(cudaDeviceSynchronize());
+}
+
+/* One thread per word, grid-stride so any n fits one launch. */
+__global__ static void fill_u32_kernel(uint32_t *p, size_t n,
+                                       uint32_t pattern) {
+  size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+       i += stride)
+    p[i] = pattern;
+}
+
+vqc_status vqc_gpu_fill_u32(void *dev, size_t nwords, uint32_t pattern) {
+  VQC_TRY(vqc_gpu_require("vqc_gpu_fill_u32"));
+  if (nwords == 0) return VQC_OK;
+  if (dev == NULL)
+    return vqc_error(VQC_EINVAL, "vqc_gpu_fill_u32: dev is NULL");
+  unsigned blocks = vqc_gpu_blocks((int64_t)(nwords < 65536 * 256
+                                                 ? nwords
+                                                 : 65536 * 256),
+                                   256);
+  fill_u32_kernel<<<blocks, 256>>>((uint32_t *)dev, nwords, pattern);
+  VQC_TRY(GPU_LAUNCH_CHECK("fill_u32_kernel"));
+  return GPU_SYNC("fill_u32_kernel");
+}

@@ -1,0 +1,58 @@
+/* gpu_internal.h: what the .cu files of kernels/ share (not a public header):
+ * the check macros every CUDA call and launch goes through, the device
+ * probe, and stream-ordered scratch memory.
+ *
+ * Error style (STYLE.md habit 2): a CUDA call that fails becomes VQC_ECUDA
+ * (VQC_ENODEVICE for "no usable device") recorded with vqc_error_at at the
+ * caller's file:line, with the call's text and CUDA's error name and string.
+ * A launch is checked twice: cudaGetLastError right after it (bad
+ * configuration, no kernel image for this GPU) and the synchronisation at
+ * the end of the wrapper (a fault while it ran). */
+#ifndef VQC_KERNELS_GPU_INTERNAL_H
+#define VQC_KERNELS_GPU_INTERNAL_H
+
+#include <cuda_runtime.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vqc/status.h"
+
+/* VQC_OK, or the error recorded as described above. */
+vqc_status vqc_gpu_check(cudaError_t e, const char *call, const char *file,
+                         int line);
+
+/* GPU_CHECK(call): a vqc_status. GPU_TRY(call): returns it when not OK. */
+#define GPU_CHECK(call) vqc_gpu_check((call), #call, __FILE__, __LINE__)
+#define GPU_TRY(call) VQC_TRY(GPU_CHECK(call))
+/* After every <<<...>>>: the launch itself (the wrapper's final
+ * synchronisation checks the execution). `name` names the kernel. */
+#define GPU_LAUNCH_CHECK(name) \
+  vqc_gpu_check(cudaGetLastError(), "launch of " name, __FILE__, __LINE__)
+
+/* VQC_OK when a device answers; VQC_ENODEVICE naming `what` otherwise. */
+vqc_status vqc_gpu_require(const char *what);
+
+/* Waits for the default stream and checks what ran there. */
+vqc_status vqc_gpu_sync_check(const char *what, const char *file, int line);
+#define GPU_SYNC(what) vqc_gpu_sync_check((what), __FILE__, __LINE__)
+
+/* Scratch device memory ordered on the default stream (cudaMallocAsync from
+ * the device's pool, so a per-call allocation costs microseconds; plain
+ * cudaMalloc where the device has no pools). *p is NULL on failure.
+ * vqc_gpu_scratch_free accepts NULL. */
+vqc_status vqc_gpu_scratch_alloc(void **p, size_t nbytes, const char *file,
+                                 int line);
+void vqc_gpu_scratch_free(void *p);
+#define GPU_SCRATCH(p, nbytes) \
+  vqc_gpu_scratch_alloc((void **)(p), (nbytes), __FILE__, __LINE__)
+
+/* Grid size for n items at `per_block` items per block, capped at the
+ * 2^31 - 1 blocks of gridDim.x. */
+static inline unsigned vqc_gpu_blocks(int64_t n, int64_t per_block) {
+  int64_t b = (n + per_block - 1) / per_block;
+  if (b < 1) b = 1;
+  if (b > 2147483647) b = 2147483647;
+  return (unsigned)b;
+}
+
+#endif /* VQC_KERNELS_GPU_INTERNAL_H */

@@ -1,0 +1,285 @@
+/* vq_ema.cu: the codebook's EMA on the device: batch statistics (per-code
+ * counts and sums), the lerp toward them, the Laplace-smoothed
+ * renormalisation, the gather of quantized rows, and the device VQ forward
+ * that strings them together with the nearest-code search. CPU twins:
+ * vqc_vq_ema_update (vq_ema.c) and vq_renormalize (vq_codebook.c).
+ *
+ * Statistics, deterministic and equal to the CPU's bits. vq_ema.c sums each
+ * code's rows in double, in increasing row order, and rounds once; counts
+ * are float += 1.0f (exact up to 2^24, then stuck at 2^24). Float atomics
+ * would make the sums depend on thread timing, so instead:
+ *   1. keys (M) uint32 = indices (checked against [0, C): the first bad row
+ *      is found with an integer atomicMin, so the error names the CPU's row);
+ *   2. a stable radix sort (CUB) of (key, row) pairs over the key's bits:
+ *      rows come out grouped by code and, within a code, in increasing order;
+ *   3. per-code counts by integer atomics (exact in any order), an exclusive
+ *      scan gives each code's segment;
+ *   4. one block per code walks its segment in order, one thread per
+ *      dimension: acc += (double)x[row][d] -- the CPU's additions, in the
+ *      CPU's order, so sums[c][d] = (float)acc has the CPU's bits; the
+ *      count is min(n, 2^24) as float, the CPU's value.
+ * Same input, same bits, on every run and every GPU.
+ *
+ * EMA and smoothing: elementwise float operations written with _rn
+ * intrinsics in the CPU's order, bit-identical. The total
+ * tot = sum(cluster_size) is the CPU's double sum in index order, done by
+ * one thread (C dependent double adds: ~40 us at C = 8192), because any
+ * parallel order would round differently. */
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdint.h>
+
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_scan.cuh>
+
+#include "gpu_internal.h"
+#include "vqc/gpu.h"
+#include "vqc/vq.h"
+
+/* The kernels themselves (device code only; kernels/emu runs the same
+ * source on the CPU). */
+#include "vq_ema_kernels.cuh"
+
+/* ---- statistics */
+
+/* Bits a key in [0, C) needs (at least 1 for CUB). */
+static int key_bits(int64_t C) {
+  int bits = 1;
+  while (bits < 31 && ((int64_t)1 << bits) < C) bits++;
+  return bits;
+}
+
+vqc_status vqc_gpu_vq_stats(const float *x, int64_t M, int64_t D,
+                            const int64_t *indices, int64_t C, float *counts,
+                            float *sums) {
+  const char *fn = "gpu vq stats";
+  VQC_TRY(vqc_gpu_require(fn));
+  if (M < 0 || D <= 0 || C <= 0 || C > 2147483647 || M > 2147483647)
+    return vqc_error(VQC_EINVAL, "%s: M %lld, D %lld, C %lld out of range", fn,
+                     (long long)M, (long long)D, (long long)C);
+  if (!counts || !sums || (M > 0 && (!x || !indices)))
+    return vqc_error(VQC_EINVAL, "%s: NULL buffer", fn);
+
+  /* Scratch, all freed at `done`: keys and rows before and after the sort,
+   * the per-code counts and offsets, CUB's temporary storage, the flag. */
+  uint32_t *keys = NULL, *skeys = NULL; /* unsigned: plain radix order */
+  int32_t *rows = NULL, *srows = NULL;
+  unsigned *ncount = NULL, *offsets = NULL;
+  unsigned long long *bad = NULL;
+  void *tmp = NULL;
+  size_t sort_bytes = 0, scan_bytes = 0;
+  const size_t m = (size_t)(M > 0 ? M : 1);
+  const unsigned long long none = ~0ULL;
+  unsigned long long first_bad = none;
+  vqc_status s;
+
+  if ((s = GPU_SCRATCH(&keys, m * 4)) || (s = GPU_SCRATCH(&rows, m * 4)) ||
+      (s = GPU_SCRATCH(&skeys, m * 4)) || (s = GPU_SCRATCH(&srows, m * 4)) ||
+      (s = GPU_SCRATCH(&ncount, (size_t)C * 4)) ||
+      (s = GPU_SCRATCH(&offsets, (size_t)C * 4)) ||
+      (s = GPU_SCRATCH(&bad, sizeof *bad)))
+    goto done;
+  if ((s = GPU_CHECK(cub::DeviceRadixSort::SortPairs(
+           NULL, sort_bytes, keys, skeys, rows, srows, (int)m, 0,
+           key_bits(C)))) ||
+      (s = GPU_CHECK(cub::DeviceScan::ExclusiveSum(NULL, scan_bytes, ncount,
+                                                   offsets, (int)C))))
+    goto done;
+  if ((s = GPU_SCRATCH(&tmp, sort_bytes > scan_bytes ? sort_bytes
+                                                     : scan_bytes)))
+    goto done;
+
+  if ((s = GPU_CHECK(cudaMemsetAsync(ncount, 0, (size_t)C * 4, 0))) ||
+      (s = GPU_CHECK(cudaMemcpyAsync(bad, &none, sizeof none,
+                                     cudaMemcpyHostToDevice, 0))))
+    goto done;
+  if (M > 0) {
+    stats_keys_kernel<<<vqc_gpu_blocks(M < 65536 * 256 ? M : 65536 * 256,
+                                       EW_THREADS),
+                        EW_THREADS>>>(indices, M, C, keys, rows, ncount, bad);
+    if ((s = GPU_LAUNCH_CHECK("stats_keys_kernel"))) goto done;
+    if ((s = GPU_CHECK(cub::DeviceRadixSort::SortPairs(
+             tmp, sort_bytes, keys, skeys, rows, srows, (int)M, 0,
+             key_bits(C)))))
+      goto done;
+  }
+  if ((s = GPU_CHECK(cub::DeviceScan::ExclusiveSum(tmp, scan_bytes, ncount,
+                                                   offsets, (int)C))))
+    goto done;
+  {
+    int threads = D < EW_THREADS ? (int)((D + 31) / 32 * 32) : EW_THREADS;
+    stats_sums_kernel<<<(unsigned)C, threads>>>(x, D, srows, offsets, ncount,
+                                                counts, sums);
+    if ((s = GPU_LAUNCH_CHECK("stats_sums_kernel"))) goto done;
+  }
+  if ((s = GPU_CHECK(cudaMemcpyAsync(&first_bad, bad, sizeof first_bad,
+                                     cudaMemcpyDeviceToHost, 0))))
+    goto done;
+  s = GPU_SYNC("stats_sums_kernel");
+  if (s == VQC_OK && first_bad != none) {
+    int64_t bad_index = 0;
+    (void)GPU_CHECK(cudaMemcpy(&bad_index, indices + first_bad,
+                               sizeof bad_index, cudaMemcpyDeviceToHost));
+    s = vqc_error(VQC_EINVAL,
+                  "vq_ema_update: index %lld of row %llu is outside [0, %lld)",
+                  (long long)bad_index, first_bad, (long long)C);
+  }
+done:
+  vqc_gpu_scratch_free(keys);
+  vqc_gpu_scratch_free(rows);
+  vqc_gpu_scratch_free(skeys);
+  vqc_gpu_scratch_free(srows);
+  vqc_gpu_scratch_free(ncount);
+  vqc_gpu_scratch_free(offsets);
+  vqc_gpu_scratch_free(bad);
+  vqc_gpu_scratch_free(tmp);
+  return s;
+}
+
+/* ---- EMA and smoothing */
+
+static vqc_status launch_lerp(float *a, const float *b, size_t n, float w) {
+  if (n == 0) return VQC_OK;
+  int64_t work = n < (size_t)65536 * EW_THREADS ? (int64_t)n
+                                                : (int64_t)65536 * EW_THREADS;
+  lerp_kernel<<<vqc_gpu_blocks(work, EW_THREADS), EW_THREADS>>>(a, b, n, w);
+  return GPU_LAUNCH_CHECK("lerp_kernel");
+}
+
+static vqc_status launch_renormalize(const float *cs, const float *avg,
+                                     int64_t C, int64_t D, double eps_d,
+                                     float *tot_scratch, float *embed) {
+  /* As vq_renormalize: eps to float; C * eps formed in double first. */
+  const float eps = (float)eps_d, c_eps = (float)((double)C * eps_d);
+  total_kernel<<<1, TOT_STAGE>>>(cs, C, tot_scratch);
+  VQC_TRY(GPU_LAUNCH_CHECK("total_kernel"));
+  int64_t n = C * D, work = n < (int64_t)65536 * EW_THREADS
+                                ? n
+                                : (int64_t)65536 * EW_THREADS;
+  renorm_kernel<<<vqc_gpu_blocks(work, EW_THREADS), EW_THREADS>>>(
+      cs, avg, C, D, eps, c_eps, tot_scratch, embed);
+  return GPU_LAUNCH_CHECK("renorm_kernel");
+}
+
+vqc_status vqc_gpu_lerp(float *a, const float *b, size_t n, float w) {
+  VQC_TRY(vqc_gpu_require("gpu lerp"));
+  if (n > 0 && (!a || !b))
+    return vqc_error(VQC_EINVAL, "gpu lerp: NULL buffer");
+  VQC_TRY(launch_lerp(a, b, n, w));
+  return GPU_SYNC("lerp_kernel");
+}
+
+vqc_status vqc_gpu_vq_renormalize(const float *cluster_size,
+                                  const float *embed_avg, int64_t C,
+                                  int64_t D, double eps, float *embed) {
+  VQC_TRY(vqc_gpu_require("gpu vq renormalize"));
+  if (C <= 0 || D <= 0 || !cluster_size || !embed_avg || !embed)
+    return vqc_error(VQC_EINVAL, "gpu vq renormalize: C %lld, D %lld or a "
+                     "NULL buffer", (long long)C, (long long)D);
+  float *tot = NULL; /* one float of scratch, freed below */
+  VQC_TRY(GPU_SCRATCH(&tot, sizeof *tot));
+  vqc_status s =
+      launch_renormalize(cluster_size, embed_avg, C, D, eps, tot, embed);
+  if (s == VQC_OK) s = GPU_SYNC("renorm_kernel");
+  vqc_gpu_scratch_free(tot);
+  return s;
+}
+
+/* ---- the EMA update and the forward */
+
+vqc_status vqc_gpu_vq_ema_update(vqc_comm *comm, const vqc_vq_params *p,
+                                 float *cluster_size, float *embed_avg,
+                                 float *embed, const float *x, int64_t M,
+                                 const int64_t *indices) {
+  const char *fn = "gpu vq ema update";
+  VQC_TRY(vqc_gpu_require(fn));
+  if (!p || !cluster_size || !embed_avg || !embed)
+    return vqc_error(VQC_EINVAL, "%s: NULL argument", fn);
+  const int64_t C = p->codebook_size, D = p->dim;
+  if (C <= 0 || D <= 0)
+    return vqc_error(VQC_EINVAL, "%s: codebook (%lld, %lld)", fn,
+                     (long long)C, (long long)D);
+
+  /* counts (C) and sums (C, D): this step's statistics, freed below. */
+  float *counts = NULL, *sums = NULL, *tot = NULL;
+  vqc_status s;
+  if ((s = GPU_SCRATCH(&counts, (size_t)C * 4)) ||
+      (s = GPU_SCRATCH(&sums, (size_t)(C * D) * 4)) ||
+      (s = GPU_SCRATCH(&tot, sizeof *tot)))
+    goto done;
+  /* 1. local statistics */
+  if ((s = vqc_gpu_vq_stats(x, M, D, indices, C, counts, sums))) goto done;
+  /* 2. all ranks' statistics: counts, then sums, as vq_ema.c orders them
+   * (device buffers: the comm must be an nccl comm). */
+  if (comm) {
+    if ((s = vqc_all_reduce(comm, counts, counts, (size_t)C, VQC_F32,
+                            VQC_SUM)) ||
+        (s = vqc_all_reduce(comm, sums, sums, (size_t)(C * D), VQC_F32,
+                            VQC_SUM)))
+      goto done;
+  }
+  /* 3. lerp toward them with w = float32(1 - decay), computed in double */
+  {
+    const float w = (float)(1.0 - p->decay);
+    if ((s = launch_lerp(cluster_size, counts, (size_t)C, w)) ||
+        (s = launch_lerp(embed_avg, sums, (size_t)(C * D), w)))
+      goto done;
+  }
+  /* 4. E = embed_avg / smoothed counts */
+  if ((s = launch_renormalize(cluster_size, embed_avg, C, D, p->eps, tot,
+                              embed)))
+    goto done;
+  s = GPU_SYNC("renorm_kernel");
+done:
+  vqc_gpu_scratch_free(counts);
+  vqc_gpu_scratch_free(sums);
+  vqc_gpu_scratch_free(tot);
+  return s;
+}
+
+vqc_status vqc_gpu_vq_gather(const float *E, int64_t C, int64_t D,
+                             const int64_t *indices, int64_t M,
+                             float *quantized) {
+  const char *fn = "gpu vq gather";
+  VQC_TRY(vqc_gpu_require(fn));
+  if (C <= 0 || D <= 0 || M < 0 || !E ||
+      (M > 0 && (!indices || !quantized)))
+    return vqc_error(VQC_EINVAL, "%s: bad arguments", fn);
+  if (M == 0) return VQC_OK;
+  unsigned long long *bad = NULL, first_bad = ~0ULL;
+  const unsigned long long none = ~0ULL;
+  VQC_TRY(GPU_SCRATCH(&bad, sizeof *bad));
+  vqc_status s = GPU_CHECK(
+      cudaMemcpyAsync(bad, &none, sizeof none, cudaMemcpyHostToDevice, 0));
+  if (s == VQC_OK) {
+    int64_t n = M * D, work = n < (int64_t)65536 * EW_THREADS
+                                  ? n
+                                  : (int64_t)65536 * EW_THREADS;
+    gather_kernel<<<vqc_gpu_blocks(work, EW_THREADS), EW_THREADS>>>(
+        E, C, D, indices, M, quantized, bad);
+    s = GPU_LAUNCH_CHECK("gather_kernel");
+  }
+  if (s == VQC_OK)
+    s = GPU_CHECK(cudaMemcpyAsync(&first_bad, bad, sizeof first_bad,
+                                  cudaMemcpyDeviceToHost, 0));
+  if (s == VQC_OK) s = GPU_SYNC("gather_kernel");
+  vqc_gpu_scratch_free(bad);
+  if (s == VQC_OK && first_bad != none)
+    s = vqc_error(VQC_EINVAL, "%s: the index of row %llu is outside [0, %lld)",
+                  fn, first_bad, (long long)C);
+  return s;
+}
+
+vqc_status vqc_gpu_vq_forward(vqc_comm *comm, const vqc_vq_params *p,
+                              float *embed, float *cluster_size,
+                              float *embed_avg, const float *x, int64_t M,
+                              bool train, int64_t *indices, float *quantized) {
+  if (!p) return vqc_error(VQC_EINVAL, "gpu vq forward: p is NULL");
+  const int64_t C = p->codebook_size, D = p->dim;
+  VQC_TRY(vqc_gpu_vq_nearest(x, M, embed, C, D, indices, NULL));
+  /* quantized from the codebook before this step's update, as on the CPU */
+  if (quantized) VQC_TRY(vqc_gpu_vq_gather(embed, C, D, indices, M, quantized));
+  if (!train || p->freeze_codebook) return VQC_OK;
+  return vqc_gpu_vq_ema_update(comm, p, cluster_size, embed_avg, embed, x, M,
+                               indices);
+}

@@ -1,0 +1,228 @@
+/* comm.h: one collective interface over several backends, with a ledger.
+ *
+ * Backends (an ops table behind an opaque vqc_comm, libuv style):
+ *   threads  N ranks as threads of one process (the embedded default); real
+ *            blocking rendezvous, every wait bounded by the comm's timeout;
+ *   mpi      one process per rank under mpiexec / srun (OpenMPI), across
+ *            nodes; waits poll nonblocking MPI requests against the deadline,
+ *            or call the blocking MPI collectives (see vqc_wait_mode);
+ *   nccl     device buffers moved by NCCL, one process per rank under
+ *            mpiexec; MPI bootstraps it and is its side channel.
+ *
+ * Every collective goes through the vqc_* macros below, which capture the
+ * call site. Each call appends a record to the rank's ledger (see ledger.h)
+ * and raises BEFORE / AFTER events that checkers subscribe to. A BEFORE
+ * handler may veto the collective by returning an error (strict mode reports
+ * a mismatch before any data moves).
+ *
+ * Every comm has a side channel: a second comm over the same ranks with its
+ * own state (a duplicated MPI communicator; separate rendezvous state for
+ * threads) and no ledger events, so checkers can exchange digests without
+ * disturbing, or sharing the fate of, the collectives under test.
+ *
+ * Buffers: `count` is in elements of `dtype`; send and recv may be the same
+ * pointer (in place). Reductions over several ranks are applied in rank order
+ * on the threads backend, so every rank gets bit-identical results. */
+#ifndef VQC_COMM_H
+#define VQC_COMM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vqc/status.h"
+#include "vqc/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vqc_comm vqc_comm;
+typedef struct vqc_ledger vqc_ledger;
+
+/* Where a collective was called from (captured by the macros below). */
+typedef struct vqc_site {
+  const char *file;
+  int line;
+  const char *func;
+} vqc_site;
+#define VQC_SITE ((vqc_site){__FILE__, __LINE__, __func__})
+
+#define VQC_REDOP_LIST(X) X(SUM, "sum") X(MIN, "min") X(MAX, "max")
+typedef enum {
+#define VQC_REDOP_ENUM(name, str) VQC_##name,
+  VQC_REDOP_LIST(VQC_REDOP_ENUM)
+#undef VQC_REDOP_ENUM
+  VQC_REDOP_COUNT
+} vqc_redop;
+const char *vqc_redop_name(vqc_redop op);
+
+#define VQC_COLL_LIST(X)                     \
+  X(ALL_REDUCE, "all_reduce")                \
+  X(ALL_GATHER, "all_gather")                \
+  X(ALL_GATHERV, "all_gatherv")              \
+  X(BROADCAST, "broadcast")                  \
+  X(BARRIER, "barrier")
+typedef enum {
+#define VQC_COLL_ENUM(name, str) VQC_COLL_##name,
+  VQC_COLL_LIST(VQC_COLL_ENUM)
+#undef VQC_COLL_ENUM
+  VQC_COLL_COUNT
+} vqc_coll_op;
+const char *vqc_coll_name(vqc_coll_op op);
+
+typedef enum { VQC_BACKEND_THREADS, VQC_BACKEND_MPI, VQC_BACKEND_NCCL } vqc_backend;
+const char *vqc_backend_name(vqc_backend b);
+/* "threads" | "mpi" | "nccl" -> backend; VQC_EINVAL otherwise. */
+vqc_status vqc_backend_from_name(const char *name, vqc_backend *out);
+/* Whether this build includes the backend. */
+bool vqc_backend_built(vqc_backend b);
+
+/* ---- queries and settings */
+
+int vqc_comm_rank(const vqc_comm *c);
+int vqc_comm_size(const vqc_comm *c);
+vqc_backend vqc_comm_backend(const vqc_comm *c);
+/* The side channel (owned by c; do not destroy). */
+vqc_comm *vqc_comm_side(vqc_comm *c);
+/* The rank's ledger (owned by c). NULL for a side channel. */
+vqc_ledger *vqc_comm_ledger(vqc_comm *c);
+/* Deadline for every wait, in seconds (default 60; <= 0 restores it). */
+void vqc_comm_set_timeout(vqc_comm *c, double seconds);
+double vqc_comm_timeout(const vqc_comm *c);
+/* How a collective waits for its peers.
+ *   VQC_WAIT_POLL (the default): every wait polls against the comm's
+ *     deadline and returns VQC_ETIMEOUT when it passes. On the mpi backend
+ *     this means MPI's nonblocking collectives (MPI_Iallreduce + MPI_Test),
+ *     which OpenMPI runs through a slower engine: about 2-2.5x MPI_Allreduce
+ *     at 4 B..4 KiB on one node, 1.15x at 1 MiB (bench/bench_comm.c).
+ *   VQC_WAIT_BLOCKING: the mpi backend calls the blocking collectives
+ *     (MPI_Allreduce, MPI_IN_PLACE when in place, ...): the cost over
+ *     calling MPI directly is the comm layer's ~70 ns, but a call whose
+ *     peers never come does not return. The deadline is then enforced by a
+ *     watchdog (vqc/watchdog.h) that sees the record stuck in the ledger and
+ *     calls a handler (which dumps ledgers and MPI_Aborts); vqc_comm_abort
+ *     only stops later calls. Use it with a
+ *     watchdog, never alone: "nothing hangs" depends on it.
+ * The threads backend ignores the mode (its waits are deadline-bounded and
+ * cheap either way). A side channel always polls: it has no ledger, so no
+ * watchdog could see it hang (VQC_EINVAL for BLOCKING there). The mode of a
+ * data comm does not change its side channel's. VQC_EINVAL for an unknown
+ * mode. */
+typedef enum { VQC_WAIT_POLL = 0, VQC_WAIT_BLOCKING = 1 } vqc_wait_mode;
+vqc_status vqc_comm_set_wait_mode(vqc_comm *c, vqc_wait_mode mode);
+vqc_wait_mode vqc_comm_wait_mode(const vqc_comm *c);
+/* Marks this comm's world aborted: every rank's pending and future
+ * collectives on it return VQC_EABORTED promptly (threads: shared flag; mpi:
+ * local, plus MPI_Abort is left to main). The side channel is a separate comm
+ * and stays usable (abort it separately if needed), so checkers can still
+ * exchange reports. Safe to call from a watchdog thread. */
+void vqc_comm_abort(vqc_comm *c);
+
+/* ---- collectives (use the macros; the _at functions take the site) */
+
+vqc_status vqc_all_reduce_at(vqc_comm *c, const void *send, void *recv,
+                             size_t count, vqc_dtype dt, vqc_redop op,
+                             vqc_site site);
+/* recv holds size*count elements, rank r's block at r*count. */
+vqc_status vqc_all_gather_at(vqc_comm *c, const void *send, void *recv,
+                             size_t count, vqc_dtype dt, vqc_site site);
+/* Variable sizes: rank r sends counts[r] elements; recv holds sum(counts) in
+ * rank order. counts (size entries) must be the same on every rank. */
+vqc_status vqc_all_gatherv_at(vqc_comm *c, const void *send, size_t sendcount,
+                              void *recv, const size_t *counts, vqc_dtype dt,
+                              vqc_site site);
+vqc_status vqc_broadcast_at(vqc_comm *c, void *buf, size_t count, vqc_dtype dt,
+                            int root, vqc_site site);
+vqc_status vqc_barrier_at(vqc_comm *c, vqc_site site);
+/* In-place all_reduce of a tensor that must be contiguous on this comm's
+ * device. The tensor (and so its origin link, if it is a copy of a strided
+ * tensor) is visible to event handlers: this is how the lost-in-place checker
+ * sees all_reduce(embed_sum.contiguous()). */
+vqc_status vqc_all_reduce_tensor_at(vqc_comm *c, vqc_tensor *t, vqc_redop op,
+                                    vqc_site site);
+/* Out-of-place all_reduce of tensors: out = reduce(in) over the ranks; in is
+ * left unchanged. Both contiguous, same dtype and element count (shapes may
+ * differ), on this comm's device. Event handlers see `out` as the tensor, so
+ * the lost-in-place checker can tell when the result is never read
+ * (Megatron-LM #5337, LFQ's discarded distributed mean). */
+vqc_status vqc_all_reduce_tensor_out_at(vqc_comm *c, const vqc_tensor *in,
+                                        vqc_tensor *out, vqc_redop op,
+                                        vqc_site site);
+
+#define vqc_all_reduce(c, send, recv, count, dt, op) \
+  vqc_all_reduce_at((c), (send), (recv), (count), (dt), (op), VQC_SITE)
+#define vqc_all_gather(c, send, recv, count, dt) \
+  vqc_all_gather_at((c), (send), (recv), (count), (dt), VQC_SITE)
+#define vqc_all_gatherv(c, send, sendcount, recv, counts, dt) \
+  vqc_all_gatherv_at((c), (send), (sendcount), (recv), (counts), (dt), VQC_SITE)
+#define vqc_broadcast(c, buf, count, dt, root) \
+  vqc_broadcast_at((c), (buf), (count), (dt), (root), VQC_SITE)
+#define vqc_barrier(c) vqc_barrier_at((c), VQC_SITE)
+#define vqc_all_reduce_tensor(c, t, op) \
+  vqc_all_reduce_tensor_at((c), (t), (op), VQC_SITE)
+#define vqc_all_reduce_tensor_out(c, in, out, op) \
+  vqc_all_reduce_tensor_out_at((c), (in), (out), (op), VQC_SITE)
+
+/* ---- threads backend */
+
+/* The body each rank thread runs. Its status is collected per rank. */
+typedef vqc_status (*vqc_rank_fn)(vqc_comm *c, void *arg);
+
+/* Runs fn on `size` threads, one comm each (timeout in seconds, <= 0 for the
+ * default), joins them all and fills statuses[r] (may be NULL). Returns
+ * VQC_OK when every rank returned VQC_OK, else the status of the first rank
+ * that failed other than with VQC_EABORTED (the cause, not its victims), and
+ * records that rank's message as "rank r: ...". A rank that fails aborts the
+ * world (data and side channels) so the others do not wait out their
+ * deadline. */
+vqc_status vqc_threads_run(int size, double timeout, vqc_rank_fn fn, void *arg,
+                           vqc_status *statuses);
+
+/* Lower level: a world whose comms the caller drives from its own threads.
+ * vqc_threads_world_comm gives rank r's comm (owned by the world). */
+typedef struct vqc_threads_world vqc_threads_world;
+vqc_status vqc_threads_world_create(int size, vqc_threads_world **out);
+vqc_comm *vqc_threads_world_comm(vqc_threads_world *w, int rank);
+void vqc_threads_world_destroy(vqc_threads_world *w); /* accepts NULL */
+
+/* ---- mpi backend (VQC_WITH_MPI builds; VQC_EUNSUPPORTED otherwise) */
+
+/* Initialises MPI if needed (MPI_THREAD_MULTIPLE requested so a watchdog
+ * thread may dump the ledger) and builds a comm over MPI_COMM_WORLD with a
+ * duplicated communicator for data and another for the side channel. */
+vqc_status vqc_mpi_comm_create(int *argc, char ***argv, vqc_comm **out);
+/* Destroys the comm (accepts NULL); finalizes MPI if vqc initialised it. */
+void vqc_mpi_comm_destroy(vqc_comm *c);
+/* True when this process was started by mpiexec/srun (environment check; no
+ * MPI call), so a CLI can pick the mpi backend by default. */
+bool vqc_mpi_launched(void);
+
+/* ---- nccl backend (VQC_WITH_NCCL builds; VQC_EUNSUPPORTED otherwise)
+ *
+ * Data collectives run on DEVICE buffers through NCCL, on a stream of the
+ * comm's own; the side channel is the MPI side channel (its backend is
+ * "mpi"), so checkers' digest exchanges never share fate with NCCL. The
+ * same comm.c entry points write the same ledger records and raise the same
+ * events. Every collective is launched asynchronously and its completion
+ * polled (cudaStreamQuery + ncclCommGetAsyncError) against the comm's
+ * deadline: one that passes it aborts the NCCL communicator
+ * (ncclCommAbort) and returns VQC_ETIMEOUT; later calls on the comm return
+ * VQC_EABORTED. The wait mode is ignored (NCCL calls are always polled).
+ * Buffers that are not device memory are VQC_EINVAL. */
+
+/* Initialises MPI if needed (vqc_mpi_comm_create), picks the GPU of this
+ * rank's node-local rank (OMPI_COMM_WORLD_LOCAL_RANK, SLURM_LOCALID or
+ * MPI_LOCALRANKID, modulo the device count; else the world rank), creates
+ * the ncclUniqueId on rank 0 and broadcasts it over the MPI side channel,
+ * then the NCCL communicator (non-blocking init, bounded by the default
+ * timeout). VQC_ENODEVICE without a usable GPU. */
+vqc_status vqc_nccl_comm_create(int *argc, char ***argv, vqc_comm **out);
+/* Destroys the comm (accepts NULL): NCCL communicator (finalized within
+ * the timeout, else aborted), stream, then the MPI comm under it. */
+void vqc_nccl_comm_destroy(vqc_comm *c);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VQC_COMM_H */

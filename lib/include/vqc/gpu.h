@@ -1,0 +1,171 @@
+/* gpu.h: the CUDA kernels (the .cu files of kernels/) behind plain C host
+ * wrappers.
+ *
+ * Each kernel has a CPU twin in lib/ that is its oracle (tests/gpu compare
+ * them on fresh random inputs):
+ *   digest        vqc_digest_buffer (digest.c)       bit-identical
+ *   FSQ           vqc_fsq_quantize (fsq.c)           see "FSQ and tanh" below
+ *   nearest code  vqc_vq_nearest (vq_codebook.c)     bit-identical distances
+ *   statistics    vq_ema.c step 1                    bit-identical
+ *   EMA, smoothing vq_ema.c steps 3-4, vq_renormalize bit-identical
+ *
+ * Pointers named *_dev (and every array argument below unless it says
+ * "host") are device addresses from vqc_tensor_data of a VQC_DEVICE_CUDA
+ * tensor or cudaMalloc. Every wrapper checks that a device exists
+ * (VQC_ENODEVICE otherwise, with the runtime's reason), runs on the legacy
+ * default stream, waits for its kernels and returns: a failed launch or a
+ * kernel that faulted is VQC_ECUDA with file:line and CUDA's error string
+ * (recorded with vqc_error). A build without CUDA (VQC_WITH_CUDA 0) has the
+ * same functions; they return VQC_EUNSUPPORTED (gpu_absent.c).
+ *
+ * FSQ and tanh. glibc's tanhf is not reproducible on a GPU (and glibc's own
+ * scalar and vector tanhf disagree on a few inputs), so the kernel defines
+ * its tanh as the correctly rounded one: CUDA's tanhf (error <= 2 ulp) wherever
+ * the rounding that follows cannot be affected, and tanh in double rounded
+ * once to float for the elements whose bounded value lies within
+ * 2^-18 * (half_l + 1) of a rounding boundary or of 0 ("refined" elements).
+ * Its codes therefore equal the CPU's wherever glibc's tanhf is correctly
+ * rounded, and can differ only where glibc's tanhf is off by an ulp AND the
+ * bounded value lies within a few ulp of a .5 boundary (a neighbouring
+ * level), or of 0 (a zero code of the other sign: -0 against +0, the same
+ * index; z = 0 exactly hits this for some even L, e.g. 6 and 16 with
+ * glibc 2.36). The tests count both kinds and require each difference to be
+ * explained. Double-rounding "hard cases" (the exact tanh within 2^-53
+ * relative of a float midpoint) are the one place where the device tanh
+ * itself may be off by an ulp. */
+#ifndef VQC_GPU_H
+#define VQC_GPU_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vqc/comm.h"
+#include "vqc/fsq.h"
+#include "vqc/status.h"
+#include "vqc/tensor.h"
+#include "vqc/vq.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Whether this build has the kernels (VQC_WITH_CUDA). Whether a device is
+ * present is vqc_cuda_available() (tensor.h). Never fails. */
+bool vqc_gpu_built(void);
+
+/* How many CUDA devices answer (0 without CUDA, driver or device). Never
+ * fails. */
+int vqc_gpu_device_count(void);
+
+/* Waits for all device work. VQC_ECUDA names an asynchronous failure. */
+vqc_status vqc_gpu_synchronize(void);
+
+/* Fills nwords 32-bit words at dev with `pattern` (tests poison outputs so
+ * a kernel that wrote nothing fails; 0x7FC00001 is a NaN for floats,
+ * 0xA5A5A5A5 a nonsense index). */
+vqc_status vqc_gpu_fill_u32(void *dev, size_t nwords, uint32_t pattern);
+
+/* ---- tensor digest (digest.h's definition) */
+
+/* The leaves of the n bytes at dev: leaves (host, max(1, ceil(n / 65536))
+ * entries) receives XXH3-64 of each 64 KiB chunk, hashed on the device (one
+ * warp per chunk). */
+vqc_status vqc_gpu_digest_leaves(const void *dev, size_t n, uint64_t *leaves);
+
+/* The tensor digest of a contiguous device buffer: leaves on the device,
+ * then the root hash over header | leaves on the host (libxxhash). Equal to
+ * vqc_digest_buffer of the same bytes. */
+vqc_status vqc_gpu_digest_buffer(const void *dev, size_t n, vqc_dtype dt,
+                                 int ndim, const int64_t *shape,
+                                 uint64_t *out);
+
+/* XXH3-64 of n host bytes computed on the CPU by the DEVICE algorithm: the
+ * warp's 32 lanes, their key offsets, partial sums and shuffle reductions
+ * run one after another in plain loops. Lets a machine without a GPU check
+ * how the kernel reorganises XXH3 (tests compare it with libxxhash). */
+vqc_status vqc_gpu_xxh3_64_emulated(const void *data, size_t n, uint64_t *out);
+
+/* ---- FSQ (vqc/fsq.h) */
+
+/* vqc_fsq_quantize on the device: z (M, C*d) -> out (M, C*d) and, when not
+ * NULL, indices (M, C) int32. out may equal z. A NaN in z is VQC_EINVAL
+ * naming the first one (row-major), as on the CPU; out and indices are then
+ * unspecified. *refined (host, may be NULL) receives how many elements took
+ * the double-precision tanh (see "FSQ and tanh" above). */
+vqc_status vqc_gpu_fsq_quantize(const vqc_fsq *q, const float *z, int64_t M,
+                                float *out, int32_t *indices,
+                                int64_t *refined);
+
+/* ---- VQ codebook (vqc/vq.h) */
+
+/* out[i] = the squared norm of row i of A (n, D): the sequential fmaf chain
+ * over d that vqc_vq_nearest defines. */
+vqc_status vqc_gpu_vq_sqnorms(const float *A, int64_t n, int64_t D,
+                              float *out);
+
+/* vqc_vq_nearest on the device: x (M, D), E (C, D) -> indices (M) int64 and,
+ * when not NULL, neg_dist (M, C). Same function, bit for bit: each distance
+ * is the CPU's sequence of float32 operations (fused multiply-add chains
+ * over d in the same order, then (x2 + e2) + (-2 dot), clamp, sqrt), and the
+ * lowest index wins ties on the final distance, so indices equal the CPU's
+ * exactly, ties included. C < 2^31. */
+vqc_status vqc_gpu_vq_nearest(const float *x, int64_t M, const float *E,
+                              int64_t C, int64_t D, int64_t *indices,
+                              float *neg_dist);
+
+/* quantized (M, D) = E[indices] (rows of E (C, D)); VQC_EINVAL names the
+ * first index outside [0, C). */
+vqc_status vqc_gpu_vq_gather(const float *E, int64_t C, int64_t D,
+                             const int64_t *indices, int64_t M,
+                             float *quantized);
+
+/* The EMA statistics of one batch, deterministically: counts (C) f32 and
+ * sums (C, D) f32 of the rows x (M, D) assigned by indices (M) int64 to
+ * each code. Equal bit for bit to vq_ema.c step 1 (counts as float with the
+ * CPU's saturation at 2^24, sums accumulated in double in increasing row
+ * order and rounded once) on every run: rows are grouped by code with a
+ * stable radix sort (CUB), then each code's rows are summed in that order.
+ * No float atomics. VQC_EINVAL names the first index outside [0, C). */
+vqc_status vqc_gpu_vq_stats(const float *x, int64_t M, int64_t D,
+                            const int64_t *indices, int64_t C, float *counts,
+                            float *sums);
+
+/* a[i] = vqc_lerp_f32(a[i], b[i], w) for i < n (torch's lerp, bit for bit). */
+vqc_status vqc_gpu_lerp(float *a, const float *b, size_t n, float w);
+
+/* vq_renormalize: embed (C, D) = embed_avg / smoothed with
+ * smoothed = (cluster_size + eps) / (tot + C*eps) * tot, tot the sum of
+ * cluster_size in double in index order (one device thread, so it is the
+ * CPU's sum: ~C double adds of latency), every float operation as the CPU
+ * rounds it. eps is the codebook's (vqc_vq_params.eps). */
+vqc_status vqc_gpu_vq_renormalize(const float *cluster_size,
+                                  const float *embed_avg, int64_t C,
+                                  int64_t D, double eps, float *embed);
+
+/* vqc_vq_ema_update with device state: counts and sums of x (M, D) by
+ * indices (M) (vqc_gpu_vq_stats), all_reduce(SUM) of both through comm when
+ * comm is not NULL (an nccl comm: device buffers; the ledger and events see
+ * them as on any backend), then cluster_size (C) and embed_avg (C, D) lerp
+ * toward them with w = float32(1 - p->decay), and embed (C, D) is
+ * renormalized. Single process (comm NULL) it equals the CPU function bit
+ * for bit. The catalogue faults (p->fault) are not modelled here. */
+vqc_status vqc_gpu_vq_ema_update(vqc_comm *comm, const vqc_vq_params *p,
+                                 float *cluster_size, float *embed_avg,
+                                 float *embed, const float *x, int64_t M,
+                                 const int64_t *indices);
+
+/* One VQ forward on device buffers (the device counterpart of
+ * vqc_vq_forward, without k-means init, dead-code expiry and the loss):
+ * indices (M) = nearest codes of x (M, D), quantized (M, D) = E[indices]
+ * (may be NULL), then in train mode (and unless p->freeze_codebook) the EMA
+ * update above. */
+vqc_status vqc_gpu_vq_forward(vqc_comm *comm, const vqc_vq_params *p,
+                              float *embed, float *cluster_size,
+                              float *embed_avg, const float *x, int64_t M,
+                              bool train, int64_t *indices, float *quantized);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VQC_GPU_H */

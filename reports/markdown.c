@@ -1,0 +1,314 @@
+/* markdown.c: report.md, the report that reads well both raw (a terminal,
+ * `cat`) and rendered (a CI summary page, GitHub): verdict, findings table,
+ * per-finding detail, digest agreement in words, the stuck collective,
+ * environment and build. Also the suite summary. Strings from the run go
+ * through rep_md / rep_md_code so a name cannot break a table or inject
+ * markup; detail JSON goes in a fence longer than any backtick run in it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "report_internal.h"
+
+static void md_fenced(FILE *f, const char *lang, const char *text) {
+  int n = rep_md_backtick_run(text) + 1;
+  if (n < 3) n = 3;
+  for (int i = 0; i < n; i++) fputc('`', f);
+  fprintf(f, "%s\n%s\n", lang, text);
+  for (int i = 0; i < n; i++) fputc('`', f);
+  fputc('\n', f);
+}
+
+static void md_json_value(FILE *f, const json_t *v) {
+  if (json_is_string(v)) {
+    rep_md(f, json_string_value(v));
+    return;
+  }
+  char *s = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+  rep_md(f, s ? s : "?");
+  free(s);
+}
+
+static void kv_table(FILE *f, const json_t *obj) {
+  fprintf(f, "| field | value |\n|---|---|\n");
+  const char *key;
+  const json_t *v;
+  json_object_foreach((json_t *)obj, key, v) {
+    fprintf(f, "| ");
+    rep_md(f, key);
+    fprintf(f, " | ");
+    md_json_value(f, v);
+    fprintf(f, " |\n");
+  }
+  fprintf(f, "\n");
+}
+
+static void expectation(FILE *f, const json_t *e) {
+  if (json_is_string(e)) {
+    rep_md(f, json_string_value(e));
+    return;
+  }
+  size_t i;
+  const json_t *x;
+  json_array_foreach(e, i, x) {
+    if (i) fprintf(f, "; ");
+    rep_md(f, rep_str(x, "kind", "?"));
+    const json_t *step = json_object_get(x, "step");
+    if (json_is_integer(step))
+      fprintf(f, " at step %lld", (long long)json_integer_value(step));
+    const char *t = rep_str(x, "tensor", NULL);
+    if (t) {
+      fprintf(f, " in ");
+      rep_md_code(f, t, false);
+    }
+  }
+  if (!json_is_array(e)) fprintf(f, "(not stated)");
+}
+
+static void verdict(FILE *f, const rep_run *r) {
+  const char *v = rep_verdict(r);
+  fprintf(f, "# vqcheck report: ");
+  rep_md(f, r->name);
+  fprintf(f, "\n\n**Verdict: ");
+  if (strcmp(v, "findings") == 0) {
+    fprintf(f, "FINDINGS** (%d): ", r->nfindings);
+    for (int i = 0; i < r->nfindings && i < 4; i++) {
+      const rep_finding *x = &r->findings[i];
+      fprintf(f, "%s", i ? "; " : "");
+      rep_md(f, x->kind);
+      if (x->step >= 0) fprintf(f, " at step %lld", x->step);
+    }
+    if (r->nfindings > 4) fprintf(f, "; and %d more", r->nfindings - 4);
+    fprintf(f, ".");
+  } else if (strcmp(v, "clean") == 0) {
+    fprintf(f, "CLEAN**: no findings.");
+  } else {
+    fprintf(f, "ERROR**: training stopped (");
+    rep_md(f, r->training_status);
+    fprintf(f, ") and no finding explains it: ");
+    rep_md(f, r->training_message);
+  }
+  const json_t *sc = json_object_get(r->root, "scenario");
+  fprintf(f, " Exit code %d.\n\n", r->exit_code);
+  fprintf(f, "- scenario: ");
+  rep_md_code(f, r->name, false);
+  fprintf(f, " (");
+  rep_md(f, rep_str(sc, "model", "?"));
+  fprintf(f, " model), fault injected: ");
+  rep_md(f, rep_str(sc, "fault", "none"));
+  fprintf(f, "\n- expected: ");
+  expectation(f, json_object_get(sc, "expect"));
+  fprintf(f, "\n- %d ranks on the ", r->ranks);
+  rep_md(f, r->backend);
+  fprintf(f, " backend; %lld steps done in %.2f s; training ", r->steps_done,
+          r->duration_s);
+  rep_md(f, r->training_status);
+  if (r->training_message[0]) {
+    fprintf(f, ": ");
+    rep_md(f, r->training_message);
+  }
+  fprintf(f, "\n\n");
+}
+
+static void findings_table(FILE *f, const rep_run *r) {
+  fprintf(f, "## Findings\n\n");
+  if (r->nfindings == 0) {
+    fprintf(f, "No findings.\n\n");
+    return;
+  }
+  fprintf(f, "| # | kind | step | ranks | tensor | site | message |\n"
+          "|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < r->nfindings; i++) {
+    const rep_finding *x = &r->findings[i];
+    char ranks[512];
+    rep_ranks_text(x->ranks, ranks, sizeof ranks);
+    fprintf(f, "| %d | ", i + 1);
+    rep_md(f, x->kind);
+    fprintf(f, " | ");
+    if (x->step >= 0) fprintf(f, "%lld", x->step);
+    fprintf(f, " | %s | ", ranks);
+    rep_md_code(f, x->tensor, true);
+    fprintf(f, " | ");
+    rep_md_code(f, x->site, true);
+    fprintf(f, " | ");
+    rep_md(f, x->message);
+    fprintf(f, " |\n");
+  }
+  fprintf(f, "\n");
+}
+
+static void finding_details(FILE *f, const rep_run *r) {
+  if (r->nfindings == 0) return;
+  fprintf(f, "## Finding details\n\n");
+  for (int i = 0; i < r->nfindings; i++) {
+    const rep_finding *x = &r->findings[i];
+    char ranks[512];
+    rep_ranks_text(x->ranks, ranks, sizeof ranks);
+    fprintf(f, "### %d. ", i + 1);
+    rep_md(f, x->kind);
+    if (x->step >= 0) fprintf(f, " at step %lld", x->step);
+    fprintf(f, "\n\n");
+    rep_md(f, x->message);
+    fprintf(f, "\n\n- ranks: %s\n", ranks[0] ? ranks : "(none)");
+    if (x->tensor[0]) {
+      fprintf(f, "- tensor: ");
+      rep_md_code(f, x->tensor, false);
+      fprintf(f, "\n");
+    }
+    if (x->site[0]) {
+      fprintf(f, "- call site: ");
+      rep_md_code(f, x->site, false);
+      fprintf(f, "\n");
+    }
+    fprintf(f, "\n");
+    if (x->detail && json_object_size(x->detail) > 0) {
+      char *text = json_dumps(x->detail, JSON_INDENT(2));
+      md_fenced(f, "json", text ? text : "{}");
+      free(text);
+      fprintf(f, "\n");
+    }
+  }
+}
+
+static void digests(FILE *f, const rep_grid *g) {
+  fprintf(f, "## Digest agreement\n\n");
+  if (!g->any) {
+    fprintf(f, "No digest traces in this run directory.\n\n");
+    return;
+  }
+  if (g->nsteps == 0) {
+    fprintf(f, "The traces hold no step: training stopped before the first "
+            "step ended.\n\n");
+    return;
+  }
+  fprintf(f, "Reference: rank %d. Traced steps: %d (%lld to %lld).\n\n",
+          g->ref_rank, g->nsteps, (long long)g->steps[0],
+          (long long)g->steps[g->nsteps - 1]);
+  int first = -1;
+  for (int si = 0; si < g->nsteps && first < 0; si++)
+    if (rep_grid_worst(g, si) > 0) first = si;
+  if (first < 0)
+    fprintf(f, "Every traced rank's digests equal the reference's at every "
+            "step both traced.\n\n");
+  else
+    fprintf(f, "First disagreement at step %lld.\n\n",
+            (long long)g->steps[first]);
+  for (int r = 0; r < g->nranks; r++)
+    if (!g->has_trace[r]) fprintf(f, "- rank %d left no trace\n", r);
+  /* A table where it stays readable: = equal, a number of differing
+   * tensors, - not traced. */
+  if (g->nranks <= 16 && g->nsteps <= 60) {
+    fprintf(f, "| step |");
+    for (int r = 0; r < g->nranks; r++) fprintf(f, " rank %d |", r);
+    fprintf(f, "\n|---|");
+    for (int r = 0; r < g->nranks; r++) fprintf(f, "---|");
+    fprintf(f, "\n");
+    for (int si = 0; si < g->nsteps; si++) {
+      fprintf(f, "| %lld |", (long long)g->steps[si]);
+      for (int r = 0; r < g->nranks; r++) {
+        int c = g->cell[(size_t)r * g->nsteps + si];
+        if (c == REP_CELL_MISSING) fprintf(f, " - |");
+        else if (c == 0) fprintf(f, " = |");
+        else fprintf(f, " **%d differ** |", c);
+      }
+      fprintf(f, "\n");
+    }
+    fprintf(f, "\n`=` equal to the reference, `-` not traced.\n\n");
+  }
+}
+
+static void collectives(FILE *f, const rep_timeline *t) {
+  if (!t->any || !t->has_focus || t->focus < t->first ||
+      t->focus >= t->first + (uint64_t)t->ncols)
+    return;
+  const int c = (int)(t->focus - t->first);
+  fprintf(f, "## Stuck collective\n\nCollective #%llu (from %s), as each "
+          "rank's ledger dump records it:\n\n| rank | state | collective | "
+          "call site | status |\n|---|---|---|---|---|\n",
+          (unsigned long long)t->focus, t->focus_why);
+  for (int r = 0; r < t->nranks; r++) {
+    const rep_coll *k = &t->cells[(size_t)r * t->ncols + c];
+    fprintf(f, "| %d | ", r);
+    if (!t->has_dump[r]) {
+      fprintf(f, "no ledger dump | | | |\n");
+      continue;
+    }
+    switch (k->state) {
+      case REP_COLL_DONE: fprintf(f, "done"); break;
+      case REP_COLL_ENTERED: fprintf(f, "**entered, never completed**"); break;
+      case REP_COLL_FAILED: fprintf(f, "**failed**"); break;
+      default:
+        fprintf(f, "**never reached** (last: #%lld)", (long long)t->last_seq[r]);
+    }
+    fprintf(f, " | ");
+    rep_md(f, k->describe);
+    fprintf(f, " | ");
+    rep_md_code(f, k->site, true);
+    fprintf(f, " | ");
+    rep_md(f, k->status);
+    fprintf(f, " |\n");
+  }
+  fprintf(f, "\n");
+}
+
+vqc_status rep_render_md(const rep_data *d, FILE *f) {
+  const rep_run *r = &d->run;
+  verdict(f, r);
+  findings_table(f, r);
+  finding_details(f, r);
+  digests(f, &d->grid);
+  collectives(f, &d->tl);
+  fprintf(f, "## Environment\n\n");
+  kv_table(f, json_object_get(r->root, "environment"));
+  fprintf(f, "## Build\n\n");
+  kv_table(f, json_object_get(r->root, "build"));
+  fprintf(f, "---\nGenerated by vqcheck from ");
+  rep_md_code(f, r->path, false);
+  fprintf(f, " (run.json schema 1).\n");
+  return ferror(f) ? vqc_error(VQC_EIO, "cannot render report.md") : VQC_OK;
+}
+
+vqc_status rep_render_md_suite(const char *suite_name,
+                               const vqc_suite_case *cases, int ncases,
+                               FILE *f) {
+  int passed = 0;
+  double seconds = 0;
+  for (int i = 0; i < ncases; i++) {
+    passed += cases[i].passed;
+    seconds += cases[i].seconds;
+  }
+  fprintf(f, "# vqcheck suite: ");
+  rep_md(f, suite_name);
+  fprintf(f, "\n\n**%s**: %d passed, %d failed (%.1f s).\n\n",
+          passed == ncases ? "PASS" : "FAIL", passed, ncases - passed, seconds);
+  fprintf(f, "| scenario | fault | expected | found | result | seconds | "
+          "run directory |\n|---|---|---|---|---|---|---|\n");
+  for (int i = 0; i < ncases; i++) {
+    const vqc_suite_case *c = &cases[i];
+    fprintf(f, "| ");
+    rep_md(f, c->name);
+    fprintf(f, " | ");
+    rep_md(f, c->fault);
+    fprintf(f, " | ");
+    rep_md(f, c->expected);
+    fprintf(f, " | ");
+    rep_md(f, c->found);
+    fprintf(f, " | %s | %.2f | ", c->passed ? "pass"
+                                   : c->error ? "**ERROR**" : "**FAIL**",
+            c->seconds);
+    rep_md_code(f, c->run_dir, true);
+    fprintf(f, " |\n");
+  }
+  bool header = false;
+  for (int i = 0; i < ncases; i++) {
+    const vqc_suite_case *c = &cases[i];
+    if (c->passed) continue;
+    if (!header) fprintf(f, "\n## Failures\n\n");
+    header = true;
+    fprintf(f, "- **");
+    rep_md(f, c->name);
+    fprintf(f, "**: ");
+    rep_md(f, c->message[0] ? c->message : "(no message)");
+    fprintf(f, "\n");
+  }
+  return ferror(f) ? vqc_error(VQC_EIO, "cannot render report.md") : VQC_OK;
+}

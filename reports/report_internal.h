@@ -1,0 +1,173 @@
+/* report_internal.h: what the report writers share inside reports/: the
+ * loaded run (run.json, validated), the digest grid built from the traces,
+ * the collective window built from the ledger dumps, the escaping helpers
+ * and the renderers. Nothing here is public: callers use report.h. */
+#ifndef VQC_REPORT_INTERNAL_H
+#define VQC_REPORT_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "findings.h"
+#include "report.h"
+#include "vqc/status.h"
+
+/* The most ranks a report reads traces and dumps for (larger worlds are
+ * cut, and the report says so). */
+#define REP_MAX_RANKS 4096
+
+/* ---- run.json (json_report.c) */
+
+/* One finding of run.json; every pointer is borrowed from rep_run.root. */
+typedef struct rep_finding {
+  const char *kind;       /* a kind of checkers/findings.h */
+  long long step;         /* -1 when no step applies */
+  const json_t *ranks;    /* array of integers */
+  const char *tensor;     /* "" when absent */
+  const char *site;       /* "" when absent */
+  const json_t *detail;   /* object, or NULL when absent */
+  const char *message;
+} rep_finding;
+
+typedef struct rep_run {
+  char run_dir[4096];
+  char path[4200];        /* run_dir/run.json, for messages */
+  json_t *root;           /* the whole document, owned */
+  /* Borrowed from root, validated: */
+  const char *name;       /* scenario.name */
+  const char *backend;    /* environment.backend */
+  int ranks;              /* environment.ranks (>= 1) */
+  int exit_code;          /* 0..3 */
+  const char *training_status;  /* training.status, e.g. "VQC_OK" */
+  const char *training_message; /* training.message ("" when absent) */
+  long long steps_done;   /* training.steps_done */
+  double duration_s;      /* duration_s, 0 when absent */
+  rep_finding *findings;  /* (nfindings), owned; their strings are not */
+  int nfindings;
+} rep_run;
+
+/* Loads and validates run_dir/run.json into *out (the caller frees it with
+ * rep_run_free, also after an error). VQC_EIO when unreadable, VQC_EPARSE
+ * "path: field 'x.y': ..." for a schema violation. */
+vqc_status rep_run_load(const char *run_dir, rep_run *out);
+void rep_run_free(rep_run *r);
+
+/* The run's verdict: "clean", "findings" or "error" (exit 3 without a
+ * finding that explains it). */
+const char *rep_verdict(const rep_run *r);
+
+/* Member `key` of the object at `path` ("scenario.name") as a string, or
+ * fallback. Never NULL when fallback is not. */
+const char *rep_str(const json_t *root, const char *path, const char *fallback);
+
+/* "1, 2, 3" from a finding's ranks array ("" when empty). */
+void rep_ranks_text(const json_t *ranks, char *buf, size_t n);
+
+/* A number from JSON: a real or an integer, or the strings "nan", "inf",
+ * "-inf" the checkers write for non-finite values. False otherwise. */
+bool rep_json_number(const json_t *v, double *out);
+
+/* ---- traces (run_data.c) */
+
+#define REP_CELL_MISSING (-1)
+
+/* Per step and rank: does the rank's digest set (tensor name, dtype, shape,
+ * algorithm, digest) equal the reference rank's? */
+typedef struct rep_grid {
+  int nranks;          /* rows: ranks 0..nranks-1 */
+  bool any;            /* some rank left a trace */
+  int ref_rank;        /* the reference rank; -1 when !any */
+  bool *has_trace;     /* (nranks) */
+  int nsteps;
+  int64_t *steps;      /* (nsteps) increasing: every step some rank traced */
+  /* (nranks * nsteps), row-major by rank: REP_CELL_MISSING when the rank or
+   * the reference traced nothing at that step, else the number of tensors
+   * whose entries differ (present on one side only counts too). */
+  int *cell;
+  int *ntensors;       /* (nsteps) tensors the reference traced per step */
+} rep_grid;
+
+/* ---- ledger dumps (run_data.c) */
+
+typedef enum { REP_COLL_ABSENT = 0, REP_COLL_ENTERED, REP_COLL_DONE,
+               REP_COLL_FAILED } rep_coll_state;
+
+/* One rank's record of one sequence number, as read from its dump. */
+typedef struct rep_coll {
+  rep_coll_state state;  /* ABSENT: the rank never got to this seq */
+  char op[16];           /* "all_reduce" */
+  char describe[96];     /* "all_reduce(float32, count 16, sum)" */
+  char site[320];        /* "lib/src/vq_ema.c:35 reduce_counts" */
+  char status[24];       /* "VQC_OK" */
+} rep_coll;
+
+/* A window of sequence numbers around the collective the ranks got stuck in
+ * (or the last ones, when nothing is stuck), for every rank. */
+typedef struct rep_timeline {
+  int nranks;
+  bool any;              /* some rank left a dump */
+  bool *has_dump;        /* (nranks) */
+  int64_t *last_seq;     /* (nranks) highest seq in the dump; -1 if none */
+  uint64_t first;        /* window: seq first .. first + ncols - 1 */
+  int ncols;
+  bool has_focus;
+  uint64_t focus;        /* the stuck collective's seq */
+  char focus_why[96];    /* where focus came from, for the reader */
+  rep_coll *cells;       /* (nranks * ncols), row-major by rank */
+} rep_timeline;
+
+/* Everything a report is made from. */
+typedef struct rep_data {
+  rep_run run;
+  rep_grid grid;
+  rep_timeline tl;
+} rep_data;
+
+/* Loads run.json, and when `with_traces` also the traces and ledger dumps.
+ * The caller frees *out with rep_data_free, also after an error. */
+vqc_status rep_data_load(const char *run_dir, bool with_traces, rep_data *out);
+void rep_data_free(rep_data *d);
+
+/* The worst (largest) cell of a step over the ranks; REP_CELL_MISSING when
+ * every rank is missing there. */
+int rep_grid_worst(const rep_grid *g, int step_index);
+
+/* ---- escaping (escape.c) */
+
+/* Text or attribute value for HTML: & < > " ' escaped, control characters
+ * (other than tab and newline) replaced by U+FFFD. */
+void rep_html(FILE *f, const char *s);
+/* The same for XML 1.0 (&apos; for '): also valid inside attributes. */
+void rep_xml(FILE *f, const char *s);
+/* Inline Markdown text: characters that would change how it renders
+ * (\ ` * [ < > | &, an underscore at a word edge, a leading #)
+ * backslash-escaped, newlines as spaces. */
+void rep_md(FILE *f, const char *s);
+/* A Markdown code span long enough for any backtick run in s; inside a
+ * table `|` becomes `\|` (GFM reads the cell split before the span). */
+void rep_md_code(FILE *f, const char *s, bool in_table);
+/* The longest run of backticks in s (for fenced blocks). */
+int rep_md_backtick_run(const char *s);
+
+/* ---- renderers (markdown.c, html.c, junit.c, svg.c, json_report.c) */
+
+vqc_status rep_render_md(const rep_data *d, FILE *out);
+vqc_status rep_render_html(const rep_data *d, FILE *out);
+vqc_status rep_render_junit(const rep_run *r, FILE *out);
+vqc_status rep_render_json(const rep_run *r, FILE *out);
+vqc_status rep_render_junit_suite(const char *suite_name,
+                                  const vqc_suite_case *cases, int ncases,
+                                  FILE *out);
+vqc_status rep_render_md_suite(const char *suite_name,
+                               const vqc_suite_case *cases, int ncases,
+                               FILE *out);
+
+/* SVG figures, each one <svg> element with the given id and child elements
+ * even when there is nothing to draw (then a text saying why). */
+void rep_svg_heatmap(FILE *f, const rep_grid *g);
+void rep_svg_divergence(FILE *f, const rep_data *d);
+void rep_svg_timeline(FILE *f, const rep_timeline *t);
+
+#endif /* VQC_REPORT_INTERNAL_H */

@@ -1,0 +1,539 @@
+/* run_data.c: what the figures are made from, beyond run.json:
+ *
+ *   the digest grid   from rank-<r>.trace.jsonl: for each step and rank, how
+ *                     many tensors' digests differ from the reference
+ *                     rank's (the heatmap and the divergence plot);
+ *   the timeline      from rank-<r>.ledger.jsonl: every rank's record of a
+ *                     window of sequence numbers around the collective the
+ *                     ranks got stuck in (the collective timeline).
+ *
+ * Traces are streamed line by line into compact entries (step, name hash,
+ * value hash) rather than kept as parsed records: a long run on many ranks
+ * has millions of lines. The value hash folds dtype, shape, algorithm and
+ * digest, so two entries agree exactly when all of those agree (up to a
+ * 64-bit hash collision, which would hide one cell of a picture, not a
+ * finding: the findings come from the checkers). */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger_analysis.h"
+#include "report_internal.h"
+#include "trace.h"
+
+/* Timeline window: this many sequence numbers before the stuck one, and
+ * after it (the ranks that went on show where they went). */
+#define TL_BEFORE 8
+#define TL_AFTER 3
+
+/* ---- hashing (for comparing, never stored in a report) */
+
+static uint64_t fnv1a(const void *data, size_t n, uint64_t h) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < n; i++) {
+    h ^= p[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+static uint64_t str_hash(const char *s, uint64_t h) {
+  return fnv1a(s, strlen(s) + 1, h); /* the NUL separates fields */
+}
+
+#define FNV_OFFSET 0xcbf29ce484222325ULL
+
+/* ---- traces */
+
+typedef struct trace_entry {
+  int64_t step;
+  uint64_t key;    /* hash of the tensor name */
+  uint64_t value;  /* hash of dtype, shape, algorithm and digest */
+} trace_entry;
+
+typedef struct trace_entries {
+  trace_entry *items;
+  size_t n, cap;
+} trace_entries;
+
+static int entry_cmp(const void *a, const void *b) {
+  const trace_entry *x = a, *y = b;
+  if (x->step != y->step) return x->step < y->step ? -1 : 1;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  if (x->value != y->value) return x->value < y->value ? -1 : 1;
+  return 0;
+}
+
+static bool blank_line(const char *s) {
+  for (; *s; s++)
+    if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') return false;
+  return true;
+}
+
+/* Reads rank `rank`'s trace at path into *out (sorted by step, then name).
+ * *present = false (and VQC_OK) when the file does not exist. */
+static vqc_status read_trace(const char *path, int rank, trace_entries *out,
+                             bool *present) {
+  *present = false;
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (errno == ENOENT) return VQC_OK;
+    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
+  }
+  *present = true;
+  char *line = NULL;
+  size_t cap = 0;
+  ssize_t len;
+  long lineno = 0;
+  vqc_status s = VQC_OK;
+  while (s == VQC_OK && (len = getline(&line, &cap, f)) >= 0) {
+    lineno++;
+    if (blank_line(line)) continue;
+    vqc_trace_record rec;
+    s = vqc_trace_parse_line(line, path, lineno, &rec);
+    if (s != VQC_OK) {
+      /* getline returns a line without its newline only at the end of the
+       * file: the writer was killed mid-line. Every step before it stands. */
+      if (line[len - 1] != '\n') s = VQC_OK;
+      break;
+    }
+    if (rec.rank != rank) {
+      s = vqc_error(VQC_EPARSE, "%s:%ld: field 'rank': %d in the trace of "
+                    "rank %d", path, lineno, rec.rank, rank);
+      break;
+    }
+    if (out->n == out->cap) {
+      size_t ncap = out->cap ? 2 * out->cap : 256;
+      trace_entry *g = realloc(out->items, ncap * sizeof *g);
+      if (!g) {
+        s = vqc_error(VQC_ENOMEM, "no memory for the trace %s", path);
+        break;
+      }
+      out->items = g;
+      out->cap = ncap;
+    }
+    uint64_t v = str_hash(rec.dtype, FNV_OFFSET);
+    v = fnv1a(&rec.ndim, sizeof rec.ndim, v);
+    v = fnv1a(rec.shape, (size_t)rec.ndim * sizeof rec.shape[0], v);
+    v = str_hash(rec.digest_algo, v);
+    v = fnv1a(&rec.digest, sizeof rec.digest, v);
+    out->items[out->n++] = (trace_entry){rec.step, str_hash(rec.tensor,
+                                                            FNV_OFFSET), v};
+  }
+  if (s == VQC_OK && ferror(f))
+    s = vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
+  free(line);
+  fclose(f);
+  if (s == VQC_OK && out->n > 1)
+    qsort(out->items, out->n, sizeof *out->items, entry_cmp);
+  return s;
+}
+
+/* Entries of `step` in e starting at *pos (entries sorted by step): returns
+ * the first index and advances *pos past them. */
+static size_t step_range(const trace_entries *e, size_t *pos, int64_t step,
+                         size_t *end) {
+  while (*pos < e->n && e->items[*pos].step < step) (*pos)++;
+  size_t begin = *pos;
+  while (*pos < e->n && e->items[*pos].step == step) (*pos)++;
+  *end = *pos;
+  return begin;
+}
+
+/* Tensors that differ between two sorted runs of one step's entries: a name
+ * on one side only, or the same name with another value. */
+static int count_differing(const trace_entry *a, size_t na,
+                           const trace_entry *b, size_t nb) {
+  size_t i = 0, j = 0;
+  int diff = 0;
+  while (i < na || j < nb) {
+    if (j == nb || (i < na && a[i].key < b[j].key)) {
+      diff++;
+      i++;
+    } else if (i == na || b[j].key < a[i].key) {
+      diff++;
+      j++;
+    } else {
+      if (a[i].value != b[j].value) diff++;
+      i++;
+      j++;
+    }
+  }
+  return diff;
+}
+
+static int cmp_i64(const void *a, const void *b) {
+  int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+  return x < y ? -1 : x > y;
+}
+
+/* The divergence checker names its reference rank; other runs use the
+ * lowest rank that left a trace. */
+static int choose_ref(const rep_run *run, const rep_grid *g) {
+  for (int i = 0; i < run->nfindings; i++) {
+    const rep_finding *f = &run->findings[i];
+    if (strcmp(f->kind, "divergence") != 0 || !f->detail) continue;
+    const json_t *v = json_object_get(f->detail, "reference_rank");
+    if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+        json_integer_value(v) < g->nranks &&
+        g->has_trace[json_integer_value(v)])
+      return (int)json_integer_value(v);
+  }
+  for (int r = 0; r < g->nranks; r++)
+    if (g->has_trace[r]) return r;
+  return -1;
+}
+
+static vqc_status load_grid(const rep_run *run, rep_grid *g) {
+  const int nranks = run->ranks < REP_MAX_RANKS ? run->ranks : REP_MAX_RANKS;
+  g->nranks = nranks;
+  g->ref_rank = -1;
+  g->has_trace = calloc((size_t)nranks, sizeof *g->has_trace);
+  trace_entries *e = calloc((size_t)nranks, sizeof *e);
+  vqc_status s = VQC_OK;
+  if (!g->has_trace || !e) {
+    s = vqc_error(VQC_ENOMEM, "no memory for %d traces", nranks);
+    goto done;
+  }
+  size_t total = 0;
+  for (int r = 0; r < nranks && s == VQC_OK; r++) {
+    char path[4200];
+    s = vqc_trace_path(run->run_dir, r, path, sizeof path);
+    if (s == VQC_OK) s = read_trace(path, r, &e[r], &g->has_trace[r]);
+    total += e[r].n;
+    if (g->has_trace[r]) g->any = true;
+  }
+  if (s != VQC_OK || !g->any) goto done;
+  g->ref_rank = choose_ref(run, g);
+
+  /* Every step some rank traced, once, in order. */
+  g->steps = malloc((total ? total : 1) * sizeof *g->steps);
+  if (!g->steps) {
+    s = vqc_error(VQC_ENOMEM, "no memory for trace steps");
+    goto done;
+  }
+  size_t k = 0;
+  for (int r = 0; r < nranks; r++)
+    for (size_t i = 0; i < e[r].n; i++)
+      if (i == 0 || e[r].items[i].step != e[r].items[i - 1].step)
+        g->steps[k++] = e[r].items[i].step;
+  qsort(g->steps, k, sizeof *g->steps, cmp_i64);
+  size_t nsteps = 0;
+  for (size_t i = 0; i < k; i++)
+    if (nsteps == 0 || g->steps[i] != g->steps[nsteps - 1])
+      g->steps[nsteps++] = g->steps[i];
+  g->nsteps = (int)nsteps;
+
+  g->cell = malloc((size_t)nranks * (nsteps ? nsteps : 1) * sizeof *g->cell);
+  g->ntensors = calloc(nsteps ? nsteps : 1, sizeof *g->ntensors);
+  if (!g->cell || !g->ntensors) {
+    s = vqc_error(VQC_ENOMEM, "no memory for the digest grid");
+    goto done;
+  }
+  const trace_entries *ref = &e[g->ref_rank];
+  for (int r = 0; r < nranks; r++) {
+    size_t pr = 0, pf = 0;
+    for (size_t si = 0; si < nsteps; si++) {
+      size_t rend, fend;
+      size_t rbeg = step_range(&e[r], &pr, g->steps[si], &rend);
+      size_t fbeg = step_range(ref, &pf, g->steps[si], &fend);
+      g->ntensors[si] = (int)(fend - fbeg);
+      int *c = &g->cell[(size_t)r * nsteps + si];
+      if (rend == rbeg || fend == fbeg)
+        *c = REP_CELL_MISSING;
+      else
+        *c = count_differing(e[r].items + rbeg, rend - rbeg,
+                             ref->items + fbeg, fend - fbeg);
+    }
+  }
+done:
+  for (int r = 0; e && r < nranks; r++) free(e[r].items);
+  free(e);
+  return s;
+}
+
+int rep_grid_worst(const rep_grid *g, int si) {
+  int worst = REP_CELL_MISSING;
+  for (int r = 0; r < g->nranks; r++) {
+    int c = g->cell[(size_t)r * g->nsteps + si];
+    if (c > worst) worst = c;
+  }
+  return worst;
+}
+
+/* ---- ledger dumps */
+
+/* What one pass over the dumps keeps of a line. */
+typedef struct ledger_line {
+  uint64_t seq;
+  rep_coll c;
+} ledger_line;
+
+static vqc_status ledger_int(const json_t *o, const char *key,
+                             const char *path, long lineno, long long lo,
+                             long long *out) {
+  const json_t *v = json_object_get(o, key);
+  if (!json_is_integer(v) || json_integer_value(v) < lo)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field '%s': expected an integer "
+                     ">= %lld", path, lineno, key, lo);
+  *out = json_integer_value(v);
+  return VQC_OK;
+}
+
+static const char *opt_str(const json_t *o, const char *key) {
+  const json_t *v = json_object_get(o, key);
+  return json_is_string(v) ? json_string_value(v) : "";
+}
+
+/* Parses one dump line (vqc_ledger_write_jsonl's format). The fields a
+ * picture needs (seq, rank, op, state) are required; the rest is shown
+ * when present. */
+static vqc_status parse_ledger_line(const char *text, const char *path,
+                                    long lineno, int rank, ledger_line *out) {
+  json_error_t err;
+  json_t *o = json_loads(text, 0, &err);
+  if (!o)
+    return vqc_error(VQC_EPARSE, "%s:%ld: not JSON (column %d): %s", path,
+                     lineno, err.column, err.text);
+  vqc_status s = VQC_OK;
+  long long seq = 0, r = 0;
+  memset(out, 0, sizeof *out);
+  if (!json_is_object(o)) {
+    s = vqc_error(VQC_EPARSE, "%s:%ld: a line must be a JSON object", path,
+                  lineno);
+    goto done;
+  }
+  s = ledger_int(o, "seq", path, lineno, 0, &seq);
+  if (s == VQC_OK) s = ledger_int(o, "rank", path, lineno, 0, &r);
+  if (s != VQC_OK) goto done;
+  if (r != rank) {
+    s = vqc_error(VQC_EPARSE, "%s:%ld: field 'rank': %lld in the dump of "
+                  "rank %d", path, lineno, r, rank);
+    goto done;
+  }
+  out->seq = (uint64_t)seq;
+  const char *op = opt_str(o, "op"), *state = opt_str(o, "state");
+  if (!op[0]) {
+    s = vqc_error(VQC_EPARSE, "%s:%ld: field 'op': expected a collective "
+                  "name", path, lineno);
+    goto done;
+  }
+  if (strcmp(state, "entered") == 0) out->c.state = REP_COLL_ENTERED;
+  else if (strcmp(state, "done") == 0) out->c.state = REP_COLL_DONE;
+  else if (strcmp(state, "failed") == 0) out->c.state = REP_COLL_FAILED;
+  else {
+    s = vqc_error(VQC_EPARSE, "%s:%ld: field 'state': expected entered, "
+                  "done or failed", path, lineno);
+    goto done;
+  }
+  snprintf(out->c.op, sizeof out->c.op, "%s", op);
+  snprintf(out->c.status, sizeof out->c.status, "%s", opt_str(o, "status"));
+
+  /* "all_reduce(float32, count 16, sum)", as ledger_analysis words it. */
+  const json_t *count = json_object_get(o, "count");
+  const json_t *root = json_object_get(o, "root");
+  const char *dtype = opt_str(o, "dtype"), *redop = opt_str(o, "redop");
+  if (strcmp(op, "barrier") == 0) {
+    snprintf(out->c.describe, sizeof out->c.describe, "barrier()");
+  } else {
+    int w = snprintf(out->c.describe, sizeof out->c.describe, "%s(%s, count "
+                     "%lld", op, dtype, (long long)json_integer_value(count));
+    size_t used = w > 0 ? (size_t)w : 0;
+    if (used < sizeof out->c.describe && strcmp(op, "broadcast") == 0)
+      used += (size_t)snprintf(out->c.describe + used,
+                               sizeof out->c.describe - used, ", root %lld",
+                               (long long)json_integer_value(root));
+    if (used < sizeof out->c.describe && strcmp(op, "all_reduce") == 0 &&
+        redop[0])
+      used += (size_t)snprintf(out->c.describe + used,
+                               sizeof out->c.describe - used, ", %s", redop);
+    if (used < sizeof out->c.describe)
+      snprintf(out->c.describe + used, sizeof out->c.describe - used, ")");
+  }
+  const json_t *line = json_object_get(o, "line");
+  vqc_site site = {opt_str(o, "file"), (int)json_integer_value(line),
+                   opt_str(o, "func")};
+  if (site.file[0]) vqc_site_text(site, out->c.site, sizeof out->c.site);
+done:
+  json_decref(o);
+  return s;
+}
+
+/* Reads rank `rank`'s dump; for each line calls visit(line, user). Sets
+ * *present = false when the dump does not exist. */
+static vqc_status scan_dump(const char *run_dir, int rank, bool *present,
+                            void (*visit)(const ledger_line *, int, void *),
+                            void *user) {
+  char path[4200];
+  *present = false;
+  VQC_TRY(vqc_ledger_dump_path(run_dir, rank, path, sizeof path));
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (errno == ENOENT) return VQC_OK;
+    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
+  }
+  *present = true;
+  char *text = NULL;
+  size_t cap = 0;
+  long lineno = 0;
+  vqc_status s = VQC_OK;
+  while (s == VQC_OK && getline(&text, &cap, f) >= 0) {
+    lineno++;
+    if (blank_line(text)) continue;
+    ledger_line l;
+    s = parse_ledger_line(text, path, lineno, rank, &l);
+    if (s == VQC_OK) visit(&l, rank, user);
+  }
+  if (s == VQC_OK && ferror(f))
+    s = vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
+  free(text);
+  fclose(f);
+  return s;
+}
+
+/* Pass 1 (only when no finding names the stuck collective): per rank, the
+ * first seq that is not done and the last seq. */
+typedef struct first_pass {
+  uint64_t *first_not_done; /* UINT64_MAX: every record done */
+  int64_t *last_seq;
+} first_pass;
+
+static void visit_first(const ledger_line *l, int rank, void *user) {
+  first_pass *p = user;
+  if (l->c.state != REP_COLL_DONE && l->seq < p->first_not_done[rank])
+    p->first_not_done[rank] = l->seq;
+  if ((int64_t)l->seq > p->last_seq[rank]) p->last_seq[rank] = (int64_t)l->seq;
+}
+
+static void visit_window(const ledger_line *l, int rank, void *user) {
+  rep_timeline *t = user;
+  if ((int64_t)l->seq > t->last_seq[rank]) t->last_seq[rank] = (int64_t)l->seq;
+  if (l->seq < t->first || l->seq >= t->first + (uint64_t)t->ncols) return;
+  t->cells[(size_t)rank * t->ncols + (l->seq - t->first)] = l->c;
+}
+
+/* The seq the findings say the ranks are stuck in, if any. */
+static bool focus_from_findings(const rep_run *run, uint64_t *seq,
+                                char *why, size_t n) {
+  static const char *const kinds[] = {"deadlock", "collective_mismatch",
+                                      "rank_failure"};
+  for (int k = 0; k < 3; k++) {
+    for (int i = 0; i < run->nfindings; i++) {
+      const rep_finding *f = &run->findings[i];
+      if (strcmp(f->kind, kinds[k]) != 0 || !f->detail) continue;
+      const json_t *v = json_object_get(f->detail, "seq");
+      if (!v) v = json_object_get(json_object_get(f->detail, "waiting_in"),
+                                  "seq");
+      if (json_is_integer(v) && json_integer_value(v) >= 0) {
+        *seq = (uint64_t)json_integer_value(v);
+        snprintf(why, n, "the %s finding", kinds[k]);
+        return true;
+      }
+      v = json_object_get(f->detail, "last_completed_seq");
+      if (json_is_integer(v) && json_integer_value(v) >= -1) {
+        *seq = (uint64_t)(json_integer_value(v) + 1);
+        snprintf(why, n, "the %s finding", kinds[k]);
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+static vqc_status load_timeline(const rep_run *run, rep_timeline *t) {
+  const int nranks = run->ranks < REP_MAX_RANKS ? run->ranks : REP_MAX_RANKS;
+  t->nranks = nranks;
+  t->has_dump = calloc((size_t)nranks, sizeof *t->has_dump);
+  t->last_seq = malloc((size_t)nranks * sizeof *t->last_seq);
+  if (!t->has_dump || !t->last_seq)
+    return vqc_error(VQC_ENOMEM, "no memory for %d ledger dumps", nranks);
+  for (int r = 0; r < nranks; r++) t->last_seq[r] = -1;
+
+  t->has_focus = focus_from_findings(run, &t->focus, t->focus_why,
+                                     sizeof t->focus_why);
+  if (!t->has_focus) {
+    /* No finding names it: the lowest seq some rank did not complete, or
+     * did not reach while another rank did. */
+    first_pass p = {malloc((size_t)nranks * sizeof(uint64_t)),
+                    malloc((size_t)nranks * sizeof(int64_t))};
+    vqc_status s = (p.first_not_done && p.last_seq) ? VQC_OK
+                   : vqc_error(VQC_ENOMEM, "no memory for ledger dumps");
+    for (int r = 0; r < nranks && s == VQC_OK; r++) {
+      p.first_not_done[r] = UINT64_MAX;
+      p.last_seq[r] = -1;
+      s = scan_dump(run->run_dir, r, &t->has_dump[r], visit_first, &p);
+      if (t->has_dump[r]) t->any = true;
+    }
+    int64_t max_last = -1;
+    for (int r = 0; r < nranks; r++)
+      if (p.last_seq[r] > max_last) max_last = p.last_seq[r];
+    uint64_t focus = UINT64_MAX;
+    for (int r = 0; s == VQC_OK && r < nranks; r++) {
+      if (!t->has_dump[r]) continue;
+      if (p.first_not_done[r] < focus) focus = p.first_not_done[r];
+      if (p.last_seq[r] < max_last && (uint64_t)(p.last_seq[r] + 1) < focus)
+        focus = (uint64_t)(p.last_seq[r] + 1);
+    }
+    if (focus != UINT64_MAX) {
+      t->has_focus = true;
+      t->focus = focus;
+      snprintf(t->focus_why, sizeof t->focus_why, "the first collective not "
+               "done on every rank");
+    }
+    /* Without one, show the last collectives. */
+    t->first = max_last >= 0 ? (uint64_t)max_last : 0;
+    free(p.first_not_done);
+    free(p.last_seq);
+    if (s != VQC_OK) return s;
+    if (!t->any) return VQC_OK;
+  }
+  const uint64_t anchor = t->has_focus ? t->focus : t->first;
+  t->first = anchor > TL_BEFORE ? anchor - TL_BEFORE : 0;
+  t->ncols = (int)(anchor + TL_AFTER + 1 - t->first);
+  t->cells = calloc((size_t)nranks * (size_t)t->ncols, sizeof *t->cells);
+  if (!t->cells) return vqc_error(VQC_ENOMEM, "no memory for the timeline");
+  for (int r = 0; r < nranks; r++) {
+    t->last_seq[r] = -1;
+    VQC_TRY(scan_dump(run->run_dir, r, &t->has_dump[r], visit_window, t));
+    if (t->has_dump[r]) t->any = true;
+  }
+  /* Trim columns past the last seq any rank reached (but keep the focus). */
+  int64_t max_last = -1;
+  for (int r = 0; r < nranks; r++)
+    if (t->last_seq[r] > max_last) max_last = t->last_seq[r];
+  int64_t last_col = max_last - (int64_t)t->first;
+  if (t->has_focus && (int64_t)(t->focus - t->first) > last_col)
+    last_col = (int64_t)(t->focus - t->first);
+  if (last_col >= 0 && last_col + 1 < t->ncols) {
+    const int ncols = (int)last_col + 1;
+    for (int r = 0; r < nranks; r++)
+      memmove(&t->cells[(size_t)r * ncols], &t->cells[(size_t)r * t->ncols],
+              (size_t)ncols * sizeof *t->cells);
+    t->ncols = ncols;
+  }
+  return VQC_OK;
+}
+
+/* ---- everything */
+
+vqc_status rep_data_load(const char *run_dir, bool with_traces, rep_data *d) {
+  memset(d, 0, sizeof *d);
+  VQC_TRY(rep_run_load(run_dir, &d->run));
+  if (!with_traces) return VQC_OK;
+  VQC_TRY(load_grid(&d->run, &d->grid));
+  return load_timeline(&d->run, &d->tl);
+}
+
+void rep_data_free(rep_data *d) {
+  if (!d) return;
+  rep_run_free(&d->run);
+  free(d->grid.has_trace);
+  free(d->grid.steps);
+  free(d->grid.cell);
+  free(d->grid.ntensors);
+  free(d->tl.has_dump);
+  free(d->tl.last_seq);
+  free(d->tl.cells);
+  memset(d, 0, sizeof *d);
+}

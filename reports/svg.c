@@ -1,0 +1,481 @@
+/* svg.c: the three figures of report.html, drawn as inline SVG (no
+ * scripts, no fonts, nothing fetched), each one <svg> with a fixed id:
+ *
+ *   digest-heatmap       step (x) by rank (y): does the rank's digest set
+ *                        equal the reference rank's? green yes, red no (the
+ *                        number of differing tensors written in the cell when
+ *                        it fits), grey no data;
+ *   divergence-plot      tensors differing from the reference (worst rank)
+ *                        per step, from the traces; without traces, the
+ *                        findings' max abs diff per step; log scale when the
+ *                        values span two decades or more;
+ *   collective-timeline  sequence number (x) by rank (y) around the stuck
+ *                        collective: done, entered, failed, never reached,
+ *                        no dump; the stuck column outlined.
+ *
+ * Every cell and point carries a <title> (a hover tooltip, and text a test
+ * or a screen reader finds). Every string from the run is escaped. Large
+ * runs are binned (each cell the worst of its steps/ranks) so the page
+ * stays small. */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report_internal.h"
+
+#define COLOR_AGREE "#43a047"
+#define COLOR_DIFFER "#d32f2f"
+#define COLOR_MISSING "#e0e0e0"
+#define COLOR_DONE "#66bb6a"
+#define COLOR_ENTERED "#ffa726"
+#define COLOR_FAILED "#e53935"
+#define COLOR_NODUMP "#bdbdbd"
+
+/* At most this many columns / rows of cells: beyond, cells are binned. A
+ * 1000-step run on 64 ranks stays ~20k elements. */
+#define HEAT_MAX_COLS 300
+#define HEAT_MAX_ROWS 128
+
+static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; }
+
+/* An <svg> that says why there is nothing to draw. */
+static void empty_svg(FILE *f, const char *id, const char *why) {
+  fprintf(f, "<svg id=\"%s\" class=\"figure empty\" xmlns=\"http://www.w3.org/"
+          "2000/svg\" width=\"720\" height=\"44\" viewBox=\"0 0 720 44\" "
+          "role=\"img\" aria-label=\"", id);
+  rep_html(f, why);
+  fprintf(f, "\"><rect class=\"frame\" x=\"0.5\" y=\"0.5\" width=\"719\" "
+          "height=\"43\" fill=\"#fafafa\" stroke=\"#ddd\"/><text x=\"14\" "
+          "y=\"27\" class=\"note\">");
+  rep_html(f, why);
+  fprintf(f, "</text></svg>\n");
+}
+
+/* ---- digest-agreement heatmap */
+
+void rep_svg_heatmap(FILE *f, const rep_grid *g) {
+  if (!g->any) {
+    empty_svg(f, "digest-heatmap", "No digest traces (rank-<r>.trace.jsonl) "
+              "in this run directory.");
+    return;
+  }
+  if (g->nsteps == 0) {
+    empty_svg(f, "digest-heatmap", "The traces hold no step: training "
+              "stopped before the first step ended.");
+    return;
+  }
+  const int cols = g->nsteps < HEAT_MAX_COLS ? g->nsteps : HEAT_MAX_COLS;
+  const int rows = g->nranks < HEAT_MAX_ROWS ? g->nranks : HEAT_MAX_ROWS;
+  const int cw = clampi(880 / cols, 3, 48);
+  const int ch = clampi(420 / rows, 4, 28);
+  const int left = 104, top = 10, bottom = 46;
+  const int width = left + cols * cw + 16, height = top + rows * ch + bottom;
+  fprintf(f, "<svg id=\"digest-heatmap\" class=\"figure\" xmlns=\"http://www"
+          ".w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
+          "role=\"img\" aria-label=\"digest agreement per step and rank\">\n",
+          width, height, width, height);
+  fprintf(f, "<g class=\"cells\">\n");
+  for (int row = 0; row < rows; row++) {
+    const int r0 = (int)((long long)row * g->nranks / rows);
+    const int r1 = (int)((long long)(row + 1) * g->nranks / rows);
+    for (int col = 0; col < cols; col++) {
+      const int s0 = (int)((long long)col * g->nsteps / cols);
+      const int s1 = (int)((long long)(col + 1) * g->nsteps / cols);
+      int worst = REP_CELL_MISSING, tensors = 0;
+      for (int r = r0; r < r1; r++)
+        for (int s = s0; s < s1; s++) {
+          int c = g->cell[(size_t)r * g->nsteps + s];
+          if (c > worst) worst = c;
+          if (g->ntensors[s] > tensors) tensors = g->ntensors[s];
+        }
+      const char *cls = worst == REP_CELL_MISSING ? "missing"
+                        : worst == 0              ? "agree"
+                                                  : "differ";
+      const char *fill = worst == REP_CELL_MISSING ? COLOR_MISSING
+                         : worst == 0              ? COLOR_AGREE
+                                                   : COLOR_DIFFER;
+      const int x = left + col * cw, y = top + row * ch;
+      fprintf(f, "<rect class=\"cell %s\" x=\"%d\" y=\"%d\" width=\"%d\" "
+              "height=\"%d\" fill=\"%s\" stroke=\"#fff\" stroke-width=\"%s\">"
+              "<title>", cls, x, y, cw, ch, fill, cw >= 8 && ch >= 8 ? "1" : "0");
+      if (s1 - s0 == 1) fprintf(f, "step %" PRId64, g->steps[s0]);
+      else fprintf(f, "steps %" PRId64 "-%" PRId64, g->steps[s0], g->steps[s1 - 1]);
+      if (r1 - r0 == 1) fprintf(f, ", rank %d: ", r0);
+      else fprintf(f, ", ranks %d-%d: ", r0, r1 - 1);
+      if (worst == REP_CELL_MISSING)
+        fprintf(f, "no digests traced");
+      else if (worst == 0)
+        fprintf(f, "digests equal rank %d's", g->ref_rank);
+      else
+        fprintf(f, "%d of %d tensors differ from rank %d", worst, tensors,
+                g->ref_rank);
+      fprintf(f, "</title></rect>\n");
+      if (worst > 0 && cw >= 18 && ch >= 14)
+        fprintf(f, "<text class=\"count\" x=\"%d\" y=\"%d\" text-anchor=\"middle"
+                "\" fill=\"#fff\">%d</text>\n", x + cw / 2, y + ch / 2 + 4, worst);
+    }
+  }
+  fprintf(f, "</g>\n<g class=\"axis y\">\n");
+  const int ystride = ch >= 12 ? 1 : (12 + ch - 1) / ch;
+  for (int row = 0; row < rows; row += ystride) {
+    const int r0 = (int)((long long)row * g->nranks / rows);
+    const int r1 = (int)((long long)(row + 1) * g->nranks / rows);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", left - 6,
+            top + row * ch + ch / 2 + 4);
+    if (r1 - r0 == 1) fprintf(f, "rank %d", r0);
+    else fprintf(f, "ranks %d-%d", r0, r1 - 1);
+    if (g->ref_rank >= r0 && g->ref_rank < r1) fprintf(f, " (ref)");
+    fprintf(f, "</text>\n");
+  }
+  fprintf(f, "</g>\n<g class=\"axis x\">\n");
+  const int xstride = (32 + cw - 1) / cw; /* a label every ~32 px */
+  for (int col = 0; col < cols; col += xstride) {
+    const int s0 = (int)((long long)col * g->nsteps / cols);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">%" PRId64
+            "</text>\n", left + col * cw + cw / 2, top + rows * ch + 16,
+            g->steps[s0]);
+  }
+  fprintf(f, "<text class=\"title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">"
+          "step</text>\n</g>\n</svg>\n", left + cols * cw / 2,
+          top + rows * ch + 38);
+}
+
+/* ---- a line plot */
+
+typedef struct plot_series {
+  const double *x, *y;
+  int n;
+  bool integer_y;
+  const char *ylabel;
+  const char *point_label; /* "tensors differing" / "max abs diff" */
+} plot_series;
+
+/* 1, 2 or 5 x 10^k, the smallest such step giving at most `ticks` ticks
+ * over range; at least 1 for integer data. */
+static double nice_step(double range, int ticks, bool integer) {
+  if (!(range > 0)) return 1.0;
+  double raw = range / ticks;
+  double p = pow(10.0, floor(log10(raw)));
+  double m = raw / p;
+  double step = m <= 1 ? p : m <= 2 ? 2 * p : m <= 5 ? 5 * p : 10 * p;
+  if (integer && step < 1.0) step = 1.0;
+  return step;
+}
+
+static void fmt_num(double v, bool integer, char *buf, size_t n) {
+  if (integer || (fabs(v) < 1e15 && v == floor(v) && fabs(v) >= 1))
+    snprintf(buf, n, "%.0f", v);
+  else
+    snprintf(buf, n, "%.3g", v);
+}
+
+/* Plot geometry. */
+enum { PW = 900, PH = 300, PL = 72, PR = 20, PT = 16, PB = 46 };
+
+typedef struct plot_axes {
+  double xmin, xmax, ylo, yhi;
+  bool log;
+} plot_axes;
+
+static double px(const plot_axes *a, double x) {
+  return PL + (x - a->xmin) / (a->xmax - a->xmin) * (PW - PL - PR);
+}
+
+static double py(const plot_axes *a, double y) {
+  double t;
+  if (a->log) {
+    /* Zero (or less) cannot sit on a log axis: it is drawn on the floor. */
+    t = y > 0 ? (log10(y) - log10(a->ylo)) / (log10(a->yhi) - log10(a->ylo))
+              : 0.0;
+    if (t < 0) t = 0;
+  } else {
+    t = (y - a->ylo) / (a->yhi - a->ylo);
+  }
+  return PH - PB - t * (PH - PT - PB);
+}
+
+/* Draws the plot; `marks` (nmarks steps) get a dashed vertical line labelled
+ * with mark_label[i]. */
+static void line_plot(FILE *f, const char *id, const plot_series *s,
+                      const double *marks, const char *const *mark_label,
+                      int nmarks) {
+  plot_axes a = {s->x[0], s->x[0], 0, 0, false};
+  double ymax = -INFINITY, yminpos = INFINITY, ymin = INFINITY;
+  for (int i = 0; i < s->n; i++) {
+    if (s->x[i] < a.xmin) a.xmin = s->x[i];
+    if (s->x[i] > a.xmax) a.xmax = s->x[i];
+    if (s->y[i] > ymax) ymax = s->y[i];
+    if (s->y[i] < ymin) ymin = s->y[i];
+    if (s->y[i] > 0 && s->y[i] < yminpos) yminpos = s->y[i];
+  }
+  if (a.xmax == a.xmin) {
+    a.xmin -= 1;
+    a.xmax += 1;
+  }
+  /* Log scale when the positive values span two decades or more. */
+  a.log = isfinite(yminpos) && ymax / yminpos >= 100.0;
+  if (a.log) {
+    a.ylo = pow(10.0, floor(log10(yminpos)));
+    a.yhi = pow(10.0, ceil(log10(ymax)));
+    if (a.yhi <= a.ylo) a.yhi = a.ylo * 10;
+  } else {
+    a.ylo = ymin < 0 ? ymin : 0;
+    double hi = ymax > a.ylo ? ymax : a.ylo + 1;
+    double st = nice_step(hi - a.ylo, 5, s->integer_y);
+    a.yhi = a.ylo + ceil((hi - a.ylo) / st) * st;
+  }
+
+  fprintf(f, "<svg id=\"%s\" class=\"figure\" xmlns=\"http://www.w3.org/2000/"
+          "svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" role=\"img\" "
+          "aria-label=\"", id, PW, PH, PW, PH);
+  rep_html(f, s->ylabel);
+  fprintf(f, " per step%s\" data-scale=\"%s\">\n",
+          a.log ? " (log scale)" : "", a.log ? "log" : "linear");
+  char buf[64];
+  /* Grid and y ticks. */
+  fprintf(f, "<g class=\"axis y\">\n");
+  if (a.log) {
+    for (double v = a.ylo; v <= a.yhi * 1.0001; v *= 10) {
+      double y = py(&a, v);
+      fmt_num(v, false, buf, sizeof buf);
+      fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\""
+              "#eee\"/><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>"
+              "\n", PL, PW - PR, y, y, PL - 6, y + 4, buf);
+    }
+  } else {
+    double st = nice_step(a.yhi - a.ylo, 5, s->integer_y);
+    for (double v = a.ylo; v <= a.yhi + st * 1e-6; v += st) {
+      double y = py(&a, v);
+      fmt_num(v, s->integer_y, buf, sizeof buf);
+      fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\""
+              "#eee\"/><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>"
+              "\n", PL, PW - PR, y, y, PL - 6, y + 4, buf);
+    }
+  }
+  fprintf(f, "<text class=\"title\" transform=\"translate(16 %d) rotate(-90)\" "
+          "text-anchor=\"middle\">", (PT + PH - PB) / 2);
+  rep_html(f, s->ylabel);
+  fprintf(f, "%s</text>\n</g>\n<g class=\"axis x\">\n", a.log ? " (log)" : "");
+  double xst = nice_step(a.xmax - a.xmin, 10, true);
+  for (double v = ceil(a.xmin / xst) * xst; v <= a.xmax + 1e-9; v += xst) {
+    double x = px(&a, v);
+    fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#999"
+            "\"/><text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n",
+            x, x, PH - PB, PH - PB + 5, x, PH - PB + 18, v);
+  }
+  fprintf(f, "<text class=\"title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">"
+          "step</text>\n", (PL + PW - PR) / 2, PH - 8);
+  fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#555\"/>"
+          "<line x1=\"%d\" x2=\"%d\" y1=\"%d\" y2=\"%d\" stroke=\"#555\"/>\n"
+          "</g>\n", PL, PW - PR, PH - PB, PH - PB, PL, PL, PT, PH - PB);
+
+  /* Findings' steps. */
+  fprintf(f, "<g class=\"marks\">\n");
+  for (int i = 0; i < nmarks; i++) {
+    if (marks[i] < a.xmin || marks[i] > a.xmax) continue;
+    double x = px(&a, marks[i]);
+    fprintf(f, "<line class=\"mark\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d"
+            "\" stroke=\"" COLOR_DIFFER "\" stroke-dasharray=\"4 3\"><title>",
+            x, x, PT, PH - PB);
+    rep_html(f, mark_label[i]);
+    fprintf(f, "</title></line><text class=\"mark-label\" x=\"%.1f\" y=\"%d\" "
+            "fill=\"" COLOR_DIFFER "\">", x + 4, PT + 10 + 12 * (i % 3));
+    rep_html(f, mark_label[i]);
+    fprintf(f, "</text>\n");
+  }
+  fprintf(f, "</g>\n<polyline class=\"series\" fill=\"none\" stroke=\"#1565c0"
+          "\" stroke-width=\"2\" points=\"");
+  for (int i = 0; i < s->n; i++)
+    fprintf(f, "%s%.1f,%.1f", i ? " " : "", px(&a, s->x[i]), py(&a, s->y[i]));
+  fprintf(f, "\"/>\n<g class=\"points\">\n");
+  if (s->n <= 400) {
+    for (int i = 0; i < s->n; i++) {
+      fmt_num(s->y[i], s->integer_y, buf, sizeof buf);
+      fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"><title>"
+              "step %.0f: %s ", px(&a, s->x[i]), py(&a, s->y[i]),
+              s->y[i] > 0 ? COLOR_DIFFER : "#1565c0", s->x[i], buf);
+      rep_html(f, s->point_label);
+      fprintf(f, "</title></circle>\n");
+    }
+  }
+  fprintf(f, "</g>\n</svg>\n");
+}
+
+/* ---- divergence over steps */
+
+void rep_svg_divergence(FILE *f, const rep_data *d) {
+  const rep_grid *g = &d->grid;
+  const rep_run *run = &d->run;
+  int n = 0, cap = g->nsteps > run->nfindings ? g->nsteps : run->nfindings;
+  double *x = malloc((size_t)(cap ? cap : 1) * sizeof *x);
+  double *y = malloc((size_t)(cap ? cap : 1) * sizeof *y);
+  double *marks = malloc((size_t)(run->nfindings + 1) * sizeof *marks);
+  const char **labels = malloc((size_t)(run->nfindings + 1) * sizeof *labels);
+  if (!x || !y || !marks || !labels) {
+    empty_svg(f, "divergence-plot", "Out of memory drawing this plot.");
+    goto done;
+  }
+  int nmarks = 0;
+  for (int i = 0; i < run->nfindings; i++) {
+    const rep_finding *fd = &run->findings[i];
+    if (fd->step < 0) continue;
+    bool seen = false;
+    for (int k = 0; k < nmarks; k++) seen = seen || marks[k] == (double)fd->step;
+    if (seen) continue;
+    marks[nmarks] = (double)fd->step;
+    labels[nmarks++] = fd->kind;
+  }
+  char ylabel[96];
+  plot_series s = {x, y, 0, true, ylabel, "tensors differ"};
+  if (g->any && g->nsteps > 0) {
+    for (int si = 0; si < g->nsteps; si++) {
+      int w = rep_grid_worst(g, si);
+      if (w == REP_CELL_MISSING) continue;
+      x[n] = (double)g->steps[si];
+      y[n++] = w;
+    }
+    snprintf(ylabel, sizeof ylabel, "tensors differing from rank %d",
+             g->ref_rank);
+  } else {
+    /* No traces: the magnitudes the findings measured. */
+    for (int i = 0; i < run->nfindings; i++) {
+      const rep_finding *fd = &run->findings[i];
+      double v;
+      if (fd->step < 0 || !fd->detail ||
+          !rep_json_number(json_object_get(fd->detail, "max_abs_diff"), &v) ||
+          !isfinite(v))
+        continue;
+      int k = 0;
+      while (k < n && x[k] != (double)fd->step) k++;
+      if (k == n) {
+        x[n] = (double)fd->step;
+        y[n++] = v;
+      } else if (v > y[k]) {
+        y[k] = v;
+      }
+    }
+    snprintf(ylabel, sizeof ylabel, "max abs diff (from the findings)");
+    s.integer_y = false;
+    s.point_label = "max abs diff";
+  }
+  s.n = n;
+  if (n == 0)
+    empty_svg(f, "divergence-plot", "Nothing to plot: no step traced by "
+              "a rank and the reference, and no measured differences.");
+  else
+    line_plot(f, "divergence-plot", &s, marks, labels, nmarks);
+done:
+  free(x);
+  free(y);
+  free(marks);
+  free(labels);
+}
+
+/* ---- collective timeline */
+
+static const char *op_abbrev(const char *op) {
+  if (strcmp(op, "all_reduce") == 0) return "AR";
+  if (strcmp(op, "all_gather") == 0) return "AG";
+  if (strcmp(op, "all_gatherv") == 0) return "AGV";
+  if (strcmp(op, "broadcast") == 0) return "BC";
+  if (strcmp(op, "barrier") == 0) return "BAR";
+  return "?";
+}
+
+static const char *state_name(rep_coll_state s) {
+  switch (s) {
+    case REP_COLL_ENTERED: return "entered";
+    case REP_COLL_DONE: return "done";
+    case REP_COLL_FAILED: return "failed";
+    default: return "absent";
+  }
+}
+
+void rep_svg_timeline(FILE *f, const rep_timeline *t) {
+  if (!t->any || t->ncols == 0) {
+    empty_svg(f, "collective-timeline", "No ledger dumps "
+              "(rank-<r>.ledger.jsonl): the collective checker writes them "
+              "only when a collective gets stuck or fails.");
+    return;
+  }
+  const int cw = 46, ch = clampi(320 / t->nranks, 6, 26);
+  const int left = 84, top = 40, bottom = 40;
+  const int width = left + t->ncols * cw + 24;
+  const int height = top + t->nranks * ch + bottom;
+  fprintf(f, "<svg id=\"collective-timeline\" class=\"figure\" xmlns=\"http://"
+          "www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d "
+          "%d\" role=\"img\" aria-label=\"collectives per rank around the "
+          "stuck one\">\n<g class=\"cells\">\n", width, height, width, height);
+  for (int r = 0; r < t->nranks; r++) {
+    const int y = top + r * ch;
+    if (!t->has_dump[r]) {
+      fprintf(f, "<rect class=\"nodump\" x=\"%d\" y=\"%d\" width=\"%d\" height"
+              "=\"%d\" fill=\"" COLOR_NODUMP "\" stroke=\"#fff\"><title>rank %d "
+              "left no ledger dump (crashed, killed or never finished)</title>"
+              "</rect>\n", left, y, t->ncols * cw, ch, r);
+      if (ch >= 12)
+        fprintf(f, "<text class=\"nodump-label\" x=\"%d\" y=\"%d\">no ledger "
+                "dump</text>\n", left + 8, y + ch / 2 + 4);
+      continue;
+    }
+    for (int c = 0; c < t->ncols; c++) {
+      const rep_coll *k = &t->cells[(size_t)r * t->ncols + c];
+      const uint64_t seq = t->first + (uint64_t)c;
+      const int x = left + c * cw;
+      const char *fill = k->state == REP_COLL_DONE      ? COLOR_DONE
+                         : k->state == REP_COLL_ENTERED ? COLOR_ENTERED
+                         : k->state == REP_COLL_FAILED  ? COLOR_FAILED
+                                                        : "#fff";
+      fprintf(f, "<rect class=\"coll %s\" x=\"%d\" y=\"%d\" width=\"%d\" "
+              "height=\"%d\" fill=\"%s\" stroke=\"%s\"%s><title>rank %d, #%"
+              PRIu64 ": ", state_name(k->state), x + 1, y + 1, cw - 2, ch - 2,
+              fill, k->state == REP_COLL_ABSENT ? "#bbb" : "#fff",
+              k->state == REP_COLL_ABSENT ? " stroke-dasharray=\"3 2\"" : "",
+              r, seq);
+      if (k->state == REP_COLL_ABSENT) {
+        fprintf(f, "never reached (its dump ends at #%" PRId64 ")",
+                t->last_seq[r]);
+      } else {
+        rep_html(f, k->describe);
+        if (k->site[0]) {
+          fprintf(f, " at ");
+          rep_html(f, k->site);
+        }
+        fprintf(f, ": %s", state_name(k->state));
+        if (k->status[0]) {
+          fprintf(f, " (");
+          rep_html(f, k->status);
+          fprintf(f, ")");
+        }
+      }
+      fprintf(f, "</title></rect>\n");
+      if (k->state != REP_COLL_ABSENT && ch >= 14)
+        fprintf(f, "<text class=\"op\" x=\"%d\" y=\"%d\" text-anchor=\"middle"
+                "\">%s</text>\n", x + cw / 2, y + ch / 2 + 4, op_abbrev(k->op));
+    }
+  }
+  fprintf(f, "</g>\n<g class=\"axis y\">\n");
+  const int ystride = ch >= 12 ? 1 : (12 + ch - 1) / ch;
+  for (int r = 0; r < t->nranks; r += ystride)
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">rank %d</text>\n",
+            left - 6, top + r * ch + ch / 2 + 4, r);
+  fprintf(f, "</g>\n<g class=\"axis x\">\n");
+  for (int c = 0; c < t->ncols; c++)
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">#%" PRIu64
+            "</text>\n", left + c * cw + cw / 2, top + t->nranks * ch + 16,
+            t->first + (uint64_t)c);
+  fprintf(f, "<text class=\"title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">"
+          "collective sequence number</text>\n</g>\n",
+          left + t->ncols * cw / 2, top + t->nranks * ch + 34);
+  if (t->has_focus && t->focus >= t->first &&
+      t->focus < t->first + (uint64_t)t->ncols) {
+    const int x = left + (int)(t->focus - t->first) * cw;
+    fprintf(f, "<g class=\"focus\"><rect class=\"stuck\" x=\"%d\" y=\"%d\" "
+            "width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#212121\" "
+            "stroke-width=\"3\"/><text class=\"stuck-label\" x=\"%d\" y=\"%d\" "
+            "text-anchor=\"middle\">stuck: #%" PRIu64 "</text></g>\n", x - 1,
+            top - 4, cw + 2, t->nranks * ch + 8, x + cw / 2, top - 12, t->focus);
+  }
+  fprintf(f, "</svg>\n");
+}

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Installs every Debian package vqcheck needs to build, test and benchmark.
+# Idempotent: packages already present are left alone, and apt-get update runs
+# only when something is missing. Both README quick-start commands call it.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config git
+  openmpi-bin libopenmpi-dev        # comm: mpi backend, mpiexec for tests
+  libxxhash-dev                     # digests (XXH3)
+  libcriterion-dev                  # unit tests
+  lcov                              # coverage build
+  libjansson-dev                    # JSON (fixtures, run.json, traces)
+  libyaml-dev                       # scenario files
+  libopenblas-dev                   # sgemm baseline in bench/quantizers
+  libb2-dev                         # BLAKE2b: verifies fixture files
+  python3-xxhash                    # tests: the Python trace example's digest vs C
+  clang libclang-rt-dev             # tests/fuzz: libFuzzer targets (label slow)
+  libxml2-dev                       # tests: parse junit.xml with a real XML parser
+  chromium                          # tests: render report.html headless (big)
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 3; }
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -q
+$sudo apt-get install -y -q --no-install-recommends "${missing[@]}"

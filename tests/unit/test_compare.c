@@ -1,0 +1,821 @@
+/* test_compare.c: `vqcheck compare` and `vqcheck analyze` on traces written
+ * by hand, and the trace comparison they share (checkers/trace_compare.h).
+ *
+ * Traces are written line by line with fprintf (not through trace.h's
+ * writer), as another program would. The baseline: every rank writes the
+ * same digest for (step, tensor); a "deviation" gives one rank its own digest
+ * (or shape) for one tensor from some step on, so the expected findings are
+ * exact: the first step, the tensor, the outlier ranks.
+ *
+ * The CLI cases run the built vqcheck (VQC_CLI_PATH) as a child process, so
+ * exit codes, stderr messages and the registration in vqcheck.c are all
+ * checked; the library cases look at findings and counts directly. The last
+ * group runs real scenarios on the threads backend and checks that compare,
+ * given the run's traces, reports exactly the run's divergence findings. */
+#include <criterion/criterion.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runner.h"
+#include "scenario.h"
+#include "test_paths.h"
+#include "trace_compare.h"
+
+#ifndef VQC_CLI_PATH
+#error "VQC_CLI_PATH must name the built vqcheck (tests/CMakeLists.txt)"
+#endif
+
+static const char *const tensors[] = {"w", "b", "c"};
+#define NTENSORS 3
+
+/* One rank's own state for one tensor from `from` on. */
+typedef struct deviation {
+  int rank;
+  int64_t from;
+  const char *tensor;
+  int64_t cols; /* > 0: a different shape [4, cols] instead of a digest */
+} deviation;
+
+typedef struct trace_spec {
+  int ranks;
+  int steps;
+  const deviation *dev;
+  int ndev;
+  int last_step[8]; /* >= 0: rank r stops after this step (0 = all steps) */
+} trace_spec;
+
+static uint64_t base_digest(int64_t step, int t) {
+  return 0x1000u * (uint64_t)(step + 1) + (uint64_t)t;
+}
+
+static void make_tmpdir(char *buf, size_t n) {
+  snprintf(buf, n, "/tmp/vqc-compare-XXXXXX");
+  cr_assert_not_null(mkdtemp(buf));
+}
+
+static void path_in(char *buf, size_t n, const char *dir, const char *name) {
+  snprintf(buf, n, "%s/%s", dir, name);
+}
+
+/* Writes rank-<r>.trace.jsonl for every rank of spec into dir. */
+static void write_traces(const char *dir, const trace_spec *sp) {
+  for (int r = 0; r < sp->ranks; r++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/rank-%d.trace.jsonl", dir, r);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    int64_t last = sp->last_step[r] > 0 ? sp->last_step[r] : sp->steps - 1;
+    for (int64_t s = 0; s <= last; s++) {
+      for (int t = 0; t < NTENSORS; t++) {
+        uint64_t digest = base_digest(s, t);
+        int64_t cols = 8;
+        for (int k = 0; k < sp->ndev; k++) {
+          const deviation *d = &sp->dev[k];
+          if (d->rank != r || s < d->from || strcmp(d->tensor, tensors[t]))
+            continue;
+          if (d->cols > 0) cols = d->cols;
+          else digest ^= 0xdead0000u + (uint64_t)r;
+        }
+        fprintf(f, "{\"schema\":\"vqcheck-trace/1\",\"rank\":%d,\"step\":%"
+                PRId64 ",\"tensor\":\"%s\",\"dtype\":\"float32\",\"shape\":"
+                "[4,%" PRId64 "],\"digest_algo\":\"vqc-xxh3-tree-1\","
+                "\"digest\":\"%016" PRIx64 "\"}\n", r, s, tensors[t], cols,
+                digest);
+      }
+    }
+    fclose(f);
+  }
+}
+
+/* Replaces line `lineno` (1-based) of dir/rank-<r>.trace.jsonl with text
+ * (no newline added: text carries its own, or none for a cut-off end).
+ * lineno past the end appends. */
+static void set_line(const char *dir, int rank, int lineno, const char *text) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/rank-%d.trace.jsonl", dir, rank);
+  FILE *f = fopen(path, "r");
+  cr_assert_not_null(f);
+  char *lines[256];
+  int n = 0;
+  char buf[1024];
+  while (n < 256 && fgets(buf, sizeof buf, f)) lines[n++] = strdup(buf);
+  fclose(f);
+  f = fopen(path, "w");
+  cr_assert_not_null(f);
+  for (int i = 0; i < n; i++) {
+    fputs(i + 1 == lineno ? text : lines[i], f);
+    free(lines[i]);
+  }
+  if (lineno > n) fputs(text, f);
+  fclose(f);
+}
+
+/* Runs `vqcheck <args>` with stdout and stderr in files under dir; returns
+ * the exit code and the two outputs (malloc'd, NUL-terminated). */
+typedef struct cli_out {
+  int code;
+  char *out, *err;
+} cli_out;
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return strdup("");
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = calloc((size_t)n + 1, 1);
+  if (fread(s, 1, (size_t)n, f) != (size_t)n) s[0] = '\0';
+  fclose(f);
+  return s;
+}
+
+static cli_out run_cli(const char *dir, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static cli_out run_cli(const char *dir, const char *fmt, ...) {
+  char args[2048], cmd[4096], out[512], err[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(args, sizeof args, fmt, ap);
+  va_end(ap);
+  path_in(out, sizeof out, dir, "cli.stdout");
+  path_in(err, sizeof err, dir, "cli.stderr");
+  snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", VQC_CLI_PATH, args, out, err);
+  int status = system(cmd);
+  cli_out r;
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = slurp(out);
+  r.err = slurp(err);
+  unlink(out);
+  unlink(err);
+  return r;
+}
+
+static void cli_free(cli_out *c) {
+  free(c->out);
+  free(c->err);
+}
+
+static bool exists(const char *path) {
+  struct stat st;
+  return stat(path, &st) == 0;
+}
+
+static void rm_rf(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  cr_assert_eq(system(cmd), 0);
+}
+
+/* Compares the traces of dir with the library; findings into *f. */
+static vqc_status compare_lib(const char *dir, vqc_findings *f,
+                              vqc_trace_compare_result *res) {
+  vqc_trace_set_options o = {false, 0, false};
+  vqc_trace_set *s = NULL;
+  memset(res, 0, sizeof *res);
+  vqc_status st = vqc_trace_set_open(dir, &o, &s);
+  if (st == VQC_OK) st = vqc_trace_set_compare(s, NULL, f, res);
+  vqc_trace_set_close(s);
+  return st;
+}
+
+/* ---- the comparison itself */
+
+Test(compare, clean_traces_have_no_findings) {
+  char dir[64];
+  make_tmpdir(dir, sizeof dir);
+  trace_spec sp = {.ranks = 4, .steps = 5};
+  write_traces(dir, &sp);
+  vqc_findings f;
+  vqc_findings_init(&f);
+  vqc_trace_compare_result res;
+  cr_assert_eq(compare_lib(dir, &f, &res), VQC_OK, "%s", vqc_last_error());
+  cr_expect_eq(f.count, 0);
+  cr_expect_eq(res.nsteps, 5);
+  cr_expect_eq(res.digests_compared, 5 * NTENSORS);
+  cr_expect_eq(res.lines_read, 4 * 5 * NTENSORS);
+  cr_expect_eq(res.lines_not_compared, 0);
+  cr_expect_eq(json_array_size(res.warnings), 0);
+  vqc_trace_compare_result_free(&res);
+  vqc_findings_free(&f);
+  rm_rf(dir);
+}
+
+Test(compare, divergence_at_step_3_on_rank_2) {
+  char dir[64];
+  make_tmpdir(dir, sizeof dir);
+  /* b and w start to differ on rank 2 at step 3 (b first in file order is
+   * not what counts: w is listed first); c on rank 1 at step 4. */
+  const deviation dev[] = {{2, 3, "w", 0}, {2, 3, "b", 0}, {1, 4, "c", 0}};
+  trace_spec sp = {.ranks = 4, .steps = 6, .dev = dev, .ndev = 3};
+  write_traces(dir, &sp);
+  vqc_findings f;
+  vqc_findings_init(&f);
+  vqc_trace_compare_result res;
+  cr_assert_eq(compare_lib(dir, &f, &res), VQC_OK, "%s", vqc_last_error());
+  cr_assert_eq(f.count, 2, "w at step 3 and c at step 4, each once");
+  const vqc_finding *x = &f.items[0];
+  cr_expect_eq(x->kind, VQC_FINDING_DIVERGENCE);
+  cr_expect_eq(x->step, 3);
+  cr_expect_str_eq(x->tensor, "w");
+  cr_expect_eq(x->nranks, 1);
+  cr_expect_eq(x->ranks[0], 2);
+  cr_expect(strstr(x->message, "no element-level detail") != NULL, "%s",
+            x->message);
+  cr_expect_eq(json_integer_value(json_object_get(x->detail,
+                                                  "reference_rank")), 0);
+  json_t *also = json_object_get(x->detail, "also_differing");
+  cr_expect_eq(json_array_size(also), 1);
+  cr_expect_str_eq(json_string_value(json_array_get(also, 0)), "b");
+  json_t *groups = json_object_get(x->detail, "groups");
+  cr_expect_eq(json_array_size(groups), 2);
+  cr_expect_eq(json_array_size(json_object_get(json_array_get(groups, 0),
+                                               "ranks")), 3);
+  cr_expect_not_null(json_object_get(x->detail, "element_detail"));
+  /* The outlier's line: rank 2, step 3, w is line 3 * 3 + 1 = 10. */
+  json_t *lines = json_object_get(x->detail, "trace_lines");
+  const char *at = json_string_value(
+      json_object_get(json_array_get(lines, 1), "at"));
+  cr_expect(at && strstr(at, "rank-2.trace.jsonl:10"), "%s", at);
+
+  const vqc_finding *y = &f.items[1];
+  cr_expect_eq(y->step, 4);
+  cr_expect_str_eq(y->tensor, "c");
+  cr_expect_eq(y->nranks, 1);
+  cr_expect_eq(y->ranks[0], 1);
+  /* Per step: 3 compared; differing counts w and b from step 3 on. */
+  cr_expect_eq(res.nsteps, 6);
+  cr_expect_eq(res.steps[2].differing, 0);
+  cr_expect_eq(res.steps[3].differing, 2);
+  cr_expect_eq(res.steps[4].differing, 3);
+  cr_expect_eq(res.steps[5].findings, 2);
+  vqc_trace_compare_result_free(&res);
+  vqc_findings_free(&f);
+  rm_rf(dir);
+}
+
+Test(compare, majority_decides_and_ties_go_to_rank_0) {
+  char dir[64];
+  make_tmpdir(dir, sizeof dir);
+  /* Ranks 0 and 1 drift together: 2 against 2, so rank 0's group is the
+   * reference and 2, 3 are the outliers. */
+  const deviation dev[] = {{0, 1, "b", 0}, {1, 1, "b", 0}};
+  trace_spec sp = {.ranks = 4, .steps = 3, .dev = dev, .ndev = 2};
+  write_traces(dir, &sp);
+  /* Rank 0 and 1's deviations differ from each other (xor with the rank):
+   * make them equal so the split is 2-2, by rewriting rank 1's lines. */
+  for (int64_t s = 1; s < 3; s++) {
+    char line[512];
+    snprintf(line, sizeof line,
+             "{\"schema\":\"vqcheck-trace/1\",\"rank\":1,\"step\":%" PRId64
+             ",\"tensor\":\"b\",\"dtype\":\"float32\",\"shape\":[4,8],"
+             "\"digest_algo\":\"vqc-xxh3-tree-1\",\"digest\":\"%016" PRIx64
+             "\"}\n", s, base_digest(s, 1) ^ 0xdead0000u);
+    set_line(dir, 1, (int)(s * NTENSORS + 2), line);
+  }
+  vqc_findings f;
+  vqc_findings_init(&f);
+  vqc_trace_compare_result res;
+  cr_assert_eq(compare_lib(dir, &f, &res), VQC_OK, "%s", vqc_last_error());
+  cr_assert_eq(f.count, 1);
+  cr_expect_eq(f.items[0].step, 1);
+  cr_expect_str_eq(f.items[0].tensor, "b");
+  cr_assert_eq(f.items[0].nranks, 2);
+  cr_expect_eq(f.items[0].ranks[0], 2);
+  cr_expect_eq(f.items[0].ranks[1], 3);
+  vqc_trace_compare_result_free(&res);
+  vqc_findings_free(&f);
+
+  /* 3 against 1: rank 0 alone is the outlier. */
+  const deviation dev2[] = {{0, 2, "c", 0}};
+  trace_spec sp2 = {.ranks = 4, .steps = 3, .dev = dev2, .ndev = 1};
+  write_traces(dir, &sp2);
+  vqc_findings_init(&f);
+  cr_assert_eq(compare_lib(dir, &f, &res), VQC_OK, "%s", vqc_last_error());
+  cr_assert_eq(f.count, 1);
+  cr_expect_eq(f.items[0].nranks, 1);
+  cr_expect_eq(f.items[0].ranks[0], 0);
+  cr_expect_eq(json_integer_value(json_object_get(f.items[0].detail,
+                                                  "reference_rank")), 1);
+  vqc_trace_compare_result_free(&res);
+  vqc_findings_free(&f);
+  rm_rf(dir);
+}
+
+Test(compare, a_shape_difference_is_a_divergence_with_layouts) {
+  char dir[64];
+  make_tmpdir(dir, sizeof dir);
+  const deviation dev[] = {{1, 0, "c", 9}};
+  trace_spec sp = {.ranks = 3, .steps = 2, .dev = dev, .ndev = 1};
+  write_traces(dir, &sp);
+  vqc_findings f;
+  vqc_findings_init(&f);
+  vqc_trace_compare_result res;
+  cr_assert_eq(compare_lib(dir, &f, &res), VQC_OK, "%s", vqc_last_error());
+  cr_assert_eq(f.count, 1);
+  cr_expect_eq(f.items[0].step, 0);
+  cr_expect_eq(f.items[0].ranks[0], 1);
+  cr_expect(strstr(f.items[0].message, "rank 1 has float32 [4, 9], rank 0 "
+                   "has float32 [4, 8]") != NULL, "%s", f.items[0].message);
+  cr_expect_eq(json_array_size(json_object_get(f.items[0].detail,
+                                               "layouts")), 3);
+  vqc_trace_compare_result_free(&res);
+  vqc_findings_free(&f);
+  rm_rf(dir);
+}
+
+Test(compare, a_killed_job_is_compared_up_to_where_every_rank_got) {
+  char dir[64];
+  make_tmpdir(dir, sizeof dir);
+  /* Rank 2 stopped after step 2, the others wrote steps 0..4; rank 2's
+   * deviation at step 3 is never written, rank 0's at step 4 is not
+   * comparable. */
+  const deviation dev[] = {{0, 4, "w", 0}};
+  trace_spec sp = {.ranks = 3, .steps = 5, .dev = dev, .ndev = 1,
+                   .last_step = {0, 0, 2}};
+  write_traces(dir, &sp);
+  /* ... and its last line was cut in the middle of step 3. */
+  set_line(dir, 2, 10, "{\"schema\":\"vqcheck-trace/1\",\"rank\":2,\"st");
+  vqc_findings f;
+  vqc_findings_init(&f);
+  vqc_trace_compare_result res;
+  cr_assert_eq(compare_lib(dir, &f, &res), VQC_OK, "%s", vqc_last_error());
+  cr_expect_eq(f.count, 0);
+  cr_expect_eq(res.digests_compared, 3 * NTENSORS);
+  cr_expect_eq(res.lines_not_compared, 2 * 2 * NTENSORS);
+  /* cut-off line, different ends, and one line per rank 0 and 1 */
+  cr_expect_eq(json_array_size(res.warnings), 4);
+  bool cut = false;
+  for (size_t i = 0; i < json_array_size(res.warnings); i++) {
+    const char *w = json_string_value(json_array_get(res.warnings, i));
+    if (strstr(w, "rank-2.trace.jsonl:10: the last line is cut off")) cut = true;
+  }
+  cr_expect(cut, "a warning names the cut-off line");
+  vqc_trace_compare_result_free(&res);
+  vqc_findings_free(&f);
+  rm_rf(dir);
+}
+
+/* ---- bad input through the library: the error names file:line */
+
+static void expect_parse_error(const char *dir, vqc_status want,
+                               const char *needle) {
+  vqc_findings f;
+  vqc_findings_init(&f);
+  vqc_trace_compare_result res;
+  vqc_status s = compare_lib(dir, &f, &res);
+  cr_expect_eq(s, want, "status %s: %s", vqc_status_name(s), vqc_last_error());
+  cr_expect(strstr(vqc_last_error(), needle) != NULL,
+            "'%s' not in: %s", needle, vqc_last_error());
+  vqc_trace_compare_result_free(&res);
+  vqc_findings_free(&f);
+}
+
+Test(compare, bad_lines_are_errors_naming_file_and_line) {
+  char dir[64];
+  make_tmpdir(dir, sizeof dir);
+  trace_spec sp = {.ranks = 2, .steps = 4};
+  const char *ok =
+      "{\"schema\":\"vqcheck-trace/1\",\"rank\":1,\"step\":1,\"tensor\":\"w\","
+      "\"dtype\":\"float32\",\"shape\":[4,8],\"digest_algo\":\"x\","
+      "\"digest\":\"0000000000002000\"}\n";
+
+  write_traces(dir, &sp);
+  set_line(dir, 1, 5, "garbage {\n");
+  expect_parse_error(dir, VQC_EPARSE, "rank-1.trace.jsonl:5: not JSON");
+
+  write_traces(dir, &sp);
+  set_line(dir, 0, 2, "{\"schema\":\"vqcheck-trace/2\",\"rank\":0}\n");
+  expect_parse_error(dir, VQC_EPARSE, "rank-0.trace.jsonl:2: field 'schema' "
+                     "is 'vqcheck-trace/2'");
+
+  /* Complete JSON at the end without a newline is not "cut off". */
+  write_traces(dir, &sp);
+  set_line(dir, 1, 13, "{\"schema\":\"vqcheck-trace/9\"}");
+  expect_parse_error(dir, VQC_EPARSE, "rank-1.trace.jsonl:13: field 'schema'");
+
+  /* A line in rank 1's file that says rank 0. */
+  write_traces(dir, &sp);
+  set_line(dir, 1, 3, "{\"schema\":\"vqcheck-trace/1\",\"rank\":0,\"step\":0,"
+           "\"tensor\":\"c\",\"dtype\":\"float32\",\"shape\":[4,8],"
+           "\"digest_algo\":\"vqc-xxh3-tree-1\",\"digest\":"
+           "\"0000000000001002\"}\n");
+  expect_parse_error(dir, VQC_EPARSE, "rank-1.trace.jsonl:3: field 'rank' is "
+                     "0 in the trace of rank 1");
+
+  /* Step 1's w again after step 3's lines: steps go backwards. */
+  write_traces(dir, &sp);
+  set_line(dir, 1, 13, ok);
+  expect_parse_error(dir, VQC_EPARSE, "rank-1.trace.jsonl:13: step 1 after "
+                     "step 3");
+
+  /* The same tensor twice in step 1. */
+  write_traces(dir, &sp);
+  set_line(dir, 1, 5, ok);
+  expect_parse_error(dir, VQC_EPARSE, "rank-1.trace.jsonl:5: tensor 'w' "
+                     "appears twice in step 1 (first at line 4)");
+
+  /* Another digest algorithm on one rank. */
+  write_traces(dir, &sp);
+  set_line(dir, 1, 4, ok);
+  expect_parse_error(dir, VQC_EPARSE, "rank-1.trace.jsonl:4: tensor 'w' of "
+                     "step 1 has digest_algo 'x'");
+
+  /* A NUL byte inside the file (not at a cut-off end). */
+  write_traces(dir, &sp);
+  char path[512];
+  snprintf(path, sizeof path, "%s/rank-0.trace.jsonl", dir);
+  FILE *fp = fopen(path, "r+");
+  cr_assert_not_null(fp);
+  fseek(fp, 5, SEEK_SET);
+  fputc('\0', fp);
+  fclose(fp);
+  expect_parse_error(dir, VQC_EPARSE, "rank-0.trace.jsonl:1: the line holds "
+                     "a NUL byte");
+  rm_rf(dir);
+}
+
+Test(compare, missing_and_extra_ranks) {
+  char dir[64], path[512];
+  make_tmpdir(dir, sizeof dir);
+  trace_spec sp = {.ranks = 5, .steps = 2};
+  write_traces(dir, &sp);
+  snprintf(path, sizeof path, "%s/rank-1.trace.jsonl", dir);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/rank-3.trace.jsonl", dir);
+  unlink(path);
+  expect_parse_error(dir, VQC_EINVAL, "no trace for ranks 1, 3: ranks 0..4");
+
+  /* analyze's options: left out with a warning, the rest compared. */
+  vqc_trace_set_options o = {true, 0, false};
+  vqc_trace_set *s = NULL;
+  cr_assert_eq(vqc_trace_set_open(dir, &o, &s), VQC_OK, "%s",
+               vqc_last_error());
+  cr_expect_eq(vqc_trace_set_ranks(s), 5);
+  cr_expect_eq(vqc_trace_set_files(s), 3);
+  vqc_findings f;
+  vqc_findings_init(&f);
+  vqc_trace_compare_result res;
+  cr_assert_eq(vqc_trace_set_compare(s, NULL, &f, &res), VQC_OK);
+  cr_expect_eq(res.digests_compared, 2 * NTENSORS);
+  cr_expect_eq(json_array_size(res.warnings), 1);
+  vqc_trace_compare_result_free(&res);
+  vqc_findings_free(&f);
+  vqc_trace_set_close(s);
+
+  /* A rank beyond what the run had. */
+  vqc_trace_set_options o3 = {true, 3, false};
+  cr_expect_eq(vqc_trace_set_open(dir, &o3, &s), VQC_EINVAL);
+  cr_expect(strstr(vqc_last_error(), "rank-4.trace.jsonl: rank 4, but the "
+                   "run had 3 ranks") != NULL, "%s", vqc_last_error());
+
+  /* An empty directory. */
+  rm_rf(dir);
+  make_tmpdir(dir, sizeof dir);
+  expect_parse_error(dir, VQC_EINVAL, "no trace files in");
+  rm_rf(dir);
+}
+
+/* ---- the CLI */
+
+Test(compare_cli, clean_run_directory_and_exit_0) {
+  char dir[64], out[128], path[256];
+  make_tmpdir(dir, sizeof dir);
+  trace_spec sp = {.ranks = 3, .steps = 4};
+  write_traces(dir, &sp);
+  snprintf(out, sizeof out, "%s/out", dir);
+  cli_out c = run_cli(dir, "compare %s --out %s", dir, out);
+  cr_expect_eq(c.code, 0, "stderr: %s", c.err);
+  cr_expect(strstr(c.out, "findings: 0") != NULL, "%s", c.out);
+  /* run.json in the runner's schema, read back by the runner's reader. */
+  vqc_findings f;
+  vqc_findings_init(&f);
+  int code = -1;
+  path_in(path, sizeof path, out, "run.json");
+  cr_expect_eq(vqc_run_read_json(path, &f, &code), VQC_OK, "%s",
+               vqc_last_error());
+  cr_expect_eq(f.count, 0);
+  cr_expect_eq(code, 0);
+  vqc_findings_free(&f);
+  for (int r = 0; r < 3; r++) {
+    snprintf(path, sizeof path, "%s/rank-%d.trace.jsonl", out, r);
+    cr_expect(exists(path), "%s copied", path);
+  }
+  cli_free(&c);
+  rm_rf(dir);
+}
+
+Test(compare_cli, findings_exit_1_and_json_output) {
+  char dir[64], out[128], path[256];
+  make_tmpdir(dir, sizeof dir);
+  const deviation dev[] = {{2, 3, "w", 0}};
+  trace_spec sp = {.ranks = 4, .steps = 5, .dev = dev, .ndev = 1};
+  write_traces(dir, &sp);
+  snprintf(out, sizeof out, "%s/out", dir);
+  cli_out c = run_cli(dir, "compare %s --out %s --json", dir, out);
+  cr_expect_eq(c.code, 1, "stderr: %s", c.err);
+  json_error_t err;
+  json_t *j = json_loads(c.out, 0, &err);
+  cr_assert_not_null(j, "--json output is JSON: %s", err.text);
+  json_t *fs = json_object_get(j, "findings");
+  cr_assert_eq(json_array_size(fs), 1);
+  json_t *x = json_array_get(fs, 0);
+  cr_expect_str_eq(json_string_value(json_object_get(x, "kind")),
+                   "divergence");
+  cr_expect_eq(json_integer_value(json_object_get(x, "step")), 3);
+  cr_expect_str_eq(json_string_value(json_object_get(x, "tensor")), "w");
+  cr_expect_eq(json_integer_value(json_array_get(json_object_get(x, "ranks"),
+                                                 0)), 2);
+  cr_expect_eq(json_integer_value(json_object_get(j, "exit_code")), 1);
+  cr_expect_str_eq(json_string_value(json_object_get(
+                       json_object_get(j, "environment"), "backend")),
+                   "traces");
+  json_decref(j);
+  /* The file on disk says the same. */
+  vqc_findings f;
+  vqc_findings_init(&f);
+  int code = -1;
+  path_in(path, sizeof path, out, "run.json");
+  cr_expect_eq(vqc_run_read_json(path, &f, &code), VQC_OK);
+  cr_expect_eq(f.count, 1);
+  cr_expect_eq(code, 1);
+  vqc_findings_free(&f);
+  cli_free(&c);
+  rm_rf(dir);
+}
+
+Test(compare_cli, bad_input_exits_2_and_creates_nothing) {
+  char dir[64], out[128], path[256];
+  make_tmpdir(dir, sizeof dir);
+  trace_spec sp = {.ranks = 3, .steps = 3};
+  snprintf(out, sizeof out, "%s/out", dir);
+
+  write_traces(dir, &sp);
+  path_in(path, sizeof path, dir, "rank-1.trace.jsonl");
+  unlink(path);
+  cli_out c = run_cli(dir, "compare %s --out %s", dir, out);
+  cr_expect_eq(c.code, 2);
+  cr_expect(strstr(c.err, "no trace for rank 1") != NULL, "%s", c.err);
+  cr_expect(!exists(out), "no run directory for bad input");
+  cli_free(&c);
+
+  write_traces(dir, &sp);
+  set_line(dir, 2, 4, "{\"schema\": \n");
+  c = run_cli(dir, "compare %s --out %s", dir, out);
+  cr_expect_eq(c.code, 2);
+  cr_expect(strstr(c.err, "rank-2.trace.jsonl:4:") != NULL, "%s", c.err);
+  cr_expect(!exists(out), "an error half-way leaves no run directory");
+  cli_free(&c);
+
+  write_traces(dir, &sp);
+  set_line(dir, 0, 1, "{\"schema\":\"vqcheck-trace/2\",\"rank\":0,\"step\":0,"
+           "\"tensor\":\"w\",\"dtype\":\"float32\",\"shape\":[4,8],"
+           "\"digest_algo\":\"vqc-xxh3-tree-1\",\"digest\":"
+           "\"0000000000001000\"}\n");
+  c = run_cli(dir, "compare %s --out %s", dir, out);
+  cr_expect_eq(c.code, 2);
+  cr_expect(strstr(c.err, "rank-0.trace.jsonl:1: field 'schema' is "
+                   "'vqcheck-trace/2'") != NULL, "%s", c.err);
+  cli_free(&c);
+
+  c = run_cli(dir, "compare %s --frobnicate", dir);
+  cr_expect_eq(c.code, 2);
+  cr_expect(strstr(c.err, "unknown option '--frobnicate'") != NULL, "%s",
+            c.err);
+  cli_free(&c);
+  c = run_cli(dir, "compare");
+  cr_expect_eq(c.code, 2);
+  cr_expect(strstr(c.err, "no trace directory given") != NULL, "%s", c.err);
+  cli_free(&c);
+  c = run_cli(dir, "compare %s/nowhere", dir);
+  cr_expect_eq(c.code, 2);
+  cli_free(&c);
+  c = run_cli(dir, "compare --help");
+  cr_expect_eq(c.code, 0);
+  cr_expect(strstr(c.out, "usage: vqcheck compare TRACE_DIR") != NULL);
+  cr_expect_str_eq(c.err, "");
+  cli_free(&c);
+  rm_rf(dir);
+}
+
+Test(compare_cli, truncated_last_line_warns_and_compares_the_rest) {
+  char dir[64], out[128];
+  make_tmpdir(dir, sizeof dir);
+  const deviation dev[] = {{1, 2, "b", 0}};
+  trace_spec sp = {.ranks = 2, .steps = 4, .dev = dev, .ndev = 1};
+  write_traces(dir, &sp);
+  set_line(dir, 0, 13, "{\"schema\":\"vqcheck-trace/1\",\"rank\":0,\"step\":4,"
+           "\"tens");
+  snprintf(out, sizeof out, "%s/out", dir);
+  cli_out c = run_cli(dir, "compare %s --out %s --quiet", dir, out);
+  cr_expect_eq(c.code, 1, "stderr: %s", c.err);
+  cr_expect(strstr(c.err, "warning: ") && strstr(c.err, "rank-0.trace.jsonl:13"
+                   ": the last line is cut off"), "%s", c.err);
+  cr_expect_str_eq(c.out, "", "--quiet prints no summary");
+  cli_free(&c);
+  rm_rf(dir);
+}
+
+/* ---- analyze */
+
+Test(analyze_cli, merges_without_duplicates_and_is_idempotent) {
+  char dir[64], out[128], path[256];
+  make_tmpdir(dir, sizeof dir);
+  const deviation dev[] = {{1, 1, "c", 0}};
+  trace_spec sp = {.ranks = 3, .steps = 3, .dev = dev, .ndev = 1};
+  write_traces(dir, &sp);
+
+  /* Traces only (the job died before run.json): analyze writes one. */
+  cli_out c = run_cli(dir, "analyze %s", dir);
+  cr_expect_eq(c.code, 1, "stderr: %s", c.err);
+  cli_free(&c);
+  vqc_findings f;
+  vqc_findings_init(&f);
+  int code = -1;
+  path_in(path, sizeof path, dir, "run.json");
+  cr_assert_eq(vqc_run_read_json(path, &f, &code), VQC_OK, "%s",
+               vqc_last_error());
+  cr_expect_eq(f.count, 1);
+  cr_expect_eq(code, 1);
+  cr_expect_eq(f.items[0].step, 1);
+  cr_expect_str_eq(f.items[0].tensor, "c");
+  vqc_findings_free(&f);
+
+  /* Again: nothing new. */
+  c = run_cli(dir, "analyze %s --json", dir);
+  cr_expect_eq(c.code, 1);
+  json_t *j = json_loads(c.out, 0, NULL);
+  cr_assert_not_null(j);
+  cr_expect_eq(json_array_size(json_object_get(j, "findings")), 1);
+  json_t *an = json_object_get(j, "analysis");
+  cr_expect_eq(json_integer_value(json_object_get(an, "added")), 0);
+  cr_expect_eq(json_integer_value(json_object_get(an, "already_known")), 1);
+  json_decref(j);
+  cli_free(&c);
+
+  /* On compare's run directory: the same finding, kept once. */
+  snprintf(out, sizeof out, "%s/out", dir);
+  c = run_cli(dir, "compare %s --out %s --quiet", dir, out);
+  cr_expect_eq(c.code, 1);
+  cli_free(&c);
+  c = run_cli(dir, "analyze %s --quiet", out);
+  cr_expect_eq(c.code, 1, "%s", c.err);
+  cli_free(&c);
+  vqc_findings_init(&f);
+  path_in(path, sizeof path, out, "run.json");
+  cr_assert_eq(vqc_run_read_json(path, &f, &code), VQC_OK);
+  cr_expect_eq(f.count, 1);
+  vqc_findings_free(&f);
+  rm_rf(dir);
+}
+
+Test(analyze_cli, corrupt_run_json_exits_2_naming_the_line) {
+  char dir[64], path[256];
+  make_tmpdir(dir, sizeof dir);
+  path_in(path, sizeof path, dir, "run.json");
+  FILE *f = fopen(path, "w");
+  cr_assert_not_null(f);
+  fputs("{\n  \"schema_version\": 1,\n  \"findings\": [\n    {\"kind\": \n", f);
+  fclose(f);
+  cli_out c = run_cli(dir, "analyze %s", dir);
+  cr_expect_eq(c.code, 2);
+  cr_expect(strstr(c.err, "run.json:5:") != NULL, "%s", c.err);
+  cli_free(&c);
+
+  f = fopen(path, "w");
+  fputs("{\"schema_version\": 7, \"findings\": []}\n", f);
+  fclose(f);
+  c = run_cli(dir, "analyze %s", dir);
+  cr_expect_eq(c.code, 2);
+  cr_expect(strstr(c.err, "field 'schema_version': version 7") != NULL, "%s",
+            c.err);
+  cli_free(&c);
+
+  f = fopen(path, "w");
+  fputs("{\"schema_version\": 1, \"findings\": [{\"kind\": \"hang\", "
+        "\"step\": 1, \"ranks\": []}]}\n", f);
+  fclose(f);
+  c = run_cli(dir, "analyze %s", dir);
+  cr_expect_eq(c.code, 2);
+  cr_expect(strstr(c.err, "field 'findings[0]'") != NULL, "%s", c.err);
+  cli_free(&c);
+
+  c = run_cli(dir, "analyze %s --bogus", dir);
+  cr_expect_eq(c.code, 2);
+  cr_expect(strstr(c.err, "unknown option '--bogus'") != NULL, "%s", c.err);
+  cli_free(&c);
+  c = run_cli(dir, "analyze %s/missing", dir);
+  cr_expect_eq(c.code, 2);
+  cli_free(&c);
+  rm_rf(dir);
+}
+
+/* ---- compare reports what a run reports */
+
+/* Runs the scenario on `ranks` threads into dir/run, then compares its
+ * traces: the divergence findings must agree in step, tensor, ranks, the
+ * groups, the reference rank and also_differing. */
+static void same_as_run(const char *scenario, int ranks, int min_findings) {
+  char dir[64], run_dir[128], src[512];
+  make_tmpdir(dir, sizeof dir);
+  snprintf(run_dir, sizeof run_dir, "%s/run", dir);
+  snprintf(src, sizeof src, "%s/scenarios/%s.yaml", vqc_test_source_dir(),
+           scenario);
+  vqc_scenario sc;
+  cr_assert_eq(vqc_scenario_load(src, &sc), VQC_OK, "%s", vqc_last_error());
+  cr_assert_eq(vqc_scenario_override(&sc, ranks, -1, -1, -1.0), VQC_OK);
+  vqc_run_options ro = {run_dir, NULL};
+  vqc_run_result rr;
+  cr_assert_eq(vqc_run_threads(&sc, &ro, &rr), VQC_OK, "%s", vqc_last_error());
+
+  vqc_findings f;
+  vqc_findings_init(&f);
+  vqc_trace_compare_result res;
+  cr_assert_eq(compare_lib(run_dir, &f, &res), VQC_OK, "%s", vqc_last_error());
+  int nrun = 0;
+  for (int i = 0; i < rr.findings.count; i++) {
+    const vqc_finding *a = &rr.findings.items[i];
+    if (a->kind != VQC_FINDING_DIVERGENCE) continue;
+    cr_assert_lt(nrun, f.count, "%s: compare has fewer findings", scenario);
+    const vqc_finding *b = &f.items[nrun++];
+    cr_expect_eq(a->step, b->step);
+    cr_expect_str_eq(a->tensor, b->tensor);
+    cr_expect_eq(a->nranks, b->nranks);
+    for (int k = 0; k < a->nranks && k < b->nranks; k++)
+      cr_expect_eq(a->ranks[k], b->ranks[k]);
+    static const char *const keys[] = {"groups", "reference_rank",
+                                       "also_differing", "dtype", "numel"};
+    for (int k = 0; k < 5; k++)
+      cr_expect(json_equal(json_object_get(a->detail, keys[k]),
+                           json_object_get(b->detail, keys[k])),
+                "%s: detail.%s differs", scenario, keys[k]);
+  }
+  cr_expect_eq(nrun, f.count, "%s: compare has more findings", scenario);
+  cr_expect_geq(nrun, min_findings, "%s: the run found divergence",
+                scenario);
+  vqc_trace_compare_result_free(&res);
+  vqc_findings_free(&f);
+  vqc_run_result_free(&rr);
+  rm_rf(dir);
+}
+
+Test(compare_vs_run, skip_weight_sync_on_4_ranks) {
+  same_as_run("skip_weight_sync", 4, 1);
+}
+Test(compare_vs_run, lost_inplace_contiguous_on_3_ranks) {
+  same_as_run("lost_inplace_contiguous", 3, 1);
+}
+Test(compare_vs_run, clean_twin_on_4_ranks) {
+  same_as_run("skip_weight_sync-clean", 4, 0);
+}
+
+/* A run that stopped in a mismatched collective: with its run.json, analyze
+ * adds nothing (the strict-mode mismatch already explains the end); without
+ * it (the job "killed" before rank 0 wrote it), the ledger dumps give the
+ * deadlock on the same call site. */
+Test(analyze_cli, ledger_dumps_of_a_stuck_run) {
+  char dir[64], run_dir[128], src[512], path[256];
+  make_tmpdir(dir, sizeof dir);
+  snprintf(run_dir, sizeof run_dir, "%s/run", dir);
+  snprintf(src, sizeof src, "%s/scenarios/mismatched_collective.yaml",
+           vqc_test_source_dir());
+  vqc_scenario sc;
+  cr_assert_eq(vqc_scenario_load(src, &sc), VQC_OK, "%s", vqc_last_error());
+  vqc_run_options ro = {run_dir, NULL};
+  vqc_run_result rr;
+  cr_assert_eq(vqc_run_threads(&sc, &ro, &rr), VQC_OK, "%s", vqc_last_error());
+  cr_assert(vqc_findings_has(&rr.findings, VQC_FINDING_COLLECTIVE_MISMATCH));
+  const int before = rr.findings.count;
+  vqc_run_result_free(&rr);
+
+  cli_out c = run_cli(dir, "analyze %s", run_dir);
+  cr_expect_eq(c.code, 1, "%s", c.err);
+  cli_free(&c);
+  vqc_findings f;
+  vqc_findings_init(&f);
+  path_in(path, sizeof path, run_dir, "run.json");
+  cr_assert_eq(vqc_run_read_json(path, &f, NULL), VQC_OK, "%s",
+               vqc_last_error());
+  cr_expect_eq(f.count, before, "no finding added to a finished run");
+  vqc_findings_free(&f);
+
+  cr_assert_eq(unlink(path), 0);
+  c = run_cli(dir, "analyze %s", run_dir);
+  cr_expect_eq(c.code, 1, "%s", c.err);
+  cli_free(&c);
+  vqc_findings_init(&f);
+  cr_assert_eq(vqc_run_read_json(path, &f, NULL), VQC_OK, "%s",
+               vqc_last_error());
+  cr_assert_eq(f.count, 1);
+  cr_expect_eq(f.items[0].kind, VQC_FINDING_DEADLOCK);
+  cr_expect(strstr(f.items[0].site, "vq_ema.c") != NULL, "%s",
+            f.items[0].site);
+  vqc_findings_free(&f);
+  rm_rf(dir);
+}
