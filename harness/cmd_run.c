@@ -16,6 +16,12 @@
  *        (4 x timeout + 60 s) is killed and fails: the suite never hangs on
  *        a scenario.
  *
+ * --device cuda (both commands) runs the models' hot paths on the GPU
+ * (run_models.h "Device"). A scenario without a device path is a usage
+ * error (exit 2) and a machine without a usable device an environment one
+ * (exit 3), both said before anything is trained or written. --backend
+ * nccl (device buffers) needs --device cuda.
+ *
  * Output conventions (cli.h): progress (a line per step, a line per
  * scenario) only when stdout is a terminal; --quiet drops it and the
  * summary; --json puts one JSON document on stdout and nothing else there
@@ -35,6 +41,7 @@
 
 #include "cli.h"
 #include "report.h"
+#include "run_models.h"
 #include "runner.h"
 #include "scenario.h"
 #include "vqc/vqc.h"
@@ -61,6 +68,7 @@ typedef struct run_opts {
   double timeout;
   bool backend_set;
   vqc_backend backend;
+  vqc_device device;    /* --device; VQC_DEVICE_CPU unless told */
   const char *out;
   const char *launcher; /* suite only */
   bool quiet;
@@ -88,7 +96,9 @@ static const char *value_option(const char *a, bool suite) {
   if (strcmp(a, "--steps") == 0) return "an integer from 1 to 1000000";
   if (strcmp(a, "--seed") == 0) return "an integer >= 0";
   if (strcmp(a, "--timeout") == 0) return "seconds, > 0 and <= 86400";
-  if (strcmp(a, "--backend") == 0) return "threads or mpi";
+  if (strcmp(a, "--backend") == 0)
+    return "threads, mpi, or nccl with --device cuda";
+  if (strcmp(a, "--device") == 0) return "cpu or cuda";
   if (strcmp(a, "--out") == 0) return "a directory";
   if (suite && strcmp(a, "--launcher") == 0) return "a command line";
   return NULL;
@@ -148,9 +158,11 @@ static int parse_opts(const char *cmd, int argc, char **argv, bool suite,
       o->timeout = strtod(v, &end);
       ok = *v && *end == '\0' && o->timeout > 0 && o->timeout <= 86400;
     } else if (strcmp(a, "--backend") == 0) {
-      ok = vqc_backend_from_name(v, &o->backend) == VQC_OK &&
-           o->backend != VQC_BACKEND_NCCL;
+      ok = vqc_backend_from_name(v, &o->backend) == VQC_OK;
       o->backend_set = true;
+    } else if (strcmp(a, "--device") == 0) {
+      ok = strcmp(v, "cpu") == 0 || strcmp(v, "cuda") == 0;
+      o->device = strcmp(v, "cuda") == 0 ? VQC_DEVICE_CUDA : VQC_DEVICE_CPU;
     } else if (strcmp(a, "--out") == 0) {
       o->out = v;
     } else { /* --launcher */
@@ -161,9 +173,32 @@ static int parse_opts(const char *cmd, int argc, char **argv, bool suite,
       return vqc_cli_usage_error(cmd, "bad value for %s: '%s' (expected %s)",
                                  a, v, want);
   }
+  if (o->backend == VQC_BACKEND_NCCL && o->device != VQC_DEVICE_CUDA)
+    return vqc_cli_usage_error(cmd, "--backend nccl needs --device cuda "
+                               "(NCCL moves device buffers only)");
   if (!o->backend_set)
     o->backend = vqc_mpi_launched() ? VQC_BACKEND_MPI : VQC_BACKEND_THREADS;
   return -1;
+}
+
+/* True for the backends whose ranks are processes started by a launcher. */
+static bool launched_backend(vqc_backend b) {
+  return b == VQC_BACKEND_MPI || b == VQC_BACKEND_NCCL;
+}
+
+/* --device cuda on a machine without a device: prints why ("no usable
+ * CUDA device (...): run with --device cpu") and returns 3; 0 when a device
+ * answers or none is asked for. Called before anything is trained or
+ * written. Only asks whether a device answers, which makes no CUDA context:
+ * the suite's parent would otherwise hold one on GPU 0 while its children
+ * run, and an nccl rank would make one there before picking its own GPU.
+ * The runner's full probe (an allocation and a launch) comes later, on the
+ * rank's device. */
+static int device_unusable(const char *cmd, vqc_device device) {
+  if (device != VQC_DEVICE_CUDA || vqc_cuda_available()) return 0;
+  (void)vqc_run_probe_device(); /* fails; its message says why */
+  fprintf(stderr, "vqcheck %s: %s\n", cmd, vqc_cli_error_text());
+  return 3;
 }
 
 /* mkdir -p: creates dir and its missing parents. False with errno set when
@@ -195,9 +230,10 @@ static bool make_dirs(const char *dir) {
 static void run_help(FILE *f) {
   fprintf(f,
           "usage: vqcheck run SCENARIO [--ranks N] [--steps N] [--seed S]\n"
-          "                   [--backend threads|mpi] [--timeout S] "
-          "[--out DIR]\n"
-          "                   [--json] [--quiet] [--verbose]\n\n"
+          "                   [--backend threads|mpi|nccl] [--device "
+          "cpu|cuda]\n"
+          "                   [--timeout S] [--out DIR] [--json] [--quiet] "
+          "[--verbose]\n\n"
           "Trains the scenario (a YAML file, see scenarios/README.md) on N "
           "ranks with\nevery checker on: divergence, lost in-place, "
           "collective (deadlock, rank\nfailure, strict-mode mismatch), shape "
@@ -216,7 +252,12 @@ static void run_help(FILE *f) {
           "  --steps N      training steps      --seed S   data and init seed\n"
           "  --timeout S    collective deadline in seconds\n"
           "  --backend B    threads (one process) or mpi (under mpiexec/srun; "
-          "the\n                 default when launched by one)\n"
+          "the\n                 default when launched by one); nccl (under "
+          "mpiexec, device\n                 buffers; needs --device cuda)\n"
+          "  --device D     cpu (default) or cuda: the models' hot paths on "
+          "the GPU\n                 (vq: codebook and batch on the device; "
+          "fsq: its quantizer);\n                 other models are refused "
+          "(exit 2), a missing GPU is exit 3\n"
           "  --out DIR      the run directory\n"
           "  --json         print run.json on stdout, with \"run_dir\" and "
           "\"reports\"\n                 (file paths) added, instead of the "
@@ -234,9 +275,11 @@ static void run_help(FILE *f) {
 
 static void print_summary(const vqc_scenario *sc, const vqc_run_result *r,
                           bool reports_written) {
-  printf("%s: %s model, %d ranks (%s), %" PRId64 "/%d steps in %.2f s\n",
+  printf("%s: %s model, %d ranks (%s%s), %" PRId64 "/%d steps in %.2f s\n",
          sc->name, vqc_model_name(sc->model), r->ranks,
-         vqc_backend_name(r->backend), r->steps_done, sc->steps, r->seconds);
+         vqc_backend_name(r->backend),
+         r->device == VQC_DEVICE_CUDA ? ", device cuda" : "", r->steps_done,
+         sc->steps, r->seconds);
   vqc_findings *f = (vqc_findings *)&r->findings;
   printf("findings: %d\n", f->count);
   for (int i = 0; i < f->count; i++) {
@@ -340,9 +383,21 @@ static void mpi_end_failed_job(int code) {
 }
 #endif
 
+/* The comm of a launched backend: mpi, or nccl (MPI under it). */
+static vqc_status launched_comm_create(vqc_backend b, int *argc, char ***argv,
+                                       vqc_comm **c) {
+  if (b == VQC_BACKEND_NCCL) return vqc_nccl_comm_create(argc, argv, c);
+  return vqc_mpi_comm_create(argc, argv, c);
+}
+
+static void launched_comm_destroy(vqc_backend b, vqc_comm *c) {
+  if (b == VQC_BACKEND_NCCL) vqc_nccl_comm_destroy(c);
+  else vqc_mpi_comm_destroy(c);
+}
+
 static int run_mpi(run_opts *o, vqc_scenario *sc, int argc, char **argv) {
   vqc_comm *c = NULL;
-  vqc_status s = vqc_mpi_comm_create(&argc, &argv, &c);
+  vqc_status s = launched_comm_create(o->backend, &argc, &argv, &c);
   if (s != VQC_OK) {
     fprintf(stderr, "vqcheck run: %s\n", vqc_cli_error_text());
     return vqc_status_exit_code(s);
@@ -359,7 +414,7 @@ static int run_mpi(run_opts *o, vqc_scenario *sc, int argc, char **argv) {
     if (rank == 0)
       fprintf(stderr, "vqcheck run: --ranks %d but the launcher started %d "
               "processes\nhint: mpiexec -n %d ...\n", o->ranks, size, o->ranks);
-    vqc_mpi_comm_destroy(c);
+    launched_comm_destroy(o->backend, c);
     return 2;
   }
   if (o->ranks < 0 && sc->ranks != size) {
@@ -367,20 +422,20 @@ static int run_mpi(run_opts *o, vqc_scenario *sc, int argc, char **argv) {
       fprintf(stderr, "vqcheck run: %s has %d ranks but the launcher started "
               "%d processes\nhint: mpiexec -n %d ..., or pass --ranks %d\n",
               sc->path, sc->ranks, size, sc->ranks, size);
-    vqc_mpi_comm_destroy(c);
+    launched_comm_destroy(o->backend, c);
     return 2;
   }
   s = vqc_scenario_override(sc, size, o->steps, o->seed, o->timeout);
   if (s != VQC_OK) {
     if (rank == 0) fprintf(stderr, "vqcheck run: %s\n", vqc_cli_error_text());
-    vqc_mpi_comm_destroy(c);
+    launched_comm_destroy(o->backend, c);
     return 2;
   }
   vqc_run_options ro = {o->out, NULL};
   if (rank == 0 && vqc_cli_show_progress(o->quiet, o->json))
     ro.progress = stdout;
   vqc_run_result r;
-  s = vqc_run_on_comm(sc, &ro, c, &r);
+  s = vqc_run_on_comm_device(sc, &ro, o->device, c, &r);
   int code;
   if (s != VQC_OK) {
     fprintf(stderr, "vqcheck run: rank %d: %s\n", rank, vqc_cli_error_text());
@@ -411,7 +466,7 @@ static int run_mpi(run_opts *o, vqc_scenario *sc, int argc, char **argv) {
 #else
   (void)failed;
 #endif
-  vqc_mpi_comm_destroy(c);
+  launched_comm_destroy(o->backend, c);
   return code;
 }
 
@@ -428,9 +483,17 @@ int vqc_cmd_run(int argc, char **argv) {
     fprintf(stderr, "vqcheck run: %s\n", vqc_cli_error_text());
     return 2;
   }
-  if (o.backend == VQC_BACKEND_MPI) {
-    if (!vqc_backend_built(VQC_BACKEND_MPI)) {
-      fprintf(stderr, "vqcheck run: this build has no MPI backend\n");
+  /* Before any comm is made or anything written: a scenario without a
+   * device path is refused (2), then a machine without a device (3). */
+  if (vqc_run_check_device(&sc, o.device, o.backend) != VQC_OK) {
+    fprintf(stderr, "vqcheck run: %s\n", vqc_cli_error_text());
+    return 2;
+  }
+  if ((rc = device_unusable("run", o.device)) != 0) return rc;
+  if (launched_backend(o.backend)) {
+    if (!vqc_backend_built(o.backend)) {
+      fprintf(stderr, "vqcheck run: this build has no %s backend\n",
+              o.backend == VQC_BACKEND_NCCL ? "NCCL" : "MPI");
       return 3;
     }
     return run_mpi(&o, &sc, argc, argv);
@@ -443,7 +506,7 @@ int vqc_cmd_run(int argc, char **argv) {
   vqc_run_options ro = {o.out, NULL};
   if (vqc_cli_show_progress(o.quiet, o.json)) ro.progress = stdout;
   vqc_run_result r;
-  vqc_status s = vqc_run_threads(&sc, &ro, &r);
+  vqc_status s = vqc_run_threads_device(&sc, &ro, o.device, &r);
   if (s != VQC_OK) {
     fprintf(stderr, "vqcheck run: %s\n", vqc_cli_error_text());
     vqc_run_result_free(&r);
@@ -459,9 +522,10 @@ int vqc_cmd_run(int argc, char **argv) {
 static void suite_help(FILE *f) {
   fprintf(f,
           "usage: vqcheck suite [DIR] [--ranks N] [--steps N] [--seed S]\n"
-          "                     [--backend threads|mpi] [--timeout S] "
-          "[--out OUT]\n                     [--launcher CMD] [--json] "
-          "[--quiet] [--verbose]\n\n"
+          "                     [--backend threads|mpi|nccl] [--device "
+          "cpu|cuda]\n                     [--timeout S] [--out OUT] "
+          "[--launcher CMD] [--json]\n                     [--quiet] "
+          "[--verbose]\n\n"
           "Runs every scenario in DIR (*.yaml, *.yml; default "
           "$VQC_SCENARIO_DIR, else\n%s), each as its own `vqcheck run` in "
           "OUT/<name> (default OUT:\nvqcheck-runs/suite-<time>), and checks "
@@ -474,6 +538,12 @@ static void suite_help(FILE *f) {
           "run ...;\n                 LAUNCHER: --launcher, else "
           "$VQC_LAUNCHER, else\n                 'mpiexec --oversubscribe' "
           "(+ --allow-run-as-root as root)\n"
+          "  --backend nccl the same launch, NCCL for the data collectives "
+          "(needs\n                 --device cuda)\n"
+          "  --device D     cpu (default) or cuda, passed to every run; a "
+          "scenario\n                 without a device path fails with the "
+          "reason; no usable GPU\n                 is exit 3 before any "
+          "scenario runs\n"
           "  --ranks, --steps, --seed, --timeout  override every scenario's\n"
           "  --json         print one JSON document (the cases, the counts, "
           "the report\n                 paths) instead of the table\n"
@@ -675,8 +745,10 @@ int vqc_cmd_suite(int argc, char **argv) {
   run_opts o;
   int rc = parse_opts("suite", argc, argv, true, suite_help, &o);
   if (rc >= 0) return rc;
-  if (o.launcher && o.backend != VQC_BACKEND_MPI)
-    return vqc_cli_usage_error("suite", "--launcher is for --backend mpi");
+  if (o.launcher && !launched_backend(o.backend))
+    return vqc_cli_usage_error("suite", "--launcher is for --backend mpi or "
+                               "nccl");
+  if ((rc = device_unusable("suite", o.device)) != 0) return rc;
   const char *dir = o.path ? o.path : getenv("VQC_SCENARIO_DIR");
   if (!dir || !dir[0]) dir = VQC_SCENARIO_DIR;
   int nfiles = 0;
@@ -702,7 +774,7 @@ int vqc_cmd_suite(int argc, char **argv) {
   self[n] = '\0';
 
   char launcher[1024] = "";
-  if (o.backend == VQC_BACKEND_MPI) {
+  if (launched_backend(o.backend)) {
     const char *l = o.launcher ? o.launcher : getenv("VQC_LAUNCHER");
     if (l && l[0])
       snprintf(launcher, sizeof launcher, "%s", l);
@@ -792,6 +864,15 @@ int vqc_cmd_suite(int argc, char **argv) {
     snprintf(c->fault, sizeof c->fault, "%s", vqc_fault_name(sc.fault));
     vqc_scenario_expect_string(&sc, c->expected, sizeof c->expected);
     snprintf(c->found, sizeof c->found, "none");
+    /* No device path (or not on this backend): said here, with the reason,
+     * rather than as a child's failed start. */
+    if (vqc_run_check_device(&sc, o.device, o.backend) != VQC_OK) {
+      snprintf(c->message, sizeof c->message, "%s", vqc_cli_error_text());
+      c->error = true;
+      failed++;
+      if (!o.json) print_case_row(&w, c);
+      continue;
+    }
     char rundir[4300], log[4400];
     snprintf(rundir, sizeof rundir, "%s/%s", base, sc.name);
     /* The report keeps 1023 characters of it: a longer path would link
@@ -823,7 +904,7 @@ int vqc_cmd_suite(int argc, char **argv) {
     char *args[96];
     int k = 0;
     char lcopy[1024], nranks[16], steps[16], seed[32], timeout[32];
-    if (o.backend == VQC_BACKEND_MPI) {
+    if (launched_backend(o.backend)) {
       snprintf(lcopy, sizeof lcopy, "%s", launcher);
       k = split_words(lcopy, args, 64);
       snprintf(nranks, sizeof nranks, "%d", sc.ranks);
@@ -834,7 +915,9 @@ int vqc_cmd_suite(int argc, char **argv) {
     args[k++] = "run";
     args[k++] = path;
     args[k++] = "--backend";
-    args[k++] = o.backend == VQC_BACKEND_MPI ? "mpi" : "threads";
+    args[k++] = (char *)vqc_backend_name(o.backend);
+    args[k++] = "--device";
+    args[k++] = o.device == VQC_DEVICE_CUDA ? "cuda" : "cpu";
     args[k++] = "--out";
     args[k++] = rundir;
     args[k++] = "--quiet";
@@ -863,8 +946,9 @@ int vqc_cmd_suite(int argc, char **argv) {
 
     if (progress) {
       /* Overwritten by the row when the scenario is done. */
-      printf("[%d/%d] %s: running on %d ranks (%s)...", i + 1, nfiles,
-             sc.name, sc.ranks, vqc_backend_name(o.backend));
+      printf("[%d/%d] %s: running on %d ranks (%s%s)...", i + 1, nfiles,
+             sc.name, sc.ranks, vqc_backend_name(o.backend),
+             o.device == VQC_DEVICE_CUDA ? ", device cuda" : "");
       fflush(stdout);
     }
     const double t0 = mono_s();
@@ -927,6 +1011,9 @@ int vqc_cmd_suite(int argc, char **argv) {
     json_object_set_new(doc, "out", json_string(base));
     json_object_set_new(doc, "backend",
                         json_string(vqc_backend_name(o.backend)));
+    json_object_set_new(doc, "device", json_string(o.device == VQC_DEVICE_CUDA
+                                                       ? "cuda"
+                                                       : "cpu"));
     json_object_set_new(doc, "cases", list);
     json_object_set_new(doc, "passed", json_integer(passed));
     json_object_set_new(doc, "failed", json_integer(failed));

@@ -6,7 +6,12 @@
  * runs one training step per call. The gradient-trained models keep a twin
  * built the same way without a comm: before each step the replicated state
  * is copied aside, and the equivalence checker's reference gradient is the
- * twin's gradient on the global batch from that copy. */
+ * twin's gradient on the global batch from that copy.
+ *
+ * --device cuda (run_models.h "Device"): the vq model keeps a device twin of
+ * its codebook (vq_device) that the kernels update, and copies it into the
+ * host codebook at the end of every step for the checkers; the fsq model's
+ * bottleneck is an adapter (fsq_device) that quantizes on the device. */
 #include "run_models.h"
 
 #include <stdio.h>
@@ -18,6 +23,9 @@
 #include "vqc/clip.h"
 #include "vqc/data.h"
 #include "vqc/ddp.h"
+#include "vqc/digest.h"
+#include "vqc/fsq.h"
+#include "vqc/gpu.h"
 #include "vqc/optim.h"
 #include "vqc/rvq.h"
 #include "vqc/vq.h"
@@ -35,6 +43,92 @@
  * few steps move the weights visibly, small enough to stay finite. */
 #define ADAM_LR 1e-2
 
+/* ---- device copies (--device cuda) */
+
+/* dev <- the numel(dev) elements at host, read in dev's dtype and shape (dev
+ * contiguous). vqc_tensor_copy moves bytes between any two devices. */
+static vqc_status upload(vqc_tensor *dev, const void *host) {
+  vqc_tensor h = {0};
+  VQC_TRY(vqc_tensor_wrap(&h, (void *)host, dev->dtype, dev->ndim,
+                          dev->shape));
+  vqc_status s = vqc_tensor_copy(dev, &h);
+  vqc_tensor_free(&h);
+  return s;
+}
+
+/* host <- the numel(dev) elements of dev (contiguous). */
+static vqc_status download(void *host, const vqc_tensor *dev) {
+  vqc_tensor h = {0};
+  VQC_TRY(vqc_tensor_wrap(&h, host, dev->dtype, dev->ndim, dev->shape));
+  vqc_status s = vqc_tensor_copy(&h, dev);
+  vqc_tensor_free(&h);
+  return s;
+}
+
+/* ---- FSQ's quantizer on the device (--device cuda) */
+
+/* A vqc_bottleneck over an FSQ whose quantize runs on the device: z is
+ * uploaded, vqc_gpu_fsq_quantize writes q there and q comes back. FSQ has
+ * no state and no loss; its backward is elementwise on z, which the host
+ * already holds, so it stays the CPU's vqc_fsq_backward. */
+typedef struct fsq_device {
+  const vqc_fsq *fsq;  /* the net's quantizer (net.fsqb.fsq) */
+  vqc_tensor z, q;     /* (cap, width) f32 on the device */
+  int64_t cap;         /* rows of z and q; a net's row count never changes,
+                          so they are allocated once */
+  int64_t rows;        /* rows of the last forward; -1 before the first */
+  /* Elements that took the kernel's double-precision tanh (vqc/gpu.h "FSQ
+   * and tanh"), summed over the forwards: for a person comparing runs. */
+  int64_t refined;
+} fsq_device;
+
+static void fsq_device_free(fsq_device *f) {
+  vqc_tensor_free(&f->z);
+  vqc_tensor_free(&f->q);
+  f->cap = 0;
+  f->rows = -1;
+}
+
+static vqc_status fsq_device_forward(void *ctx, const float *z, int64_t rows,
+                                     int64_t dim, float *q, float *row_loss) {
+  fsq_device *f = ctx;
+  const int64_t width = vqc_fsq_width(f->fsq);
+  if (dim != width)
+    return vqc_error(VQC_ESHAPE, "fsq bottleneck (device): latent dim %lld, "
+                     "FSQ width %lld", (long long)dim, (long long)width);
+  f->rows = -1;
+  if (rows != f->cap || !f->z.storage) {
+    fsq_device_free(f);
+    const int64_t shape[2] = {rows, width};
+    VQC_TRY(vqc_tensor_empty(&f->z, VQC_F32, 2, shape, VQC_DEVICE_CUDA));
+    VQC_TRY(vqc_tensor_empty(&f->q, VQC_F32, 2, shape, VQC_DEVICE_CUDA));
+    f->cap = rows;
+  }
+  VQC_TRY(upload(&f->z, z));
+  int64_t refined = 0;
+  VQC_TRY(vqc_gpu_fsq_quantize(f->fsq, vqc_tensor_data(&f->z), rows,
+                               vqc_tensor_data(&f->q), NULL, &refined));
+  VQC_TRY(download(q, &f->q));
+  f->refined += refined;
+  memset(row_loss, 0, (size_t)rows * sizeof(float)); /* FSQ has no aux loss */
+  f->rows = rows;
+  return VQC_OK;
+}
+
+static vqc_status fsq_device_backward(void *ctx, const float *z,
+                                      const float *q, const float *dq,
+                                      int64_t rows, int64_t dim,
+                                      float dloss_row, float *dz) {
+  (void)q, (void)dim, (void)dloss_row; /* no loss term; dim checked above */
+  fsq_device *f = ctx;
+  if (rows != f->rows)
+    return vqc_error(VQC_EINVAL, "fsq bottleneck (device): backward over "
+                     "%lld rows after a forward over %lld", (long long)rows,
+                     (long long)f->rows);
+  /* dz arrives zero-filled (autoencoder.h): written outright. */
+  return vqc_fsq_backward(f->fsq, z, dq, rows, dz);
+}
+
 /* ---- the part trained by gradient: an autoencoder or two CLIP towers */
 
 typedef struct net {
@@ -42,6 +136,8 @@ typedef struct net {
   vqc_autoencoder *ae;          /* fsq, autoencoder */
   vqc_vq_bottleneck vqb;        /* autoencoder's bottleneck */
   vqc_fsq_bottleneck fsqb;      /* fsq's bottleneck */
+  fsq_device fsqd;              /* fsq with --device cuda: fsqb's quantizer
+                                   run on the device */
   vqc_linear img, txt;          /* clip towers (D -> H) */
   vqc_param_list clip_params;   /* "img.weight", ..., "txt.bias" */
   vqc_clip_config clip;
@@ -62,6 +158,7 @@ static void net_free(net *n) {
   vqc_autoencoder_destroy(n->ae);
   vqc_vq_bottleneck_free(&n->vqb);
   vqc_fsq_bottleneck_free(&n->fsqb);
+  fsq_device_free(&n->fsqd);
   vqc_linear_free(&n->img);
   vqc_linear_free(&n->txt);
   vqc_param_list_free(&n->clip_params);
@@ -74,12 +171,14 @@ static void net_free(net *n) {
 
 /* Builds the net of scenario sc, weights drawn from `init`. with_fault:
  * whether the scenario's fault goes in (the single-process twin is built
- * without: it is the correct math by definition). */
+ * without: it is the correct math by definition). device: where the FSQ
+ * bottleneck quantizes (the only part of a net with a device path). */
 static vqc_status net_create(const vqc_scenario *sc, vqc_rng *init,
-                             bool with_fault, net **out) {
+                             bool with_fault, vqc_device device, net **out) {
   net *n = calloc(1, sizeof *n);
   if (!n) return vqc_error(VQC_ENOMEM, "runner: no memory for the model");
   vqc_param_list_init(&n->clip_params);
+  n->fsqd.rows = -1;
   n->kind = sc->model;
   const vqc_fault fault = with_fault ? sc->fault : VQC_FAULT_NONE;
   vqc_status s = VQC_OK;
@@ -103,6 +202,11 @@ static vqc_status net_create(const vqc_scenario *sc, vqc_rng *init,
                                      1e-3)))
       goto fail;
     vqc_bottleneck bn = vqc_fsq_bottleneck_iface(&n->fsqb);
+    if (device == VQC_DEVICE_CUDA) {
+      n->fsqd.fsq = &n->fsqb.fsq;
+      bn = (vqc_bottleneck){"fsq", &n->fsqd, fsq_device_forward,
+                            fsq_device_backward, NULL};
+    }
     vqc_autoencoder_config cfg = {sc->dim, sc->hidden, sc->nlevels,
                                   VQC_ACT_TANH};
     if ((s = vqc_autoencoder_create(&cfg, init, &bn, &n->ae))) goto fail;
@@ -224,11 +328,180 @@ vqc_status vqc_run_check_fault(const vqc_scenario *sc) {
                    vqc_model_name(m), where);
 }
 
+/* ---- which scenarios have a device path */
+
+vqc_status vqc_run_check_device(const vqc_scenario *sc, vqc_device device,
+                                vqc_backend backend) {
+  const char *model = vqc_model_name(sc->model);
+  if (device != VQC_DEVICE_CUDA) {
+    if (backend == VQC_BACKEND_NCCL)
+      return vqc_error(VQC_EINVAL, "--backend nccl needs --device cuda "
+                       "(NCCL moves device buffers only)");
+    return VQC_OK;
+  }
+  if (sc->model != VQC_MODEL_VQ && sc->model != VQC_MODEL_FSQ)
+    return vqc_error(VQC_EINVAL, "%s: model %s has no --device cuda path yet "
+                     "(vq and fsq have one): run it with --device cpu",
+                     sc->path, model);
+  /* These two live in vq_ema.c, the host EMA that the device path replaces
+   * with the kernels: run there, they could never fire. */
+  if (sc->fault == VQC_FAULT_LOST_INPLACE_CONTIGUOUS ||
+      sc->fault == VQC_FAULT_MISMATCHED_COLLECTIVE)
+    return vqc_error(VQC_EINVAL, "%s: fault %s lives in the host EMA update "
+                     "(vq_ema.c), which --device cuda replaces with the "
+                     "kernels of vqc/gpu.h: run it with --device cpu",
+                     sc->path, vqc_fault_name(sc->fault));
+  if (backend == VQC_BACKEND_NCCL) {
+    if (sc->model != VQC_MODEL_VQ)
+      return vqc_error(VQC_EINVAL, "%s: model %s has no --backend nccl path "
+                       "(its DDP gradients are host buffers): use --backend "
+                       "mpi with --device cuda", sc->path, model);
+    if (sc->threshold_dead_code > 0.0 || sc->kmeans_init)
+      return vqc_error(VQC_EINVAL, "%s: dead-code expiry and k-means init run "
+                       "on the host and their collectives move host buffers, "
+                       "which NCCL cannot: use --backend mpi with --device "
+                       "cuda", sc->path);
+  }
+  return VQC_OK;
+}
+
+/* The reason inside a device error ("... no usable CUDA device (REASON)"),
+ * or the whole message when it has no such part. */
+static void device_reason(const char *msg, char *why, size_t n) {
+  static const char marker[] = "no usable CUDA device (";
+  const char *p = strstr(msg, marker);
+  if (!p) {
+    snprintf(why, n, "%s", msg);
+    return;
+  }
+  p += sizeof marker - 1;
+  size_t len = strlen(p);
+  if (len > 0 && p[len - 1] == ')') len--;
+  snprintf(why, n, "%.*s", (int)len, p);
+}
+
+vqc_status vqc_run_probe_device(void) {
+  char why[512];
+  if (!vqc_gpu_built()) {
+    snprintf(why, sizeof why, "this build has no CUDA kernels; reconfigure "
+             "with the CUDA toolkit (nvcc) to get them");
+  } else {
+    /* A real allocation and a real launch: a device that is listed but
+     * cannot hold memory or run this build's kernels is no use either. */
+    vqc_tensor t = {0};
+    const int64_t one = 1;
+    vqc_status s = vqc_tensor_empty(&t, VQC_I32, 1, &one, VQC_DEVICE_CUDA);
+    if (s == VQC_OK)
+      s = vqc_gpu_fill_u32(vqc_tensor_data_untracked(&t), 1, 0u);
+    vqc_tensor_free(&t);
+    if (s == VQC_OK) return VQC_OK;
+    device_reason(vqc_last_error(), why, sizeof why);
+  }
+  return vqc_error(VQC_ENODEVICE, "no usable CUDA device (%s): run with "
+                   "--device cpu", why);
+}
+
+/* ---- the VQ codebook on the device (--device cuda) */
+
+/* The device half of the vq model. While a step runs the device codebook is
+ * the state; between steps the host vqc_vq holds an exact copy (the staging
+ * the checkers read, and where k-means init and dead-code expiry run). */
+typedef struct vq_device {
+  vqc_tensor embed;        /* (C, D) f32 */
+  vqc_tensor cluster_size; /* (C) f32 */
+  vqc_tensor embed_avg;    /* (C, D) f32 */
+  vqc_tensor x;            /* (rows, D) f32: this rank's shard */
+  vqc_tensor indices;      /* (rows) i64 */
+  vqc_tensor quantized;    /* (rows, D) f32 */
+  vqc_tensor counts;       /* (C) f32: this step's counts, then all ranks' */
+  vqc_tensor sums;         /* (C, D) f32: the same for the sums */
+  vqc_tensor host_counts;  /* (C) f32, host: staging for threads and mpi */
+  vqc_tensor host_sums;    /* (C, D) f32, host: the same */
+} vq_device;
+
+static void vq_device_free(vq_device *g) {
+  vqc_tensor *all[] = {&g->embed,  &g->cluster_size, &g->embed_avg,
+                       &g->x,      &g->indices,      &g->quantized,
+                       &g->counts, &g->sums,         &g->host_counts,
+                       &g->host_sums};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
+    vqc_tensor_free(all[i]);
+}
+
+/* Device copies of vq's state and buffers for `rows` rows per step. */
+static vqc_status vq_device_init(vq_device *g, const vqc_vq *vq,
+                                 int64_t rows) {
+  const int64_t C = vq->p.codebook_size, D = vq->p.dim;
+  const int64_t rows_d[2] = {rows, D}, codes_d[2] = {C, D};
+  const vqc_device dev = VQC_DEVICE_CUDA;
+  VQC_TRY(vqc_tensor_to(&vq->embed, dev, &g->embed));
+  VQC_TRY(vqc_tensor_to(&vq->cluster_size, dev, &g->cluster_size));
+  VQC_TRY(vqc_tensor_to(&vq->embed_avg, dev, &g->embed_avg));
+  VQC_TRY(vqc_tensor_empty(&g->x, VQC_F32, 2, rows_d, dev));
+  VQC_TRY(vqc_tensor_empty(&g->indices, VQC_I64, 1, &rows, dev));
+  VQC_TRY(vqc_tensor_empty(&g->quantized, VQC_F32, 2, rows_d, dev));
+  VQC_TRY(vqc_tensor_empty(&g->counts, VQC_F32, 1, &C, dev));
+  VQC_TRY(vqc_tensor_empty(&g->sums, VQC_F32, 2, codes_d, dev));
+  VQC_TRY(vqc_tensor_empty(&g->host_counts, VQC_F32, 1, &C, VQC_DEVICE_CPU));
+  return vqc_tensor_empty(&g->host_sums, VQC_F32, 2, codes_d, VQC_DEVICE_CPU);
+}
+
+/* The host codebook <- the device one (the copy the checkers digest). */
+static vqc_status codebook_to_host(vqc_vq *vq, const vq_device *g) {
+  VQC_TRY(vqc_tensor_copy(&vq->embed, &g->embed));
+  VQC_TRY(vqc_tensor_copy(&vq->cluster_size, &g->cluster_size));
+  return vqc_tensor_copy(&vq->embed_avg, &g->embed_avg);
+}
+
+/* The device codebook <- the host one (after a host-side change). */
+static vqc_status codebook_to_device(vq_device *g, const vqc_vq *vq) {
+  VQC_TRY(vqc_tensor_copy(&g->embed, &vq->embed));
+  VQC_TRY(vqc_tensor_copy(&g->cluster_size, &vq->cluster_size));
+  return vqc_tensor_copy(&g->embed_avg, &vq->embed_avg);
+}
+
+/* vq_ema.c's update with the kernels, in its order: this rank's counts and
+ * sums of the rows x by their codes; all_reduce(SUM) of the counts, then of
+ * the sums; cluster_size and embed_avg lerp toward them; E renormalized.
+ * The all_reduces: NCCL reduces the device tensors in place; threads and
+ * mpi move host memory, so the statistics go through host staging tensors
+ * (device -> host, all_reduce in place, host -> device). Either way the
+ * ledger sees the same two collectives as on the CPU path, and the reduced
+ * tensors are the ones read afterwards. */
+static vqc_status vq_device_ema(vq_device *g, vqc_comm *comm,
+                                const vqc_vq_params *p, int64_t M) {
+  const int64_t C = p->codebook_size, D = p->dim;
+  float *counts = vqc_tensor_data(&g->counts);
+  float *sums = vqc_tensor_data(&g->sums);
+  VQC_TRY(vqc_gpu_vq_stats(vqc_tensor_data(&g->x), M, D,
+                           vqc_tensor_data(&g->indices), C, counts, sums));
+  if (vqc_comm_backend(comm) == VQC_BACKEND_NCCL) {
+    VQC_TRY(vqc_all_reduce_tensor(comm, &g->counts, VQC_SUM));
+    VQC_TRY(vqc_all_reduce_tensor(comm, &g->sums, VQC_SUM));
+  } else {
+    VQC_TRY(vqc_tensor_copy(&g->host_counts, &g->counts));
+    VQC_TRY(vqc_tensor_copy(&g->host_sums, &g->sums));
+    VQC_TRY(vqc_all_reduce_tensor(comm, &g->host_counts, VQC_SUM));
+    VQC_TRY(vqc_all_reduce_tensor(comm, &g->host_sums, VQC_SUM));
+    VQC_TRY(vqc_tensor_copy(&g->counts, &g->host_counts));
+    VQC_TRY(vqc_tensor_copy(&g->sums, &g->host_sums));
+  }
+  /* w = float32(1 - decay) computed in double, as vq_ema.c does. */
+  const float w = (float)(1.0 - p->decay);
+  float *cs = vqc_tensor_data(&g->cluster_size);
+  float *avg = vqc_tensor_data(&g->embed_avg);
+  VQC_TRY(vqc_gpu_lerp(cs, counts, (size_t)C, w));
+  VQC_TRY(vqc_gpu_lerp(avg, sums, (size_t)(C * D), w));
+  return vqc_gpu_vq_renormalize(cs, avg, C, D, p->eps,
+                                vqc_tensor_data(&g->embed));
+}
+
 /* ---- the model */
 
 struct vqc_run_model {
   const vqc_scenario *sc;
   vqc_comm *comm;
+  vqc_device device;       /* where the hot path runs (run_models.h) */
   int rank, size;
   int64_t *sizes;          /* (size) rows of every rank */
   int64_t rows;            /* this rank's rows */
@@ -237,7 +510,8 @@ struct vqc_run_model {
   vqc_pair_data_config pdata; /* clip */
   float *x, *x2;           /* (rows, D) this rank's shard (x2: clip text) */
   /* vq, rvq */
-  vqc_vq vq;
+  vqc_vq vq;               /* vq: with --device cuda, the host copy */
+  vq_device vqd;           /* vq with --device cuda: the device state */
   vqc_rvq rvq;
   int64_t *indices;        /* (rows, Q) */
   float *quantized;        /* (rows, D) */
@@ -261,6 +535,7 @@ void vqc_run_model_destroy(vqc_run_model *m) {
   net_free(m->main);
   net_free(m->twin);
   vqc_vq_free(&m->vq);
+  vq_device_free(&m->vqd);
   vqc_rvq_free(&m->rvq);
   vqc_cluster_data_free(&m->cdata);
   free(m->sizes);
@@ -337,8 +612,10 @@ static vqc_status build_nets(vqc_run_model *m) {
   vqc_rng init;
   vqc_rng_init(&init, sc->seed, vqc_rng_stream_for(1, VQC_RNG_INIT, -1));
   vqc_rng twin_init = init;
-  VQC_TRY(net_create(sc, &init, true, &m->main));
-  VQC_TRY(net_create(sc, &twin_init, false, &m->twin));
+  /* The twin quantizes where the trained net does, so the equivalence
+   * checker compares one function with itself. */
+  VQC_TRY(net_create(sc, &init, true, m->device, &m->main));
+  VQC_TRY(net_create(sc, &twin_init, false, m->device, &m->twin));
   vqc_optim_config oc = vqc_optim_adam(ADAM_LR);
   VQC_TRY(vqc_optim_create(&oc, m->main->params, &m->opt));
   VQC_TRY(vqc_param_list_extend(&m->state, m->main->params, ""));
@@ -359,12 +636,20 @@ static vqc_status build_nets(vqc_run_model *m) {
 
 vqc_status vqc_run_model_create(const vqc_scenario *sc, vqc_comm *c,
                                 vqc_run_model **out) {
+  return vqc_run_model_create_device(sc, c, VQC_DEVICE_CPU, out);
+}
+
+vqc_status vqc_run_model_create_device(const vqc_scenario *sc, vqc_comm *c,
+                                       vqc_device device,
+                                       vqc_run_model **out) {
   if (!sc || !c || !out) return vqc_error(VQC_EINVAL, "runner: NULL argument");
+  VQC_TRY(vqc_run_check_device(sc, device, vqc_comm_backend(c)));
   vqc_run_model *m = calloc(1, sizeof *m);
   if (!m) return vqc_error(VQC_ENOMEM, "runner: no memory for the model");
   vqc_param_list_init(&m->state);
   m->sc = sc;
   m->comm = c;
+  m->device = device;
   m->rank = vqc_comm_rank(c);
   m->size = vqc_comm_size(c);
   m->snap_step = -1;
@@ -418,6 +703,9 @@ vqc_status vqc_run_model_create(const vqc_scenario *sc, vqc_comm *c,
       goto fail;
     }
     if ((s = build_codebooks(m))) goto fail;
+    if (sc->model == VQC_MODEL_VQ && device == VQC_DEVICE_CUDA &&
+        (s = vq_device_init(&m->vqd, &m->vq, m->rows)))
+      goto fail;
   } else {
     if ((s = build_nets(m))) goto fail;
   }
@@ -430,6 +718,28 @@ fail:
 
 const vqc_param_list *vqc_run_model_state(const vqc_run_model *m) {
   return &m->state;
+}
+
+const int64_t *vqc_run_model_indices(const vqc_run_model *m, int64_t *rows) {
+  if (rows) *rows = m ? m->rows : 0;
+  return m ? m->indices : NULL;
+}
+
+vqc_status vqc_run_model_source_digest(const vqc_run_model *m,
+                                       const char *name, uint64_t *out) {
+  if (!m || !name || !out)
+    return vqc_error(VQC_EINVAL, "runner: NULL argument");
+  const vqc_param *p = vqc_param_list_find(&m->state, name);
+  if (!p) return vqc_error(VQC_EINVAL, "runner: no state entry '%s'", name);
+  if (m->sc->model == VQC_MODEL_VQ && m->device == VQC_DEVICE_CUDA) {
+    const vqc_tensor *dev[3] = {&m->vqd.embed, &m->vqd.cluster_size,
+                                &m->vqd.embed_avg};
+    const char *names[3] = {"codebook.embed", "codebook.cluster_size",
+                            "codebook.embed_avg"};
+    for (int i = 0; i < 3; i++)
+      if (strcmp(name, names[i]) == 0) return vqc_digest_tensor(dev[i], out);
+  }
+  return vqc_param_digest(p, out);
 }
 
 bool vqc_run_model_has_reference(const vqc_run_model *m) {
@@ -448,6 +758,45 @@ static void take_snapshot(vqc_run_model *m, int64_t step) {
   }
   m->snapshot_initted = m->main->vqb.vq.initted;
   m->snap_step = step;
+}
+
+/* One vq step with --device cuda, as vqc_vq_forward orders it (k-means
+ * init, nearest codes, E[indices] before the update, loss, EMA, dead-code
+ * expiry). On entry the host codebook equals the device one; on return
+ * too. */
+static vqc_status vq_device_step(vqc_run_model *m, int64_t step, float *loss) {
+  vqc_vq *vq = &m->vq;
+  vq_device *g = &m->vqd;
+  const vqc_vq_ctx ctx = {m->comm, (uint64_t)step, NULL, 0};
+  const int64_t C = vq->p.codebook_size, D = vq->p.dim, M = m->rows;
+  /* 1. k-means init has no kernel: it runs on the host copy (with its
+   * collectives and draws), and the result goes up. */
+  if (vq->p.kmeans_init && !vq->initted) {
+    VQC_TRY(vqc_vq_kmeans_init(vq, &ctx, m->x, M));
+    VQC_TRY(codebook_to_device(g, vq));
+  }
+  /* 2. nearest codes and quantized = E[indices], before this step's update;
+   * both come back for the loss (and for the caller's outputs). */
+  VQC_TRY(upload(&g->x, m->x));
+  const float *E = vqc_tensor_data(&g->embed);
+  VQC_TRY(vqc_gpu_vq_nearest(vqc_tensor_data(&g->x), M, E, C, D,
+                             vqc_tensor_data(&g->indices), NULL));
+  VQC_TRY(vqc_gpu_vq_gather(E, C, D, vqc_tensor_data(&g->indices), M,
+                            vqc_tensor_data(&g->quantized)));
+  VQC_TRY(download(m->indices, &g->indices));
+  VQC_TRY(download(m->quantized, &g->quantized));
+  /* 3. the commitment loss: one number for the progress line, on the host */
+  *loss = vqc_vq_commitment_loss(m->x, m->quantized, M, D,
+                                 vq->p.commitment_weight);
+  if (vq->p.freeze_codebook) return VQC_OK;
+  /* 4. the EMA update with the kernels */
+  VQC_TRY(vq_device_ema(g, m->comm, &vq->p, M));
+  /* 5. staging: the host copy the checkers read. Dead-code expiry has no
+   * kernel either: it runs there and what it replaced goes up. */
+  VQC_TRY(codebook_to_host(vq, g));
+  int64_t expired = 0;
+  VQC_TRY(vqc_vq_expire_codes(vq, &ctx, m->x, M, NULL, &expired));
+  return expired > 0 ? codebook_to_device(g, vq) : VQC_OK;
 }
 
 /* DDP's fault switch for this step: the scenario's fault, where it lives in
@@ -470,7 +819,11 @@ vqc_status vqc_run_model_step(vqc_run_model *m, int64_t step, double *loss) {
   double l = 0.0;
   VQC_TRY(shard(m, step));
   const vqc_scenario *sc = m->sc;
-  if (sc->model == VQC_MODEL_VQ) {
+  if (sc->model == VQC_MODEL_VQ && m->device == VQC_DEVICE_CUDA) {
+    float f = 0.0f;
+    VQC_TRY(vq_device_step(m, step, &f));
+    l = f;
+  } else if (sc->model == VQC_MODEL_VQ) {
     const vqc_vq_ctx ctx = {m->comm, (uint64_t)step, NULL, 0};
     float f = 0.0f;
     VQC_TRY(vqc_vq_forward(&m->vq, &ctx, m->x, m->rows, true, m->indices,

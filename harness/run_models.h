@@ -18,7 +18,35 @@
  *
  * The scenario's fault is handed to the library code where the real bug
  * lived (vq params, rvq params, DDP options, CLIP gather mode); nothing here
- * decides what a checker finds. */
+ * decides what a checker finds.
+ *
+ * Device (`--device cuda`, vqc_run_model_create_device): the models whose hot
+ * path has kernels (vqc/gpu.h) run it on the device; the others are refused
+ * up front (vqc_run_check_device) rather than silently run on the CPU.
+ *   vq   codebook state (embed, cluster_size, embed_avg) and the batch live
+ *        in device tensors; nearest code, gather, EMA statistics, lerp and
+ *        renormalize are the kernels. The two EMA all_reduces (counts, then
+ *        sums, as vq_ema.c orders them) go through the comm on the device
+ *        tensors with the nccl backend, and through host staging copies
+ *        (device -> host, all_reduce, host -> device) with threads and mpi,
+ *        whose collectives move host memory. k-means init and dead-code
+ *        expiry have no kernels: they run on the host copy of the codebook
+ *        (vq.h's functions, so their faults and collectives are the CPU
+ *        path's) and the result is uploaded. The EMA faults of vq_ema.c
+ *        (lost_inplace_contiguous, mismatched_collective) live in host code
+ *        the device path does not run, so those scenarios are refused.
+ *   fsq  the bottleneck's quantizer runs on the device
+ *        (vqc_gpu_fsq_quantize; upload z, download q); the encoder, decoder,
+ *        DDP and Adam stay on the host. The single-process twin uses the
+ *        same device quantizer, so the equivalence checker compares one
+ *        function with itself.
+ * How the checkers see device state: they read vqc_param.data as host
+ * memory (the divergence checker's digest and NaN scan, its localisation,
+ * the shape checker), so the registry keeps pointing at HOST tensors and
+ * every step ends by copying the device state into them (staging). The
+ * copies are exact bytes, so their digests are the device tensors' digests
+ * (vqc_digest_tensor of the device tensor gives the same value; the GPU
+ * runner test checks that); a step costs one (C, D) download. */
 #ifndef VQC_RUN_MODELS_H
 #define VQC_RUN_MODELS_H
 
@@ -40,18 +68,52 @@ typedef struct vqc_run_model vqc_run_model;
  * could never fire would pass or fail for the wrong reason. */
 vqc_status vqc_run_check_fault(const vqc_scenario *sc);
 
+/* Whether sc can run on `device` over `backend`: VQC_OK, or VQC_EINVAL
+ * with a message saying what has no device path and what to run instead.
+ * CPU: every model, on threads or mpi (nccl moves device buffers only).
+ * CUDA: models vq and fsq (not rvq, clip, autoencoder), without the EMA
+ * faults of vq_ema.c; with nccl only vq without dead-code expiry or
+ * k-means init (their collectives move host buffers). Needs no device. */
+vqc_status vqc_run_check_device(const vqc_scenario *sc, vqc_device device,
+                                vqc_backend backend);
+
+/* Whether this process can run --device cuda: the build has the kernels,
+ * a device answers, and a small device tensor can be allocated and
+ * written by a kernel. VQC_ENODEVICE otherwise, recorded as "no usable
+ * CUDA device (<why>): run with --device cpu". */
+vqc_status vqc_run_probe_device(void);
+
 /* Builds rank `rank`'s model for scenario sc on comm c (the runner's data
  * comm; its size is the world). sc must outlive the model. VQC_EINVAL when
  * the scenario cannot be trained as given (e.g. an empty shard for a model
  * whose collectives need rows on every rank). Free with
- * vqc_run_model_destroy. */
+ * vqc_run_model_destroy. vqc_run_model_create runs on the CPU; _device runs on
+ * `device` (see "Device" above; vqc_run_check_device must accept it). */
 vqc_status vqc_run_model_create(const vqc_scenario *sc, vqc_comm *c,
                                 vqc_run_model **out);
+vqc_status vqc_run_model_create_device(const vqc_scenario *sc, vqc_comm *c,
+                                       vqc_device device,
+                                       vqc_run_model **out);
 void vqc_run_model_destroy(vqc_run_model *m); /* accepts NULL */
 
 /* Every replicated tensor, by name, in a fixed order (weights and their
- * gradients, bottleneck or codebook state, optimizer state). Owned by m. */
+ * gradients, bottleneck or codebook state, optimizer state). Owned by m.
+ * Host memory on every device (see "Device": after each step it holds the
+ * device state's bytes). */
 const vqc_param_list *vqc_run_model_state(const vqc_run_model *m);
+
+/* The codes the last step chose for this rank's rows: vq (rows), rvq
+ * (rows, Q); NULL for the other models. *rows (may be NULL) receives the
+ * row count. Owned by m; rewritten by every step. */
+const int64_t *vqc_run_model_indices(const vqc_run_model *m, int64_t *rows);
+
+/* The tensor digest (digest.h) of state entry `name` where the model keeps
+ * it: the device tensor for vq's codebook with --device cuda (digested on
+ * the device), else the registered host entry. Equal to the digest of the
+ * registered entry after every step (the staging copy is exact); lets a
+ * test check that. VQC_EINVAL for an unknown name. */
+vqc_status vqc_run_model_source_digest(const vqc_run_model *m,
+                                       const char *name, uint64_t *out);
 
 /* One training step on this rank's shard of `step`: forward, loss,
  * backward, gradient all_reduce, optimizer step, codebook EMA and dead-code

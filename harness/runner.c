@@ -47,6 +47,7 @@ typedef struct rank_report {
 typedef struct run_world {
   const vqc_scenario *sc;
   const vqc_run_options *o;
+  vqc_device device;        /* where the models run */
   const char *run_dir;
   vqc_findings *findings;   /* where checkers record */
   rank_report *reports;     /* threads: (size); mpi: this rank's at [0] */
@@ -218,7 +219,7 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
   vqc_comm_set_timeout(vqc_comm_side(c), 2 * sc->timeout_s + SIDE_SLACK_S);
 
   vqc_run_model *m = NULL;
-  vqc_status s = vqc_run_model_create(sc, c, &m);
+  vqc_status s = vqc_run_model_create_device(sc, c, w->device, &m);
   if (s != VQC_OK) {
     report_error(rep, s, "building the model");
     return;
@@ -347,11 +348,22 @@ void vqc_findings_merge_duplicates(vqc_findings *f) {
 
 /* ---- result */
 
-static void result_init(vqc_run_result *r, const vqc_scenario *sc) {
+static void result_init(vqc_run_result *r, const vqc_scenario *sc,
+                        vqc_device device) {
   memset(r, 0, sizeof *r);
   vqc_findings_init(&r->findings);
   r->ranks = sc->ranks;
   r->failed_rank = -1;
+  r->device = device;
+}
+
+/* Whether sc can run on device d over backend b (a device path, a usable
+ * device): checked before the run directory is touched, so a refused run
+ * writes nothing. */
+static vqc_status check_device(const vqc_scenario *sc, vqc_device d,
+                               vqc_backend b) {
+  VQC_TRY(vqc_run_check_device(sc, d, b));
+  return d == VQC_DEVICE_CUDA ? vqc_run_probe_device() : VQC_OK;
 }
 
 void vqc_run_result_free(vqc_run_result *r) {
@@ -401,11 +413,13 @@ static vqc_status thread_body(vqc_comm *c, void *arg) {
 }
 
 static vqc_status world_init(run_world *w, const vqc_scenario *sc,
-                             const vqc_run_options *o, const char *run_dir,
-                             vqc_findings *findings, int nreports) {
+                             const vqc_run_options *o, vqc_device device,
+                             const char *run_dir, vqc_findings *findings,
+                             int nreports) {
   memset(w, 0, sizeof *w);
   w->sc = sc;
   w->o = o;
+  w->device = device;
   w->run_dir = run_dir;
   w->findings = findings;
   w->reports = calloc((size_t)nreports, sizeof *w->reports);
@@ -428,15 +442,23 @@ static void take_steps(vqc_run_result *r, run_world *w) {
 
 vqc_status vqc_run_threads(const vqc_scenario *sc, const vqc_run_options *o,
                            vqc_run_result *out) {
+  return vqc_run_threads_device(sc, o, VQC_DEVICE_CPU, out);
+}
+
+vqc_status vqc_run_threads_device(const vqc_scenario *sc,
+                                  const vqc_run_options *o, vqc_device device,
+                                  vqc_run_result *out) {
   if (!sc || !out) return vqc_error(VQC_EINVAL, "run: NULL argument");
-  result_init(out, sc);
+  result_init(out, sc, device);
   out->backend = VQC_BACKEND_THREADS;
   VQC_TRY(vqc_run_check_fault(sc));
+  VQC_TRY(check_device(sc, device, VQC_BACKEND_THREADS));
   choose_run_dir(sc, o, out->run_dir, sizeof out->run_dir);
   vqc_status s = prepare_run_dir(out->run_dir);
   if (s != VQC_OK) return s;
   run_world w;
-  if ((s = world_init(&w, sc, o, out->run_dir, &out->findings, sc->ranks)))
+  if ((s = world_init(&w, sc, o, device, out->run_dir, &out->findings,
+                      sc->ranks)))
     return s;
   const double t0 = now_s();
   s = vqc_threads_run(sc->ranks, sc->timeout_s, thread_body, &w, NULL);
@@ -518,8 +540,14 @@ typedef struct report_msg {
 
 vqc_status vqc_run_on_comm(const vqc_scenario *sc, const vqc_run_options *o,
                            vqc_comm *c, vqc_run_result *out) {
+  return vqc_run_on_comm_device(sc, o, VQC_DEVICE_CPU, c, out);
+}
+
+vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
+                                  const vqc_run_options *o, vqc_device device,
+                                  vqc_comm *c, vqc_run_result *out) {
   if (!sc || !c || !out) return vqc_error(VQC_EINVAL, "run: NULL argument");
-  result_init(out, sc);
+  result_init(out, sc, device);
   const int rank = vqc_comm_rank(c), size = vqc_comm_size(c);
   out->rank = rank;
   out->ranks = size;
@@ -531,6 +559,22 @@ vqc_status vqc_run_on_comm(const vqc_scenario *sc, const vqc_run_options *o,
                      "launcher started %d (pass --ranks %d to run it on %d)",
                      sc->path, sc->ranks, size, size, size);
   vqc_comm_set_timeout(side, 2 * sc->timeout_s + SIDE_SLACK_S);
+  /* Every rank checks the scenario and its own device before the run
+   * directory is touched. The scenario check gives every rank the same
+   * answer; the device may not, so with cuda the ranks agree first (one
+   * rank returning alone would leave the others in the broadcast below). */
+  vqc_status dev = check_device(sc, device, out->backend);
+  if (device == VQC_DEVICE_CUDA) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", vqc_last_error());
+    int64_t bad = dev != VQC_OK, any_bad = 0;
+    VQC_TRY(vqc_all_reduce(side, &bad, &any_bad, 1, VQC_I64, VQC_MAX));
+    if (dev != VQC_OK) return vqc_error(dev, "%s", why);
+    if (any_bad)
+      return vqc_error(VQC_ENODEVICE, "another rank has no usable CUDA device "
+                       "(its own message says why): run with --device cpu");
+  }
+  if (dev != VQC_OK) return dev;
 
   /* Rank 0 names and prepares the directory; the broadcast of its name is
    * also the barrier that keeps the others from writing into it before the
@@ -553,7 +597,7 @@ vqc_status vqc_run_on_comm(const vqc_scenario *sc, const vqc_run_options *o,
   vqc_findings mine;
   vqc_findings_init(&mine);
   run_world w;
-  if ((s = world_init(&w, sc, o, out->run_dir, &mine, 1))) {
+  if ((s = world_init(&w, sc, o, device, out->run_dir, &mine, 1))) {
     vqc_findings_free(&mine);
     return s;
   }
@@ -643,6 +687,9 @@ vqc_status vqc_run_write_json(const vqc_scenario *sc, const vqc_run_result *r) {
   json_t *env = json_object();
   json_object_set_new(env, "hostname", json_string(host));
   json_object_set_new(env, "backend", json_string(vqc_backend_name(r->backend)));
+  json_object_set_new(env, "device", json_string(r->device == VQC_DEVICE_CUDA
+                                                     ? "cuda"
+                                                     : "cpu"));
   json_object_set_new(env, "ranks", json_integer(r->ranks));
   json_object_set_new(env, "pid", json_integer((json_int_t)getpid()));
   json_object_set_new(j, "environment", env);

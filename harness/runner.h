@@ -19,7 +19,7 @@
  * The run directory (DESIGN.md "Run directory") gets run.json, written to a
  * temporary name and renamed:
  *   {"schema_version": 1, "scenario": {...}, "environment": {"hostname",
- *    "backend", "ranks", "pid"}, "build": {"version", "build_type",
+ *    "backend", "device", "ranks", "pid"}, "build": {"version", "build_type",
  *    "compiler", "mpi", "cuda"}, "started": ISO time, "duration_s",
  *    "training": {"status", "message", "steps_done"}, "findings": [...],
  *    "steps": [{"step", "seconds", "loss", "findings"}], "exit_code"}
@@ -57,6 +57,7 @@ typedef struct vqc_run_result {
   int rank;                 /* this process's rank (0 for threads) */
   int ranks;
   vqc_backend backend;
+  vqc_device device;        /* where the models' hot paths ran */
   char run_dir[4096];
   /* How training ended on the ranks: VQC_OK, or the first rank's error
    * (by rank) with its message. */
@@ -82,6 +83,19 @@ vqc_status vqc_run_threads(const vqc_scenario *sc, const vqc_run_options *o,
  * findings; rank 0 writes run.json. */
 vqc_status vqc_run_on_comm(const vqc_scenario *sc, const vqc_run_options *o,
                            vqc_comm *c, vqc_run_result *out);
+
+/* The same two on `device`: the models' hot paths on the GPU with
+ * VQC_DEVICE_CUDA (run_models.h "Device"); the functions above are these
+ * with VQC_DEVICE_CPU. With CUDA the run is refused before anything is
+ * written when the scenario has no device path (VQC_EINVAL,
+ * vqc_run_check_device) or a rank has no usable device (VQC_ENODEVICE,
+ * vqc_run_probe_device; on a comm every rank then returns it). */
+vqc_status vqc_run_threads_device(const vqc_scenario *sc,
+                                  const vqc_run_options *o, vqc_device device,
+                                  vqc_run_result *out);
+vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
+                                  const vqc_run_options *o, vqc_device device,
+                                  vqc_comm *c, vqc_run_result *out);
 
 void vqc_run_result_free(vqc_run_result *r); /* accepts NULL */
 
