@@ -1,4 +1,7 @@
-/* findings.c: the finding list and its JSON form (see findings.h). */
+/* findings.c: the finding list, its JSON form, and the merge of the
+ * duplicates several ranks recorded (see findings.h). The gather over a comm
+ * is in findings_gather.c, so this file needs nothing but jansson (the
+ * parser fuzzers in tests/fuzz build it on its own). */
 #include "findings.h"
 
 #include <stdarg.h>
@@ -160,4 +163,61 @@ vqc_status vqc_finding_from_json(const json_t *j, vqc_finding *out) {
     return vqc_error(VQC_EPARSE, "finding field 'detail': expected an object");
   out->detail = detail ? json_deep_copy(detail) : json_object();
   return VQC_OK;
+}
+
+int vqc_findings_count(vqc_findings *f) {
+  pthread_mutex_lock(&f->lock);
+  int n = f->count;
+  pthread_mutex_unlock(&f->lock);
+  return n;
+}
+
+vqc_status vqc_findings_copy(vqc_findings *dst, vqc_findings *src) {
+  vqc_status s = VQC_OK;
+  pthread_mutex_lock(&src->lock);
+  for (int i = 0; i < src->count && s == VQC_OK; i++) {
+    vqc_finding x = src->items[i];
+    x.detail = json_deep_copy(src->items[i].detail);
+    s = vqc_findings_add(dst, &x);
+    if (s != VQC_OK) json_decref(x.detail);
+  }
+  pthread_mutex_unlock(&src->lock);
+  return s;
+}
+
+json_t *vqc_findings_to_json(vqc_findings *f) {
+  json_t *arr = json_array();
+  pthread_mutex_lock(&f->lock);
+  for (int i = 0; i < f->count; i++)
+    json_array_append_new(arr, vqc_finding_to_json(&f->items[i]));
+  pthread_mutex_unlock(&f->lock);
+  return arr;
+}
+
+/* The identity of vqc_findings_merge_duplicates (see findings.h). */
+static bool same_finding(const vqc_finding *a, const vqc_finding *b) {
+  return a->kind == b->kind && a->step == b->step &&
+         strcmp(a->tensor, b->tensor) == 0 && strcmp(a->site, b->site) == 0;
+}
+
+void vqc_findings_merge_duplicates(vqc_findings *f) {
+  pthread_mutex_lock(&f->lock);
+  /* items[0 .. kept) are the distinct findings so far; each later one is
+   * folded into its first occurrence or moved down to items[kept]. */
+  int kept = 0;
+  for (int i = 0; i < f->count; i++) {
+    vqc_finding *x = &f->items[i];
+    int j = 0;
+    while (j < kept && !same_finding(&f->items[j], x)) j++;
+    if (j < kept) {
+      for (int r = 0; r < x->nranks; r++)
+        vqc_finding_add_rank(&f->items[j], x->ranks[r]);
+      json_decref(x->detail);
+      continue;
+    }
+    if (kept != i) f->items[kept] = *x;
+    kept++;
+  }
+  f->count = kept;
+  pthread_mutex_unlock(&f->lock);
 }

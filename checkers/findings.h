@@ -5,7 +5,10 @@
  * detail (a JSON object) and a one-sentence message a person can act on.
  * Checkers append findings to a vqc_findings list; several rank threads may
  * append to the same list (threads backend), so appends are locked. The
- * report writers read findings only through this header. */
+ * report writers read findings only through this header. Where the ranks'
+ * lists meet at the end of a run (the runner, the instrumentation API),
+ * vqc_findings_gather and vqc_findings_merge_duplicates do the joining, so
+ * both report a finding several ranks made as one finding. */
 #ifndef VQC_FINDINGS_H
 #define VQC_FINDINGS_H
 
@@ -73,11 +76,40 @@ void vqc_finding_set_site(vqc_finding *x, vqc_site site);
 void vqc_finding_add_rank(vqc_finding *x, int rank);
 /* True when the list holds a finding of this kind. */
 bool vqc_findings_has(vqc_findings *f, vqc_finding_kind kind);
+/* The number of findings (read under the lock: other ranks' threads may be
+ * appending). */
+int vqc_findings_count(vqc_findings *f);
+/* Appends deep copies of src's findings (details copied) to dst, in order.
+ * dst and src must be different lists. */
+vqc_status vqc_findings_copy(vqc_findings *dst, vqc_findings *src);
+
+/* Merges the findings several ranks recorded once each into one finding.
+ * The rule: two findings are the same when kind, step, tensor and site are
+ * all equal (the message and detail are not compared: each rank words what
+ * it saw from its own side). The first of them in list order is kept, with
+ * its message and detail, and takes the union of every duplicate's ranks
+ * (in order of first appearance); the duplicates are dropped and their
+ * details freed. The kept findings keep their relative order. In place. */
+void vqc_findings_merge_duplicates(vqc_findings *f);
+
+/* Every rank's findings in one list, over `side` (a side channel: the data
+ * comm may be broken by the time the findings are collected). Collective:
+ * every rank of side calls it. Each rank sends its list `mine` as JSON; a
+ * rank that passes a non-NULL `out` appends everyone's findings to it, in
+ * rank order (mine's own included), a rank that passes NULL only sends.
+ * Duplicates are left for vqc_findings_merge_duplicates. VQC_EPARSE when a
+ * rank's findings do not parse; the exchange's error when a rank is gone.
+ * (findings_gather.c.) */
+vqc_status vqc_findings_gather(vqc_comm *side, vqc_findings *mine,
+                               vqc_findings *out);
 
 /* The finding as a JSON object (new reference): {"kind","step","ranks",
  * "tensor","site","detail","message"} (tensor and site omitted when empty). */
 json_t *vqc_finding_to_json(const vqc_finding *x);
 /* Parses one; VQC_EPARSE with a message naming the field otherwise. */
 vqc_status vqc_finding_from_json(const json_t *j, vqc_finding *out);
+/* The whole list as a JSON array of vqc_finding_to_json objects (new
+ * reference), in list order. */
+json_t *vqc_findings_to_json(vqc_findings *f);
 
 #endif /* VQC_FINDINGS_H */

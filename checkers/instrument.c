@@ -19,25 +19,22 @@
  *            JSON over the side channel), are merged and written to
  *            run.json, and rank 0 broadcasts the count and exit code.
  *
- * run.json follows the runner's schema (runner.h) with "program" in place
- * of "scenario"; the findings use vqc_finding_to_json. The runner's writer
- * needs a scenario and lives in the harness layer above this one, so the
- * session writes its own. */
+ * The run directory, the cross-rank merge of findings and the common part of
+ * run.json are shared with the runner (rundir.h, findings.h); what the
+ * session adds to run.json is its subject ("program" and "check" where the
+ * runner writes "scenario") and its steps. */
 #include "instrument.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "checkers.h"
 #include "collective.h"
 #include "findings.h"
-#include "vqc/version.h"
+#include "rundir.h"
+#include "vqc/fsutil.h"
 
 /* Side-channel deadline = 2 x the data deadline + this (as the runner). */
 #define SIDE_SLACK_S 10.0
@@ -104,80 +101,6 @@ static void shared_release(shared_findings *sh) {
   }
 }
 
-static int list_count(vqc_findings *f) {
-  pthread_mutex_lock(&f->lock);
-  int n = f->count;
-  pthread_mutex_unlock(&f->lock);
-  return n;
-}
-
-/* ---- the run directory */
-
-static vqc_status mkdir_p(const char *path) {
-  char buf[4096];
-  int n = snprintf(buf, sizeof buf, "%s", path);
-  if (n <= 0 || (size_t)n >= sizeof buf)
-    return vqc_error(VQC_EINVAL, "instrument: run directory path too long: %s",
-                     path);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-      return vqc_error(VQC_EIO, "cannot create %s: %s", buf, strerror(errno));
-    *p = '/';
-  }
-  if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-    return vqc_error(VQC_EIO, "cannot create %s: %s", buf, strerror(errno));
-  struct stat st;
-  if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
-    return vqc_error(VQC_EIO, "%s exists and is not a directory", buf);
-  return VQC_OK;
-}
-
-/* Removes the files a run writes (run.json and the rank-* files of the
- * checkers): a stale ledger dump of an earlier run would be analysed as part
- * of this one. Other files are left alone. */
-static vqc_status clear_stale(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir, strerror(errno));
-  struct dirent *e;
-  vqc_status s = VQC_OK;
-  while ((e = readdir(d)) != NULL && s == VQC_OK) {
-    if (strncmp(e->d_name, "rank-", 5) != 0 &&
-        strncmp(e->d_name, "run.json", 8) != 0)
-      continue;
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    struct stat st;
-    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && unlink(path) != 0)
-      s = vqc_error(VQC_EIO, "cannot remove the stale %s: %s", path,
-                    strerror(errno));
-  }
-  closedir(d);
-  return s;
-}
-
-/* opts->run_dir, or vqcheck-runs/<name>-<YYYYmmdd-HHMMSS>[-k] (a suffix
- * when a run of the same second took the name). */
-static void choose_run_dir(const char *wanted, const char *name, char *buf,
-                           size_t n) {
-  if (wanted && wanted[0]) {
-    snprintf(buf, n, "%s", wanted);
-    return;
-  }
-  time_t t = time(NULL);
-  struct tm tm;
-  localtime_r(&t, &tm);
-  char stamp[32];
-  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  char base[2048];
-  snprintf(base, sizeof base, "vqcheck-runs/%s-%s", name, stamp);
-  snprintf(buf, n, "%s", base);
-  struct stat st;
-  for (int k = 2; stat(buf, &st) == 0 && k < 1000; k++)
-    snprintf(buf, n, "%s-%d", base, k);
-}
-
 /* ---- create, register, start */
 
 /* What rank 0 broadcasts at create. */
@@ -232,9 +155,8 @@ vqc_status vqc_instr_create(vqc_comm *comm, const vqc_instr_options *opts,
   vqc_status s0 = VQC_OK; /* rank 0's own failure */
   shared_findings *mine = NULL;
   if (s->rank == 0) {
-    choose_run_dir(o.run_dir, s->name, msg->dir, sizeof msg->dir);
-    s0 = mkdir_p(msg->dir);
-    if (s0 == VQC_OK) s0 = clear_stale(msg->dir);
+    vqc_run_dir_choose(o.run_dir, s->name, msg->dir, sizeof msg->dir);
+    s0 = vqc_run_dir_prepare(msg->dir);
     if (s0 == VQC_OK && !(mine = calloc(1, sizeof *mine)))
       s0 = vqc_error(VQC_ENOMEM, "vqc_instr_create: no memory");
     if (s0 == VQC_OK) {
@@ -256,7 +178,7 @@ vqc_status vqc_instr_create(vqc_comm *comm, const vqc_instr_options *opts,
     snprintf(s->run_dir, sizeof s->run_dir, "%s", msg->dir);
     /* Several nodes: the directory is on a shared filesystem, and mkdir of
      * an existing one is harmless; one node: it exists already. */
-    if (s->rank != 0) st = mkdir_p(s->run_dir);
+    if (s->rank != 0) st = vqc_mkdir_p(s->run_dir);
   }
   if (st == VQC_OK) {
     if (threads) {
@@ -377,7 +299,7 @@ static void record_step(vqc_instr *s, int64_t step) {
   step_time *r = &s->steps[s->nsteps++];
   r->step = step;
   r->seconds = t - s->t_last;
-  r->findings = list_count(&s->shared->list);
+  r->findings = vqc_findings_count(&s->shared->list);
   s->t_last = t;
 }
 
@@ -394,102 +316,6 @@ vqc_status vqc_instr_step_end(vqc_instr *s, int64_t step) {
 }
 
 /* ---- finish */
-
-static bool same_finding(const vqc_finding *a, const vqc_finding *b) {
-  return a->kind == b->kind && a->step == b->step &&
-         strcmp(a->tensor, b->tensor) == 0 && strcmp(a->site, b->site) == 0;
-}
-
-/* Findings several ranks recorded once each (same kind, step, tensor, site)
- * become one with the union of their ranks, keeping the first one's message
- * and detail (the rule of runner.h's vqc_findings_merge_duplicates). */
-static void merge_duplicates(vqc_findings *f) {
-  pthread_mutex_lock(&f->lock);
-  int kept = 0;
-  for (int i = 0; i < f->count; i++) {
-    vqc_finding *x = &f->items[i];
-    int j = 0;
-    while (j < kept && !same_finding(&f->items[j], x)) j++;
-    if (j < kept) {
-      for (int r = 0; r < x->nranks; r++)
-        vqc_finding_add_rank(&f->items[j], x->ranks[r]);
-      json_decref(x->detail);
-      continue;
-    }
-    if (kept != i) f->items[kept] = *x;
-    kept++;
-  }
-  f->count = kept;
-  pthread_mutex_unlock(&f->lock);
-}
-
-/* Appends deep copies of src's findings to dst. */
-static vqc_status copy_findings(vqc_findings *dst, vqc_findings *src) {
-  vqc_status s = VQC_OK;
-  pthread_mutex_lock(&src->lock);
-  for (int i = 0; i < src->count && s == VQC_OK; i++) {
-    vqc_finding x = src->items[i];
-    x.detail = json_deep_copy(src->items[i].detail);
-    s = vqc_findings_add(dst, &x);
-  }
-  pthread_mutex_unlock(&src->lock);
-  return s;
-}
-
-/* mpi: every rank's findings as JSON text, gathered over the side channel;
- * rank 0 parses them into out (in rank order), the others only send. */
-static vqc_status gather_findings(vqc_instr *s, vqc_findings *out) {
-  vqc_comm *side = vqc_comm_side(s->comm);
-  vqc_findings *mine = &s->shared->list;
-  json_t *arr = json_array();
-  pthread_mutex_lock(&mine->lock);
-  for (int i = 0; i < mine->count; i++)
-    json_array_append_new(arr, vqc_finding_to_json(&mine->items[i]));
-  pthread_mutex_unlock(&mine->lock);
-  char *text = json_dumps(arr, JSON_COMPACT);
-  json_decref(arr);
-  if (!text) return vqc_error(VQC_ENOMEM, "instrument: findings as JSON");
-  int64_t len = (int64_t)strlen(text);
-  int64_t *lens = calloc((size_t)s->size, sizeof *lens);
-  size_t *counts = calloc((size_t)s->size, sizeof *counts);
-  char *all = NULL;
-  vqc_status st = lens && counts
-                      ? VQC_OK
-                      : vqc_error(VQC_ENOMEM, "instrument: %d ranks", s->size);
-  if (st == VQC_OK) st = vqc_all_gather(side, &len, lens, 1, VQC_I64);
-  size_t total = 0;
-  for (int r = 0; st == VQC_OK && r < s->size; r++) {
-    counts[r] = (size_t)lens[r];
-    total += counts[r];
-  }
-  if (st == VQC_OK && !(all = malloc(total + 1)))
-    st = vqc_error(VQC_ENOMEM, "instrument: %zu bytes of findings", total);
-  if (st == VQC_OK)
-    st = vqc_all_gatherv(side, text, (size_t)len, all, counts, VQC_U8);
-  size_t off = 0;
-  for (int r = 0; st == VQC_OK && s->rank == 0 && r < s->size; r++) {
-    json_error_t err;
-    json_t *a = json_loadb(all + off, counts[r], 0, &err);
-    off += counts[r];
-    if (!json_is_array(a)) {
-      json_decref(a);
-      st = vqc_error(VQC_EPARSE, "instrument: rank %d's findings are not a "
-                     "JSON array: %s", r, err.text);
-      break;
-    }
-    for (size_t i = 0; i < json_array_size(a) && st == VQC_OK; i++) {
-      vqc_finding x;
-      st = vqc_finding_from_json(json_array_get(a, i), &x);
-      if (st == VQC_OK) st = vqc_findings_add(out, &x);
-    }
-    json_decref(a);
-  }
-  free(text);
-  free(lens);
-  free(counts);
-  free(all);
-  return st;
-}
 
 /* How one rank ended, as exchanged at finish (bytes, zeroed first). */
 typedef struct rank_end {
@@ -545,15 +371,15 @@ static const char *checker_names(unsigned checks, char *buf, size_t n) {
   return buf;
 }
 
-/* run.json in the run directory, written to a temporary name and renamed. */
+/* run.json in the run directory (rundir.h): the session's subject, the
+ * common part, and rank 0's step times. */
 static vqc_status write_run_json(const vqc_instr *s, vqc_findings *fl,
                                  const run_summary *sum, int exit_code) {
-  json_t *j = json_object();
-  json_object_set_new(j, "schema_version", json_integer(1));
+  json_t *head = json_object();
   json_t *prog = json_object();
   json_object_set_new(prog, "name", json_string(s->name));
   json_object_set_new(prog, "instrumented", json_true());
-  json_object_set_new(j, "program", prog);
+  json_object_set_new(head, "program", prog);
   json_t *chk = json_object();
   char names[128];
   json_object_set_new(chk, "checkers",
@@ -563,43 +389,20 @@ static vqc_status write_run_json(const vqc_instr *s, vqc_findings *fl,
   json_object_set_new(chk, "tolerance", json_real(s->check_opts.tolerance));
   json_object_set_new(chk, "strict", json_boolean(s->check_opts.strict));
   json_object_set_new(chk, "tensors", json_integer(s->params.count));
-  json_object_set_new(j, "check", chk);
-  char host[256] = "";
-  gethostname(host, sizeof host - 1);
-  json_t *env = json_object();
-  json_object_set_new(env, "hostname", json_string(host));
-  json_object_set_new(env, "backend",
-                      json_string(vqc_backend_name(vqc_comm_backend(s->comm))));
-  json_object_set_new(env, "ranks", json_integer(s->size));
-  json_object_set_new(env, "pid", json_integer((json_int_t)getpid()));
-  json_object_set_new(j, "environment", env);
-  json_t *build = json_object();
-  json_object_set_new(build, "version", json_string(VQC_VERSION_STRING));
-  json_object_set_new(build, "build_type", json_string(VQC_BUILD_TYPE));
-  json_object_set_new(build, "compiler", json_string(VQC_C_COMPILER));
-  json_object_set_new(build, "mpi", json_boolean(VQC_WITH_MPI));
-  json_object_set_new(build, "cuda", json_boolean(VQC_WITH_CUDA));
-  json_object_set_new(j, "build", build);
-  char when[64];
-  time_t t = time(NULL);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  json_object_set_new(j, "finished", json_string(when));
-  json_object_set_new(j, "duration_s", json_real(now_s() - s->t_start));
-  json_t *tr = json_object();
-  json_object_set_new(tr, "status", json_string(vqc_status_name(sum->training)));
-  json_object_set_new(tr, "failed_rank", json_integer(sum->failed_rank));
-  json_object_set_new(tr, "message", json_string(sum->message));
-  json_object_set_new(tr, "steps_done", json_integer(sum->steps_done));
-  json_object_set_new(j, "training", tr);
-  json_t *fs = json_array();
-  pthread_mutex_lock(&fl->lock);
-  for (int i = 0; i < fl->count; i++)
-    json_array_append_new(fs, vqc_finding_to_json(&fl->items[i]));
-  pthread_mutex_unlock(&fl->lock);
-  json_object_set_new(j, "findings", fs);
-  json_t *steps = json_array();
+  json_object_set_new(head, "check", chk);
+  const vqc_run_json_info info = {
+      .backend = vqc_backend_name(vqc_comm_backend(s->comm)),
+      .device = NULL, /* the session reads host buffers only */
+      .ranks = s->size,
+      .duration_s = now_s() - s->t_start,
+      .training = sum->training,
+      .failed_rank = sum->failed_rank,
+      .message = sum->message,
+      .steps_done = sum->steps_done,
+      .findings = fl,
+      .exit_code = exit_code};
+  json_t *j = vqc_run_json_new(head, &info);
+  json_t *steps = json_object_get(j, "steps");
   for (int i = 0; i < s->nsteps; i++) {
     json_t *o = json_object();
     json_object_set_new(o, "step", json_integer(s->steps[i].step));
@@ -607,19 +410,7 @@ static vqc_status write_run_json(const vqc_instr *s, vqc_findings *fl,
     json_object_set_new(o, "findings", json_integer(s->steps[i].findings));
     json_array_append_new(steps, o);
   }
-  json_object_set_new(j, "steps", steps);
-  json_object_set_new(j, "exit_code", json_integer(exit_code));
-
-  char path[4200], tmp[4300];
-  snprintf(path, sizeof path, "%s/run.json", s->run_dir);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  vqc_status st = VQC_OK;
-  if (json_dump_file(j, tmp, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0)
-    st = vqc_error(VQC_EIO, "cannot write %s", tmp);
-  else if (rename(tmp, path) != 0)
-    st = vqc_error(VQC_EIO, "cannot rename %s to %s: %s", tmp, path,
-                   strerror(errno));
-  if (st != VQC_OK) unlink(tmp);
+  vqc_status st = vqc_run_json_write(s->run_dir, j);
   json_decref(j);
   return st;
 }
@@ -663,7 +454,9 @@ vqc_status vqc_instr_finish(vqc_instr *s, vqc_status training,
                       : vqc_error(VQC_ENOMEM, "instrument: %d ranks", s->size);
   const bool threads = vqc_comm_backend(s->comm) == VQC_BACKEND_THREADS;
   /* mpi: every rank's findings to rank 0 (threads: already shared). */
-  if (g == VQC_OK && !threads) g = gather_findings(s, &s->merged);
+  if (g == VQC_OK && !threads)
+    g = vqc_findings_gather(side, &s->shared->list,
+                            s->rank == 0 ? &s->merged : NULL);
 
   run_summary sum;
   if (g == VQC_OK) {
@@ -691,12 +484,12 @@ vqc_status vqc_instr_finish(vqc_instr *s, vqc_status training,
       if (g != VQC_OK) {
         vqc_findings_free(&s->merged);
         vqc_findings_init(&s->merged);
-        copy_findings(&s->merged, &s->shared->list);
+        vqc_findings_copy(&s->merged, &s->shared->list);
       }
       fl = &s->merged;
     }
-    merge_duplicates(fl);
-    outcome[0] = list_count(fl);
+    vqc_findings_merge_duplicates(fl);
+    outcome[0] = vqc_findings_count(fl);
     outcome[1] = outcome[0] > 0 ? 1 : sum.any_error ? 3 : 0;
     w = write_run_json(s, fl, &sum, (int)outcome[1]);
   }
@@ -705,7 +498,7 @@ vqc_status vqc_instr_finish(vqc_instr *s, vqc_status training,
                      : g;
   if (b != VQC_OK && s->rank != 0) {
     /* No word from rank 0: what this rank knows. */
-    outcome[0] = list_count(&s->shared->list);
+    outcome[0] = vqc_findings_count(&s->shared->list);
     outcome[1] = outcome[0] > 0 ? 1 : 3;
   }
   s->nfindings = (int)outcome[0];

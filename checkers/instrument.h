@@ -48,8 +48,9 @@
  * the comm's side channel at finish). The checkers talk over the side
  * channel only, never over the data comm your code uses.
  *
- * The run directory: rank 0 creates it (removing run.json and rank-* files
- * a previous run left there) and, at finish, writes run.json: the findings
+ * The run directory: rank 0 creates it (removing the run.json, reports and
+ * rank-* files a previous run left there: rundir.h, vqc_run_dir_prepare)
+ * and, at finish, writes run.json: the findings
  * in the finding JSON form of DESIGN.md, how training ended on each rank,
  * rank 0's step times and the exit code, in the same schema as the
  * runner's run.json except that "program" replaces "scenario" (so

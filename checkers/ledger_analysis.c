@@ -24,6 +24,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include "rundir.h"
 #include "vqc/digest.h"
 #include "vqc/tensor.h"
 
@@ -171,7 +172,7 @@ vqc_status vqc_rank_dump_write(const char *run_dir, vqc_ledger *ledger,
                                const vqc_rank_end *end) {
   if (!run_dir || !ledger || !end)
     return vqc_error(VQC_EINVAL, "vqc_rank_dump_write: NULL argument");
-  char path[4096], tmp[4200];
+  char path[4096];
   VQC_TRY(vqc_ledger_dump_path(run_dir, end->rank, path, sizeof path));
   VQC_TRY(vqc_ledger_dump(ledger, path));
 
@@ -186,21 +187,11 @@ vqc_status vqc_rank_dump_write(const char *run_dir, vqc_ledger *ledger,
   json_object_set_new(j, "in_flight", end->has_in_flight
                                           ? record_json(&end->in_flight)
                                           : json_null());
-  VQC_TRY(vqc_status_dump_path(run_dir, end->rank, path, sizeof path));
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  int rc = json_dump_file(j, tmp, JSON_INDENT(2) | JSON_SORT_KEYS);
+  vqc_status s = vqc_status_dump_path(run_dir, end->rank, path, sizeof path);
+  if (s == VQC_OK)
+    s = vqc_json_write_atomic(path, j, JSON_INDENT(2) | JSON_SORT_KEYS);
   json_decref(j);
-  if (rc != 0) {
-    remove(tmp);
-    return vqc_error(VQC_EIO, "cannot write %s: %s", tmp, strerror(errno));
-  }
-  if (rename(tmp, path) != 0) {
-    vqc_status s = vqc_error(VQC_EIO, "cannot rename %s to %s: %s", tmp, path,
-                             strerror(errno));
-    remove(tmp);
-    return s;
-  }
-  return VQC_OK;
+  return s;
 }
 
 /* ---- reading: distinct call sites */

@@ -315,7 +315,7 @@ int vqc_cmd_analyze(int argc, char **argv) {
   json_object_set_new(doc, "exit_code", json_integer(code));
 
   char when[64];
-  vqc_offline_iso_time(when, sizeof when);
+  vqc_run_json_time(when, sizeof when);
   json_object_set_new(
       doc, "analysis",
       json_pack("{s:s,s:b,s:i,s:i,s:i,s:I,s:I,s:i,s:i,s:O}", "analyzed", when,
@@ -325,7 +325,7 @@ int vqc_cmd_analyze(int argc, char **argv) {
                 "lines_not_compared", (json_int_t)res.lines_not_compared,
                 "added", added, "already_known", repeated, "warnings",
                 warnings));
-  s = vqc_offline_write_json(doc, path);
+  s = vqc_run_json_write(o.run_dir, doc);
   if (s == VQC_OK) s = vqc_offline_write_reports(o.run_dir);
   if (s != VQC_OK) goto fail;
 

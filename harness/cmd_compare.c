@@ -9,8 +9,6 @@
  *
  * Exit: 0 the ranks agree, 1 findings, 2 usage or bad traces (missing
  * ranks, garbage, unknown schema: the message names file:line), 3 I/O. */
-#include <dirent.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -22,8 +20,9 @@
 
 #include "cli.h"
 #include "offline.h"
-#include "runner.h"
+#include "rundir.h"
 #include "trace_compare.h"
+#include "vqc/fsutil.h"
 
 typedef struct compare_opts {
   const char *trace_dir;
@@ -93,50 +92,11 @@ static int parse_opts(int argc, char **argv, compare_opts *o) {
   return -1;
 }
 
-/* The default run directory, with -2, -3, ... when the name is taken. */
-static void default_out(char *buf, size_t n) {
-  char base[2048];
-  vqc_run_default_dir("compare", base, sizeof base);
-  snprintf(buf, n, "%s", base);
-  struct stat st;
-  for (int k = 2; stat(buf, &st) == 0 && k < 1000; k++)
-    snprintf(buf, n, "%s-%d", base, k);
-}
-
 /* Whether a and b name the same existing directory. */
 static bool same_dir(const char *a, const char *b) {
   struct stat sa, sb;
   return stat(a, &sa) == 0 && stat(b, &sb) == 0 && sa.st_dev == sb.st_dev &&
          sa.st_ino == sb.st_ino;
-}
-
-/* Removes what an earlier run left in dir (run.json, rank-* files), as the
- * runner does: a stale ledger dump would be read as part of this run. */
-static vqc_status remove_stale(const char *dir) {
-  static const char *const names[] = {"run.json", "report.md", "report.html",
-                                      "junit.xml"};
-  char path[4096 + 512]; /* dir + "/" + a file name (< 256) */
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
-    if (unlink(path) != 0 && errno != ENOENT)
-      return vqc_error(VQC_EIO, "cannot remove the stale %s: %s", path,
-                       strerror(errno));
-  }
-  /* rank-* files: the same rule as runner.c's prepare_run_dir. */
-  DIR *d = opendir(dir);
-  if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir, strerror(errno));
-  struct dirent *e;
-  vqc_status s = VQC_OK;
-  while ((e = readdir(d)) != NULL && s == VQC_OK) {
-    if (strncmp(e->d_name, "rank-", 5) != 0) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    struct stat st;
-    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && unlink(path) != 0)
-      s = vqc_error(VQC_EIO, "cannot remove the stale %s: %s", path,
-                    strerror(errno));
-  }
-  closedir(d);
-  return s;
 }
 
 static double now_s(void) {
@@ -157,9 +117,7 @@ static json_t *compare_json(const compare_opts *o, int nranks,
   json_object_set_new(j, "duration_s", json_real(seconds));
   json_object_set_new(json_object_get(j, "training"), "steps_done",
                       json_integer(res->nsteps));
-  json_t *fs = json_object_get(j, "findings");
-  for (int i = 0; i < fl->count; i++)
-    json_array_append_new(fs, vqc_finding_to_json(&fl->items[i]));
+  json_object_set_new(j, "findings", vqc_findings_to_json(fl));
   json_t *steps = json_object_get(j, "steps");
   for (int64_t i = 0; i < res->nsteps; i++) {
     const vqc_trace_step *st = &res->steps[i];
@@ -223,13 +181,15 @@ int vqc_cmd_compare(int argc, char **argv) {
   const int nranks = vqc_trace_set_ranks(set);
 
   char out[4096];
-  if (o.out) snprintf(out, sizeof out, "%s", o.out);
-  else default_out(out, sizeof out);
-  bool created = false;
-  s = vqc_offline_mkdir_p(out, &created);
-  /* Writing into TRACE_DIR itself: keep its files, copy nothing. */
+  vqc_run_dir_choose(o.out, "compare", out, sizeof out);
+  /* Made now (and so removed again if the comparison fails)? */
+  struct stat before;
+  const bool created = stat(out, &before) != 0;
+  s = vqc_mkdir_p(out);
+  /* Writing into TRACE_DIR itself: keep its files, copy nothing. Else
+   * what an earlier run left there goes, as for `vqcheck run`. */
   const bool in_place = s == VQC_OK && same_dir(out, o.trace_dir);
-  if (s == VQC_OK && !in_place) s = remove_stale(out);
+  if (s == VQC_OK && !in_place) s = vqc_run_dir_clear(out);
   if (s != VQC_OK) {
     fprintf(stderr, "vqcheck compare: %s\n", vqc_cli_error_text());
     vqc_trace_set_close(set);
@@ -253,9 +213,7 @@ int vqc_cmd_compare(int argc, char **argv) {
   }
 
   json_t *j = compare_json(&o, nranks, &fl, &res, now_s() - t0);
-  char path[4200];
-  snprintf(path, sizeof path, "%s/run.json", out);
-  s = vqc_offline_write_json(j, path);
+  s = vqc_run_json_write(out, j);
   if (s == VQC_OK) s = vqc_offline_write_reports(out);
   int code = fl.count > 0 ? 1 : 0;
   if (s != VQC_OK) {

@@ -201,30 +201,6 @@ static int device_unusable(const char *cmd, vqc_device device) {
   return 3;
 }
 
-/* mkdir -p: creates dir and its missing parents. False with errno set when
- * it cannot, or when dir exists but is not a directory. */
-static bool make_dirs(const char *dir) {
-  char buf[4096];
-  if (snprintf(buf, sizeof buf, "%s", dir) >= (int)sizeof buf) {
-    errno = ENAMETOOLONG;
-    return false;
-  }
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST) return false;
-    *p = '/';
-  }
-  if (mkdir(buf, 0777) != 0 && errno != EEXIST) return false;
-  struct stat st;
-  if (stat(buf, &st) != 0) return false;
-  if (!S_ISDIR(st.st_mode)) {
-    errno = ENOTDIR;
-    return false;
-  }
-  return true;
-}
-
 /* ---- vqcheck run */
 
 static void run_help(FILE *f) {
@@ -711,36 +687,6 @@ static json_t *case_to_json(const vqc_suite_case *c, const char *file,
   return j;
 }
 
-/* Removes what an earlier suite left in a scenario's run directory, so a
- * child that dies early cannot leave last time's verdict or reports in
- * place to be read as this run's: the files and the temporary names they
- * are written under ("<name>.tmp.<pid>", left by a writer that was
- * killed). */
-static void remove_old_results(const char *rundir) {
-  static const char *const names[] = {"run.json", "report.md", "report.html",
-                                      "junit.xml"};
-  const size_t nnames = sizeof names / sizeof names[0];
-  char path[4400];
-  for (size_t i = 0; i < nnames; i++) {
-    snprintf(path, sizeof path, "%s/%s", rundir, names[i]);
-    unlink(path);
-  }
-  DIR *d = opendir(rundir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL)
-    for (size_t i = 0; i < nnames; i++) {
-      const size_t l = strlen(names[i]);
-      if (strncmp(e->d_name, names[i], l) == 0 &&
-          strncmp(e->d_name + l, ".tmp.", 5) == 0) {
-        if (snprintf(path, sizeof path, "%s/%s", rundir, e->d_name) <
-            (int)sizeof path)
-          unlink(path);
-      }
-    }
-  closedir(d);
-}
-
 int vqc_cmd_suite(int argc, char **argv) {
   run_opts o;
   int rc = parse_opts("suite", argc, argv, true, suite_help, &o);
@@ -799,9 +745,8 @@ int vqc_cmd_suite(int argc, char **argv) {
     vqc_run_default_dir("suite", base, sizeof base);
   }
   /* Up front: the suite report goes here even when nothing runs. */
-  if (!make_dirs(base)) {
-    fprintf(stderr, "vqcheck suite: cannot create %s: %s\n", base,
-            strerror(errno));
+  if (vqc_mkdir_p(base) != VQC_OK) {
+    fprintf(stderr, "vqcheck suite: %s\n", vqc_cli_error_text());
     return 3;
   }
 
@@ -888,15 +833,16 @@ int vqc_cmd_suite(int argc, char **argv) {
       continue;
     }
     snprintf(log, sizeof log, "%s/vqcheck.log", rundir);
-    if (!make_dirs(rundir)) {
-      snprintf(c->message, sizeof c->message, "cannot create %.900s: %s",
-               c->run_dir, strerror(errno));
+    /* What an earlier suite left there goes first, so a child that dies
+     * early cannot leave last time's verdict or reports in place to be
+     * read as this run's. */
+    if (vqc_run_dir_prepare(rundir) != VQC_OK) {
+      snprintf(c->message, sizeof c->message, "%.1000s", vqc_cli_error_text());
       c->error = true;
       failed++;
       if (!o.json) print_case_row(&w, c);
       continue;
     }
-    remove_old_results(rundir);
     char json[4400];
     snprintf(json, sizeof json, "%s/run.json", rundir);
 

@@ -14,20 +14,17 @@
  * and joins it; the checkers' own exchanges rely on that ordering. */
 #include "runner.h"
 
-#include <dirent.h>
-#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #include "checkers.h"
 #include "run_models.h"
-#include "vqc/version.h"
+#include "rundir.h"
+#include "vqc/fsutil.h"
 
 /* Side-channel deadline = 2 x the data deadline + this. */
 #define SIDE_SLACK_S 10.0
@@ -62,77 +59,6 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---- run directory */
-
-static vqc_status mkdir_p(const char *path) {
-  char buf[4096];
-  int n = snprintf(buf, sizeof buf, "%s", path);
-  if (n <= 0 || (size_t)n >= sizeof buf)
-    return vqc_error(VQC_EINVAL, "run directory path too long: %s", path);
-  for (char *p = buf + 1; *p; p++) {
-    if (*p != '/') continue;
-    *p = '\0';
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-      return vqc_error(VQC_EIO, "cannot create %s: %s", buf, strerror(errno));
-    *p = '/';
-  }
-  if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-    return vqc_error(VQC_EIO, "cannot create %s: %s", buf, strerror(errno));
-  struct stat st;
-  if (stat(buf, &st) != 0 || !S_ISDIR(st.st_mode))
-    return vqc_error(VQC_EIO, "%s exists and is not a directory", buf);
-  return VQC_OK;
-}
-
-/* Creates dir and removes what an earlier run left in it (run.json and the
- * rank-* files the checkers write): a stale ledger dump would be analysed as
- * part of this run. Other files are left alone. */
-static vqc_status prepare_run_dir(const char *dir) {
-  VQC_TRY(mkdir_p(dir));
-  DIR *d = opendir(dir);
-  if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir, strerror(errno));
-  struct dirent *e;
-  vqc_status s = VQC_OK;
-  while ((e = readdir(d)) != NULL && s == VQC_OK) {
-    if (strncmp(e->d_name, "rank-", 5) != 0 &&
-        strncmp(e->d_name, "run.json", 8) != 0)
-      continue;
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    struct stat st;
-    if (lstat(path, &st) == 0 && S_ISREG(st.st_mode) && unlink(path) != 0)
-      s = vqc_error(VQC_EIO, "cannot remove the stale %s: %s", path,
-                    strerror(errno));
-  }
-  closedir(d);
-  return s;
-}
-
-void vqc_run_default_dir(const char *name, char *buf, size_t n) {
-  time_t t = time(NULL);
-  struct tm tm;
-  localtime_r(&t, &tm);
-  char stamp[32];
-  strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-  snprintf(buf, n, "vqcheck-runs/%s-%s", name, stamp);
-}
-
-/* The run directory to use: o->out_dir, or a fresh default (a suffix
- * -2, -3, ... when a run of the same second already took the name). */
-static void choose_run_dir(const vqc_scenario *sc, const vqc_run_options *o,
-                           char *buf, size_t n) {
-  if (o && o->out_dir && o->out_dir[0]) {
-    snprintf(buf, n, "%s", o->out_dir);
-    return;
-  }
-  char base[2048];
-  vqc_run_default_dir(sc->name, base, sizeof base);
-  snprintf(buf, n, "%s", base);
-  struct stat st;
-  for (int k = 2; stat(buf, &st) == 0 && k < 1000; k++)
-    snprintf(buf, n, "%s-%d", base, k);
-}
-
 /* ---- progress */
 
 static void print_new_findings(run_world *w) {
@@ -148,13 +74,6 @@ static void print_new_findings(run_world *w) {
   }
   pthread_mutex_unlock(&fl->lock);
   fflush(f);
-}
-
-static int findings_count(vqc_findings *f) {
-  pthread_mutex_lock(&f->lock);
-  int n = f->count;
-  pthread_mutex_unlock(&f->lock);
-  return n;
 }
 
 /* ---- one rank */
@@ -294,7 +213,7 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
       st->step = step;
       st->seconds = now_s() - t0;
       st->loss = loss;
-      st->findings = findings_count(w->findings);
+      st->findings = vqc_findings_count(w->findings);
       if (w->o && w->o->progress) {
         /* Steps count from 0, as in findings and expectations. */
         fprintf(w->o->progress, "step %4" PRId64 "/%d  loss %-12.6g %8.3fs  "
@@ -317,33 +236,6 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
   for (int i = 0; i < NCHECKERS; i++)
     if (chk[i].destroy) chk[i].destroy(&chk[i], &ctx);
   vqc_run_model_destroy(m);
-}
-
-/* ---- findings */
-
-static bool same_finding(const vqc_finding *a, const vqc_finding *b) {
-  return a->kind == b->kind && a->step == b->step &&
-         strcmp(a->tensor, b->tensor) == 0 && strcmp(a->site, b->site) == 0;
-}
-
-void vqc_findings_merge_duplicates(vqc_findings *f) {
-  pthread_mutex_lock(&f->lock);
-  int kept = 0;
-  for (int i = 0; i < f->count; i++) {
-    vqc_finding *x = &f->items[i];
-    int j = 0;
-    while (j < kept && !same_finding(&f->items[j], x)) j++;
-    if (j < kept) {
-      for (int r = 0; r < x->nranks; r++)
-        vqc_finding_add_rank(&f->items[j], x->ranks[r]);
-      json_decref(x->detail);
-      continue;
-    }
-    if (kept != i) f->items[kept] = *x;
-    kept++;
-  }
-  f->count = kept;
-  pthread_mutex_unlock(&f->lock);
 }
 
 /* ---- result */
@@ -376,7 +268,7 @@ void vqc_run_result_free(vqc_run_result *r) {
 
 int vqc_run_exit_code(const vqc_run_result *r) {
   vqc_findings *f = (vqc_findings *)&r->findings;
-  if (findings_count(f) > 0) return 1;
+  if (vqc_findings_count(f) > 0) return 1;
   return r->training == VQC_OK ? 0 : 3;
 }
 
@@ -453,8 +345,9 @@ vqc_status vqc_run_threads_device(const vqc_scenario *sc,
   out->backend = VQC_BACKEND_THREADS;
   VQC_TRY(vqc_run_check_fault(sc));
   VQC_TRY(check_device(sc, device, VQC_BACKEND_THREADS));
-  choose_run_dir(sc, o, out->run_dir, sizeof out->run_dir);
-  vqc_status s = prepare_run_dir(out->run_dir);
+  vqc_run_dir_choose(o ? o->out_dir : NULL, sc->name, out->run_dir,
+                     sizeof out->run_dir);
+  vqc_status s = vqc_run_dir_prepare(out->run_dir);
   if (s != VQC_OK) return s;
   run_world w;
   if ((s = world_init(&w, sc, o, device, out->run_dir, &out->findings,
@@ -476,60 +369,6 @@ vqc_status vqc_run_threads_device(const vqc_scenario *sc,
 }
 
 /* ---- mpi */
-
-/* Every rank's findings as JSON text, gathered on every rank and added to
- * out in rank order (the side channel; the data comm may be broken). */
-static vqc_status gather_findings(vqc_comm *side, vqc_findings *mine,
-                                  vqc_findings *out) {
-  const int size = vqc_comm_size(side);
-  json_t *arr = json_array();
-  pthread_mutex_lock(&mine->lock);
-  for (int i = 0; i < mine->count; i++)
-    json_array_append_new(arr, vqc_finding_to_json(&mine->items[i]));
-  pthread_mutex_unlock(&mine->lock);
-  char *text = json_dumps(arr, JSON_COMPACT);
-  json_decref(arr);
-  if (!text) return vqc_error(VQC_ENOMEM, "runner: findings as JSON");
-  int64_t len = (int64_t)strlen(text);
-  int64_t *lens = calloc((size_t)size, sizeof *lens);
-  size_t *counts = calloc((size_t)size, sizeof *counts);
-  char *all = NULL;
-  vqc_status s = lens && counts ? VQC_OK
-                                : vqc_error(VQC_ENOMEM, "runner: %d ranks", size);
-  if (s == VQC_OK) s = vqc_all_gather(side, &len, lens, 1, VQC_I64);
-  size_t total = 0;
-  for (int r = 0; s == VQC_OK && r < size; r++) {
-    counts[r] = (size_t)lens[r];
-    total += counts[r];
-  }
-  if (s == VQC_OK && !(all = malloc(total + 1)))
-    s = vqc_error(VQC_ENOMEM, "runner: %zu bytes of findings", total);
-  if (s == VQC_OK)
-    s = vqc_all_gatherv(side, text, (size_t)len, all, counts, VQC_U8);
-  size_t off = 0;
-  for (int r = 0; s == VQC_OK && r < size; r++) {
-    json_error_t err;
-    json_t *a = json_loadb(all + off, counts[r], 0, &err);
-    off += counts[r];
-    if (!json_is_array(a)) {
-      json_decref(a);
-      s = vqc_error(VQC_EPARSE, "runner: rank %d's findings are not a JSON "
-                    "array: %s", r, err.text);
-      break;
-    }
-    for (size_t i = 0; i < json_array_size(a) && s == VQC_OK; i++) {
-      vqc_finding x;
-      s = vqc_finding_from_json(json_array_get(a, i), &x);
-      if (s == VQC_OK) s = vqc_findings_add(out, &x);
-    }
-    json_decref(a);
-  }
-  free(text);
-  free(lens);
-  free(counts);
-  free(all);
-  return s;
-}
 
 /* Wire form of a rank's report for the side-channel gather. */
 typedef struct report_msg {
@@ -582,8 +421,8 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
   char dir[4096] = "";
   vqc_status s = VQC_OK;
   if (rank == 0) {
-    choose_run_dir(sc, o, dir, sizeof dir);
-    s = prepare_run_dir(dir);
+    vqc_run_dir_choose(o ? o->out_dir : NULL, sc->name, dir, sizeof dir);
+    s = vqc_run_dir_prepare(dir);
     if (s != VQC_OK) dir[0] = '\0';
   }
   vqc_status b = vqc_broadcast(side, dir, sizeof dir, VQC_U8, 0);
@@ -592,7 +431,7 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
   if (dir[0] == '\0')
     return vqc_error(VQC_EIO, "rank 0 could not prepare the run directory");
   snprintf(out->run_dir, sizeof out->run_dir, "%s", dir);
-  if (rank != 0 && (s = mkdir_p(dir))) return s;
+  if (rank != 0 && (s = vqc_mkdir_p(dir))) return s;
 
   vqc_findings mine;
   vqc_findings_init(&mine);
@@ -624,7 +463,7 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
       snprintf(reps[r].message, sizeof reps[r].message, "%s", msgs[r].message);
     }
     summarise(out, reps, size);
-    g = gather_findings(side, &mine, &out->findings);
+    g = vqc_findings_gather(side, &mine, &out->findings);
   }
   if (g != VQC_OK) {
     /* This rank's own view only. */
@@ -636,13 +475,8 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
     }
     vqc_findings_free(&out->findings);
     vqc_findings_init(&out->findings);
-    pthread_mutex_lock(&mine.lock);
-    for (int i = 0; i < mine.count; i++) {
-      vqc_finding x = mine.items[i];
-      x.detail = json_deep_copy(x.detail);
-      vqc_findings_add(&out->findings, &x);
-    }
-    pthread_mutex_unlock(&mine.lock);
+    /* Best effort: run.json then lists what it could. */
+    (void)vqc_findings_copy(&out->findings, &mine);
     if (out->training == VQC_OK) {
       out->training = g;
       snprintf(out->message, sizeof out->message, "rank %d could not gather "
@@ -671,53 +505,22 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
 
 /* ---- run.json */
 
-static void iso_time(char *buf, size_t n) {
-  time_t t = time(NULL);
-  struct tm tm;
-  gmtime_r(&t, &tm);
-  strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
-}
-
 vqc_status vqc_run_write_json(const vqc_scenario *sc, const vqc_run_result *r) {
-  json_t *j = json_object();
-  json_object_set_new(j, "schema_version", json_integer(1));
-  json_object_set_new(j, "scenario", vqc_scenario_to_json(sc));
-  char host[256] = "";
-  gethostname(host, sizeof host - 1);
-  json_t *env = json_object();
-  json_object_set_new(env, "hostname", json_string(host));
-  json_object_set_new(env, "backend", json_string(vqc_backend_name(r->backend)));
-  json_object_set_new(env, "device", json_string(r->device == VQC_DEVICE_CUDA
-                                                     ? "cuda"
-                                                     : "cpu"));
-  json_object_set_new(env, "ranks", json_integer(r->ranks));
-  json_object_set_new(env, "pid", json_integer((json_int_t)getpid()));
-  json_object_set_new(j, "environment", env);
-  json_t *build = json_object();
-  json_object_set_new(build, "version", json_string(VQC_VERSION_STRING));
-  json_object_set_new(build, "build_type", json_string(VQC_BUILD_TYPE));
-  json_object_set_new(build, "compiler", json_string(VQC_C_COMPILER));
-  json_object_set_new(build, "mpi", json_boolean(VQC_WITH_MPI));
-  json_object_set_new(build, "cuda", json_boolean(VQC_WITH_CUDA));
-  json_object_set_new(j, "build", build);
-  char when[64];
-  iso_time(when, sizeof when);
-  json_object_set_new(j, "finished", json_string(when));
-  json_object_set_new(j, "duration_s", json_real(r->seconds));
-  json_t *tr = json_object();
-  json_object_set_new(tr, "status", json_string(vqc_status_name(r->training)));
-  json_object_set_new(tr, "failed_rank", json_integer(r->failed_rank));
-  json_object_set_new(tr, "message", json_string(r->message));
-  json_object_set_new(tr, "steps_done", json_integer(r->steps_done));
-  json_object_set_new(j, "training", tr);
-  json_t *fs = json_array();
-  vqc_findings *fl = (vqc_findings *)&r->findings;
-  pthread_mutex_lock(&fl->lock);
-  for (int i = 0; i < fl->count; i++)
-    json_array_append_new(fs, vqc_finding_to_json(&fl->items[i]));
-  pthread_mutex_unlock(&fl->lock);
-  json_object_set_new(j, "findings", fs);
-  json_t *steps = json_array();
+  json_t *head = json_object();
+  json_object_set_new(head, "scenario", vqc_scenario_to_json(sc));
+  const vqc_run_json_info info = {
+      .backend = vqc_backend_name(r->backend),
+      .device = r->device == VQC_DEVICE_CUDA ? "cuda" : "cpu",
+      .ranks = r->ranks,
+      .duration_s = r->seconds,
+      .training = r->training,
+      .failed_rank = r->failed_rank,
+      .message = r->message,
+      .steps_done = r->steps_done,
+      .findings = (vqc_findings *)&r->findings, /* locked, not changed */
+      .exit_code = vqc_run_exit_code(r)};
+  json_t *j = vqc_run_json_new(head, &info);
+  json_t *steps = json_object_get(j, "steps");
   for (int i = 0; i < r->nsteps; i++) {
     json_t *o = json_object();
     json_object_set_new(o, "step", json_integer(r->steps[i].step));
@@ -728,19 +531,7 @@ vqc_status vqc_run_write_json(const vqc_scenario *sc, const vqc_run_result *r) {
     json_object_set_new(o, "findings", json_integer(r->steps[i].findings));
     json_array_append_new(steps, o);
   }
-  json_object_set_new(j, "steps", steps);
-  json_object_set_new(j, "exit_code", json_integer(vqc_run_exit_code(r)));
-
-  char path[4200], tmp[4300];
-  snprintf(path, sizeof path, "%s/run.json", r->run_dir);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid());
-  vqc_status s = VQC_OK;
-  if (json_dump_file(j, tmp, JSON_INDENT(2) | JSON_ENSURE_ASCII) != 0)
-    s = vqc_error(VQC_EIO, "cannot write %s", tmp);
-  else if (rename(tmp, path) != 0)
-    s = vqc_error(VQC_EIO, "cannot rename %s to %s: %s", tmp, path,
-                  strerror(errno));
-  if (s != VQC_OK) unlink(tmp);
+  vqc_status s = vqc_run_json_write(r->run_dir, j);
   json_decref(j);
   return s;
 }

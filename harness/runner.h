@@ -13,16 +13,21 @@
  * the ones that never come).
  *
  * Findings of all ranks end up on rank 0 (threads: one shared list; mpi:
- * each rank's findings travel as JSON over the side channel), merged so a
- * finding several ranks made once each is listed once with all their ranks.
+ * each rank's findings travel as JSON over the side channel,
+ * vqc_findings_gather), merged so a finding several ranks made once each is
+ * listed once with all their ranks (vqc_findings_merge_duplicates, whose
+ * rule findings.h states).
  *
- * The run directory (DESIGN.md "Run directory") gets run.json, written to a
- * temporary name and renamed:
+ * The run directory (DESIGN.md "Run directory"; prepared by rundir.h's
+ * vqc_run_dir_prepare) gets run.json in rundir.h's schema, written to a
+ * temporary name and renamed, with "scenario" as its subject and
+ * environment.device set:
  *   {"schema_version": 1, "scenario": {...}, "environment": {"hostname",
  *    "backend", "device", "ranks", "pid"}, "build": {"version", "build_type",
- *    "compiler", "mpi", "cuda"}, "started": ISO time, "duration_s",
- *    "training": {"status", "message", "steps_done"}, "findings": [...],
- *    "steps": [{"step", "seconds", "loss", "findings"}], "exit_code"}
+ *    "compiler", "mpi", "cuda"}, "finished": ISO time, "duration_s",
+ *    "training": {"status", "failed_rank", "message", "steps_done"},
+ *    "findings": [...], "steps": [{"step", "seconds", "loss", "findings"}],
+ *    "exit_code"}
  * beside the checkers' own files (rank-<r>.trace.jsonl, ledger dumps). */
 #ifndef VQC_RUNNER_H
 #define VQC_RUNNER_H
@@ -32,14 +37,16 @@
 #include <stdio.h>
 
 #include "findings.h"
+#include "rundir.h"
 #include "scenario.h"
 #include "vqc/comm.h"
 #include "vqc/status.h"
 
 typedef struct vqc_run_options {
   /* The run directory: created if missing; the files a run writes (run.json,
-   * rank-*) are removed from it first so stale dumps cannot mislead the
-   * analysis. NULL or "": the default, vqcheck-runs/<scenario>-<time>. */
+   * reports, rank-*: vqc_run_dir_clear) are removed from it first so stale
+   * dumps cannot mislead the analysis. NULL or "": the default,
+   * vqcheck-runs/<scenario>-<time> (vqc_run_dir_choose). */
   const char *out_dir;
   /* Progress on `progress` (one line per step on rank 0, findings as they
    * appear); NULL for none. */
@@ -103,14 +110,6 @@ void vqc_run_result_free(vqc_run_result *r); /* accepts NULL */
  * training ended cleanly without any, 3 when training stopped with an error
  * that no checker explained (a checker gap or an environment failure). */
 int vqc_run_exit_code(const vqc_run_result *r);
-
-/* "vqcheck-runs/<name>-<YYYYmmdd-HHMMSS>" into buf (local time). */
-void vqc_run_default_dir(const char *name, char *buf, size_t n);
-
-/* Merges findings that several ranks recorded once each (same kind, step,
- * tensor and site) into one with the union of their ranks, keeping the
- * first one's message and detail. In place. */
-void vqc_findings_merge_duplicates(vqc_findings *f);
 
 /* Writes r's run.json into r->run_dir (temporary file, then rename). */
 vqc_status vqc_run_write_json(const vqc_scenario *sc, const vqc_run_result *r);

@@ -5,12 +5,11 @@
  * rename means a crash or a full disk mid-write never leaves half a file
  * under the real name. */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "report_internal.h"
+#include "vqc/fsutil.h"
 
 /* The formats vqc_reports_write can write, in the order it writes them. */
 static const unsigned file_formats[] = {VQC_REPORT_MD, VQC_REPORT_HTML,
@@ -43,48 +42,14 @@ vqc_status vqc_report_format_from_name(const char *name, unsigned *out) {
   return VQC_OK;
 }
 
-/* Writes len bytes of data to dir/name through dir/name.tmp.<pid>. */
+/* Writes len bytes of data to dir/name, atomically (vqc/fsutil.h). */
 static vqc_status write_atomic(const char *dir, const char *name,
                                const char *data, size_t len) {
-  char path[4200], tmp[4300];
+  char path[4200];
   int n = snprintf(path, sizeof path, "%s/%s", dir, name);
   if (n < 0 || (size_t)n >= sizeof path)
     return vqc_error(VQC_EINVAL, "path too long: %s/%s", dir, name);
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  /* A file of the same name can only be a leftover of a crashed process
-   * that had this pid: take its place. */
-  unlink(tmp);
-  int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  if (fd < 0)
-    return vqc_error(VQC_EIO, "cannot create %s: %s", tmp, strerror(errno));
-  size_t done = 0;
-  while (done < len) {
-    ssize_t w = write(fd, data + done, len - done);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) {
-      vqc_status s = vqc_error(VQC_EIO, "cannot write %s: %s", tmp,
-                               w < 0 ? strerror(errno) : "no progress");
-      close(fd);
-      unlink(tmp);
-      return s;
-    }
-    done += (size_t)w;
-  }
-  /* On disk before the rename, so the name never points at a file a power
-   * loss could leave empty. */
-  if (fsync(fd) != 0 || close(fd) != 0) {
-    vqc_status s = vqc_error(VQC_EIO, "cannot write %s: %s", tmp,
-                             strerror(errno));
-    unlink(tmp);
-    return s;
-  }
-  if (rename(tmp, path) != 0) {
-    vqc_status s = vqc_error(VQC_EIO, "cannot rename %s to %s: %s", tmp, path,
-                             strerror(errno));
-    unlink(tmp);
-    return s;
-  }
-  return VQC_OK;
+  return vqc_write_file_atomic(path, data, len);
 }
 
 /* Renders one format of d into a malloc'd buffer (*buf, *len). */

@@ -22,16 +22,15 @@
  * close), a few nanoseconds, instead of two mutex round trips; the two clock
  * reads (t_enter_ns, t_exit_ns) are most of the ledger's cost
  * (bench/bench_comm.c measures it). */
-#include <errno.h>
 #include <inttypes.h>
 #include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "comm_internal.h"
+#include "vqc/fsutil.h"
 #include "vqc/ledger.h"
 
 #define REC_WORDS (sizeof(vqc_ledger_record) / sizeof(uint64_t))
@@ -267,21 +266,11 @@ vqc_status vqc_ledger_write_jsonl(vqc_ledger *l, FILE *f) {
   return ferror(f) ? vqc_error(VQC_EIO, "write error in ledger dump") : VQC_OK;
 }
 
+/* vqc_ledger_write_jsonl as a writer for vqc_write_atomic. */
+static vqc_status write_ledger(FILE *f, void *ledger) {
+  return vqc_ledger_write_jsonl(ledger, f);
+}
+
 vqc_status vqc_ledger_dump(vqc_ledger *l, const char *path) {
-  char tmp[4096];
-  int n = snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  if (n < 0 || (size_t)n >= sizeof tmp)
-    return vqc_error(VQC_EINVAL, "ledger dump path too long: %s", path);
-  FILE *f = fopen(tmp, "w");
-  if (!f)
-    return vqc_error(VQC_EIO, "cannot write %s: %s (does the directory exist?)",
-                     tmp, strerror(errno));
-  vqc_status s = vqc_ledger_write_jsonl(l, f);
-  if (fclose(f) != 0 && s == VQC_OK)
-    s = vqc_error(VQC_EIO, "cannot write %s: %s", tmp, strerror(errno));
-  if (s == VQC_OK && rename(tmp, path) != 0)
-    s = vqc_error(VQC_EIO, "cannot rename %s to %s: %s", tmp, path,
-                  strerror(errno));
-  if (s != VQC_OK) remove(tmp);
-  return s;
+  return vqc_write_atomic(path, write_ledger, l);
 }

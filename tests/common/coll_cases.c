@@ -2,73 +2,56 @@
  *
  * Every case is collective: all ranks make the same calls in the same order,
  * whatever they find, so a failed check on one rank never desynchronises the
- * others. A failed check is counted and printed (at most MAX_PRINTS per case
- * per rank, so a broken backend does not flood the log). */
+ * others. A failed check is counted and printed (case_tally.h: at most
+ * MAX_PRINTS per case per rank, so a broken backend does not flood the
+ * log). */
 #include "coll_cases.h"
 
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "case_tally.h"
 #include "vqc/ledger.h"
 #include "vqc/status.h"
 #include "vqc/tensor.h"
 
 #define MAX_PRINTS 12
 
-/* One rank's tally for one case. */
+/* One rank's tally for one case, with the comm it runs on. */
 typedef struct ctx {
   vqc_comm *c;
   int rank;
   int size;
-  const char *name;
-  int failures;
+  vqc_case_tally tally;
 } ctx;
 
 static ctx ctx_make(vqc_comm *c, const char *name) {
-  ctx x = {c, vqc_comm_rank(c), vqc_comm_size(c), name, 0};
+  ctx x = {c, vqc_comm_rank(c), vqc_comm_size(c),
+           {vqc_comm_rank(c), name, 0, MAX_PRINTS}};
   return x;
 }
 
-static void failf(ctx *x, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void failf(ctx *x, const char *fmt, ...) {
-  x->failures++;
-  if (x->failures > MAX_PRINTS + 1) return;
-  if (x->failures == MAX_PRINTS + 1) {
-    fprintf(stderr, "[rank %d] %s: further failures not printed\n", x->rank,
-            x->name);
-    return;
-  }
-  char msg[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "[rank %d] %s: %s\n", x->rank, x->name, msg);
-  fflush(stderr);
-}
-
-#define CHECK(x, cond, ...)               \
-  do {                                    \
-    if (!(cond)) failf((x), __VA_ARGS__); \
+#define CHECK(x, cond, ...)                                \
+  do {                                                     \
+    if (!(cond)) vqc_case_failf(&(x)->tally, __VA_ARGS__); \
   } while (0)
 
 /* True when st is VQC_OK; otherwise counts a failure naming `what`. */
 static bool check_ok(ctx *x, vqc_status st, const char *what) {
   if (st == VQC_OK) return true;
-  failf(x, "%s returned %s: %s", what, vqc_status_name(st), vqc_last_error());
+  vqc_case_failf(&x->tally, "%s returned %s: %s", what, vqc_status_name(st),
+                 vqc_last_error());
   return false;
 }
 
 static bool check_status(ctx *x, vqc_status st, vqc_status want,
                          const char *what) {
   if (st == want) return true;
-  failf(x, "%s returned %s, expected %s (%s)", what, vqc_status_name(st),
-        vqc_status_name(want), vqc_last_error());
+  vqc_case_failf(&x->tally, "%s returned %s, expected %s (%s)", what,
+                 vqc_status_name(st), vqc_status_name(want), vqc_last_error());
   return false;
 }
 
@@ -81,7 +64,7 @@ static const vqc_dtype ALL_DTYPES[] = {VQC_F32, VQC_F64, VQC_I32, VQC_I64,
 
 static void *xalloc(ctx *x, size_t bytes) {
   void *p = malloc(bytes ? bytes : 1);
-  if (!p) failf(x, "cannot allocate %zu bytes", bytes);
+  if (!p) vqc_case_failf(&x->tally, "cannot allocate %zu bytes", bytes);
   return p;
 }
 
@@ -120,9 +103,11 @@ static size_t compare(ctx *x, vqc_dtype dt, const void *got, const void *want,
     }
   }
   if (wrong)
-    failf(x, "%s: %zu of %zu elements wrong, first at %zu: got %.17g, "
-          "expected %.17g",
-          label, wrong, n, first, get(dt, got, first), get(dt, want, first));
+    vqc_case_failf(&x->tally,
+                   "%s: %zu of %zu elements wrong, first at %zu: got %.17g, "
+                   "expected %.17g",
+                   label, wrong, n, first, get(dt, got, first),
+                   get(dt, want, first));
   return wrong;
 }
 
@@ -244,7 +229,7 @@ static int run_all_reduce(vqc_comm *c, vqc_redop op, const char *name) {
       free(want);
     }
   }
-  return x.failures;
+  return x.tally.failures;
 }
 
 int vqc_case_all_reduce_sum(vqc_comm *c) {
@@ -302,7 +287,7 @@ int vqc_case_all_gather(vqc_comm *c) {
       free(want);
     }
   }
-  return x.failures;
+  return x.tally.failures;
 }
 
 /* ---- all_gatherv */
@@ -324,10 +309,10 @@ int vqc_case_all_gatherv(vqc_comm *c) {
   size_t *counts = calloc((size_t)x.size, sizeof *counts);
   size_t *displ = calloc((size_t)x.size, sizeof *displ);
   if (!counts || !displ) {
-    failf(&x, "no memory");
+    vqc_case_failf(&x.tally, "no memory");
     free(counts);
     free(displ);
-    return x.failures;
+    return x.tally.failures;
   }
   for (size_t d = 0; d < N_DTYPES; d++) {
     vqc_dtype dt = ALL_DTYPES[d];
@@ -373,7 +358,7 @@ int vqc_case_all_gatherv(vqc_comm *c) {
   }
   free(counts);
   free(displ);
-  return x.failures;
+  return x.tally.failures;
 }
 
 /* ---- broadcast */
@@ -405,7 +390,7 @@ int vqc_case_broadcast(vqc_comm *c) {
       }
     }
   }
-  return x.failures;
+  return x.tally.failures;
 }
 
 /* ---- barrier */
@@ -419,7 +404,8 @@ int vqc_case_broadcast(vqc_comm *c) {
 int vqc_case_barrier(vqc_comm *c) {
   ctx x = ctx_make(c, "barrier");
   for (int i = 0; i < 10; i++) check_ok(&x, vqc_barrier(c), "barrier");
-  if (!check_ok(&x, vqc_barrier(c), "aligning barrier")) return x.failures;
+  if (!check_ok(&x, vqc_barrier(c), "aligning barrier"))
+    return x.tally.failures;
   if (x.rank == 0) sleep_ms(BARRIER_DELAY_MS);
   double t0 = now_s();
   vqc_status st = vqc_barrier(c);
@@ -428,7 +414,7 @@ int vqc_case_barrier(vqc_comm *c) {
     CHECK(&x, waited >= BARRIER_DELAY_MS / 2 / 1e3,
           "left the barrier after %.3f s although rank 0 arrived %d ms late",
           waited, BARRIER_DELAY_MS);
-  return x.failures;
+  return x.tally.failures;
 }
 
 /* ---- ledger */
@@ -439,7 +425,8 @@ static void check_record(ctx *x, vqc_ledger *l, uint64_t seq, vqc_coll_op op,
                          const char *func, const void *send, const void *recv) {
   vqc_ledger_record r;
   if (!vqc_ledger_get(l, seq, &r)) {
-    failf(x, "record %llu is missing", (unsigned long long)seq);
+    vqc_case_failf(&x->tally, "record %llu is missing",
+                   (unsigned long long)seq);
     return;
   }
   const char *what = vqc_coll_name(op);
@@ -477,8 +464,8 @@ int vqc_case_ledger(vqc_comm *c) {
   ctx x = ctx_make(c, "ledger");
   vqc_ledger *l = vqc_comm_ledger(c);
   if (!l) {
-    failf(&x, "data comm has no ledger");
-    return x.failures;
+    vqc_case_failf(&x.tally, "data comm has no ledger");
+    return x.tally.failures;
   }
   CHECK(&x, vqc_comm_ledger(vqc_comm_side(c)) == NULL,
         "side channel has a ledger");
@@ -487,7 +474,7 @@ int vqc_case_ledger(vqc_comm *c) {
   float *gathered = malloc((size_t)x.size * 7 * sizeof *gathered);
   size_t *counts = malloc((size_t)x.size * sizeof *counts);
   if (!gathered || !counts) {
-    failf(&x, "no memory");
+    vqc_case_failf(&x.tally, "no memory");
     goto done;
   }
   for (int r = 0; r < x.size; r++) counts[r] = (size_t)(r % 3);
@@ -531,7 +518,8 @@ int vqc_case_ledger(vqc_comm *c) {
 
   CHECK(&x, !vqc_ledger_in_flight(l, &r), "a record is still in flight");
   if (!vqc_ledger_last_done(l, &r) || r.seq != n0 + 4)
-    failf(&x, "last done record is not seq %llu", (unsigned long long)n0 + 4);
+    vqc_case_failf(&x.tally, "last done record is not seq %llu",
+                   (unsigned long long)n0 + 4);
   vqc_ledger_record snap[5];
   size_t got = vqc_ledger_snapshot(l, snap, 5);
   CHECK(&x, got == 5, "snapshot of 5 returned %zu", got);
@@ -551,7 +539,7 @@ int vqc_case_ledger(vqc_comm *c) {
 done:
   free(gathered);
   free(counts);
-  return x.failures;
+  return x.tally.failures;
 }
 
 /* ---- events */
@@ -611,7 +599,8 @@ static void check_pair(ctx *x, const event_log *log, int first, int tag,
                        uint64_t seq, vqc_coll_op op, vqc_comm *c,
                        vqc_record_state after_state, const char *what) {
   if (log->n < first + 2) {
-    failf(x, "%s: %d events, expected at least %d", what, log->n, first + 2);
+    vqc_case_failf(&x->tally, "%s: %d events, expected at least %d", what,
+                   log->n, first + 2);
     return;
   }
   const event_entry *b = &log->e[first], *a = &log->e[first + 1];
@@ -641,7 +630,7 @@ int vqc_case_events(vqc_comm *c) {
   size_t *counts = calloc((size_t)x.size, sizeof *counts);
   double *gathered = calloc((size_t)x.size + 1, sizeof *gathered);
   if (!l || !counts || !gathered) {
-    failf(&x, "no ledger or no memory");
+    vqc_case_failf(&x.tally, "no ledger or no memory");
     goto done;
   }
   if (!check_ok(&x, vqc_comm_subscribe(c, log_event, &s1), "subscribe"))
@@ -700,7 +689,7 @@ int vqc_case_events(vqc_comm *c) {
 done:
   free(counts);
   free(gathered);
-  return x.failures;
+  return x.tally.failures;
 }
 
 /* ---- veto */
@@ -711,7 +700,7 @@ int vqc_case_veto(vqc_comm *c) {
   event_log log = {0};
   event_sub sub = {&log, 1};
   if (!l || !check_ok(&x, vqc_comm_subscribe(c, log_event, &sub), "subscribe"))
-    return x.failures;
+    return x.tally.failures;
 
   /* Every rank vetoes, so no rank waits for a peer that never comes. */
   log.before_ret = VQC_EMISMATCH;
@@ -731,7 +720,7 @@ int vqc_case_veto(vqc_comm *c) {
           "vetoed record: state %s status %s", vqc_record_state_name(r.state),
           vqc_status_name(r.status));
   else
-    failf(&x, "vetoed collective left no record");
+    vqc_case_failf(&x.tally, "vetoed collective left no record");
 
   /* A vetoed broadcast leaves non-root buffers alone. */
   int32_t buf[2] = {x.rank, x.rank};
@@ -758,7 +747,7 @@ int vqc_case_veto(vqc_comm *c) {
                "all_reduce after vetoes"))
     CHECK(&x, total == x.size, "all_reduce after vetoes gave %lld",
           (long long)total);
-  return x.failures;
+  return x.tally.failures;
 }
 
 /* ---- tensors */
@@ -771,7 +760,7 @@ int vqc_case_tensor(vqc_comm *c) {
   const int64_t shape[2] = {3, 5};
   if (!check_ok(&x, vqc_tensor_zeros(&t, VQC_F32, 2, shape, VQC_DEVICE_CPU),
                 "tensor_zeros"))
-    return x.failures;
+    return x.tally.failures;
   for (int64_t i = 0; i < 3; i++)
     for (int64_t j = 0; j < 5; j++)
       vqc_tensor_set(&t, (int64_t[]){i, j}, (x.rank + 1) * (i * 5 + j + 1.0));
@@ -834,7 +823,7 @@ done:
   vqc_tensor_free(&copy);
   vqc_tensor_free(&tt);
   vqc_tensor_free(&t);
-  return x.failures;
+  return x.tally.failures;
 }
 
 /* ---- side channel */
@@ -843,8 +832,8 @@ int vqc_case_side_channel(vqc_comm *c) {
   ctx x = ctx_make(c, "side_channel");
   vqc_comm *side = vqc_comm_side(c);
   if (!side || side == c) {
-    failf(&x, "no side channel");
-    return x.failures;
+    vqc_case_failf(&x.tally, "no side channel");
+    return x.tally.failures;
   }
   CHECK(&x, vqc_comm_rank(side) == x.rank && vqc_comm_size(side) == x.size &&
                 vqc_comm_backend(side) == vqc_comm_backend(c),
@@ -888,7 +877,7 @@ int vqc_case_side_channel(vqc_comm *c) {
   vqc_comm_unsubscribe(c, log_event, &sub);
   check_status(&x, vqc_comm_subscribe(side, log_event, &sub), VQC_EINVAL,
                "subscribe on a side channel");
-  return x.failures;
+  return x.tally.failures;
 }
 
 /* ---- sequence */
@@ -916,7 +905,7 @@ int vqc_case_sequence(vqc_comm *c) {
   for (uint64_t s = n0; s < n0 + SEQ_ROUNDS; s++) {
     vqc_ledger_record r;
     if (!vqc_ledger_get(l, s, &r)) {
-      failf(&x, "record %llu missing", (unsigned long long)s);
+      vqc_case_failf(&x.tally, "record %llu missing", (unsigned long long)s);
       break;
     }
     CHECK(&x, r.seq == s && r.site.line == line && r.state == VQC_REC_DONE,
@@ -924,7 +913,7 @@ int vqc_case_sequence(vqc_comm *c) {
           (unsigned long long)r.seq, r.site.line,
           vqc_record_state_name(r.state));
   }
-  return x.failures;
+  return x.tally.failures;
 }
 
 /* ---- runner */
@@ -959,16 +948,27 @@ int vqc_coll_global_failures(vqc_comm *c, int local) {
   return (int)total;
 }
 
-int vqc_run_coll_cases(vqc_comm *c) {
+bool vqc_coll_case_report(vqc_comm *c, const char *name, int local,
+                          const char *figures) {
+  int global = vqc_coll_global_failures(c, local);
+  if (vqc_comm_rank(c) == 0) {
+    const char *verdict = global ? "FAILED" : "ok";
+    if (figures) printf("%s: %s (%s)\n", name, verdict, figures);
+    else printf("%s: %s\n", name, verdict);
+    fflush(stdout);
+  }
+  return global == 0;
+}
+
+int vqc_run_case_list(vqc_comm *c, const vqc_coll_case *cases, int n) {
   int failed_cases = 0;
-  for (int i = 0; i < vqc_coll_case_count; i++) {
-    int local = vqc_coll_cases[i].fn(c);
-    int global = vqc_coll_global_failures(c, local);
-    if (global) failed_cases++;
-    if (vqc_comm_rank(c) == 0) {
-      printf("%s: %s\n", vqc_coll_cases[i].name, global ? "FAILED" : "ok");
-      fflush(stdout);
-    }
+  for (int i = 0; i < n; i++) {
+    int local = cases[i].fn(c);
+    if (!vqc_coll_case_report(c, cases[i].name, local, NULL)) failed_cases++;
   }
   return failed_cases;
+}
+
+int vqc_run_coll_cases(vqc_comm *c) {
+  return vqc_run_case_list(c, vqc_coll_cases, vqc_coll_case_count);
 }

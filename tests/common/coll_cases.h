@@ -18,6 +18,8 @@
 #ifndef VQC_COLL_CASES_H
 #define VQC_COLL_CASES_H
 
+#include <stdbool.h>
+
 #include "vqc/comm.h"
 
 typedef int (*vqc_coll_case_fn)(vqc_comm *c);
@@ -49,10 +51,19 @@ extern const int vqc_coll_case_count;
  * whether any rank failed. A side-channel error counts as one failure. */
 int vqc_coll_global_failures(vqc_comm *c, int local);
 
-/* Runs every case; after each, agrees on the global failure count over the
- * side channel, and rank 0 prints "case-name: ok" or "case-name: FAILED".
- * Returns the number of cases that failed on any rank (the same value on
- * every rank), so vqc_coll_case_count minus it passed. */
+/* Ends one case on every rank: agrees on the global failure count
+ * (vqc_coll_global_failures, given this rank's `local` count), and rank 0
+ * prints "name: ok" or "name: FAILED", followed by " (figures)" when
+ * figures is not NULL. Returns true when no rank failed. Collective. */
+bool vqc_coll_case_report(vqc_comm *c, const char *name, int local,
+                          const char *figures);
+
+/* Runs cases[0..n) in order, each ended by vqc_coll_case_report. Returns
+ * the number of cases that failed on any rank (the same value on every
+ * rank), so n minus it passed. */
+int vqc_run_case_list(vqc_comm *c, const vqc_coll_case *cases, int n);
+
+/* vqc_run_case_list of every case above. */
 int vqc_run_coll_cases(vqc_comm *c);
 
 #endif /* VQC_COLL_CASES_H */

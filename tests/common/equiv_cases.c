@@ -7,12 +7,12 @@
 #include "equiv_cases.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "case_tally.h"
 #include "vqc/autoencoder.h"
 #include "vqc/bottleneck.h"
 #include "vqc/data.h"
@@ -26,39 +26,15 @@
 /* Failed checks printed per case per rank; the rest are only counted. */
 #define MAX_PRINTS 8
 
-/* ---- failure tally ---- */
+/* ---- failure tally (case_tally.h) ---- */
 
-typedef struct tally {
-  int rank;
-  const char *name;
-  int failures;
-} tally;
-
-static void failf(tally *t, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static void failf(tally *t, const char *fmt, ...) {
-  t->failures++;
-  if (t->failures > MAX_PRINTS + 1) return;
-  if (t->failures == MAX_PRINTS + 1) {
-    fprintf(stderr, "[rank %d] %s: further failures not printed\n", t->rank,
-            t->name);
-    return;
-  }
-  char msg[768];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  /* One write per line, so lines of several ranks do not interleave. */
-  fprintf(stderr, "[rank %d] %s: %s\n", t->rank, t->name, msg);
-  fflush(stderr);
-}
+typedef vqc_case_tally tally;
 
 /* True when s is VQC_OK; otherwise counts a failure naming `what`. */
 static bool check_ok(tally *t, vqc_status s, const char *what, int step) {
   if (s == VQC_OK) return true;
-  failf(t, "step %d: %s returned %s: %s", step, what, vqc_status_name(s),
-        vqc_last_error());
+  vqc_case_failf(t, "step %d: %s returned %s: %s", step, what,
+                 vqc_status_name(s), vqc_last_error());
   return false;
 }
 
@@ -263,8 +239,9 @@ static bool step_data(tally *t, const vqc_cluster_data *data, int step, int W,
     return false;
   if (sizes[rank] > 0 &&
       memcmp(x, X + *off * dim, (size_t)(sizes[rank] * dim) * sizeof(float)))
-    failf(t, "step %d: the shard is not the global batch's rows %lld..%lld",
-          step, (long long)*off, (long long)(*off + sizes[rank]));
+    vqc_case_failf(
+        t, "step %d: the shard is not the global batch's rows %lld..%lld", step,
+        (long long)*off, (long long)(*off + sizes[rank]));
   return true;
 }
 
@@ -281,9 +258,11 @@ static void compare_codes(tally *t, vqc_equiv_report *rep, int step,
       rep->index_checked++;
       if (a != b) {
         rep->index_mismatches++;
-        failf(t, "step %d: global row %lld (code %d): code %lld, the "
-              "single-process run chose %lld", step, (long long)(off + i), l,
-              (long long)a, (long long)b);
+        vqc_case_failf(t,
+                       "step %d: global row %lld (code %d): code %lld, the "
+                       "single-process run chose %lld",
+                       step, (long long)(off + i), l, (long long)a,
+                       (long long)b);
       }
     }
 }
@@ -322,8 +301,8 @@ static void compare_state(tally *t, vqc_equiv_report *rep, int step,
                           const vqc_param_list *got,
                           const vqc_param_list *ref) {
   if (got->count != ref->count) {
-    failf(t, "step %d: %d registered tensors, single-process %d", step,
-          got->count, ref->count);
+    vqc_case_failf(t, "step %d: %d registered tensors, single-process %d", step,
+                   got->count, ref->count);
     return;
   }
   for (int i = 0; i < got->count; i++) {
@@ -346,9 +325,10 @@ static void compare_state(tally *t, vqc_equiv_report *rep, int step,
     const double tol = weight ? VQC_EQUIV_WEIGHT_TOL : VQC_EQUIV_CODEBOOK_TOL;
     if (worst > *track) *track = worst;
     if (!(worst <= tol))
-      failf(t, "step %d: %s[%lld] = %.9g, single-process %.9g (%s %.3g > %.0e)",
-            step, a->name, (long long)at, x[at], y[at],
-            weight ? "abs" : "rel", worst, tol);
+      vqc_case_failf(
+          t, "step %d: %s[%lld] = %.9g, single-process %.9g (%s %.3g > %.0e)",
+          step, a->name, (long long)at, x[at], y[at], weight ? "abs" : "rel",
+          worst, tol);
   }
 }
 
@@ -362,7 +342,7 @@ static int digest_all(tally *t, int step, const vqc_param_list *list,
       const vqc_param *p = &list->items[i];
       if (pass == 1 && p->grad == NULL) continue;
       if (n >= max) {
-        failf(t, "step %d: more than %d digests", step, max);
+        vqc_case_failf(t, "step %d: more than %d digests", step, max);
         return -1;
       }
       vqc_status s = pass == 0 ? vqc_param_digest(p, &out[n])
@@ -413,7 +393,7 @@ static bool step_end(vqc_comm *c, tally *t, vqc_equiv_report *rep, int step,
   int64_t *buf = calloc(row, sizeof(int64_t));
   int64_t *all = calloc(row * (size_t)W, sizeof(int64_t));
   if (!buf || !all) {
-    failf(t, "step %d: no memory for the digest exchange", step);
+    vqc_case_failf(t, "step %d: no memory for the digest exchange", step);
     free(buf);
     free(all);
     return false; /* the others time out in the exchange and stop too */
@@ -432,12 +412,13 @@ static bool step_end(vqc_comm *c, tally *t, vqc_equiv_report *rep, int step,
         char name[VQC_PARAM_NAME_MAX + 8];
         digest_name(list, j, name, sizeof name);
         rep->digest_mismatches++;
-        failf(t, "step %d: %s digest %016llx differs from rank 0's %016llx",
-              step, name, (unsigned long long)a, (unsigned long long)b);
+        vqc_case_failf(
+            t, "step %d: %s digest %016llx differs from rank 0's %016llx", step,
+            name, (unsigned long long)a, (unsigned long long)b);
       }
     }
   } else if (s == VQC_OK && ok) {
-    failf(t, "step %d: another rank failed; stopping", step);
+    vqc_case_failf(t, "step %d: another rank failed; stopping", step);
   }
   free(buf);
   free(all);
@@ -469,7 +450,7 @@ static int64_t a_rows(int step) { return 48 + 3 * step; }
 
 int vqc_equiv_vq_codebook(vqc_comm *c, vqc_equiv_report *rep) {
   const int W = vqc_comm_size(c), rank = vqc_comm_rank(c);
-  tally t = {rank, "vq_codebook", 0};
+  tally t = {rank, "vq_codebook", 0, MAX_PRINTS};
   report_init(rep, W, A_STEPS);
   /* Five blobs for sixteen codes: k-means leaves codes with few rows, and
    * the EMA pulls their counts under the threshold, so codes expire. */
@@ -497,7 +478,7 @@ int vqc_equiv_vq_codebook(vqc_comm *c, vqc_equiv_report *rep) {
   int64_t *ir = malloc(A_NMAX * sizeof(int64_t)), *iv = malloc(A_NMAX * sizeof(int64_t));
 
   bool ok = W <= 16 && X && Xq && x && xq && ir && iv;
-  if (!ok) failf(&t, "setup: %d ranks or no memory", W);
+  if (!ok) vqc_case_failf(&t, "setup: %d ranks or no memory", W);
   ok = ok && check_ok(&t, vqc_cluster_data_init(&data, &dc), "data init", -1) &&
        check_ok(&t, vqc_vq_init(&vq, &p, NULL), "vq init", -1) &&
        check_ok(&t, vqc_vq_init(&ref, &p, NULL), "vq init", -1) &&
@@ -534,8 +515,8 @@ int vqc_equiv_vq_codebook(vqc_comm *c, vqc_equiv_report *rep) {
   }
   rep->expired = pr.dead_code_rows;
   if (ok && rep->expired == 0)
-    failf(&t, "no code expired in the single-process run: dead-code expiry "
-          "went untested");
+    vqc_case_failf(&t, "no code expired in the single-process run: "
+                       "dead-code expiry went untested");
 
   free(X);
   free(Xq);
@@ -562,7 +543,7 @@ static int64_t b_rows(int step) { return 40 + 2 * step; }
 
 int vqc_equiv_rvq_dropout(vqc_comm *c, vqc_equiv_report *rep) {
   const int W = vqc_comm_size(c), rank = vqc_comm_rank(c);
-  tally t = {rank, "rvq_dropout", 0};
+  tally t = {rank, "rvq_dropout", 0, MAX_PRINTS};
   report_init(rep, W, B_STEPS);
   const vqc_cluster_data_config dc = {.seed = 41, .dim = B_D, .clusters = 6,
                                       .centre_std = 1.5f, .noise_std = 0.3f};
@@ -591,7 +572,7 @@ int vqc_equiv_rvq_dropout(vqc_comm *c, vqc_equiv_report *rep) {
   bool seen[B_Q] = {false};
 
   bool ok = W <= 16 && X && Xq && x && xq && ir && iv;
-  if (!ok) failf(&t, "setup: %d ranks or no memory", W);
+  if (!ok) vqc_case_failf(&t, "setup: %d ranks or no memory", W);
   ok = ok && check_ok(&t, vqc_cluster_data_init(&data, &dc), "data init", -1) &&
        check_ok(&t, vqc_rvq_init(&rvq, &p, NULL), "rvq init", -1) &&
        check_ok(&t, vqc_rvq_init(&ref, &p, NULL), "rvq init", -1);
@@ -624,8 +605,8 @@ int vqc_equiv_rvq_dropout(vqc_comm *c, vqc_equiv_report *rep) {
     }
     if (ok) {
       if (cut != cut_ref)
-        failf(&t, "step %d: dropout cutoff %d, single-process %d", step, cut,
-              cut_ref);
+        vqc_case_failf(&t, "step %d: dropout cutoff %d, single-process %d",
+                       step, cut, cut_ref);
       if (cut_ref >= 0 && cut_ref < B_Q) seen[cut_ref] = true;
       if (cut_ref < B_Q - 1) rep->dropped_steps++;
       compare_codes(&t, rep, step, iv, ir, off, sizes[rank], B_Q);
@@ -639,9 +620,10 @@ int vqc_equiv_rvq_dropout(vqc_comm *c, vqc_equiv_report *rep) {
   for (int l = 0; l < B_Q; l++) rep->distinct_cutoffs += seen[l];
   rep->expired = pr.dead_code_rows;
   if (ok && (rep->dropped_steps == 0 || rep->distinct_cutoffs < 2))
-    failf(&t, "dropout never varied (%lld steps dropped, %lld cutoffs): the "
-          "seed sync went untested", (long long)rep->dropped_steps,
-          (long long)rep->distinct_cutoffs);
+    vqc_case_failf(&t, "dropout never varied (%lld steps dropped, %lld "
+                       "cutoffs): the seed sync went untested",
+                   (long long)rep->dropped_steps,
+                   (long long)rep->distinct_cutoffs);
 
   free(X);
   free(Xq);
@@ -756,7 +738,7 @@ static vqc_status ae_step(vqc_autoencoder *ae, vqc_optim *opt, vqc_comm *c,
 int vqc_equiv_autoencoder(vqc_comm *c, vqc_equiv_bn kind, vqc_ddp_fault fault,
                           vqc_equiv_report *rep) {
   const int W = vqc_comm_size(c), rank = vqc_comm_rank(c);
-  tally t = {rank, bn_case_name(kind), 0};
+  tally t = {rank, bn_case_name(kind), 0, MAX_PRINTS};
   report_init(rep, W, C_STEPS);
   const vqc_cluster_data_config dc = {.seed = 2024, .dim = C_DIN, .clusters = 6,
                                       .centre_std = 1.0f, .noise_std = 0.2f};
@@ -788,7 +770,7 @@ int vqc_equiv_autoencoder(vqc_comm *c, vqc_equiv_bn kind, vqc_ddp_fault fault,
   vqc_rng_init(&init, 100 + (uint64_t)rank, vqc_rng_stream_for(0, VQC_RNG_INIT, -1));
   vqc_rng_init(&init_ref, 100, vqc_rng_stream_for(0, VQC_RNG_INIT, -1));
   bool ok = W <= 16 && X && x && ir && iv;
-  if (!ok) failf(&t, "setup: %d ranks or no memory", W);
+  if (!ok) vqc_case_failf(&t, "setup: %d ranks or no memory", W);
   ok = ok && check_ok(&t, vqc_cluster_data_init(&data, &dc), "data init", -1) &&
        check_ok(&t, bn_init(&bd, kind, &ifd), "bottleneck init", -1) &&
        check_ok(&t, bn_init(&br, kind, &ifr), "bottleneck init", -1) &&
@@ -828,8 +810,8 @@ int vqc_equiv_autoencoder(vqc_comm *c, vqc_equiv_bn kind, vqc_ddp_fault fault,
                     vqc_autoencoder_params(ref));
       if (kind == VQC_EQUIV_BN_RVQ) {
         if (bd.rvq.cutoff != br.rvq.cutoff)
-          failf(&t, "step %d: dropout cutoff %d, single-process %d", step,
-                bd.rvq.cutoff, br.rvq.cutoff);
+          vqc_case_failf(&t, "step %d: dropout cutoff %d, single-process %d",
+                         step, bd.rvq.cutoff, br.rvq.cutoff);
         if (br.rvq.cutoff >= 0 && br.rvq.cutoff < C_RVQ_Q) seen[br.rvq.cutoff] = true;
         if (br.rvq.cutoff < C_RVQ_Q - 1) rep->dropped_steps++;
       }

@@ -1,11 +1,25 @@
-/* test_paths.h: where tests find the repository and the shared fixtures. */
+/* test_paths.h: where tests find the repository and the shared fixtures,
+ * and the temporary directories they make and remove. */
 #ifndef VQC_TEST_PATHS_H
 #define VQC_TEST_PATHS_H
+
+#include <stddef.h>
 
 /* The repository root (compile-time VQC_SOURCE_DIR). */
 const char *vqc_test_source_dir(void);
 /* The shared/ directory beside the checkout: $VQC_SHARED_DIR if set, else
  * the compile-time VQC_SHARED_DIR (<repo>/../shared). */
 const char *vqc_test_shared_dir(void);
+
+/* Makes a fresh directory from `templ` (a mkdtemp template ending in
+ * XXXXXX, e.g. "/tmp/vqc-test-runner-XXXXXX"), its name written into buf
+ * (n bytes). Returns buf, or NULL when the name does not fit or mkdtemp
+ * fails (errno says why). */
+char *vqc_test_temp_dir(char *buf, size_t n, const char *templ);
+
+/* Removes the files in dir, then dir itself. One level only: the run
+ * directories tests make hold no subdirectories. Nothing happens when dir
+ * does not exist. */
+void vqc_test_remove_dir(const char *dir);
 
 #endif

@@ -33,7 +33,6 @@
  * host) meet their expectations with exit code 1, and the clean twins have
  * no finding. run.json says device "cuda". */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -201,22 +200,8 @@ Test(gpu_runner, fsq_equals_cpu) {
 /* ---- full runs: faults still caught */
 
 static void temp_dir(char *buf, size_t n) {
-  snprintf(buf, n, "/tmp/vqc-test-gpu-runner-XXXXXX");
-  cr_assert_not_null(mkdtemp(buf));
-}
-
-static void remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
+  cr_assert_not_null(
+      vqc_test_temp_dir(buf, n, "/tmp/vqc-test-gpu-runner-XXXXXX"));
 }
 
 /* Runs scenario `name` on the device with every checker; checks its
@@ -250,7 +235,7 @@ static void full_run(const char *name, int want_code) {
   cr_assert(dev && strcmp(dev, "cuda") == 0);
   json_decref(j);
   vqc_run_result_free(&r);
-  remove_dir(dir);
+  vqc_test_remove_dir(dir);
 }
 
 Test(gpu_runner, vq_sampler_fault_caught_on_device) {

@@ -27,18 +27,17 @@
  * side channel; rank 0 prints "name: ok" or "name: FAILED", and finally
  * "N passed, M failed". Exit code 0 only when every case passed. */
 #include <dirent.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "checkers.h"
 #include "coll_cases.h"
 #include "ledger_analysis.h"
+#include "mpi_driver.h"
 #include "vqc/comm.h"
 #include "vqc/ledger.h"
 
@@ -48,33 +47,8 @@
 #define N_EMA 16
 #define SENTINEL (-7.0f)
 
-static int fail_count;
-static int my_rank, world_size;
+static int world_size;
 static char run_root[64];
-
-static void check_failed(int line, const char *cond, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void check_failed(int line, const char *cond, const char *fmt, ...) {
-  char detail[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(detail, sizeof detail, fmt, ap);
-  va_end(ap);
-  /* One write per line, so ranks sharing stderr do not interleave. */
-  fprintf(stderr, "[rank %d] %s:%d: %s: %s\n", my_rank, __FILE__, line, cond,
-          detail);
-  fail_count++;
-}
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (!(cond)) check_failed(__LINE__, #cond, __VA_ARGS__); \
-  } while (0)
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- the training loop */
 
@@ -113,9 +87,9 @@ static vqc_status sync_seed(vqc_comm *c) {
 
 static vqc_status train(vqc_comm *c, case_run *k, vqc_checker *chk,
                         vqc_check_ctx *ctx) {
-  for (int i = 0; i < N_EMA; i++) ema_send[i] = (float)(my_rank + 1);
+  for (int i = 0; i < N_EMA; i++) ema_send[i] = (float)(vqc_driver_rank + 1);
   for (int step = 0; step < k->steps; step++) {
-    bool odd = my_rank == k->odd_rank && step == k->odd_step;
+    bool odd = vqc_driver_rank == k->odd_rank && step == k->odd_step;
     if (odd && k->act == ACT_EXIT) return VQC_OK;
     for (int i = 0; i < N_EMA; i++) ema_recv[i] = SENTINEL;
     vqc_status s = ema_update(c, odd && k->act == ACT_COUNT_8 ? 8 : N_EMA);
@@ -135,7 +109,8 @@ static vqc_status train(vqc_comm *c, case_run *k, vqc_checker *chk,
 /* Makes the case's run directory (rank 0) and waits until it exists. */
 static void make_run_dir(vqc_comm *main_comm, case_run *k) {
   snprintf(k->run_dir, sizeof k->run_dir, "%s/%s", run_root, k->name);
-  if (my_rank == 0) CHECK(mkdir(k->run_dir, 0700) == 0, "mkdir %s", k->run_dir);
+  if (vqc_driver_rank == 0)
+    CHECK(mkdir(k->run_dir, 0700) == 0, "mkdir %s", k->run_dir);
   CHECK(vqc_barrier(vqc_comm_side(main_comm)) == VQC_OK, "side barrier: %s",
         vqc_last_error());
 }
@@ -145,25 +120,24 @@ static void run_case(vqc_comm *main_comm, vqc_comm *c, case_run *k) {
   make_run_dir(main_comm, k);
   vqc_findings_init(&k->findings);
   vqc_comm_set_timeout(c, k->timeout_s);
-  vqc_check_ctx ctx = {.comm = c,
-                       .rank = my_rank,
-                       .size = world_size,
-                       .findings = &k->findings,
-                       .opts = {.interval = 1,
-                                .timeout_s = k->timeout_s,
-                                .strict = k->strict},
-                       .run_dir = k->run_dir};
+  vqc_check_ctx ctx = {
+      .comm = c,
+      .rank = vqc_driver_rank,
+      .size = world_size,
+      .findings = &k->findings,
+      .opts = {.interval = 1, .timeout_s = k->timeout_s, .strict = k->strict},
+      .run_dir = k->run_dir};
   vqc_checker chk;
   vqc_checker_collective(&chk);
   /* Start together, so the times measure the checker, not the launch. */
   CHECK(vqc_barrier(vqc_comm_side(main_comm)) == VQC_OK, "side barrier");
-  double t0 = now_s();
+  double t0 = vqc_driver_now_s();
   vqc_status s = chk.attach(&chk, &ctx);
   CHECK(s == VQC_OK, "attach: %s", vqc_last_error());
   if (s != VQC_OK) return;
   k->train = train(c, k, &chk, &ctx);
   k->finish = chk.finish(&chk, &ctx, k->train);
-  k->took_s = now_s() - t0;
+  k->took_s = vqc_driver_now_s() - t0;
   chk.destroy(&chk, &ctx);
   CHECK(k->finish == VQC_OK, "finish: %s: %s", vqc_status_name(k->finish),
         vqc_last_error());
@@ -215,11 +189,11 @@ static void check_site(const char *s, int line, const char *func) {
 /* ---- cases (each returns this rank's failed checks) */
 
 static int clean_case(vqc_comm *main_comm, bool strict) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   vqc_comm *c = NULL;
   vqc_status s = vqc_mpi_comm_create(NULL, NULL, &c);
   CHECK(s == VQC_OK, "vqc_mpi_comm_create: %s", vqc_last_error());
-  if (s != VQC_OK) return fail_count;
+  if (s != VQC_OK) return vqc_driver_failures;
   case_run k = {.name = strict ? "clean_strict" : "clean", .strict = strict,
                 .timeout_s = MAIN_TIMEOUT_S, .odd_rank = -1, .odd_step = -1,
                 .steps = 3};
@@ -229,11 +203,11 @@ static int clean_case(vqc_comm *main_comm, bool strict) {
   CHECK(k.sum == want, "sum %g, expected %g", k.sum, want);
   CHECK(k.findings.count == 0, "%d findings: %s", k.findings.count,
         k.findings.count ? k.findings.items[0].message : "");
-  CHECK(!dump_exists(&k, my_rank), "a clean run dumped rank %d's ledger",
-        my_rank);
+  CHECK(!dump_exists(&k, vqc_driver_rank),
+        "a clean run dumped rank %d's ledger", vqc_driver_rank);
   vqc_findings_free(&k.findings);
   vqc_mpi_comm_destroy(c);
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 static int case_clean(vqc_comm *main_comm) {
@@ -245,11 +219,11 @@ static int case_clean_strict(vqc_comm *main_comm) {
 }
 
 static int case_skip_deadlock(vqc_comm *main_comm) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   vqc_comm *c = NULL;
   vqc_status s = vqc_mpi_comm_create(NULL, NULL, &c);
   CHECK(s == VQC_OK, "vqc_mpi_comm_create: %s", vqc_last_error());
-  if (s != VQC_OK) return fail_count;
+  if (s != VQC_OK) return vqc_driver_failures;
   int last = world_size - 1;
   case_run k = {.name = "skip_deadlock", .timeout_s = 1.0, .odd_rank = last,
                 .odd_step = 1, .act = ACT_EXIT, .steps = 3};
@@ -257,7 +231,7 @@ static int case_skip_deadlock(vqc_comm *main_comm) {
   /* 1 s timeout, twice over at most for the final exchange, plus slack for
    * four processes on two cores. */
   CHECK(k.took_s < 8.0, "the run took %.2f s", k.took_s);
-  if (my_rank == last) {
+  if (vqc_driver_rank == last) {
     CHECK(k.train == VQC_OK, "the leaving rank's training: %s",
           vqc_status_name(k.train));
   } else {
@@ -265,8 +239,9 @@ static int case_skip_deadlock(vqc_comm *main_comm) {
           vqc_status_name(k.train));
     CHECK(k.took_s >= 1.0, "timed out after %.2f s (timeout 1 s)", k.took_s);
   }
-  CHECK(dump_exists(&k, my_rank), "rank %d wrote no dump", my_rank);
-  if (my_rank == 0) {
+  CHECK(dump_exists(&k, vqc_driver_rank), "rank %d wrote no dump",
+        vqc_driver_rank);
+  if (vqc_driver_rank == 0) {
     CHECK(k.findings.count == 1 &&
               count_kind(&k.findings, VQC_FINDING_DEADLOCK) == 1,
           "%d findings, expected one deadlock", k.findings.count);
@@ -293,7 +268,7 @@ static int case_skip_deadlock(vqc_comm *main_comm) {
    * completes the others' timed-out request; their next collective (the
    * barrier) first waits for it. */
   vqc_comm_set_timeout(c, MAIN_TIMEOUT_S);
-  if (my_rank == last) {
+  if (vqc_driver_rank == last) {
     s = ema_update(c, N_EMA);
     CHECK(s == VQC_OK, "late all_reduce: %s", vqc_last_error());
   }
@@ -305,15 +280,15 @@ static int case_skip_deadlock(vqc_comm *main_comm) {
         "the late all_reduce gave %g, expected %g", ema_recv[0], want);
   vqc_findings_free(&k.findings);
   vqc_mpi_comm_destroy(c);
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 static int case_strict_mismatch(vqc_comm *main_comm) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   vqc_comm *c = NULL;
   vqc_status s = vqc_mpi_comm_create(NULL, NULL, &c);
   CHECK(s == VQC_OK, "vqc_mpi_comm_create: %s", vqc_last_error());
-  if (s != VQC_OK) return fail_count;
+  if (s != VQC_OK) return vqc_driver_failures;
   case_run k = {.name = "strict_mismatch", .strict = true,
                 .timeout_s = MAIN_TIMEOUT_S, .odd_rank = 1, .odd_step = 1,
                 .act = ACT_COUNT_8, .steps = 3};
@@ -321,7 +296,7 @@ static int case_strict_mismatch(vqc_comm *main_comm) {
   CHECK(k.train == VQC_EMISMATCH, "training ended with %s",
         vqc_status_name(k.train));
   CHECK(k.recv_untouched, "data moved: recv[0] = %g", ema_recv[0]);
-  if (my_rank == 0) {
+  if (vqc_driver_rank == 0) {
     CHECK(k.findings.count == 1 &&
               count_kind(&k.findings, VQC_FINDING_COLLECTIVE_MISMATCH) == 1,
           "%d findings, expected one collective_mismatch", k.findings.count);
@@ -339,25 +314,25 @@ static int case_strict_mismatch(vqc_comm *main_comm) {
   CHECK(s == VQC_OK, "barrier after the veto: %s", vqc_last_error());
   vqc_findings_free(&k.findings);
   vqc_mpi_comm_destroy(c);
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 static int case_strict_early_exit(vqc_comm *main_comm) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   vqc_comm *c = NULL;
   vqc_status s = vqc_mpi_comm_create(NULL, NULL, &c);
   CHECK(s == VQC_OK, "vqc_mpi_comm_create: %s", vqc_last_error());
-  if (s != VQC_OK) return fail_count;
+  if (s != VQC_OK) return vqc_driver_failures;
   int last = world_size - 1;
   case_run k = {.name = "strict_early_exit", .strict = true, .timeout_s = 10.0,
                 .odd_rank = last, .odd_step = 1, .act = ACT_EXIT, .steps = 3};
   run_case(main_comm, c, &k);
   CHECK(k.took_s < 10.0, "the run took %.2f s: the peers waited out the "
         "timeout instead of reading the FINISH message", k.took_s);
-  if (my_rank != last)
+  if (vqc_driver_rank != last)
     CHECK(k.train == VQC_EABORTED, "training ended with %s",
           vqc_status_name(k.train));
-  if (my_rank == 0) {
+  if (vqc_driver_rank == 0) {
     const vqc_finding *x = find_kind(&k.findings, VQC_FINDING_DEADLOCK);
     CHECK(x && k.findings.count == 1, "%d findings, expected one deadlock",
           k.findings.count);
@@ -371,17 +346,12 @@ static int case_strict_early_exit(vqc_comm *main_comm) {
   CHECK(s == VQC_OK, "barrier after the run: %s", vqc_last_error());
   vqc_findings_free(&k.findings);
   vqc_mpi_comm_destroy(c);
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 /* ---- main */
 
-typedef struct {
-  const char *name;
-  int (*fn)(vqc_comm *c);
-} mpi_case;
-
-static const mpi_case cases[] = {
+static const vqc_coll_case cases[] = {
     {"clean", case_clean},
     {"clean_strict", case_clean_strict},
     {"skip_deadlock", case_skip_deadlock},
@@ -408,24 +378,19 @@ static void remove_tree(const char *dir) {
 }
 
 int main(int argc, char **argv) {
-  vqc_comm *c = NULL;
-  vqc_status s = vqc_mpi_comm_create(&argc, &argv, &c);
-  if (s != VQC_OK) {
-    fprintf(stderr, "mpi_collective: cannot create the mpi comm: %s\n",
-            vqc_last_error());
-    return 1;
-  }
-  my_rank = vqc_comm_rank(c);
+  vqc_comm *c =
+      vqc_driver_start("mpi_collective", &argc, &argv, MAIN_TIMEOUT_S);
+  if (!c) return 1;
   world_size = vqc_comm_size(c);
-  vqc_comm_set_timeout(c, MAIN_TIMEOUT_S);
 
   /* One run directory for the whole job (all ranks share this node's /tmp;
    * on a cluster it would be a shared filesystem). */
-  if (my_rank == 0) {
+  if (vqc_driver_rank == 0) {
     snprintf(run_root, sizeof run_root, "/tmp/vqc-mpi-coll-XXXXXX");
     if (!mkdtemp(run_root)) run_root[0] = '\0';
   }
-  s = vqc_broadcast(vqc_comm_side(c), run_root, sizeof run_root, VQC_U8, 0);
+  vqc_status s =
+      vqc_broadcast(vqc_comm_side(c), run_root, sizeof run_root, VQC_U8, 0);
   if (s != VQC_OK || !run_root[0]) {
     fprintf(stderr, "mpi_collective: no run directory: %s\n",
             vqc_last_error());
@@ -433,21 +398,10 @@ int main(int argc, char **argv) {
     return 1;
   }
 
-  int passed = 0, failed = 0;
-  for (int i = 0; i < N_CASES; i++) {
-    int global = vqc_coll_global_failures(c, cases[i].fn(c));
-    if (global) failed++;
-    else passed++;
-    if (my_rank == 0) {
-      printf("%s: %s\n", cases[i].name, global ? "FAILED" : "ok");
-      fflush(stdout);
-    }
-  }
+  int failed = vqc_run_case_list(c, cases, N_CASES);
   vqc_barrier(vqc_comm_side(c));
-  if (my_rank == 0) {
-    remove_tree(run_root);
-    printf("%d passed, %d failed\n", passed, failed);
-  }
+  if (vqc_driver_rank == 0) remove_tree(run_root);
+  int code = vqc_driver_summary(N_CASES - failed, failed);
   vqc_mpi_comm_destroy(c);
-  return failed ? 1 : 0;
+  return code;
 }

@@ -38,7 +38,6 @@
  * saw them. Exit code 0 only when every case passed on every rank. */
 #include <limits.h>
 #include <pthread.h>
-#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +45,7 @@
 #include <time.h>
 
 #include "coll_cases.h"
+#include "mpi_driver.h"
 #include "vqc/comm.h"
 #include "vqc/ledger.h"
 #include "vqc/watchdog.h"
@@ -55,41 +55,10 @@
  * inside ctest's 300 s. */
 #define MAIN_TIMEOUT_S 30.0
 
-static int fail_count;
-static int my_rank;
-
-/* Prints one failed check as a single write, so lines from several ranks
- * sharing stderr do not interleave mid-line. */
-static void check_failed(int line, const char *cond, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void check_failed(int line, const char *cond, const char *fmt, ...) {
-  char detail[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(detail, sizeof detail, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "[rank %d] %s:%d: %s: %s\n", my_rank, __FILE__, line, cond,
-          detail);
-  fail_count++;
-}
-#define CHECK(cond, ...)                                   \
-  do {                                                     \
-    if (!(cond)) check_failed(__LINE__, #cond, __VA_ARGS__); \
-  } while (0)
-#define CHECK_OK(st, what)                                               \
-  CHECK((st) == VQC_OK, "%s returned %s: %s", (what), vqc_status_name(st), \
-        vqc_last_error())
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* ---- cases (each returns this rank's failed checks) */
 
 static int case_launch_env(vqc_comm *c) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   CHECK(vqc_mpi_launched(), "not detected as launched by mpiexec");
   CHECK(vqc_backend_built(VQC_BACKEND_MPI), "mpi backend not built");
   CHECK(vqc_comm_backend(c) == VQC_BACKEND_MPI, "backend is %s",
@@ -105,7 +74,7 @@ static int case_launch_env(vqc_comm *c) {
   }
   CHECK(vqc_comm_size(c) >= 2, "only %d process: the run is not multi-rank",
         vqc_comm_size(c));
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 /* Rank 0 broadcasts 111 on the side channel and then 222 on the data comm;
@@ -116,13 +85,13 @@ static int case_launch_env(vqc_comm *c) {
  * eagerly, so the crossed order cannot deadlock (if it ever did, the 10 s
  * timeout turns it into a failure, not a hang). */
 static int case_side_separate(vqc_comm *c) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   vqc_comm *side = vqc_comm_side(c);
   vqc_comm_set_timeout(c, 10.0); /* sets the side channel's too */
   uint64_t n0 = vqc_ledger_count(vqc_comm_ledger(c));
   int32_t data = -1, aside = -1;
   vqc_status s1, s2;
-  if (my_rank == 0) {
+  if (vqc_driver_rank == 0) {
     aside = 111;
     data = 222;
     s1 = vqc_broadcast(side, &aside, 1, VQC_I32, 0);
@@ -141,11 +110,11 @@ static int case_side_separate(vqc_comm *c) {
         "ledger grew by %llu, expected 1",
         (unsigned long long)(vqc_ledger_count(vqc_comm_ledger(c)) - n0));
   vqc_comm_set_timeout(c, MAIN_TIMEOUT_S);
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 static int case_ledger_sites(vqc_comm *c) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   vqc_ledger *l = vqc_comm_ledger(c);
   uint64_t n0 = vqc_ledger_count(l);
   double x = 1.0, y = 0.0;
@@ -167,7 +136,7 @@ static int case_ledger_sites(vqc_comm *c) {
       continue;
     }
     CHECK(r.seq == n0 + (uint64_t)i, "seq %llu", (unsigned long long)r.seq);
-    CHECK(r.rank == my_rank, "record rank %d", r.rank);
+    CHECK(r.rank == vqc_driver_rank, "record rank %d", r.rank);
     CHECK(r.op == ops[i], "op %s", vqc_coll_name(r.op));
     CHECK(r.site.file && strcmp(r.site.file, __FILE__) == 0, "file %s",
           r.site.file ? r.site.file : "(null)");
@@ -196,14 +165,14 @@ static int case_ledger_sites(vqc_comm *c) {
             (long long)mine[0], (long long)mine[1]);
   }
   free(all);
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 /* Buffers that overlap other than the in-place conventions coll_cases
  * tests: the result must be as if every send buffer were read before any
  * recv buffer was written (what the threads backend does too). */
 static int case_aliased_buffers(vqc_comm *c) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   int size = vqc_comm_size(c);
   enum { N = 5 };
   int32_t *buf = calloc((size_t)size * N + 1, sizeof *buf);
@@ -212,7 +181,7 @@ static int case_aliased_buffers(vqc_comm *c) {
   if (!buf || !counts) goto done;
 
   /* all_gather with send == recv: this rank's input at the start of recv. */
-  for (int i = 0; i < N; i++) buf[i] = 100 * my_rank + i;
+  for (int i = 0; i < N; i++) buf[i] = 100 * vqc_driver_rank + i;
   vqc_status s = vqc_all_gather(c, buf, buf, N, VQC_I32);
   CHECK_OK(s, "all_gather send == recv");
   for (int r = 0; s == VQC_OK && r < size; r++)
@@ -223,8 +192,9 @@ static int case_aliased_buffers(vqc_comm *c) {
   /* all_gatherv with send == recv: rank r sends r + 1 elements. */
   size_t total = 0;
   for (int r = 0; r < size; r++) total += counts[r] = (size_t)r + 1;
-  for (int i = 0; i <= my_rank; i++) buf[i] = 1000 * my_rank + i;
-  s = vqc_all_gatherv(c, buf, counts[my_rank], buf, counts, VQC_I32);
+  for (int i = 0; i <= vqc_driver_rank; i++)
+    buf[i] = 1000 * vqc_driver_rank + i;
+  s = vqc_all_gatherv(c, buf, counts[vqc_driver_rank], buf, counts, VQC_I32);
   CHECK_OK(s, "all_gatherv send == recv");
   for (int r = 0, k = 0; s == VQC_OK && r < size; r++)
     for (int i = 0; i <= r; i++, k++)
@@ -233,7 +203,7 @@ static int case_aliased_buffers(vqc_comm *c) {
   CHECK(total == (size_t)size * (size + 1) / 2, "total %zu", total);
 
   /* all_reduce with recv one element past send (partial overlap). */
-  for (int i = 0; i < N; i++) buf[i] = (my_rank + 1) * (i + 1);
+  for (int i = 0; i < N; i++) buf[i] = (vqc_driver_rank + 1) * (i + 1);
   s = vqc_all_reduce(c, buf, buf + 1, N, VQC_I32, VQC_SUM);
   CHECK_OK(s, "all_reduce with overlapping buffers");
   for (int i = 0; s == VQC_OK && i < N; i++)
@@ -242,13 +212,13 @@ static int case_aliased_buffers(vqc_comm *c) {
 done:
   free(buf);
   free(counts);
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 /* MPI counts are int. The buffers are one element: the backend must refuse
  * the count before MPI (or anything) touches them. */
 static int case_count_overflow(vqc_comm *c) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   int size = vqc_comm_size(c);
   float one = 1.0f, out[1] = {0};
   size_t big = (size_t)INT_MAX + 1;
@@ -267,38 +237,38 @@ static int case_count_overflow(vqc_comm *c) {
   CHECK(counts != NULL, "no memory");
   if (counts) {
     for (int i = 0; i < size; i++) counts[i] = (size_t)INT_MAX / 2 + 1;
-    s = vqc_all_gatherv(c, &one, counts[my_rank], out, counts, VQC_F32);
+    s = vqc_all_gatherv(c, &one, counts[vqc_driver_rank], out, counts, VQC_F32);
     CHECK(s == VQC_EINVAL, "all_gatherv with total > INT_MAX: %s",
           vqc_status_name(s));
   }
   free(counts);
 
   /* Nothing was started, so the comm still works. */
-  int32_t v = my_rank + 1, sum = 0;
+  int32_t v = vqc_driver_rank + 1, sum = 0;
   s = vqc_all_reduce(c, &v, &sum, 1, VQC_I32, VQC_SUM);
   CHECK_OK(s, "all_reduce after the refused ones");
   CHECK(sum == size * (size + 1) / 2, "sum %d", (int)sum);
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 /* On a comm of its own (aborting the main one would end the run). */
 static int case_abort(vqc_comm *c) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   int size = vqc_comm_size(c);
   vqc_comm *ab = NULL;
   vqc_status s = vqc_mpi_comm_create(NULL, NULL, &ab);
   CHECK_OK(s, "second vqc_mpi_comm_create");
-  if (s != VQC_OK) return fail_count;
+  if (s != VQC_OK) return vqc_driver_failures;
   vqc_comm *side = vqc_comm_side(ab);
   vqc_comm_abort(ab);
-  double t0 = now_s();
+  double t0 = vqc_driver_now_s();
   s = vqc_barrier(ab);
-  double dt = now_s() - t0;
+  double dt = vqc_driver_now_s() - t0;
   CHECK(s == VQC_EABORTED, "barrier after abort: %s", vqc_status_name(s));
   CHECK(dt < 0.5, "the aborted barrier took %.3f s", dt); /* no waiting */
 
   /* The side channel does not share the data comm's fate... */
-  int32_t v = my_rank + 1, w = 0;
+  int32_t v = vqc_driver_rank + 1, w = 0;
   s = vqc_all_reduce(side, &v, &w, 1, VQC_I32, VQC_SUM);
   CHECK_OK(s, "side all_reduce after aborting the data comm");
   CHECK(w == size * (size + 1) / 2, "side all_reduce gave %d", (int)w);
@@ -308,7 +278,7 @@ static int case_abort(vqc_comm *c) {
   CHECK(s == VQC_EABORTED, "side all_reduce after its abort: %s",
         vqc_status_name(s));
   vqc_mpi_comm_destroy(ab);
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 /* Rank 0 skips an all_reduce that the others enter. They must time out
@@ -317,21 +287,21 @@ static int case_abort(vqc_comm *c) {
  * collective first completes their stale request, which must then hold the
  * exact sum. Runs on a comm of its own so the main one is never stale. */
 static int case_deadline(vqc_comm *c) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   int size = vqc_comm_size(c);
   vqc_comm *dl = NULL;
   vqc_status s = vqc_mpi_comm_create(NULL, NULL, &dl);
   CHECK_OK(s, "second vqc_mpi_comm_create");
-  if (s != VQC_OK) return fail_count;
+  if (s != VQC_OK) return vqc_driver_failures;
   vqc_comm_set_timeout(dl, 0.5);
 
   /* Must outlive the timed-out call: MPI writes it when the request ends. */
-  int32_t mine = my_rank + 1, sum = -1;
+  int32_t mine = vqc_driver_rank + 1, sum = -1;
   const int32_t want = size * (size + 1) / 2;
-  if (my_rank != 0) {
-    double t0 = now_s();
+  if (vqc_driver_rank != 0) {
+    double t0 = vqc_driver_now_s();
     s = vqc_all_reduce(dl, &mine, &sum, 1, VQC_I32, VQC_SUM);
-    double dt = now_s() - t0;
+    double dt = vqc_driver_now_s() - t0;
     CHECK(s == VQC_ETIMEOUT, "skipped all_reduce returned %s: %s",
           vqc_status_name(s), vqc_last_error());
     CHECK(dt >= 0.5 && dt < 5.0, "timed out after %.3f s (timeout 0.5 s)",
@@ -350,7 +320,7 @@ static int case_deadline(vqc_comm *c) {
   CHECK_OK(s, "side all_reduce after the timeout");
 
   vqc_comm_set_timeout(dl, MAIN_TIMEOUT_S);
-  if (my_rank == 0) {
+  if (vqc_driver_rank == 0) {
     s = vqc_all_reduce(dl, &mine, &sum, 1, VQC_I32, VQC_SUM);
     CHECK_OK(s, "late all_reduce on rank 0");
   }
@@ -359,29 +329,29 @@ static int case_deadline(vqc_comm *c) {
   CHECK(sum == want, "all_reduce result %d, expected %d", (int)sum,
         (int)want);
   vqc_mpi_comm_destroy(dl);
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 /* The shared cases and aliased_buffers in BLOCKING mode (rank 0 prints
  * their lines under a heading). */
 static int case_blocking_cases(vqc_comm *c) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   vqc_status s = vqc_comm_set_wait_mode(c, VQC_WAIT_BLOCKING);
   CHECK_OK(s, "set_wait_mode BLOCKING");
   CHECK(vqc_comm_wait_mode(c) == VQC_WAIT_BLOCKING, "mode not BLOCKING");
   CHECK(vqc_comm_set_wait_mode(vqc_comm_side(c), VQC_WAIT_BLOCKING) ==
             VQC_EINVAL,
         "a side channel accepted BLOCKING");
-  if (my_rank == 0) printf("-- the shared cases in BLOCKING mode:\n");
+  if (vqc_driver_rank == 0) printf("-- the shared cases in BLOCKING mode:\n");
   int failed_cases = vqc_run_coll_cases(c);
   CHECK(failed_cases == 0, "%d shared cases failed in BLOCKING mode",
         failed_cases);
-  int mine = fail_count;
-  int aliased = case_aliased_buffers(c); /* resets fail_count */
-  fail_count = mine + aliased;
-  if (my_rank == 0) printf("-- end of BLOCKING mode\n");
+  int mine = vqc_driver_failures;
+  int aliased = case_aliased_buffers(c); /* resets vqc_driver_failures */
+  vqc_driver_failures = mine + aliased;
+  if (vqc_driver_rank == 0) printf("-- end of BLOCKING mode\n");
   CHECK_OK(vqc_comm_set_wait_mode(c, VQC_WAIT_POLL), "set_wait_mode POLL");
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 /* What a watchdog reported (written on its thread). */
@@ -389,12 +359,12 @@ typedef struct fire_log {
   pthread_mutex_t mu;
   int n;
   vqc_ledger_record rec; /* the first fire's record */
-  double at_s;           /* now_s() at the first fire */
+  double at_s;           /* vqc_driver_now_s() at the first fire */
 } fire_log;
 
 static void on_stuck(const vqc_ledger_record *stuck, void *user) {
   fire_log *log = user;
-  double t = now_s();
+  double t = vqc_driver_now_s();
   pthread_mutex_lock(&log->mu);
   if (log->n++ == 0) {
     log->rec = *stuck;
@@ -412,12 +382,12 @@ static void on_stuck(const vqc_ledger_record *stuck, void *user) {
 #define WD_SLACK_S 1.0
 
 static int case_blocking_watchdog(vqc_comm *c) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   int size = vqc_comm_size(c);
   vqc_comm *dl = NULL;
   vqc_status s = vqc_mpi_comm_create(NULL, NULL, &dl);
   CHECK_OK(s, "second vqc_mpi_comm_create");
-  if (s != VQC_OK) return fail_count;
+  if (s != VQC_OK) return vqc_driver_failures;
   CHECK_OK(vqc_comm_set_wait_mode(dl, VQC_WAIT_BLOCKING), "set_wait_mode");
   /* Shorter than rank 0's lateness: a POLL wait would return VQC_ETIMEOUT,
    * a BLOCKING one ignores it and completes when rank 0 comes. */
@@ -428,22 +398,22 @@ static int case_blocking_watchdog(vqc_comm *c) {
   CHECK_OK(s, "watchdog_start");
   if (s != VQC_OK) {
     vqc_mpi_comm_destroy(dl);
-    return fail_count;
+    return vqc_driver_failures;
   }
 
   /* Start together, so "late" is measured from the same moment. */
   CHECK_OK(vqc_barrier(vqc_comm_side(c)), "side barrier");
-  int32_t mine = my_rank + 1, sum = -1;
+  int32_t mine = vqc_driver_rank + 1, sum = -1;
   const int32_t want = size * (size + 1) / 2;
-  if (my_rank == 0) {
+  if (vqc_driver_rank == 0) {
     struct timespec late = {(time_t)WD_LATE_S,
                             (long)((WD_LATE_S - (int)WD_LATE_S) * 1e9)};
     nanosleep(&late, NULL);
   }
-  double t0 = now_s();
+  double t0 = vqc_driver_now_s();
   int line = __LINE__ + 1;
   s = vqc_all_reduce(dl, &mine, &sum, 1, VQC_I32, VQC_SUM);
-  double t1 = now_s();
+  double t1 = vqc_driver_now_s();
   CHECK_OK(s, "the late all_reduce (BLOCKING)");
   CHECK(sum == want, "all_reduce result %d, expected %d", (int)sum,
         (int)want);
@@ -451,7 +421,7 @@ static int case_blocking_watchdog(vqc_comm *c) {
 
   /* The watchdog thread is joined: its writes are visible without the
    * lock now. */
-  if (my_rank == 0) {
+  if (vqc_driver_rank == 0) {
     CHECK(log.n == 0, "rank 0 was never stuck but its watchdog fired %d "
           "times", log.n);
   } else {
@@ -460,7 +430,7 @@ static int case_blocking_watchdog(vqc_comm *c) {
     if (log.n >= 1) {
       const vqc_ledger_record *r = &log.rec;
       CHECK(r->seq == 0 && r->op == VQC_COLL_ALL_REDUCE &&
-                r->state == VQC_REC_ENTERED && r->rank == my_rank,
+                r->state == VQC_REC_ENTERED && r->rank == vqc_driver_rank,
             "fired for seq %llu op %s state %s rank %d",
             (unsigned long long)r->seq, vqc_coll_name(r->op),
             vqc_record_state_name(r->state), r->rank);
@@ -484,15 +454,10 @@ static int case_blocking_watchdog(vqc_comm *c) {
             r.state == VQC_REC_DONE && r.status == VQC_OK,
         "the completed call is not a DONE record");
   vqc_mpi_comm_destroy(dl);
-  return fail_count;
+  return vqc_driver_failures;
 }
 
-typedef struct {
-  const char *name;
-  int (*fn)(vqc_comm *c);
-} mpi_case;
-
-static const mpi_case mpi_cases[] = {
+static const vqc_coll_case mpi_cases[] = {
     {"launch_env", case_launch_env},
     {"side_separate", case_side_separate},
     {"ledger_sites", case_ledger_sites},
@@ -506,28 +471,12 @@ static const mpi_case mpi_cases[] = {
 #define N_MPI_CASES (int)(sizeof mpi_cases / sizeof mpi_cases[0])
 
 int main(int argc, char **argv) {
-  vqc_comm *c = NULL;
-  vqc_status s = vqc_mpi_comm_create(&argc, &argv, &c);
-  if (s != VQC_OK) {
-    fprintf(stderr, "mpi_comm: cannot create the mpi comm: %s\n",
-            vqc_last_error());
-    return 1;
-  }
-  my_rank = vqc_comm_rank(c);
-  vqc_comm_set_timeout(c, MAIN_TIMEOUT_S);
-
+  vqc_comm *c = vqc_driver_start("mpi_comm", &argc, &argv, MAIN_TIMEOUT_S);
+  if (!c) return 1;
   int failed = vqc_run_coll_cases(c);
-  int passed = vqc_coll_case_count - failed;
-  for (int i = 0; i < N_MPI_CASES; i++) {
-    int global = vqc_coll_global_failures(c, mpi_cases[i].fn(c));
-    if (global) failed++;
-    else passed++;
-    if (my_rank == 0) {
-      printf("%s: %s\n", mpi_cases[i].name, global ? "FAILED" : "ok");
-      fflush(stdout);
-    }
-  }
-  if (my_rank == 0) printf("%d passed, %d failed\n", passed, failed);
+  failed += vqc_run_case_list(c, mpi_cases, N_MPI_CASES);
+  int code =
+      vqc_driver_summary(vqc_coll_case_count + N_MPI_CASES - failed, failed);
   vqc_mpi_comm_destroy(c);
-  return failed ? 1 : 0;
+  return code;
 }

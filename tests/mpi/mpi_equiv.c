@@ -20,10 +20,9 @@
  * (figures)" and finally "N passed, M failed". Failed checks are printed to
  * stderr by the rank that saw them. Exit code 0 only when every case passed
  * on every rank. */
-#include <stdio.h>
-
 #include "coll_cases.h"
 #include "equiv_cases.h"
+#include "mpi_driver.h"
 #include "vqc/comm.h"
 
 /* Per-collective deadline: generous for five ranks sharing two busy cores,
@@ -31,32 +30,18 @@
 #define MAIN_TIMEOUT_S 30.0
 
 int main(int argc, char **argv) {
-  vqc_comm *c = NULL;
-  vqc_status s = vqc_mpi_comm_create(&argc, &argv, &c);
-  if (s != VQC_OK) {
-    fprintf(stderr, "mpi_equiv: cannot create the mpi comm: %s\n",
-            vqc_last_error());
-    return 1;
-  }
-  const int rank = vqc_comm_rank(c);
-  vqc_comm_set_timeout(c, MAIN_TIMEOUT_S);
-
-  int passed = 0, failed = 0;
+  vqc_comm *c = vqc_driver_start("mpi_equiv", &argc, &argv, MAIN_TIMEOUT_S);
+  if (!c) return 1;
+  int failed = 0;
   for (int i = 0; i < vqc_equiv_case_count; i++) {
     vqc_equiv_report rep;
     const int local = vqc_equiv_cases[i].fn(c, &rep);
-    const int global = vqc_coll_global_failures(c, local);
-    if (global) failed++;
-    else passed++;
-    if (rank == 0) {
-      char figures[512];
-      vqc_equiv_format(&rep, figures, sizeof figures);
-      printf("%s: %s (%s)\n", vqc_equiv_cases[i].name,
-             global ? "FAILED" : "ok", figures);
-      fflush(stdout);
-    }
+    char figures[512];
+    vqc_equiv_format(&rep, figures, sizeof figures);
+    if (!vqc_coll_case_report(c, vqc_equiv_cases[i].name, local, figures))
+      failed++;
   }
-  if (rank == 0) printf("%d passed, %d failed\n", passed, failed);
+  int code = vqc_driver_summary(vqc_equiv_case_count - failed, failed);
   vqc_mpi_comm_destroy(c);
-  return failed ? 1 : 0;
+  return code;
 }

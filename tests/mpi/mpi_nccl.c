@@ -21,46 +21,17 @@
  * After each case the ranks agree on the failure count over the MPI side
  * channel; rank 0 prints "name: ok" / "name: FAILED" and "N passed, M
  * failed". Exit code 0 only when every case passed on every rank. */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "coll_cases.h"
+#include "mpi_driver.h"
 #include "vqc/comm.h"
 #include "vqc/gpu.h"
 #include "vqc/ledger.h"
 #include "vqc/tensor.h"
 #include "vqc/version.h"
-
-static int fail_count;
-static int my_rank;
-
-static void check_failed(int line, const char *cond, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void check_failed(int line, const char *cond, const char *fmt, ...) {
-  char detail[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(detail, sizeof detail, fmt, ap);
-  va_end(ap);
-  fprintf(stderr, "[rank %d] %s:%d: %s: %s\n", my_rank, __FILE__, line, cond,
-          detail);
-  fail_count++;
-}
-#define CHECK(cond, ...)                                     \
-  do {                                                       \
-    if (!(cond)) check_failed(__LINE__, #cond, __VA_ARGS__); \
-  } while (0)
-#define CHECK_OK(st, what)                                               \
-  CHECK((st) == VQC_OK, "%s returned %s: %s", (what), vqc_status_name(st), \
-        vqc_last_error())
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* A device int32 buffer of n elements holding host[0..n) (host may be NULL:
  * then poisoned). Freed with vqc_tensor_free. */
@@ -94,7 +65,7 @@ static void to_host(const vqc_tensor *t, int32_t *host, size_t n) {
 /* ---- cases */
 
 static int case_collectives(vqc_comm *c) {
-  fail_count = 0;
+  vqc_driver_failures = 0;
   const int r = vqc_comm_rank(c), size = vqc_comm_size(c);
   enum { N = 4096 };
   int32_t *host = malloc(N * 4), *back = malloc((size_t)N * 4 * size);
@@ -164,16 +135,16 @@ static int case_collectives(vqc_comm *c) {
           "ledger record %llu", (unsigned long long)seq);
   }
   free(host), free(back);
-  return fail_count;
+  return vqc_driver_failures;
 }
 
 static int case_deadline(vqc_comm *unused) {
   (void)unused;
-  fail_count = 0;
+  vqc_driver_failures = 0;
   vqc_comm *c = NULL;
   vqc_status s = vqc_nccl_comm_create(NULL, NULL, &c);
   CHECK_OK(s, "second nccl comm");
-  if (s != VQC_OK) return fail_count;
+  if (s != VQC_OK) return vqc_driver_failures;
   vqc_comm_set_timeout(c, 1.0);
   int32_t one = 1;
   vqc_tensor buf = dev_ints(&one, 1);
@@ -185,9 +156,9 @@ static int case_deadline(vqc_comm *unused) {
   vqc_comm *side = vqc_comm_side(c);
   vqc_comm_set_timeout(side, 60.0);
   if (vqc_comm_rank(c) != 0) {
-    double t0 = now_s();
+    double t0 = vqc_driver_now_s();
     s = vqc_all_reduce(c, p, p, 1, VQC_I32, VQC_SUM);
-    double waited = now_s() - t0;
+    double waited = vqc_driver_now_s() - t0;
     CHECK(s == VQC_ETIMEOUT, "skipped collective returned %s: %s",
           vqc_status_name(s), vqc_last_error());
     CHECK(waited < 20.0, "the timeout took %.1f s", waited);
@@ -203,26 +174,14 @@ static int case_deadline(vqc_comm *unused) {
   }
   vqc_tensor_free(&buf);
   vqc_nccl_comm_destroy(c);
-  return fail_count;
-}
-
-/* Sum of the ranks' failure counts over the side channel. */
-static int global_failures(vqc_comm *c, int mine) {
-  int32_t v = mine;
-  if (vqc_all_reduce(vqc_comm_side(c), &v, &v, 1, VQC_I32, VQC_SUM) != VQC_OK)
-    return mine + 1;
-  return v;
+  return vqc_driver_failures;
 }
 
 int main(int argc, char **argv) {
   /* The MPI comm first: it says the rank and size, and keeps MPI alive
    * while nccl comms come and go. */
-  vqc_comm *mpi = NULL;
-  if (vqc_mpi_comm_create(&argc, &argv, &mpi) != VQC_OK) {
-    fprintf(stderr, "mpi_nccl: cannot start MPI: %s\n", vqc_last_error());
-    return 1;
-  }
-  my_rank = vqc_comm_rank(mpi);
+  vqc_comm *mpi = vqc_driver_start("mpi_nccl", &argc, &argv, 0);
+  if (!mpi) return 1;
   int size = vqc_comm_size(mpi), ndev = vqc_gpu_device_count();
   const char *skip = NULL;
   if (!VQC_WITH_NCCL)
@@ -232,7 +191,7 @@ int main(int argc, char **argv) {
   else if (ndev < size)
     skip = "fewer GPUs than ranks (NCCL needs one GPU per rank)";
   if (skip) {
-    if (my_rank == 0)
+    if (vqc_driver_rank == 0)
       printf("SKIP: %s (%d ranks, %d GPUs)\n0 passed, 0 failed\n", skip, size,
              ndev);
     vqc_mpi_comm_destroy(mpi);
@@ -243,27 +202,17 @@ int main(int argc, char **argv) {
   vqc_status s = vqc_nccl_comm_create(&argc, &argv, &c);
   if (s != VQC_OK) {
     fprintf(stderr, "[rank %d] mpi_nccl: cannot create the nccl comm: %s\n",
-            my_rank, vqc_last_error());
+            vqc_driver_rank, vqc_last_error());
     vqc_mpi_comm_destroy(mpi);
     return 1;
   }
   vqc_comm_set_timeout(c, 30.0);
-  struct {
-    const char *name;
-    int (*fn)(vqc_comm *);
-  } cases[] = {{"collectives", case_collectives}, {"deadline", case_deadline}};
-  int passed = 0, failed = 0;
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    int global = global_failures(c, cases[i].fn(c));
-    if (global) failed++;
-    else passed++;
-    if (my_rank == 0) {
-      printf("%s: %s\n", cases[i].name, global ? "FAILED" : "ok");
-      fflush(stdout);
-    }
-  }
-  if (my_rank == 0) printf("%d passed, %d failed\n", passed, failed);
+  static const vqc_coll_case cases[] = {{"collectives", case_collectives},
+                                        {"deadline", case_deadline}};
+  const int ncases = (int)(sizeof cases / sizeof cases[0]);
+  int failed = vqc_run_case_list(c, cases, ncases);
+  int code = vqc_driver_summary(ncases - failed, failed);
   vqc_nccl_comm_destroy(c);
   vqc_mpi_comm_destroy(mpi);
-  return failed ? 1 : 0;
+  return code;
 }

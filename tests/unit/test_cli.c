@@ -14,18 +14,15 @@
  * encoder.0.weight, the clean twin has no finding. */
 #include <criterion/criterion.h>
 #include <dirent.h>
-#include <fcntl.h>
 #include <jansson.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "cli.h"
+#include "spawn_capture.h"
 #include "test_paths.h"
 #include "vqc/vqc.h"
 
@@ -38,94 +35,29 @@
 #error "VQC_CLI_PATH must name the built vqcheck (tests/CMakeLists.txt)"
 #endif
 
-extern char **environ;
-
 static const char *const subcommands[] = {"list",  "run",         "suite",
                                           "report", "conformance", "smoke",
                                           "compare", "analyze"};
 #define NSUBCOMMANDS (sizeof subcommands / sizeof subcommands[0])
 
-/* ---- running the binary */
+/* ---- running the binary (tests/common/spawn_capture.h) */
 
-typedef struct cli_out {
-  int code;  /* exit code; 128 + signal when killed */
-  char *out; /* stdout, malloc'd */
-  char *err; /* stderr, malloc'd */
-} cli_out;
-
-static char *slurp_file(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = calloc((size_t)n + 1, 1);
-  cr_assert_not_null(s);
-  if (fread(s, 1, (size_t)n, f) != (size_t)n) s[0] = '\0';
-  fclose(f);
-  return s;
-}
+typedef vqc_spawn_result cli_out;
 
 /* Runs `vqcheck args...` (a NULL-terminated list) with `env_extra` (e.g.
  * "VQC_DEBUG=1", or NULL) added to the environment; VQC_DEBUG from the
  * calling environment is dropped so the default text is what is tested.
- * stdin is /dev/null; stdout and stderr go to files and are read back. */
+ * stdin is /dev/null; stdout and stderr are captured separately. */
 static cli_out run_cli(const char *env_extra, ...) {
-  const char *args[64];
-  int n = 0;
-  args[n++] = VQC_CLI_PATH;
+  cli_out r;
   va_list ap;
   va_start(ap, env_extra);
-  for (const char *a; (a = va_arg(ap, const char *)) != NULL && n < 63;)
-    args[n++] = a;
+  const char *first = va_arg(ap, const char *);
+  int rc = vqc_spawn_vcapture(&r, VQC_CLI_PATH, "VQC_DEBUG", env_extra, first,
+                              ap);
   va_end(ap);
-  args[n] = NULL;
-
-  int nenv = 0;
-  while (environ[nenv]) nenv++;
-  char **envp = calloc((size_t)nenv + 2, sizeof *envp);
-  cr_assert_not_null(envp);
-  int k = 0;
-  for (int i = 0; i < nenv; i++)
-    if (strncmp(environ[i], "VQC_DEBUG=", 10) != 0) envp[k++] = environ[i];
-  if (env_extra) envp[k++] = (char *)env_extra;
-  envp[k] = NULL;
-
-  char out_path[] = "/tmp/vqc-cli-out-XXXXXX";
-  char err_path[] = "/tmp/vqc-cli-err-XXXXXX";
-  int fo = mkstemp(out_path), fe = mkstemp(err_path);
-  cr_assert(fo >= 0 && fe >= 0);
-  close(fo);
-  close(fe);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY,
-                                   0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out_path,
-                                   O_WRONLY | O_TRUNC, 0);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err_path,
-                                   O_WRONLY | O_TRUNC, 0);
-  pid_t pid;
-  int rc = posix_spawn(&pid, VQC_CLI_PATH, &fa, NULL, (char *const *)args,
-                       envp);
-  posix_spawn_file_actions_destroy(&fa);
-  free(envp);
-  cr_assert_eq(rc, 0, "cannot start %s: %s", VQC_CLI_PATH, strerror(rc));
-  int status;
-  cr_assert_eq(waitpid(pid, &status, 0), pid);
-  cli_out r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp_file(out_path);
-  r.err = slurp_file(err_path);
-  cr_assert(r.out && r.err);
-  unlink(out_path);
-  unlink(err_path);
+  cr_assert_eq(rc, 0, "cannot run %s: %s", VQC_CLI_PATH, strerror(rc));
   return r;
-}
-
-static void cli_free(cli_out *c) {
-  free(c->out);
-  free(c->err);
 }
 
 /* ---- files */
@@ -161,7 +93,7 @@ static void copy_scenario(const char *name, const char *dir,
   char src[1024], dst[1024];
   scenario_path(name, src, sizeof src);
   snprintf(dst, sizeof dst, "%s/%s.yaml", dir, name);
-  char *text = slurp_file(src);
+  char *text = vqc_read_file(src);
   cr_assert_not_null(text, "cannot read %s", src);
   FILE *f = fopen(dst, "w");
   cr_assert_not_null(f);
@@ -227,7 +159,7 @@ static junit_counts read_junit(const char *dir) {
   count_nodes(xmlDocGetRootElement(doc), &c);
   xmlFreeDoc(doc);
 #else
-  char *text = slurp_file(path);
+  char *text = vqc_read_file(path);
   cr_assert_not_null(text, "cannot read %s", path);
   for (const char *p = text; (p = strstr(p, "<testcase ")); p++) c.testcases++;
   for (const char *p = text; (p = strstr(p, "<error ")); p++) c.errors++;
@@ -260,7 +192,7 @@ Test(cli, every_subcommand_has_help_on_stdout) {
               "%s --help does not document its exit codes", subcommands[i]);
     cr_expect_str_empty(c.err, "%s --help wrote to stderr: %s",
                         subcommands[i], c.err);
-    cli_free(&c);
+    vqc_spawn_result_free(&c);
   }
   /* The top level lists every subcommand. */
   cli_out c = run_cli(NULL, "--help", NULL);
@@ -271,7 +203,7 @@ Test(cli, every_subcommand_has_help_on_stdout) {
     cr_expect(strstr(c.out, want) != NULL, "'vqcheck --help' lacks %s",
               subcommands[i]);
   }
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 }
 
 /* c is misuse of `cmd`: exit 2, nothing on stdout, the problem and a hint
@@ -284,7 +216,7 @@ static void expect_misuse(cli_out *c, const char *cmd, const char *mention) {
   cr_expect(strstr(c->err, hint) != NULL, "%s: no hint in: %s", cmd, c->err);
   cr_expect(strstr(c->err, mention) != NULL, "%s: '%s' not in: %s", cmd,
             mention, c->err);
-  cli_free(c);
+  vqc_spawn_result_free(c);
 }
 
 Test(cli, an_unknown_flag_exits_2_with_a_hint) {
@@ -299,12 +231,12 @@ Test(cli, an_unknown_flag_exits_2_with_a_hint) {
   c = run_cli(NULL, "frobnicate", NULL);
   cr_expect_eq(c.code, 2);
   cr_expect(strstr(c.err, "hint: 'vqcheck --help'") != NULL, "%s", c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   c = run_cli(NULL, NULL);
   cr_expect_eq(c.code, 2);
   cr_expect(strstr(c.err, "usage: vqcheck") != NULL, "%s", c.err);
   cr_expect_str_empty(c.out);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 }
 
 Test(cli, missing_bad_and_extra_values_exit_2_with_a_hint) {
@@ -353,7 +285,7 @@ Test(cli, version_names_the_build_configuration) {
   cr_expect(strstr(c.out, VQC_WITH_NCCL ? "nccl on" : "nccl off") != NULL,
             "%s", c.out);
   cr_expect_str_empty(c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 }
 
 /* ---- error text */
@@ -365,16 +297,16 @@ Test(cli, errors_read_without_the_library_source_location) {
                 NULL, "%s", c.err);
   cr_expect(strstr(c.err, "VQC_E") == NULL, "%s", c.err);
   cr_expect(strstr(c.err, ".c:") == NULL, "%s", c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   /* The full text for a developer, by environment or flag. */
   c = run_cli("VQC_DEBUG=1", "run", "/nonexistent/vqc/missing.yaml", NULL);
   cr_expect_eq(c.code, 2);
   cr_expect(strstr(c.err, ".c:") != NULL && strstr(c.err, ": VQC_E") != NULL,
             "%s", c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   c = run_cli(NULL, "run", "/nonexistent/vqc/missing.yaml", "--verbose", NULL);
   cr_expect(strstr(c.err, ": VQC_E") != NULL, "%s", c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 }
 
 Test(cli, strip_internal_removes_every_source_location) {
@@ -439,7 +371,7 @@ Test(cli, run_of_a_clean_scenario_writes_run_json_and_every_report) {
   junit_counts j = read_junit(out);
   cr_expect_gt(j.testcases, 1, "one testcase per check plus training");
   cr_expect_eq(j.failures + j.errors, 0);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 
   /* --quiet: nothing on stdout, the same files. */
   rm_rf(out);
@@ -447,7 +379,7 @@ Test(cli, run_of_a_clean_scenario_writes_run_json_and_every_report) {
   cr_expect_eq(c.code, 0);
   cr_expect_str_empty(c.out);
   cr_expect(exists(out, "report.html") && exists(out, "junit.xml"));
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   rm_rf(dir);
 }
 
@@ -470,7 +402,7 @@ Test(cli, run_of_a_fault_scenario_exits_1_and_junit_carries_the_finding) {
   char tmp[1024];
   temp_files(out, tmp, sizeof tmp);
   cr_expect_str_empty(tmp);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   rm_rf(dir);
 }
 
@@ -499,7 +431,7 @@ Test(cli, run_json_is_one_document_on_stdout) {
   snprintf(want, sizeof want, "%s/junit.xml", out);
   cr_expect_str_eq(json_string_value(json_object_get(reports, "junit")), want);
   json_decref(doc);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   rm_rf(dir);
 }
 
@@ -537,7 +469,7 @@ Test(cli, suite_writes_a_junit_testcase_per_scenario) {
   char tmp[1024];
   temp_files(base, tmp, sizeof tmp);
   cr_expect_str_empty(tmp);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 
   /* --json: one document with both cases. */
   c = run_cli(NULL, "suite", sc, "--out", base, "--json", NULL);
@@ -560,7 +492,7 @@ Test(cli, suite_writes_a_junit_testcase_per_scenario) {
   snprintf(want, sizeof want, "%s/junit.xml", base);
   cr_expect_str_eq(json_string_value(json_object_get(doc, "junit")), want);
   json_decref(doc);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   rm_rf(dir);
 }
 
@@ -580,7 +512,7 @@ Test(cli, suite_fails_an_expectation_that_does_not_hold) {
   cr_expect_eq(j.errors, 0);
   cr_expect(strstr(j.first_failure, "divergence") != NULL, "%s",
             j.first_failure);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   rm_rf(dir);
 }
 
@@ -602,7 +534,7 @@ Test(cli, suite_reports_a_file_that_does_not_load_as_an_error) {
   cr_expect_eq(j.testcases, 3);
   cr_expect_eq(j.errors, 1);
   cr_expect_eq(j.failures, 0);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   rm_rf(dir);
 }
 
@@ -626,7 +558,7 @@ Test(cli, list_json_is_one_document) {
                                                      "name")),
                    "skip_weight_sync");
   json_decref(doc);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   rm_rf(dir);
 }
 
@@ -648,7 +580,7 @@ Test(cli, conformance_json_is_one_document) {
   cr_expect_gt(n, 0);
   cr_expect_eq(json_integer_value(json_object_get(doc, "passed")), (int)n);
   json_decref(doc);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 }
 
 Test(cli, smoke_off_a_terminal_prints_only_its_verdict) {
@@ -656,12 +588,12 @@ Test(cli, smoke_off_a_terminal_prints_only_its_verdict) {
   cr_expect_eq(c.code, 0, "stderr: %s", c.err);
   cr_expect_str_eq(c.out, "2 ranks agree on the weights after 3 steps "
                           "(threads backend)\n");
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   c = run_cli(NULL, "smoke", "--ranks", "3", "--steps", "4", "--fault",
               "skip_weight_sync", NULL);
   cr_expect_eq(c.code, 1);
   const char *want = "divergence: replicated weights 'w' differ at step 1: "
                      "rank 2 disagrees with rank 0";
   cr_expect(strncmp(c.out, want, strlen(want)) == 0, "%s", c.out);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 }

@@ -20,11 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "runner.h"
 #include "scenario.h"
+#include "spawn_capture.h"
 #include "test_paths.h"
 #include "trace_compare.h"
 
@@ -117,49 +117,21 @@ static void set_line(const char *dir, int rank, int lineno, const char *text) {
   fclose(f);
 }
 
-/* Runs `vqcheck <args>` with stdout and stderr in files under dir; returns
- * the exit code and the two outputs (malloc'd, NUL-terminated). */
-typedef struct cli_out {
-  int code;
-  char *out, *err;
-} cli_out;
+/* ---- running the binary (tests/common/spawn_capture.h) */
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "r");
-  if (!f) return strdup("");
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = calloc((size_t)n + 1, 1);
-  if (fread(s, 1, (size_t)n, f) != (size_t)n) s[0] = '\0';
-  fclose(f);
-  return s;
-}
+typedef vqc_spawn_result cli_out;
 
-static cli_out run_cli(const char *dir, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-static cli_out run_cli(const char *dir, const char *fmt, ...) {
-  char args[2048], cmd[4096], out[512], err[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(args, sizeof args, fmt, ap);
-  va_end(ap);
-  path_in(out, sizeof out, dir, "cli.stdout");
-  path_in(err, sizeof err, dir, "cli.stderr");
-  snprintf(cmd, sizeof cmd, "%s %s >%s 2>%s", VQC_CLI_PATH, args, out, err);
-  int status = system(cmd);
+/* Runs `vqcheck args...` (a NULL-terminated list) as a child process;
+ * returns the exit code and the captured stdout and stderr (malloc'd,
+ * NUL-terminated). */
+static cli_out run_cli(const char *first, ...) {
   cli_out r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out);
-  r.err = slurp(err);
-  unlink(out);
-  unlink(err);
+  va_list ap;
+  va_start(ap, first);
+  int rc = vqc_spawn_vcapture(&r, VQC_CLI_PATH, NULL, NULL, first, ap);
+  va_end(ap);
+  cr_assert_eq(rc, 0, "cannot run %s: %s", VQC_CLI_PATH, strerror(rc));
   return r;
-}
-
-static void cli_free(cli_out *c) {
-  free(c->out);
-  free(c->err);
 }
 
 static bool exists(const char *path) {
@@ -490,7 +462,7 @@ Test(compare_cli, clean_run_directory_and_exit_0) {
   trace_spec sp = {.ranks = 3, .steps = 4};
   write_traces(dir, &sp);
   snprintf(out, sizeof out, "%s/out", dir);
-  cli_out c = run_cli(dir, "compare %s --out %s", dir, out);
+  cli_out c = run_cli("compare", dir, "--out", out, NULL);
   cr_expect_eq(c.code, 0, "stderr: %s", c.err);
   cr_expect(strstr(c.out, "findings: 0") != NULL, "%s", c.out);
   /* run.json in the runner's schema, read back by the runner's reader. */
@@ -507,7 +479,7 @@ Test(compare_cli, clean_run_directory_and_exit_0) {
     snprintf(path, sizeof path, "%s/rank-%d.trace.jsonl", out, r);
     cr_expect(exists(path), "%s copied", path);
   }
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   rm_rf(dir);
 }
 
@@ -518,7 +490,7 @@ Test(compare_cli, findings_exit_1_and_json_output) {
   trace_spec sp = {.ranks = 4, .steps = 5, .dev = dev, .ndev = 1};
   write_traces(dir, &sp);
   snprintf(out, sizeof out, "%s/out", dir);
-  cli_out c = run_cli(dir, "compare %s --out %s --json", dir, out);
+  cli_out c = run_cli("compare", dir, "--out", out, "--json", NULL);
   cr_expect_eq(c.code, 1, "stderr: %s", c.err);
   json_error_t err;
   json_t *j = json_loads(c.out, 0, &err);
@@ -546,7 +518,7 @@ Test(compare_cli, findings_exit_1_and_json_output) {
   cr_expect_eq(f.count, 1);
   cr_expect_eq(code, 1);
   vqc_findings_free(&f);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   rm_rf(dir);
 }
 
@@ -559,48 +531,49 @@ Test(compare_cli, bad_input_exits_2_and_creates_nothing) {
   write_traces(dir, &sp);
   path_in(path, sizeof path, dir, "rank-1.trace.jsonl");
   unlink(path);
-  cli_out c = run_cli(dir, "compare %s --out %s", dir, out);
+  cli_out c = run_cli("compare", dir, "--out", out, NULL);
   cr_expect_eq(c.code, 2);
   cr_expect(strstr(c.err, "no trace for rank 1") != NULL, "%s", c.err);
   cr_expect(!exists(out), "no run directory for bad input");
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 
   write_traces(dir, &sp);
   set_line(dir, 2, 4, "{\"schema\": \n");
-  c = run_cli(dir, "compare %s --out %s", dir, out);
+  c = run_cli("compare", dir, "--out", out, NULL);
   cr_expect_eq(c.code, 2);
   cr_expect(strstr(c.err, "rank-2.trace.jsonl:4:") != NULL, "%s", c.err);
   cr_expect(!exists(out), "an error half-way leaves no run directory");
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 
   write_traces(dir, &sp);
   set_line(dir, 0, 1, "{\"schema\":\"vqcheck-trace/2\",\"rank\":0,\"step\":0,"
            "\"tensor\":\"w\",\"dtype\":\"float32\",\"shape\":[4,8],"
            "\"digest_algo\":\"vqc-xxh3-tree-1\",\"digest\":"
            "\"0000000000001000\"}\n");
-  c = run_cli(dir, "compare %s --out %s", dir, out);
+  c = run_cli("compare", dir, "--out", out, NULL);
   cr_expect_eq(c.code, 2);
   cr_expect(strstr(c.err, "rank-0.trace.jsonl:1: field 'schema' is "
                    "'vqcheck-trace/2'") != NULL, "%s", c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 
-  c = run_cli(dir, "compare %s --frobnicate", dir);
+  c = run_cli("compare", dir, "--frobnicate", NULL);
   cr_expect_eq(c.code, 2);
   cr_expect(strstr(c.err, "unknown option '--frobnicate'") != NULL, "%s",
             c.err);
-  cli_free(&c);
-  c = run_cli(dir, "compare");
+  vqc_spawn_result_free(&c);
+  c = run_cli("compare", NULL);
   cr_expect_eq(c.code, 2);
   cr_expect(strstr(c.err, "no trace directory given") != NULL, "%s", c.err);
-  cli_free(&c);
-  c = run_cli(dir, "compare %s/nowhere", dir);
+  vqc_spawn_result_free(&c);
+  snprintf(path, sizeof path, "%s/nowhere", dir);
+  c = run_cli("compare", path, NULL);
   cr_expect_eq(c.code, 2);
-  cli_free(&c);
-  c = run_cli(dir, "compare --help");
+  vqc_spawn_result_free(&c);
+  c = run_cli("compare", "--help", NULL);
   cr_expect_eq(c.code, 0);
   cr_expect(strstr(c.out, "usage: vqcheck compare TRACE_DIR") != NULL);
   cr_expect_str_eq(c.err, "");
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   rm_rf(dir);
 }
 
@@ -613,12 +586,12 @@ Test(compare_cli, truncated_last_line_warns_and_compares_the_rest) {
   set_line(dir, 0, 13, "{\"schema\":\"vqcheck-trace/1\",\"rank\":0,\"step\":4,"
            "\"tens");
   snprintf(out, sizeof out, "%s/out", dir);
-  cli_out c = run_cli(dir, "compare %s --out %s --quiet", dir, out);
+  cli_out c = run_cli("compare", dir, "--out", out, "--quiet", NULL);
   cr_expect_eq(c.code, 1, "stderr: %s", c.err);
   cr_expect(strstr(c.err, "warning: ") && strstr(c.err, "rank-0.trace.jsonl:13"
                    ": the last line is cut off"), "%s", c.err);
   cr_expect_str_eq(c.out, "", "--quiet prints no summary");
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   rm_rf(dir);
 }
 
@@ -632,9 +605,9 @@ Test(analyze_cli, merges_without_duplicates_and_is_idempotent) {
   write_traces(dir, &sp);
 
   /* Traces only (the job died before run.json): analyze writes one. */
-  cli_out c = run_cli(dir, "analyze %s", dir);
+  cli_out c = run_cli("analyze", dir, NULL);
   cr_expect_eq(c.code, 1, "stderr: %s", c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   vqc_findings f;
   vqc_findings_init(&f);
   int code = -1;
@@ -648,7 +621,7 @@ Test(analyze_cli, merges_without_duplicates_and_is_idempotent) {
   vqc_findings_free(&f);
 
   /* Again: nothing new. */
-  c = run_cli(dir, "analyze %s --json", dir);
+  c = run_cli("analyze", dir, "--json", NULL);
   cr_expect_eq(c.code, 1);
   json_t *j = json_loads(c.out, 0, NULL);
   cr_assert_not_null(j);
@@ -657,16 +630,16 @@ Test(analyze_cli, merges_without_duplicates_and_is_idempotent) {
   cr_expect_eq(json_integer_value(json_object_get(an, "added")), 0);
   cr_expect_eq(json_integer_value(json_object_get(an, "already_known")), 1);
   json_decref(j);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 
   /* On compare's run directory: the same finding, kept once. */
   snprintf(out, sizeof out, "%s/out", dir);
-  c = run_cli(dir, "compare %s --out %s --quiet", dir, out);
+  c = run_cli("compare", dir, "--out", out, "--quiet", NULL);
   cr_expect_eq(c.code, 1);
-  cli_free(&c);
-  c = run_cli(dir, "analyze %s --quiet", out);
+  vqc_spawn_result_free(&c);
+  c = run_cli("analyze", out, "--quiet", NULL);
   cr_expect_eq(c.code, 1, "%s", c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   vqc_findings_init(&f);
   path_in(path, sizeof path, out, "run.json");
   cr_assert_eq(vqc_run_read_json(path, &f, &code), VQC_OK);
@@ -683,36 +656,37 @@ Test(analyze_cli, corrupt_run_json_exits_2_naming_the_line) {
   cr_assert_not_null(f);
   fputs("{\n  \"schema_version\": 1,\n  \"findings\": [\n    {\"kind\": \n", f);
   fclose(f);
-  cli_out c = run_cli(dir, "analyze %s", dir);
+  cli_out c = run_cli("analyze", dir, NULL);
   cr_expect_eq(c.code, 2);
   cr_expect(strstr(c.err, "run.json:5:") != NULL, "%s", c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 
   f = fopen(path, "w");
   fputs("{\"schema_version\": 7, \"findings\": []}\n", f);
   fclose(f);
-  c = run_cli(dir, "analyze %s", dir);
+  c = run_cli("analyze", dir, NULL);
   cr_expect_eq(c.code, 2);
   cr_expect(strstr(c.err, "field 'schema_version': version 7") != NULL, "%s",
             c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 
   f = fopen(path, "w");
   fputs("{\"schema_version\": 1, \"findings\": [{\"kind\": \"hang\", "
         "\"step\": 1, \"ranks\": []}]}\n", f);
   fclose(f);
-  c = run_cli(dir, "analyze %s", dir);
+  c = run_cli("analyze", dir, NULL);
   cr_expect_eq(c.code, 2);
   cr_expect(strstr(c.err, "field 'findings[0]'") != NULL, "%s", c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
 
-  c = run_cli(dir, "analyze %s --bogus", dir);
+  c = run_cli("analyze", dir, "--bogus", NULL);
   cr_expect_eq(c.code, 2);
   cr_expect(strstr(c.err, "unknown option '--bogus'") != NULL, "%s", c.err);
-  cli_free(&c);
-  c = run_cli(dir, "analyze %s/missing", dir);
+  vqc_spawn_result_free(&c);
+  snprintf(path, sizeof path, "%s/missing", dir);
+  c = run_cli("analyze", path, NULL);
   cr_expect_eq(c.code, 2);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   rm_rf(dir);
 }
 
@@ -794,9 +768,9 @@ Test(analyze_cli, ledger_dumps_of_a_stuck_run) {
   const int before = rr.findings.count;
   vqc_run_result_free(&rr);
 
-  cli_out c = run_cli(dir, "analyze %s", run_dir);
+  cli_out c = run_cli("analyze", run_dir, NULL);
   cr_expect_eq(c.code, 1, "%s", c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   vqc_findings f;
   vqc_findings_init(&f);
   path_in(path, sizeof path, run_dir, "run.json");
@@ -806,9 +780,9 @@ Test(analyze_cli, ledger_dumps_of_a_stuck_run) {
   vqc_findings_free(&f);
 
   cr_assert_eq(unlink(path), 0);
-  c = run_cli(dir, "analyze %s", run_dir);
+  c = run_cli("analyze", run_dir, NULL);
   cr_expect_eq(c.code, 1, "%s", c.err);
-  cli_free(&c);
+  vqc_spawn_result_free(&c);
   vqc_findings_init(&f);
   cr_assert_eq(vqc_run_read_json(path, &f, NULL), VQC_OK, "%s",
                vqc_last_error());

@@ -18,29 +18,24 @@
  *     Those cases skip where a device answers.
  * The CLI is the built binary (VQC_CLI_PATH), run as a child process. */
 #include <criterion/criterion.h>
-#include <dirent.h>
-#include <fcntl.h>
 #include <jansson.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "run_models.h"
 #include "runner.h"
 #include "scenario.h"
+#include "spawn_capture.h"
 #include "test_paths.h"
 #include "vqc/vqc.h"
 
 #ifndef VQC_CLI_PATH
 #error "VQC_CLI_PATH must name the built vqcheck (tests/CMakeLists.txt)"
 #endif
-
-extern char **environ;
 
 static void scenario_path(const char *name, char *buf, size_t n) {
   snprintf(buf, n, "%s/scenarios/%s.yaml", vqc_test_source_dir(), name);
@@ -71,19 +66,7 @@ static bool exists(const char *path) { return access(path, F_OK) == 0; }
 /* Removes a run directory (its files, then itself) and the temporary
  * directory fresh_path made around it. */
 static void remove_run(char *path) {
-  DIR *d = opendir(path);
-  if (d) {
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
-        continue;
-      char file[8192];
-      snprintf(file, sizeof file, "%s/%s", path, e->d_name);
-      unlink(file);
-    }
-    closedir(d);
-    rmdir(path);
-  }
+  vqc_test_remove_dir(path);
   char *slash = strrchr(path, '/');
   if (slash) {
     *slash = '\0';
@@ -91,82 +74,20 @@ static void remove_run(char *path) {
   }
 }
 
-/* ---- running the binary */
+/* ---- running the binary (tests/common/spawn_capture.h) */
 
-typedef struct cli_out {
-  int code;  /* exit code; 128 + signal when killed */
-  char *out; /* stdout, malloc'd */
-  char *err; /* stderr, malloc'd */
-} cli_out;
-
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  cr_assert_not_null(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = calloc((size_t)n + 1, 1);
-  cr_assert_not_null(s);
-  if (fread(s, 1, (size_t)n, f) != (size_t)n) s[0] = '\0';
-  fclose(f);
-  unlink(path);
-  return s;
-}
+typedef vqc_spawn_result cli_out;
 
 /* Runs `vqcheck args...` (NULL-terminated), stdin /dev/null, stdout and
  * stderr captured; VQC_DEBUG is dropped so the user's text is tested. */
 static cli_out run_cli(const char *first, ...) {
-  const char *args[32];
-  int n = 0;
-  args[n++] = VQC_CLI_PATH;
-  args[n++] = first;
+  cli_out r;
   va_list ap;
   va_start(ap, first);
-  for (const char *a; (a = va_arg(ap, const char *)) != NULL && n < 31;)
-    args[n++] = a;
+  int rc = vqc_spawn_vcapture(&r, VQC_CLI_PATH, "VQC_DEBUG", NULL, first, ap);
   va_end(ap);
-  args[n] = NULL;
-  int nenv = 0;
-  while (environ[nenv]) nenv++;
-  char **envp = calloc((size_t)nenv + 1, sizeof *envp);
-  cr_assert_not_null(envp);
-  int k = 0;
-  for (int i = 0; i < nenv; i++)
-    if (strncmp(environ[i], "VQC_DEBUG=", 10) != 0) envp[k++] = environ[i];
-  envp[k] = NULL;
-
-  char out_path[] = "/tmp/vqc-run-device-out-XXXXXX";
-  char err_path[] = "/tmp/vqc-run-device-err-XXXXXX";
-  int fo = mkstemp(out_path), fe = mkstemp(err_path);
-  cr_assert(fo >= 0 && fe >= 0);
-  close(fo);
-  close(fe);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY,
-                                   0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out_path,
-                                   O_WRONLY | O_TRUNC, 0);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err_path,
-                                   O_WRONLY | O_TRUNC, 0);
-  pid_t pid;
-  int rc = posix_spawn(&pid, VQC_CLI_PATH, &fa, NULL, (char *const *)args,
-                       envp);
-  posix_spawn_file_actions_destroy(&fa);
-  free(envp);
-  cr_assert_eq(rc, 0, "cannot start %s: %s", VQC_CLI_PATH, strerror(rc));
-  int status;
-  cr_assert_eq(waitpid(pid, &status, 0), pid);
-  cli_out r;
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  r.out = slurp(out_path);
-  r.err = slurp(err_path);
+  cr_assert_eq(rc, 0, "cannot run %s: %s", VQC_CLI_PATH, strerror(rc));
   return r;
-}
-
-static void cli_free(cli_out *r) {
-  free(r->out);
-  free(r->err);
 }
 
 /* ---- which scenarios have a device path */
@@ -300,7 +221,7 @@ Test(run_device, run_cuda_without_a_device_exits_3_and_writes_nothing) {
   cr_assert_null(strstr(r.err, ".c:"), "%s", r.err);
   cr_assert_str_eq(r.out, "");
   cr_assert_not(exists(out), "%s was created", out);
-  cli_free(&r);
+  vqc_spawn_result_free(&r);
   remove_run(out);
 }
 
@@ -315,7 +236,7 @@ Test(run_device, suite_cuda_without_a_device_exits_3_and_writes_nothing) {
             r.err);
   cr_assert(strstr(r.err, "): run with --device cpu"), "%s", r.err);
   cr_assert_not(exists(out), "%s was created", out);
-  cli_free(&r);
+  vqc_spawn_result_free(&r);
   remove_run(out);
 }
 
@@ -331,12 +252,12 @@ Test(run_device, bad_device_is_a_usage_error) {
                             "or cuda)"),
               "%s", r.err);
     cr_assert(strstr(r.err, "hint: 'vqcheck "), "%s", r.err);
-    cli_free(&r);
+    vqc_spawn_result_free(&r);
   }
   cli_out r = run_cli("run", scen, "--device", NULL);
   cr_assert_eq(r.code, 2, "%s", r.err);
   cr_assert(strstr(r.err, "--device needs a value"), "%s", r.err);
-  cli_free(&r);
+  vqc_spawn_result_free(&r);
 }
 
 Test(run_device, nccl_without_cuda_is_a_usage_error) {
@@ -345,14 +266,14 @@ Test(run_device, nccl_without_cuda_is_a_usage_error) {
   cli_out r = run_cli("run", scen, "--backend", "nccl", NULL);
   cr_assert_eq(r.code, 2, "%s", r.err);
   cr_assert(strstr(r.err, "--backend nccl needs --device cuda"), "%s", r.err);
-  cli_free(&r);
+  vqc_spawn_result_free(&r);
   r = run_cli("run", scen, "--backend", "nccl", "--device", "cpu", NULL);
   cr_assert_eq(r.code, 2, "%s", r.err);
-  cli_free(&r);
+  vqc_spawn_result_free(&r);
   r = run_cli("suite", "--backend", "nccl", NULL);
   cr_assert_eq(r.code, 2, "%s", r.err);
   cr_assert(strstr(r.err, "--backend nccl needs --device cuda"), "%s", r.err);
-  cli_free(&r);
+  vqc_spawn_result_free(&r);
 }
 
 Test(run_device, model_without_a_device_path_exits_2_before_any_probe) {
@@ -365,7 +286,7 @@ Test(run_device, model_without_a_device_path_exits_2_before_any_probe) {
             r.err);
   cr_assert(strstr(r.err, "run it with --device cpu"), "%s", r.err);
   cr_assert_not(exists(out));
-  cli_free(&r);
+  vqc_spawn_result_free(&r);
   remove_run(out);
 }
 
@@ -384,7 +305,7 @@ Test(run_device, device_cpu_runs_and_is_recorded) {
   cr_assert_str_eq(json_string_value(json_object_get(env, "backend")),
                    "threads");
   json_decref(j);
-  cli_free(&r);
+  vqc_spawn_result_free(&r);
   remove_run(out);
 }
 
@@ -395,6 +316,6 @@ Test(run_device, help_mentions_device) {
     cr_assert_eq(r.code, 0);
     cr_assert(strstr(r.out, "--device cpu|cuda"), "%s", r.out);
     cr_assert(strstr(r.out, "nccl"), "%s", r.out);
-    cli_free(&r);
+    vqc_spawn_result_free(&r);
   }
 }

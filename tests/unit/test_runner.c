@@ -10,7 +10,6 @@
  * division by 1). A small sweep checks that detection does not hang on the
  * seed or the rank count (the full sweep is the `suite.sweep` ctest). */
 #include <criterion/criterion.h>
-#include <dirent.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,23 +32,8 @@ static void load(const char *name, vqc_scenario *sc) {
 
 /* A fresh directory under /tmp (the test's own; Criterion forks per test). */
 static void temp_dir(char *buf, size_t n) {
-  snprintf(buf, n, "/tmp/vqc-test-runner-XXXXXX");
-  cr_assert_not_null(mkdtemp(buf));
-}
-
-/* Removes a run directory the test made (its files, then itself). */
-static void remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
+  cr_assert_not_null(
+      vqc_test_temp_dir(buf, n, "/tmp/vqc-test-runner-XXXXXX"));
 }
 
 static bool has_finding(vqc_findings *f, vqc_finding_kind kind, int64_t step,
@@ -112,7 +96,7 @@ Test(runner, fault_scenario_reports_its_findings) {
   cr_assert(file_exists(dir, "rank-0.trace.jsonl"));
   cr_assert(file_exists(dir, "rank-1.trace.jsonl"));
   vqc_run_result_free(&r);
-  remove_dir(dir);
+  vqc_test_remove_dir(dir);
 }
 
 Test(runner, clean_twin_is_clean_and_writes_its_steps) {
@@ -163,7 +147,7 @@ Test(runner, clean_twin_is_clean_and_writes_its_steps) {
                    sc.name);
   json_decref(j);
   vqc_run_result_free(&r);
-  remove_dir(dir);
+  vqc_test_remove_dir(dir);
 }
 
 Test(runner, deadlock_ends_within_the_timeout) {
@@ -181,7 +165,7 @@ Test(runner, deadlock_ends_within_the_timeout) {
   cr_assert_lt(r.seconds, 1.0 * 4 + 2.0, "took %.2f s", r.seconds);
   cr_assert_eq(vqc_run_exit_code(&r), 1);
   vqc_run_result_free(&r);
-  remove_dir(dir);
+  vqc_test_remove_dir(dir);
 }
 
 /* Findings recorded once per rank (mpi) merge into one with every rank. */
@@ -318,7 +302,7 @@ Test(runner, empty_shard_is_refused_for_the_autoencoder) {
   cr_assert(strstr(r.message, "at least one row") != NULL, "%s", r.message);
   cr_assert_eq(vqc_run_exit_code(&r), 3);
   vqc_run_result_free(&r);
-  remove_dir(dir);
+  vqc_test_remove_dir(dir);
 }
 
 /* A VQ codebook trains on uneven shards, an empty one included: its
@@ -341,7 +325,7 @@ Test(runner, uneven_shards_with_an_empty_rank_stay_clean) {
   cr_assert_eq(r.findings.count, 0, "first: %s",
                r.findings.count ? r.findings.items[0].message : "");
   vqc_run_result_free(&r);
-  remove_dir(dir);
+  vqc_test_remove_dir(dir);
 }
 
 /* A fault the model has no code path for is refused before anything runs. */
@@ -388,7 +372,7 @@ Test(runner, detection_holds_across_seeds_and_ranks, .timeout = 240) {
                   "%s, %d ranks, seed %lld: %s", names[i], ranks,
                   (long long)seed, why);
         vqc_run_result_free(&r);
-        remove_dir(dir);
+        vqc_test_remove_dir(dir);
       }
     }
   }

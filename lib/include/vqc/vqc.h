@@ -9,6 +9,7 @@
 #include "vqc/digest.h"
 #include "vqc/comm.h"
 #include "vqc/ledger.h"
+#include "vqc/fsutil.h"
 #include "vqc/watchdog.h"
 #include "vqc/probe.h"
 #include "vqc/fault.h"

@@ -43,14 +43,13 @@
  * vqc_mpi_comm_create and vqc_mpi_comm_destroy are called from one thread. */
 #include <limits.h>
 #include <mpi.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm_internal.h"
+#include "mpi_common.h"
 #include "vqc/comm.h"
 
 /* ---- error checking */
@@ -99,21 +98,7 @@ typedef struct mpi_world {
 static bool vqc_owns_mpi = false;
 static int live_worlds = 0;
 
-/* ---- waiting against the deadline */
-
-/* Phase 1, spin: a small collective between ranks of one node finishes in a
- * few microseconds, and MPI_Wait busy-polls the same way, so polling without
- * pause for the first 50 us adds no latency. (With more ranks than cores,
- * OpenMPI's own MPI_Test already yields when it finds nothing to do.) */
-#define SPIN_NS 50000u
-/* Phase 2, yield on every test up to 10 ms: long collectives (1 MiB takes a
- * few hundred us, more when ranks share cores) keep polling at full rate,
- * yet a rank we wait for that needs our core gets it. */
-#define YIELD_NS 10000000u
-/* Phase 3, nap between tests: after 10 ms the wait is a late or hung peer,
- * not data movement; a 50 us nap adds under 1% to such a wait and stops it
- * burning a core until the deadline. */
-#define NAP_NS 50000L
+/* ---- waiting against the deadline (pacing: mpi_common.h) */
 
 static bool is_aborted(const mpi_comm_impl *m) {
   return __atomic_load_n(&m->aborted, __ATOMIC_ACQUIRE) != 0;
@@ -139,14 +124,7 @@ static vqc_status wait_request(vqc_comm *c, MPI_Request *req,
                        "rank %d: %s did not complete within %.3g s (did every "
                        "rank enter it?); the MPI request stays pending",
                        c->rank, what, c->timeout_s);
-    uint64_t waited = now - start;
-    if (waited < SPIN_NS) continue;
-    if (waited < YIELD_NS) {
-      sched_yield();
-    } else {
-      struct timespec nap = {0, NAP_NS};
-      nanosleep(&nap, NULL);
-    }
+    vqc_poll_pause(now - start);
   }
 }
 
@@ -225,13 +203,6 @@ static vqc_status to_int_count(const vqc_comm *c, size_t n, const char *what,
   return VQC_OK;
 }
 
-/* Whether byte ranges [a, a+na) and [b, b+nb) overlap (addresses compared as
- * integers: the buffers may be unrelated objects). */
-static bool overlaps(const void *a, size_t na, const void *b, size_t nb) {
-  uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
-  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
-}
-
 /* ---- the ops */
 
 static vqc_status mpi_all_reduce(vqc_comm *c, const void *send, void *recv,
@@ -245,7 +216,7 @@ static vqc_status mpi_all_reduce(vqc_comm *c, const void *send, void *recv,
    * by moving the input into recv first (MPI forbids aliased buffers). */
   const void *sendarg = send;
   size_t bytes = count * vqc_dtype_size(dt);
-  if (send == recv || overlaps(send, bytes, recv, bytes)) {
+  if (send == recv || vqc_ranges_overlap(send, bytes, recv, bytes)) {
     if (send != recv) memmove(recv, send, bytes);
     sendarg = MPI_IN_PLACE;
   }
@@ -271,7 +242,7 @@ static vqc_status mpi_all_gather(vqc_comm *c, const void *send, void *recv,
   size_t block = count * vqc_dtype_size(dt);
   char *mine = (char *)recv + (size_t)c->rank * block;
   const void *sendarg = send;
-  if (overlaps(send, block, recv, block * (size_t)c->size)) {
+  if (vqc_ranges_overlap(send, block, recv, block * (size_t)c->size)) {
     if (send != mine) memmove(mine, send, block);
     sendarg = MPI_IN_PLACE;
   }
@@ -312,7 +283,7 @@ static vqc_status mpi_all_gatherv(vqc_comm *c, const void *send,
   size_t block = sendcount * esize;
   char *mine = (char *)recv + (size_t)m->displs[c->rank] * esize;
   const void *sendarg = send;
-  if (overlaps(send, block, recv, total * esize)) {
+  if (vqc_ranges_overlap(send, block, recv, total * esize)) {
     if (send != mine) memmove(mine, send, block);
     sendarg = MPI_IN_PLACE;
   }

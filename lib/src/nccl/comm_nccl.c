@@ -35,14 +35,13 @@
  * Not thread-safe across calls on one comm (one rank thread drives it). */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm_internal.h"
+#include "mpi/mpi_common.h"
 #include "vqc/comm.h"
 #include "vqc/tensor.h"
 
@@ -80,11 +79,8 @@ static vqc_status cuda_check(cudaError_t e, int rank, const char *file,
 #define CUDA_CALL(rank, call) \
   cuda_check((call), (rank), __FILE__, __LINE__, #call)
 
-/* ---- waiting against the deadline (phases as in comm_mpi.c) */
-
-#define SPIN_NS 50000u     /* a small collective on one node: microseconds */
-#define YIELD_NS 10000000u /* long transfers keep polling at full rate */
-#define NAP_NS 50000L      /* after 10 ms: a late or hung peer */
+/* ---- waiting against the deadline (pacing shared with comm_mpi.c:
+ * mpi/mpi_common.h) */
 
 /* Aborts the NCCL communicator (its kernels exit, the stream drains) and
  * remembers why; later calls return VQC_EABORTED with the reason. */
@@ -136,14 +132,7 @@ static vqc_status wait_done(vqc_comm *c, uint64_t deadline, const char *what) {
                        "rank enter it?); the NCCL communicator was aborted",
                        c->rank, what, c->timeout_s);
     }
-    uint64_t waited = now - start;
-    if (waited < SPIN_NS) continue;
-    if (waited < YIELD_NS) {
-      sched_yield();
-    } else {
-      struct timespec nap = {0, NAP_NS};
-      nanosleep(&nap, NULL);
-    }
+    vqc_poll_pause(now - start);
   }
 }
 
@@ -184,11 +173,6 @@ static ncclRedOp_t nccl_op(vqc_redop op) {
   }
 }
 
-static bool overlaps(const void *a, size_t na, const void *b, size_t nb) {
-  uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
-  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
-}
-
 /* NCCL moves device memory: a host pointer is a usage error, said plainly
  * here rather than as NCCL's "invalid usage". */
 static vqc_status check_device_ptr(const vqc_comm *c, const void *p,
@@ -218,7 +202,7 @@ static vqc_status nccl_all_reduce(vqc_comm *c, const void *send, void *recv,
   const char *what = "all_reduce";
   size_t bytes = count * vqc_dtype_size(dt);
   uint64_t deadline = 0;
-  if (send != recv && overlaps(send, bytes, recv, bytes))
+  if (send != recv && vqc_ranges_overlap(send, bytes, recv, bytes))
     return vqc_error(VQC_EINVAL, "rank %d: %s: send and recv overlap without "
                      "being the same buffer", c->rank, what);
   VQC_TRY(check_device_ptr(c, send, bytes, what, "send"));
@@ -243,7 +227,8 @@ static vqc_status nccl_all_gather(vqc_comm *c, const void *send, void *recv,
    * backend's in-place form) moves this rank's block there first; other
    * overlaps are refused. */
   bool move_first = false;
-  if (overlaps(send, block, recv, block * (size_t)c->size) && send != mine) {
+  if (vqc_ranges_overlap(send, block, recv, block * (size_t)c->size) &&
+      send != mine) {
     if (send != recv)
       return vqc_error(VQC_EINVAL, "rank %d: %s: send overlaps recv but is "
                        "neither recv nor this rank's block of it", c->rank,
@@ -281,7 +266,8 @@ static vqc_status nccl_all_gatherv(vqc_comm *c, const void *send,
   uint64_t deadline = 0;
   VQC_TRY(check_device_ptr(c, send, sendcount * esize, what, "send"));
   VQC_TRY(check_device_ptr(c, recv, total * esize, what, "recv"));
-  if (overlaps(send, sendcount * esize, recv, total * esize) && send != mine)
+  if (vqc_ranges_overlap(send, sendcount * esize, recv, total * esize) &&
+      send != mine)
     return vqc_error(VQC_EINVAL, "rank %d: %s: send overlaps recv but is not "
                      "this rank's block of it", c->rank, what);
   VQC_TRY(begin(c, what, &deadline));
@@ -378,8 +364,7 @@ static vqc_status wait_comm_ready(nccl_world *w, int rank, double seconds,
     if (vqc_now_ns() > deadline)
       return vqc_error(VQC_ETIMEOUT, "rank %d: %s did not finish within %.3g "
                        "s (did every rank call it?)", rank, what, seconds);
-    struct timespec nap = {0, NAP_NS};
-    nanosleep(&nap, NULL);
+    vqc_poll_nap();
   }
 }
 
