@@ -17,7 +17,8 @@ if(VQC_SANITIZE)
 endif()
 
 if(VQC_COVERAGE)
-  add_compile_options(--coverage -O0)
+  # atomic counter updates: the rank threads of one process run the same code
+  add_compile_options(--coverage -O0 -fprofile-update=atomic)
   add_link_options(--coverage)
   find_program(LCOV lcov)
   find_program(GENHTML genhtml)

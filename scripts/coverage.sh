@@ -11,6 +11,6 @@ lcov --quiet --capture --directory . --output-file coverage.all.info
 lcov --quiet --extract coverage.all.info "$src/lib/*" "$src/harness/*" \
      "$src/checkers/*" "$src/reports/*" --output-file coverage.info
 genhtml --quiet --output-directory coverage coverage.info
-lines=$(lcov --summary coverage.info 2>&1 | awk '/lines/ {print $2, $3, $4}')
-funcs=$(lcov --summary coverage.info 2>&1 | awk '/functions/ {print $2, $3, $4}')
+lines=$(lcov --summary coverage.info 2>&1 | sed -n 's/^ *lines\.*: //p')
+funcs=$(lcov --summary coverage.info 2>&1 | sed -n 's/^ *functions\.*: //p')
 echo "coverage: lines $lines, functions $funcs -> $build/coverage/index.html"
