@@ -42,10 +42,10 @@ static int clampi(int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v;
 /* An <svg> that says why there is nothing to draw. */
 static void empty_svg(FILE *f, const char *id, const char *why) {
   fprintf(f, "<svg id=\"%s\" class=\"figure empty\" xmlns=\"http://www.w3.org/"
-          "2000/svg\" width=\"720\" height=\"44\" viewBox=\"0 0 720 44\" "
+          "2000/svg\" width=\"880\" height=\"44\" viewBox=\"0 0 880 44\" "
           "role=\"img\" aria-label=\"", id);
   rep_html(f, why);
-  fprintf(f, "\"><rect class=\"frame\" x=\"0.5\" y=\"0.5\" width=\"719\" "
+  fprintf(f, "\"><rect class=\"frame\" x=\"0.5\" y=\"0.5\" width=\"879\" "
           "height=\"43\" fill=\"#fafafa\" stroke=\"#ddd\"/><text x=\"14\" "
           "y=\"27\" class=\"note\">");
   rep_html(f, why);
@@ -394,9 +394,9 @@ static const char *state_name(rep_coll_state s) {
 
 void rep_svg_timeline(FILE *f, const rep_timeline *t) {
   if (!t->any || t->ncols == 0) {
-    empty_svg(f, "collective-timeline", "No ledger dumps "
-              "(rank-<r>.ledger.jsonl): the collective checker writes them "
-              "only when a collective gets stuck or fails.");
+    empty_svg(f, "collective-timeline", "No ledger dumps: the collective "
+              "checker writes rank-<r>.ledger.jsonl only when a collective "
+              "gets stuck or fails.");
     return;
   }
   const int cw = 46, ch = clampi(320 / t->nranks, 6, 26);
