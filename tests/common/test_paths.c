@@ -2,6 +2,7 @@
 #include "test_paths.h"
 
 #include <dirent.h>
+#include <sys/stat.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,16 +24,25 @@ char *vqc_test_temp_dir(char *buf, size_t n, const char *templ) {
   return mkdtemp(buf);
 }
 
-void vqc_test_remove_dir(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char path[8192];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+void vqc_test_remove_dir(const char *path) {
+  /* Recursive; links are removed, never followed. */
+  struct stat st;
+  if (lstat(path, &st) != 0) return;
+  if (!S_ISDIR(st.st_mode)) {
     unlink(path);
+    return;
   }
-  closedir(d);
-  rmdir(dir);
+  DIR *d = opendir(path);
+  if (d) {
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+      if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+        continue;
+      char child[8192];
+      snprintf(child, sizeof child, "%s/%s", path, e->d_name);
+      vqc_test_remove_dir(child);
+    }
+    closedir(d);
+  }
+  rmdir(path);
 }

@@ -17,9 +17,8 @@ const char *vqc_test_shared_dir(void);
  * fails (errno says why). */
 char *vqc_test_temp_dir(char *buf, size_t n, const char *templ);
 
-/* Removes the files in dir, then dir itself. One level only: the run
- * directories tests make hold no subdirectories. Nothing happens when dir
- * does not exist. */
-void vqc_test_remove_dir(const char *dir);
+/* Removes path and, when it is a directory, everything under it (links are
+ * removed, never followed). Nothing happens when path does not exist. */
+void vqc_test_remove_dir(const char *path);
 
 #endif

@@ -20,6 +20,7 @@
  *                      strided tensor, equivalence without a reference:
  *                      VQC_EINVAL each. */
 #include <criterion/criterion.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@
 #include "findings.h"
 #include "instrument.h"
 #include "runner.h" /* vqc_run_read_json: run.json must read like the runner's */
+#include "test_paths.h"
 
 #define RANKS 3
 #define STEPS 4
@@ -118,6 +120,20 @@ static void read_run_json(const world *w, vqc_findings *f, int *exit_code) {
   cr_assert_eq(vqc_run_read_json(path, f, exit_code), VQC_OK, "%s",
                vqc_last_error());
 }
+
+/* Each test runs in its own process and names its run directories
+ * /tmp/vqc-test-instrument-<pid>-<case>: remove them when it ends. */
+static void remove_run_dirs(void) {
+  char pattern[128];
+  snprintf(pattern, sizeof pattern, "/tmp/vqc-test-instrument-%d-*",
+           (int)getpid());
+  glob_t g;
+  if (glob(pattern, 0, NULL, &g) != 0) return;
+  for (size_t i = 0; i < g.gl_pathc; i++) vqc_test_remove_dir(g.gl_pathv[i]);
+  globfree(&g);
+}
+
+TestSuite(instrument, .fini = remove_run_dirs);
 
 Test(instrument, clean) {
   world w;

@@ -32,6 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "test_paths.h"
 #include "cli.h"
 #include "report.h"
 #include "trace.h"
@@ -61,23 +62,6 @@ static const char *const TENSORS[4] = {"encoder.weight", "codebook.embed",
 
 /* ---- files */
 
-/* Removes dir and everything under it (the tests make one level of
- * subdirectories at most). */
-static void rm_rf(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    char path[512];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    struct stat st;
-    if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode)) rm_rf(path);
-    else unlink(path);
-  }
-  closedir(d);
-  rmdir(dir);
-}
 
 static void make_temp_dir(char *dir, size_t n) {
   snprintf(dir, n, "/tmp/vqc-reports-XXXXXX");
@@ -271,7 +255,7 @@ Test(reports, writes_every_format_atomically) {
   /* Writing again replaces them, still without leftovers. */
   cr_assert_eq(vqc_reports_write(dir, VQC_REPORT_HTML), VQC_OK);
   cr_expect_eq(count_temporaries(dir), 0);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 Test(reports, bad_input_leaves_previous_reports) {
@@ -297,7 +281,7 @@ Test(reports, bad_input_leaves_previous_reports) {
     free(before[i]);
   }
   cr_expect_eq(count_temporaries(dir), 0);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 Test(reports, failed_write_leaves_previous_report) {
@@ -330,7 +314,7 @@ Test(reports, failed_write_leaves_previous_report) {
   cr_expect(strstr(after, "CLEAN: no findings") != NULL);
   free(after);
   free(before);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 /* ---- junit.xml */
@@ -436,7 +420,7 @@ Test(reports, junit_parses_with_one_testcase_per_check) {
   cr_expect_eq(ncases, 9);
   cr_expect_eq(nfailures, 3);
   xmlFreeDoc(doc);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 #endif
 }
 
@@ -476,7 +460,7 @@ Test(reports, junit_training_error_without_findings) {
   cr_expect(strstr(html, "No digest traces") != NULL);
   cr_expect(strstr(html, "No ledger dumps") != NULL);
   free(html);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 #endif
 }
 
@@ -533,7 +517,7 @@ Test(reports, suite_junit_one_testcase_per_scenario) {
   char *md = slurp(dir, "report.md");
   cr_expect(strstr(md, "1 passed, 2 failed") != NULL, "%s", md);
   free(md);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 #endif
 }
 
@@ -560,7 +544,7 @@ Test(reports, json_report_equals_run_json) {
   int code = -1;
   cr_expect_eq(vqc_report_run_exit_code(dir, &code), VQC_OK);
   cr_expect_eq(code, 1);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 /* One mutation of the sample run.json and the field the error must name. */
@@ -624,14 +608,14 @@ Test(reports, invalid_run_json_names_the_field) {
     const char *msg = vqc_last_error();
     cr_expect(strstr(msg, cases[i].field) != NULL, "%s: %s", cases[i].what, msg);
     cr_expect(strstr(msg, "/run.json") != NULL, "%s: %s", cases[i].what, msg);
-    rm_rf(dir);
+    vqc_test_remove_dir(dir);
   }
   /* No run.json: the user named the wrong directory. */
   char dir[64];
   make_temp_dir(dir, sizeof dir);
   cr_expect_eq(vqc_reports_write(dir, VQC_REPORT_ALL), VQC_EINVAL);
   cr_expect(strstr(vqc_last_error(), "no such file") != NULL);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 Test(reports, bad_trace_and_ledger_lines_name_file_and_line) {
@@ -667,7 +651,7 @@ Test(reports, bad_trace_and_ledger_lines_name_file_and_line) {
   cr_expect_eq(vqc_reports_write(dir, VQC_REPORT_HTML), VQC_EPARSE);
   cr_expect(strstr(vqc_last_error(), "rank-2.ledger.jsonl:2: field 'state'") !=
                 NULL, "%s", vqc_last_error());
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 /* ---- report.md */
@@ -694,7 +678,7 @@ Test(reports, markdown_has_the_findings) {
   cr_expect(strstr(md, "## Environment") && strstr(md, "| hostname | testhost |"));
   cr_expect(strstr(md, "## Build") && strstr(md, "| version | 0.1.0 |"));
   free(md);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 /* ---- report.html */
@@ -733,7 +717,7 @@ Test(reports, html_figures_have_the_exact_cells) {
   cr_expect(strstr(html, "<th>hostname</th><td>testhost</td>"));
   cr_expect(strstr(html, "<th>build_type</th><td>Debug</td>"));
   free(html);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 Test(reports, html_escapes_everything_and_fetches_nothing) {
@@ -760,7 +744,7 @@ Test(reports, html_escapes_everything_and_fetches_nothing) {
     cr_expect_eq(p[6], '#', "a link leaves the page: %.40s", p);
   cr_expect(strstr(html, "Content-Security-Policy") != NULL);
   free(html);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 Test(reports, missing_rank_files_show_as_gaps) {
@@ -786,7 +770,7 @@ Test(reports, missing_rank_files_show_as_gaps) {
   cr_expect(strstr(md, "| 2 | = | **1 differ** | - |") != NULL, "%s", md);
   cr_expect(strstr(md, "| 1 | no ledger dump |") != NULL);
   free(md);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 Test(reports, magnitudes_plot_on_log_scale_without_traces) {
@@ -811,7 +795,7 @@ Test(reports, magnitudes_plot_on_log_scale_without_traces) {
   cr_expect(strstr(html, "step 3: 0.5 max abs diff") != NULL);
   cr_expect(strstr(html, "No digest traces") != NULL);
   free(html);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 /* ---- vqcheck report */
@@ -835,7 +819,7 @@ Test(reports, cli_writes_and_exits_with_the_runs_code) {
   write_run_json(dir, j);
   json_decref(j);
   cr_expect_eq(cli(3, a), 0);
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 Test(reports, cli_format_prints_to_stdout, .init = cr_redirect_stdout) {
@@ -852,7 +836,7 @@ Test(reports, cli_format_prints_to_stdout, .init = cr_redirect_stdout) {
   char buf[256] = "";
   cr_assert_not_null(fgets(buf, sizeof buf, out));
   cr_expect_str_eq(buf, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
 }
 
 Test(reports, cli_misuse_exits_2, .init = cr_redirect_stderr) {
@@ -871,7 +855,7 @@ Test(reports, cli_misuse_exits_2, .init = cr_redirect_stderr) {
   write_text(dir, "run.json", "{\"schema_version\": 1,", "w");
   const char *corrupt[] = {"report", dir};
   cr_expect_eq(cli(2, corrupt), 2, "a corrupt run.json is bad input");
-  rm_rf(dir);
+  vqc_test_remove_dir(dir);
   const char *missing[] = {"report", "/nonexistent/vqc-run"};
   cr_expect_eq(cli(2, missing), 2);
 }
