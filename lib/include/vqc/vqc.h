@@ -18,6 +18,7 @@
 #include "vqc/fsq.h"
 #include "vqc/vq.h"
 #include "vqc/rvq.h"
+#include "vqc/rfsq.h"
 #include "vqc/py_random.h"
 /* what scenarios train */
 #include "vqc/nn.h"
