@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vqc/py_random.h"
+#include "vqc/rvq.h" /* the shared dropout-cutoff steps */
 
 /* As in fsq.c: torch rounds each product to float32 before it is used
  * (q_l = code * s_l is stored, then subtracted), so no fused multiply-add. */
@@ -76,13 +76,9 @@ vqc_status vqc_rfsq_draw_cutoff(const vqc_rfsq *r, vqc_comm *comm,
    * others waiting (#198). */
   if (comm) VQC_TRY(vqc_all_reduce(comm, &seed, &seed, 1, VQC_I64, VQC_SUM));
   if (synced_seed) *synced_seed = seed;
-  vqc_py_random g;
-  vqc_py_random_seed(&g, seed);
-  const int lo = r->p.dropout_cutoff_index, Q = r->p.num_quantizers;
-  int c = (int)vqc_py_random_randrange(&g, lo, Q);
-  const int m = r->p.dropout_multiple_of;
-  if (m > 1) c = ((c + 1 + m - 1) / m) * m - 1;
-  *cutoff = c;
+  const int c = vqc_dropout_cutoff_from_seed(seed, r->p.dropout_cutoff_index,
+                                             r->p.num_quantizers - 1);
+  *cutoff = vqc_dropout_round_cutoff(c, r->p.dropout_multiple_of);
   return VQC_OK;
 }
 

@@ -100,17 +100,23 @@ vqc_status vqc_rvq_draw_cutoff(const vqc_rvq *r, const vqc_vq_ctx *ctx,
       return vqc_error(VQC_EINVAL, "rvq: injected dropout cutoff %d outside "
                        "[%d, %d]", c, lo, hi);
   } else {
-    /* Upstream: random.Random(seed).randrange(cutoff_index, Q). A pure
-     * function of the synced seed, so identical on every rank, and equal to
-     * upstream's cutoff for the same seed. */
-    vqc_py_random g;
-    vqc_py_random_seed(&g, seed);
-    c = (int)vqc_py_random_randrange(&g, lo, (int64_t)hi + 1);
+    c = vqc_dropout_cutoff_from_seed(seed, lo, hi);
   }
-  const int m = r->p.dropout_multiple_of;
-  if (m > 1) c = ((c + 1 + m - 1) / m) * m - 1; /* may exceed hi: all run */
-  *cutoff = c;
+  *cutoff = vqc_dropout_round_cutoff(c, r->p.dropout_multiple_of);
   return VQC_OK;
+}
+
+int vqc_dropout_cutoff_from_seed(int64_t synced_seed, int lo, int hi) {
+  /* A pure function of the synced seed, so identical on every rank, and
+   * equal to upstream's cutoff for the same seed. */
+  vqc_py_random g;
+  vqc_py_random_seed(&g, synced_seed);
+  return (int)vqc_py_random_randrange(&g, lo, (int64_t)hi + 1);
+}
+
+int vqc_dropout_round_cutoff(int cutoff, int multiple_of) {
+  if (multiple_of <= 1) return cutoff;
+  return ((cutoff + 1 + multiple_of - 1) / multiple_of) * multiple_of - 1;
 }
 
 vqc_status vqc_rvq_forward(vqc_rvq *r, const vqc_vq_ctx *ctx, const float *x,

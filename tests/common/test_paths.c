@@ -46,3 +46,32 @@ void vqc_test_remove_dir(const char *path) {
   }
   rmdir(path);
 }
+
+static int compare_names(const void *a, const void *b) {
+  return strcmp(a, b); /* each element is a char[256] holding a string */
+}
+
+int vqc_test_dir_listing(const char *dir, char *buf, size_t n) {
+  char names[64][256];
+  int count = 0;
+  buf[0] = '\0';
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+    if (count == 64) {
+      closedir(d);
+      errno = E2BIG;
+      return -1;
+    }
+    snprintf(names[count++], sizeof names[0], "%s", e->d_name);
+  }
+  closedir(d);
+  qsort(names, (size_t)count, sizeof names[0], compare_names);
+  for (int i = 0; i < count; i++) {
+    if (i > 0) strncat(buf, ",", n - strlen(buf) - 1);
+    strncat(buf, names[i], n - strlen(buf) - 1);
+  }
+  return 0;
+}

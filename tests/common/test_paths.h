@@ -21,4 +21,10 @@ char *vqc_test_temp_dir(char *buf, size_t n, const char *templ);
  * removed, never followed). Nothing happens when path does not exist. */
 void vqc_test_remove_dir(const char *path);
 
+/* The names in dir (not "." and ".."), sorted and joined with ',' into buf
+ * (n bytes), so one string comparison says both what is there and what is
+ * not. Returns 0, or -1 (errno set) when dir cannot be read or holds more
+ * than 64 entries. */
+int vqc_test_dir_listing(const char *dir, char *buf, size_t n);
+
 #endif

@@ -83,30 +83,12 @@ static void assert_file_text(const char *dir, const char *name,
   cr_assert_str_eq(got, text, "%s", path);
 }
 
-static int compare_names(const void *a, const void *b) {
-  return strcmp(a, b); /* each element is a char[256] holding a string */
-}
-
-/* Asserts that dir holds exactly the names of `want` (sorted, joined with
- * ','): both what is there and what is not. */
+/* Asserts that dir holds exactly the names of `want` (sorted, joined
+ * with ','): both what is there and what is not. */
 static void assert_listing(const char *dir, const char *want) {
-  char names[32][256];
-  int count = 0;
-  DIR *d = opendir(dir);
-  cr_assert_not_null(d, "cannot read %s: %s", dir, strerror(errno));
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
-    cr_assert_lt(count, 32, "too many entries in %s", dir);
-    snprintf(names[count++], sizeof names[0], "%s", e->d_name);
-  }
-  closedir(d);
-  qsort(names, (size_t)count, sizeof names[0], compare_names);
-  char got[4096] = "";
-  for (int i = 0; i < count; i++) {
-    if (i > 0) strncat(got, ",", sizeof got - strlen(got) - 1);
-    strncat(got, names[i], sizeof got - strlen(got) - 1);
-  }
+  char got[4096];
+  cr_assert_eq(vqc_test_dir_listing(dir, got, sizeof got), 0,
+               "cannot read %s: %s", dir, strerror(errno));
   cr_assert_str_eq(got, want, "%s holds [%s], want [%s]", dir, got, want);
 }
 

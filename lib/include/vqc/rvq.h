@@ -59,6 +59,13 @@ void vqc_rvq_free(vqc_rvq *r); /* accepts NULL and zeroed structs */
 vqc_status vqc_rvq_draw_cutoff(const vqc_rvq *r, const vqc_vq_ctx *ctx,
                                int *cutoff, int64_t *synced_seed);
 
+/* The two pure steps of every quantize-dropout cutoff (RVQ and residual
+ * FSQ): upstream's random.Random(synced_seed).randrange(lo, hi + 1), and the
+ * round-up to multiple_of, roundup(cutoff + 1, multiple_of) - 1 (it may pass
+ * the last layer: then every layer runs). */
+int vqc_dropout_cutoff_from_seed(int64_t synced_seed, int lo, int hi);
+int vqc_dropout_round_cutoff(int cutoff, int multiple_of);
+
 /* One forward on x (M, D). indices (M, Q) int64 out (-1 for dropped layers),
  * quantized (M, D) out, losses (Q) out (may be NULL; 0 in eval mode and for
  * dropped layers), cutoff (may be NULL) receives the last layer that ran
