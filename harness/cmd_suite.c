@@ -1,0 +1,534 @@
+/* cmd_suite.c: `vqcheck suite [DIR]`.
+ *
+ * Runs every scenario of a directory, each as a child process
+ * (`vqcheck run ... --out <out>/<name>`; with --backend mpi through
+ * the MPI launcher), reads each child's run.json, checks it against
+ * the scenario's expectation, prints a table and a last line
+ * "N passed, M failed", and writes the suite's own junit.xml (one
+ * testcase per scenario) and report.md into <out>. Exit 0 only when
+ * every expectation holds. A child that outlives its deadline
+ * (4 x timeout + 60 s) is killed and fails: the suite never hangs on
+ * a scenario.
+ *
+ * Options are shared with `vqcheck run` (run_options.h). */
+#include <dirent.h>
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "run_options.h"
+#include "report.h"
+#include "run_models.h"
+#include "runner.h"
+#include "scenario.h"
+#include "vqc/vqc.h"
+
+#ifndef VQC_SCENARIO_DIR
+#define VQC_SCENARIO_DIR "scenarios"
+#endif
+
+static void suite_help(FILE *f) {
+  fprintf(f,
+          "usage: vqcheck suite [DIR] [--ranks N] [--steps N] [--seed S]\n"
+          "                     [--backend threads|mpi|nccl] [--device "
+          "cpu|cuda]\n                     [--timeout S] [--out OUT] "
+          "[--launcher CMD] [--json]\n                     [--quiet] "
+          "[--verbose]\n\n"
+          "Runs every scenario in DIR (*.yaml, *.yml; default "
+          "$VQC_SCENARIO_DIR, else\n%s), each as its own `vqcheck run` in "
+          "OUT/<name> (default OUT:\nvqcheck-runs/suite-<time>), and checks "
+          "its findings against the scenario's\nexpectation. Prints a table "
+          "and a last line 'N passed, M failed'.\n\n"
+          "Writes OUT/junit.xml (one testcase per scenario) and OUT/report.md "
+          "(the table,\nwith links); each OUT/<name> holds that scenario's "
+          "run.json, report.html,\nreport.md, junit.xml and vqcheck.log.\n\n"
+          "  --backend mpi  launch each run as LAUNCHER -n <ranks> vqcheck "
+          "run ...;\n                 LAUNCHER: --launcher, else "
+          "$VQC_LAUNCHER, else\n                 'mpiexec --oversubscribe' "
+          "(+ --allow-run-as-root as root)\n"
+          "  --backend nccl the same launch, NCCL for the data collectives "
+          "(needs\n                 --device cuda)\n"
+          "  --device D     cpu (default) or cuda, passed to every run; a "
+          "scenario\n                 without a device path fails with the "
+          "reason; no usable GPU\n                 is exit 3 before any "
+          "scenario runs\n"
+          "  --ranks, --steps, --seed, --timeout  override every scenario's\n"
+          "  --json         print one JSON document (the cases, the counts, "
+          "the report\n                 paths) instead of the table\n"
+          "  --quiet        only failing scenarios and the last line\n"
+          "  --verbose      full internal error text (also: VQC_DEBUG=1)\n\n"
+          "A line per running scenario is shown when stdout is a terminal.\n\n"
+          "exit: 0 every expectation holds, 1 some did not, 2 bad usage or a "
+          "scenario\n      that does not load, 3 environment error (e.g. "
+          "the suite report cannot\n      be written)\n",
+          VQC_SCENARIO_DIR);
+}
+
+static bool has_suffix(const char *s, const char *suffix) {
+  const size_t ls = strlen(s), lx = strlen(suffix);
+  return ls > lx && strcmp(s + ls - lx, suffix) == 0;
+}
+
+static int compare_names(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* The scenario files of dir, sorted; NULL (errno set) when unreadable. */
+static char **list_scenarios(const char *dir, int *count) {
+  *count = 0;
+  DIR *d = opendir(dir);
+  if (!d) return NULL;
+  char **names = NULL;
+  int cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue;
+    if (!has_suffix(e->d_name, ".yaml") && !has_suffix(e->d_name, ".yml"))
+      continue;
+    if (*count == cap) {
+      cap = cap ? 2 * cap : 16;
+      char **g = realloc(names, (size_t)cap * sizeof *g);
+      if (!g) break;
+      names = g;
+    }
+    names[(*count)++] = strdup(e->d_name);
+  }
+  closedir(d);
+  if (!names) names = calloc(1, sizeof *names);
+  if (*count > 1) qsort(names, (size_t)*count, sizeof *names, compare_names);
+  return names;
+}
+
+/* Splits a launcher command line on spaces into argv (appended to args). */
+static int split_words(char *line, char **args, int max) {
+  int n = 0;
+  for (char *tok = strtok(line, " \t"); tok && n < max; tok = strtok(NULL, " \t"))
+    args[n++] = tok;
+  return n;
+}
+
+/* True when `prog` is an executable on $PATH (or a path that is one). */
+static bool on_path(const char *prog) {
+  if (strchr(prog, '/')) return access(prog, X_OK) == 0;
+  const char *path = getenv("PATH");
+  if (!path) return false;
+  char *copy = strdup(path);
+  bool found = false;
+  for (char *dir = strtok(copy, ":"); dir && !found; dir = strtok(NULL, ":")) {
+    char full[4096];
+    snprintf(full, sizeof full, "%s/%s", dir, prog);
+    found = access(full, X_OK) == 0;
+  }
+  free(copy);
+  return found;
+}
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Runs args (NULL-terminated) as a child in its own process group with
+ * stdout and stderr going to log; kills the group after limit_s. Returns
+ * the exit code, 128 + signal when killed by one, -1 when it could not be
+ * started, -2 when it ran past its deadline. */
+static int run_child(char **args, const char *log, double limit_s) {
+  fflush(stdout);
+  fflush(stderr);
+  pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    setpgid(0, 0);
+    FILE *f = freopen(log, "w", stdout);
+    if (f) dup2(fileno(stdout), STDERR_FILENO);
+    execvp(args[0], args);
+    fprintf(stderr, "vqcheck suite: cannot run %s: %s\n", args[0],
+            strerror(errno));
+    _exit(127);
+  }
+  setpgid(pid, pid);
+  const double deadline = mono_s() + limit_s;
+  int status = 0;
+  for (;;) {
+    pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) break;
+    if (w < 0 && errno != EINTR) return -1;
+    if (mono_s() > deadline) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -2;
+    }
+    struct timespec nap = {0, 20 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+  }
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return -1;
+}
+
+/* "kind@step, ..." of the findings, each kind and step once. */
+static void found_string(vqc_findings *f, char *buf, size_t n) {
+  size_t used = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < f->count; i++) {
+    char one[64];
+    snprintf(one, sizeof one, "%s@%" PRId64,
+             vqc_finding_kind_name(f->items[i].kind), f->items[i].step);
+    if (strstr(buf, one)) continue;
+    int w = snprintf(buf + used, n - used, "%s%s", used ? ", " : "", one);
+    if (w < 0 || (size_t)w >= n - used) break;
+    used += (size_t)w;
+  }
+  if (used == 0) snprintf(buf, n, "none");
+}
+
+/* Column widths of the suite table. */
+typedef struct table_widths {
+  int name, fault, expected, found;
+} table_widths;
+
+/* One table row for a case (and its reason when it did not pass). */
+static void print_case_row(const table_widths *w, const vqc_suite_case *c) {
+  printf("%-*s  %-*s  %-*s  %-*s  %-6s  %7.2f\n", w->name, c->name, w->fault,
+         c->fault, w->expected, c->expected, w->found, c->found,
+         c->passed ? "pass" : c->error ? "ERROR" : "FAIL", c->seconds);
+  if (!c->passed) printf("  %s\n", c->message);
+  fflush(stdout);
+}
+
+/* A case as a JSON object for --json. */
+static json_t *case_to_json(const vqc_suite_case *c, const char *file,
+                            int exit_code) {
+  json_t *j = json_object();
+  json_object_set_new(j, "name", json_string(c->name));
+  json_object_set_new(j, "file", json_string(file));
+  json_object_set_new(j, "fault", json_string(c->fault));
+  json_object_set_new(j, "expected", json_string(c->expected));
+  json_object_set_new(j, "found", json_string(c->found));
+  json_object_set_new(j, "passed", json_boolean(c->passed));
+  json_object_set_new(j, "error", json_boolean(c->error));
+  json_object_set_new(j, "message", json_string(c->message));
+  json_object_set_new(j, "seconds", json_real(c->seconds));
+  json_object_set_new(j, "run_dir", c->run_dir[0] ? json_string(c->run_dir)
+                                                  : json_null());
+  /* The child's exit code; null when it never ran or did not exit. */
+  json_object_set_new(j, "exit_code", exit_code >= 0 && exit_code < 128
+                                          ? json_integer(exit_code)
+                                          : json_null());
+  return j;
+}
+
+int vqc_cmd_suite(int argc, char **argv) {
+  run_opts o;
+  int rc = vqc_run_parse_opts("suite", argc, argv, true, suite_help, &o);
+  if (rc >= 0) return rc;
+  if (o.launcher && !vqc_run_launched_backend(o.backend))
+    return vqc_cli_usage_error("suite", "--launcher is for --backend mpi or "
+                               "nccl");
+  if ((rc = vqc_run_device_unusable("suite", o.device)) != 0) return rc;
+  const char *dir = o.path ? o.path : getenv("VQC_SCENARIO_DIR");
+  if (!dir || !dir[0]) dir = VQC_SCENARIO_DIR;
+  int nfiles = 0;
+  char **files = list_scenarios(dir, &nfiles);
+  if (!files) {
+    fprintf(stderr, "vqcheck suite: cannot read %s: %s\n", dir,
+            strerror(errno));
+    fprintf(stderr, "hint: 'vqcheck suite --help'\n");
+    return 2;
+  }
+  if (nfiles == 0) {
+    fprintf(stderr, "vqcheck suite: no scenario files (*.yaml) in %s\n", dir);
+    free(files);
+    return 2;
+  }
+
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) {
+    fprintf(stderr, "vqcheck suite: cannot find this program's path\n");
+    return 3;
+  }
+  self[n] = '\0';
+
+  char launcher[1024] = "";
+  if (vqc_run_launched_backend(o.backend)) {
+    const char *l = o.launcher ? o.launcher : getenv("VQC_LAUNCHER");
+    if (l && l[0])
+      snprintf(launcher, sizeof launcher, "%s", l);
+    else
+      snprintf(launcher, sizeof launcher, "mpiexec --oversubscribe%s",
+               geteuid() == 0 ? " --allow-run-as-root" : "");
+    char first[1024];
+    snprintf(first, sizeof first, "%s", launcher);
+    char *word = strtok(first, " \t");
+    if (!word || !on_path(word)) {
+      fprintf(stderr, "vqcheck suite: the MPI launcher '%s' is not "
+              "available\nhint: install OpenMPI (scripts/install-deps.sh) or "
+              "pass --launcher\n", word ? word : launcher);
+      return 3;
+    }
+  }
+
+  char base[4096];
+  if (o.out && o.out[0]) {
+    snprintf(base, sizeof base, "%s", o.out);
+  } else {
+    vqc_run_default_dir("suite", base, sizeof base);
+  }
+  /* Up front: the suite report goes here even when nothing runs. */
+  if (vqc_mkdir_p(base) != VQC_OK) {
+    fprintf(stderr, "vqcheck suite: %s\n", vqc_cli_error_text());
+    return 3;
+  }
+
+  /* Load everything first: a file that does not load is reported up
+   * front, and the table's columns fit the names. */
+  vqc_scenario *scs = calloc((size_t)nfiles, sizeof *scs);
+  bool *loaded = calloc((size_t)nfiles, sizeof *loaded);
+  char (*load_err)[1024] = calloc((size_t)nfiles, sizeof *load_err);
+  vqc_suite_case *cases = calloc((size_t)nfiles, sizeof *cases);
+  int *exit_codes = calloc((size_t)nfiles, sizeof *exit_codes);
+  if (!scs || !loaded || !load_err || !cases || !exit_codes) {
+    fprintf(stderr, "vqcheck suite: no memory for %d scenarios\n", nfiles);
+    return 3;
+  }
+  table_widths w = {8, 5, 8, 30};
+  for (int i = 0; i < nfiles; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    loaded[i] = vqc_scenario_load(path, &scs[i]) == VQC_OK &&
+                vqc_scenario_override(&scs[i], o.ranks, o.steps, o.seed,
+                                      o.timeout) == VQC_OK;
+    int l = (int)strlen(loaded[i] ? scs[i].name : files[i]);
+    if (l > w.name) w.name = l;
+    if (!loaded[i]) {
+      snprintf(load_err[i], sizeof load_err[i], "%s", vqc_cli_error_text());
+      continue;
+    }
+    char e[256];
+    vqc_scenario_expect_string(&scs[i], e, sizeof e);
+    l = (int)strlen(vqc_fault_name(scs[i].fault));
+    if (l > w.fault) w.fault = l;
+    l = (int)strlen(e);
+    if (l > w.expected) w.expected = l;
+  }
+  const bool table = !o.json && !o.quiet;
+  const bool progress = vqc_cli_show_progress(o.quiet, o.json);
+  if (table)
+    printf("%-*s  %-*s  %-*s  %-*s  %-6s  %7s\n", w.name, "scenario", w.fault,
+           "fault", w.expected, "expected", w.found, "found", "result",
+           "seconds");
+  int passed = 0, failed = 0, bad_files = 0;
+  for (int i = 0; i < nfiles; i++) {
+    vqc_suite_case *c = &cases[i];
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    exit_codes[i] = -1;
+    if (!loaded[i]) {
+      snprintf(c->name, sizeof c->name, "%s", files[i]);
+      snprintf(c->found, sizeof c->found, "-");
+      snprintf(c->message, sizeof c->message, "does not load: %s",
+               load_err[i]);
+      c->error = true;
+      failed++;
+      bad_files++;
+      if (!o.json) print_case_row(&w, c);
+      continue;
+    }
+    vqc_scenario sc = scs[i];
+    snprintf(c->name, sizeof c->name, "%s", sc.name);
+    snprintf(c->fault, sizeof c->fault, "%s", vqc_fault_name(sc.fault));
+    vqc_scenario_expect_string(&sc, c->expected, sizeof c->expected);
+    snprintf(c->found, sizeof c->found, "none");
+    /* No device path (or not on this backend): said here, with the reason,
+     * rather than as a child's failed start. */
+    if (vqc_run_check_device(&sc, o.device, o.backend) != VQC_OK) {
+      snprintf(c->message, sizeof c->message, "%s", vqc_cli_error_text());
+      c->error = true;
+      failed++;
+      if (!o.json) print_case_row(&w, c);
+      continue;
+    }
+    char rundir[4300], log[4400];
+    snprintf(rundir, sizeof rundir, "%s/%s", base, sc.name);
+    /* The report keeps 1023 characters of it: a longer path would link
+     * somewhere else. */
+    if (snprintf(c->run_dir, sizeof c->run_dir, "%s", rundir) >=
+        (int)sizeof c->run_dir) {
+      snprintf(c->message, sizeof c->message, "run directory path longer "
+               "than %zu characters", sizeof c->run_dir - 1);
+      c->run_dir[0] = '\0';
+      c->error = true;
+      failed++;
+      if (!o.json) print_case_row(&w, c);
+      continue;
+    }
+    snprintf(log, sizeof log, "%s/vqcheck.log", rundir);
+    /* What an earlier suite left there goes first, so a child that dies
+     * early cannot leave last time's verdict or reports in place to be
+     * read as this run's. */
+    if (vqc_run_dir_prepare(rundir) != VQC_OK) {
+      snprintf(c->message, sizeof c->message, "%.1000s", vqc_cli_error_text());
+      c->error = true;
+      failed++;
+      if (!o.json) print_case_row(&w, c);
+      continue;
+    }
+    char json[4400];
+    snprintf(json, sizeof json, "%s/run.json", rundir);
+
+    /* The child's command line. */
+    char *args[96];
+    int k = 0;
+    char lcopy[1024], nranks[16], steps[16], seed[32], timeout[32];
+    if (vqc_run_launched_backend(o.backend)) {
+      snprintf(lcopy, sizeof lcopy, "%s", launcher);
+      k = split_words(lcopy, args, 64);
+      snprintf(nranks, sizeof nranks, "%d", sc.ranks);
+      args[k++] = "-n";
+      args[k++] = nranks;
+    }
+    args[k++] = self;
+    args[k++] = "run";
+    args[k++] = path;
+    args[k++] = "--backend";
+    args[k++] = (char *)vqc_backend_name(o.backend);
+    args[k++] = "--device";
+    args[k++] = o.device == VQC_DEVICE_CUDA ? "cuda" : "cpu";
+    args[k++] = "--out";
+    args[k++] = rundir;
+    args[k++] = "--quiet";
+    if (vqc_cli_debug()) args[k++] = "--verbose";
+    if (o.ranks > 0) {
+      snprintf(nranks, sizeof nranks, "%d", sc.ranks);
+      args[k++] = "--ranks";
+      args[k++] = nranks;
+    }
+    if (o.steps > 0) {
+      snprintf(steps, sizeof steps, "%d", o.steps);
+      args[k++] = "--steps";
+      args[k++] = steps;
+    }
+    if (o.seed >= 0) {
+      snprintf(seed, sizeof seed, "%" PRId64, o.seed);
+      args[k++] = "--seed";
+      args[k++] = seed;
+    }
+    if (o.timeout > 0) {
+      snprintf(timeout, sizeof timeout, "%g", o.timeout);
+      args[k++] = "--timeout";
+      args[k++] = timeout;
+    }
+    args[k] = NULL;
+
+    if (progress) {
+      /* Overwritten by the row when the scenario is done. */
+      printf("[%d/%d] %s: running on %d ranks (%s%s)...", i + 1, nfiles,
+             sc.name, sc.ranks, vqc_backend_name(o.backend),
+             o.device == VQC_DEVICE_CUDA ? ", device cuda" : "");
+      fflush(stdout);
+    }
+    const double t0 = mono_s();
+    const int code = run_child(args, log, 4.0 * sc.timeout_s + 60.0);
+    c->seconds = mono_s() - t0;
+    exit_codes[i] = code;
+    if (progress) printf("\r\033[K");
+
+    vqc_findings f;
+    vqc_findings_init(&f);
+    char why[5000] = "";
+    bool ok = false;
+    if (code == -2) {
+      snprintf(why, sizeof why, "killed after %.0f s (see %s)", c->seconds,
+               log);
+      c->error = true;
+    } else if (code < 0 || code == 2 || code >= 126) {
+      snprintf(why, sizeof why, "the run failed to start or crashed (exit "
+               "%d; see %s)", code, log);
+      c->error = true;
+    } else if (vqc_run_read_json(json, &f, NULL) != VQC_OK) {
+      snprintf(why, sizeof why, "no readable run.json (exit %d): %s", code,
+               vqc_cli_error_text());
+      c->error = true;
+    } else {
+      found_string(&f, c->found, sizeof c->found);
+      ok = vqc_scenario_expectations_met(&sc, &f, why, sizeof why);
+    }
+    vqc_findings_free(&f);
+    c->passed = ok;
+    if (!ok) vqc_cli_strip_internal(why, c->message, sizeof c->message);
+    if (table || (!o.json && !ok)) print_case_row(&w, c);
+    if (ok) passed++;
+    else failed++;
+  }
+
+  /* The suite's own reports, next to the scenarios' run directories. */
+  int code = bad_files > 0 ? 2 : failed > 0 ? 1 : 0;
+  char junit[4200], md[4200];
+  snprintf(junit, sizeof junit, "%s/junit.xml", base);
+  snprintf(md, sizeof md, "%s/report.md", base);
+  vqc_status s = vqc_reports_write_suite(base, "suite", cases, nfiles);
+  if (s != VQC_OK) {
+    fprintf(stderr, "vqcheck suite: cannot write the suite report: %s\n",
+            vqc_cli_error_text());
+    const int report_code = vqc_status_exit_code(s);
+    if (report_code > code) code = report_code;
+  }
+
+  if (o.json) {
+    json_t *doc = json_object();
+    json_t *list = json_array();
+    for (int i = 0; i < nfiles; i++) {
+      char path[4096];
+      snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+      json_array_append_new(list, case_to_json(&cases[i], path,
+                                               exit_codes[i]));
+    }
+    json_object_set_new(doc, "dir", json_string(dir));
+    json_object_set_new(doc, "out", json_string(base));
+    json_object_set_new(doc, "backend",
+                        json_string(vqc_backend_name(o.backend)));
+    json_object_set_new(doc, "device", json_string(o.device == VQC_DEVICE_CUDA
+                                                       ? "cuda"
+                                                       : "cpu"));
+    json_object_set_new(doc, "cases", list);
+    json_object_set_new(doc, "passed", json_integer(passed));
+    json_object_set_new(doc, "failed", json_integer(failed));
+    json_object_set_new(doc, "ok", json_boolean(code == 0));
+    json_object_set_new(doc, "exit_code", json_integer(code));
+    json_object_set_new(doc, "junit", s == VQC_OK ? json_string(junit)
+                                                  : json_null());
+    json_object_set_new(doc, "report", s == VQC_OK ? json_string(md)
+                                                   : json_null());
+    json_dumpf(doc, stdout, JSON_INDENT(2));
+    fputc('\n', stdout);
+    json_decref(doc);
+  } else {
+    if (!o.quiet) {
+      if (s == VQC_OK) printf("suite report: %s, %s\n", junit, md);
+      printf("run directories: %s/<scenario>/ (report.html, report.md, "
+             "junit.xml, run.json, vqcheck.log)\n", base);
+    }
+    printf("%d passed, %d failed\n", passed, failed);
+  }
+  fflush(stdout);
+  for (int i = 0; i < nfiles; i++) free(files[i]);
+  free(files);
+  free(scs);
+  free(loaded);
+  free(load_err);
+  free(cases);
+  free(exit_codes);
+  return code;
+}
+
