@@ -279,6 +279,55 @@ static bool blank(const char *s) {
   return true;
 }
 
+vqc_status vqc_trace_read_line(FILE *f, const char *path, long lineno,
+                               char **buf, size_t *cap, size_t *len) {
+  if (f == NULL || buf == NULL || cap == NULL || len == NULL)
+    return vqc_error(VQC_EINVAL, "trace: NULL file or line buffer");
+  if (path == NULL) path = "(trace)";
+  *len = 0;
+  size_t n = 0;
+  vqc_status s = VQC_OK;
+  /* Byte by byte (getc_unlocked is a macro over stdio's buffer): fgets
+   * cannot tell a NUL inside a line from its end, and getline has no
+   * bound. */
+  flockfile(f);
+  for (;;) {
+    int c = getc_unlocked(f);
+    if (c == EOF) {
+      if (ferror(f))
+        s = vqc_error(VQC_EIO, "cannot read %s after line %ld: %s", path,
+                      lineno - 1, strerror(errno));
+      break;
+    }
+    if (c != '\n' && n == VQC_TRACE_LINE_MAX) {
+      s = vqc_error(VQC_EPARSE, "%s:%ld: the line is longer than %zu bytes "
+                    "(VQC_TRACE_LINE_MAX, 1 MiB): a trace line holds one "
+                    "tensor's digest, a few hundred bytes; is this a "
+                    "vqcheck-trace/1 file?", path, lineno,
+                    (size_t)VQC_TRACE_LINE_MAX);
+      break;
+    }
+    if (n + 2 > *cap) {
+      size_t ncap = *cap ? 2 * *cap : 256;
+      if (ncap > VQC_TRACE_LINE_MAX + 2) ncap = VQC_TRACE_LINE_MAX + 2;
+      char *g = realloc(*buf, ncap);
+      if (g == NULL) {
+        s = vqc_error(VQC_ENOMEM, "%s:%ld: no memory for a line of %zu "
+                      "bytes", path, lineno, ncap);
+        break;
+      }
+      *buf = g;
+      *cap = ncap;
+    }
+    (*buf)[n++] = (char)c;
+    if (c == '\n') break;
+  }
+  funlockfile(f);
+  if (*buf) (*buf)[n] = '\0';
+  if (s == VQC_OK) *len = n;
+  return s;
+}
+
 vqc_status vqc_trace_read(const char *path, vqc_trace *out) {
   if (path == NULL || out == NULL)
     return vqc_error(VQC_EINVAL, "trace: NULL path or out");
@@ -290,12 +339,13 @@ vqc_status vqc_trace_read(const char *path, vqc_trace *out) {
 
   vqc_status s = VQC_OK;
   char *line = NULL;
-  size_t cap = 0;
+  size_t cap = 0, len = 0;
   long lineno = 0;
-  ssize_t len;
-  while ((len = getline(&line, &cap, f)) >= 0) {
+  while ((s = vqc_trace_read_line(f, path, lineno + 1, &line, &cap, &len)) ==
+             VQC_OK &&
+         len > 0) {
     lineno++;
-    if ((size_t)len != strlen(line)) {
+    if (len != strlen(line)) {
       s = vqc_error(VQC_EPARSE, "%s:%ld: the line holds a NUL byte", path,
                     lineno);
       break;
@@ -316,8 +366,6 @@ vqc_status vqc_trace_read(const char *path, vqc_trace *out) {
     if (s != VQC_OK) break;
     out->count++;
   }
-  if (s == VQC_OK && ferror(f))
-    s = vqc_error(VQC_EIO, "cannot read trace '%s'", path);
   free(line);
   fclose(f);
   return s;

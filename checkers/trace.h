@@ -30,7 +30,10 @@
  *
  * Readers ignore keys they do not know (writers may add e.g. "time") and skip
  * empty lines; anything else that breaks the rules above is an error naming
- * file:line and the field.
+ * file:line and the field. A line is at most VQC_TRACE_LINE_MAX bytes (1 MiB,
+ * the newline not counted); a longer one is an error (VQC_EPARSE naming
+ * file:line and the cap), found after reading at most the cap, so a file
+ * that is not a trace (one huge line) cannot make a reader hold it whole.
  *
  * Unlike reports, a trace is written in place (not to a temporary name): it
  * is a log, and the point is that a killed job keeps every step it finished.
@@ -40,6 +43,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "vqc/status.h"
 
@@ -49,6 +53,11 @@
 #define VQC_TRACE_NAME_MAX 256
 #define VQC_TRACE_DTYPE_MAX 16
 #define VQC_TRACE_ALGO_MAX 64
+/* The longest trace line, in bytes, the newline not counted. A line holds
+ * one tensor's digest: a few hundred bytes, under 2 KiB even with a 255-byte
+ * name written as \uXXXX escapes and unknown keys a writer adds. 1 MiB
+ * leaves room for any honest writer and bounds what a reader holds. */
+#define VQC_TRACE_LINE_MAX ((size_t)1 << 20)
 
 /* One line of a trace. */
 typedef struct vqc_trace_record {
@@ -95,6 +104,18 @@ typedef struct vqc_trace {
  * message "path:lineno: field 'digest': ..." recorded by vqc_error. */
 vqc_status vqc_trace_parse_line(const char *line, const char *path,
                                 long lineno, vqc_trace_record *out);
+/* Reads the next line of f (the file at `path`; `lineno` is the number this
+ * line will have, for messages) into *buf, which it grows as needed up to
+ * VQC_TRACE_LINE_MAX + 2 bytes (the caller owns and frees *buf; *buf may be
+ * NULL and *cap 0 at first). *len: the bytes read, the newline included
+ * when there is one (the last line may lack it); 0 at the end of the file.
+ * The line is NUL-terminated after *len bytes and may itself hold NUL bytes
+ * (compare *len with strlen). A line longer than VQC_TRACE_LINE_MAX:
+ * VQC_EPARSE "path:lineno: the line is longer than ...", read only up to
+ * the cap. VQC_EIO on a read error, VQC_ENOMEM. Every reader of trace lines
+ * (this file, trace_compare.c, the reports) reads through it. */
+vqc_status vqc_trace_read_line(FILE *f, const char *path, long lineno,
+                               char **buf, size_t *cap, size_t *len);
 /* Reads a whole file into *out (initialised here; the caller frees it with
  * vqc_trace_free, also after an error). VQC_EIO when the file cannot be read,
  * VQC_EPARSE for the first bad line. */
