@@ -6,6 +6,9 @@
  * (what is expected)". The walk follows the schema (top mapping -> sizes /
  * check / batch / expect -> scalars), never the tree's own shape, so aliases
  * that make the tree cyclic or absurdly deep cannot make it loop or recurse.
+ * Before the document is built, a pass over libyaml's events refuses
+ * nesting deeper than SCENARIO_MAX_DEPTH (check_depth): libyaml itself
+ * takes quadratic time on deep flow collections.
  *
  * Sizes the file leaves out are filled with the model's defaults (table
  * model_info below), so a loaded scenario is fully explicit. */
@@ -24,6 +27,12 @@
 /* A scenario file is a page of text; anything far bigger is not one, and the
  * bound keeps a wrong path (a data file) from being read into memory. */
 #define SCENARIO_MAX_BYTES (1 << 20)
+/* Lists and mappings nested deeper than this are refused before the
+ * document is built. A scenario nests three deep (top -> expect -> item);
+ * the bound is for hostile files: libyaml's scanner costs O(depth) per
+ * token inside flow collections, so "[[[[...", 100k deep (200 KB), took
+ * 23 s to load and 500k minutes. */
+#define SCENARIO_MAX_DEPTH 64
 
 /* Ranges. They are generous for real use and exist so that a typo (an extra
  * zero, a negative number) is an error at load time, not an allocation
@@ -790,6 +799,44 @@ static vqc_status read_file(const char *path, unsigned char **buf, size_t *len) 
   return VQC_OK;
 }
 
+/* Refuses a file nesting lists and mappings (flow or block) deeper than
+ * SCENARIO_MAX_DEPTH, naming where the first too-deep one starts. Streams
+ * libyaml's events and stops at the first one too deep: the scanner looks
+ * ahead at most one simple key (1024 characters), so this costs the first
+ * SCENARIO_MAX_DEPTH levels, not the whole nest. A syntax error is left to
+ * the loader proper (same parser, same message). */
+static vqc_status check_depth(const char *path, const unsigned char *text,
+                              size_t len) {
+  yaml_parser_t p;
+  if (!yaml_parser_initialize(&p))
+    return vqc_error(VQC_ENOMEM, "%s: cannot initialise the YAML parser", path);
+  yaml_parser_set_input_string(&p, text, len);
+  vqc_status s = VQC_OK;
+  int depth = 0;
+  for (;;) {
+    yaml_event_t e;
+    if (!yaml_parser_parse(&p, &e)) break; /* the loader reports it */
+    const yaml_event_type_t type = e.type;
+    const yaml_mark_t mark = e.start_mark;
+    yaml_event_delete(&e);
+    if (type == YAML_STREAM_END_EVENT) break;
+    if (type == YAML_SEQUENCE_START_EVENT || type == YAML_MAPPING_START_EVENT) {
+      if (++depth > SCENARIO_MAX_DEPTH) {
+        s = vqc_error(VQC_EPARSE, "%s:%d:%d: YAML: lists and mappings nested "
+                      "more than %d deep (expected a scenario: it nests 3 "
+                      "deep; flatten the file)", path, (int)mark.line + 1,
+                      (int)mark.column + 1, SCENARIO_MAX_DEPTH);
+        break;
+      }
+    } else if (type == YAML_SEQUENCE_END_EVENT ||
+               type == YAML_MAPPING_END_EVENT) {
+      depth--;
+    }
+  }
+  yaml_parser_delete(&p);
+  return s;
+}
+
 vqc_status vqc_scenario_load(const char *path, vqc_scenario *out) {
   memset(out, 0, sizeof *out);
   if (!path) return vqc_error(VQC_EINVAL, "scenario path is NULL");
@@ -797,6 +844,11 @@ vqc_status vqc_scenario_load(const char *path, vqc_scenario *out) {
   unsigned char *text;
   size_t len;
   VQC_TRY(read_file(path, &text, &len));
+  vqc_status depth = check_depth(path, text, len);
+  if (depth != VQC_OK) {
+    free(text);
+    return depth;
+  }
 
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) {

@@ -74,7 +74,9 @@ typedef struct vqc_scenario {
 } vqc_scenario;
 
 /* Reads and validates a scenario file. Every bad field gives VQC_EPARSE with
- * a message "file:line: field: what is wrong (what is expected)". */
+ * a message "file:line: field: what is wrong (what is expected)"; lists and
+ * mappings nested more than 64 deep give "file:line:column: YAML: ..."
+ * before the file is loaded (scenarios/README.md "Value syntax"). */
 vqc_status vqc_scenario_load(const char *path, vqc_scenario *out);
 /* Rows of `rank` at every step. */
 int64_t vqc_scenario_batch(const vqc_scenario *s, int rank);
