@@ -22,6 +22,7 @@
 #include <time.h>
 
 #include "checkers.h"
+#include "run_memory.h"
 #include "run_models.h"
 #include "rundir.h"
 #include "vqc/fsutil.h"
@@ -343,10 +344,14 @@ vqc_status vqc_run_threads_device(const vqc_scenario *sc,
   if (!sc || !out) return vqc_error(VQC_EINVAL, "run: NULL argument");
   result_init(out, sc, device);
   out->backend = VQC_BACKEND_THREADS;
+  VQC_TRY(vqc_run_check_memory(sc)); /* before any rank allocates */
   VQC_TRY(vqc_run_check_fault(sc));
   VQC_TRY(check_device(sc, device, VQC_BACKEND_THREADS));
   vqc_run_dir_choose(o ? o->out_dir : NULL, sc->name, out->run_dir,
                      sizeof out->run_dir);
+  /* Refuses a directory that is not vqcheck's or that another process is
+   * writing (VQC_EINVAL); on success this process holds its lock until
+   * vqc_run_result_free(out) (rundir.h). */
   vqc_status s = vqc_run_dir_prepare(out->run_dir);
   if (s != VQC_OK) return s;
   run_world w;
@@ -397,6 +402,7 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
     return vqc_error(VQC_EINVAL, "%s: the scenario has %d ranks but the "
                      "launcher started %d (pass --ranks %d to run it on %d)",
                      sc->path, sc->ranks, size, size, size);
+  VQC_TRY(vqc_run_check_memory_comm(sc, c)); /* every rank: same answer */
   vqc_comm_set_timeout(side, 2 * sc->timeout_s + SIDE_SLACK_S);
   /* Every rank checks the scenario and its own device before the run
    * directory is touched. The scenario check gives every rank the same
