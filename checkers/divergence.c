@@ -25,9 +25,14 @@
  * same step are listed in its detail (also_differing) and not reported later,
  * since they are usually downstream of the first (weights, then their Adam
  * moments). A tensor that starts to differ at a later step gets its own
- * finding. Localising: ranks are grouped by digest; the largest group is the
- * reference (ties: the group with the lowest rank, so rank 0's group wins any
- * tie it is in); the other ranks are the outliers. The tensor's bytes are
+ * finding. Localising: ranks are grouped by digest. When one group is
+ * strictly larger than every other (the majority) it is the reference and
+ * the other ranks are the outliers. Without a majority (3 ranks, 3 digests;
+ * any 1-1 or 2-2 split) no rank is blamed by a tie-break: the finding names
+ * every rank and says "no majority: ranks {0} and {1} differ", its detail
+ * has "majority": false and no reference or outliers, and the bytes are
+ * compared against the lowest rank's ("base_rank") only to show where they
+ * differ. The tensor's bytes are
  * all_gathered in pieces of at most 1 MiB per rank (memory stays bounded on
  * the threads backend, where every rank's copy lives in one process), and the
  * reference group's lowest rank compares each outlier with itself: first
@@ -36,7 +41,8 @@
  * (|a - b| / max(|a|, |b|) over differing elements, so 1 means one of them is
  * zero), and the max ULP distance for float dtypes (distance between the
  * ordered integer forms of the bit patterns; +0 and -0 are 0 apart). That
- * rank records the finding with ranks = the outliers.
+ * rank records the finding with ranks = the outliers (every rank without a
+ * majority).
  *
  * Nonfinite: for each rank, the first check at which any float entry holds a
  * NaN or Inf gives one `nonfinite` finding for the first such entry in
@@ -401,7 +407,11 @@ static json_t *value_json(vqc_dtype dt, double v, int64_t iv) {
   return is_float(dt) ? json_num(v) : json_integer(iv);
 }
 
-static json_t *diff_json(const elem_diff *e, const vqc_param *p) {
+/* majority: the values are "reference_value" and "outlier_value"; without
+ * one, "base_value" (the lowest rank's) and "value": no side is the wrong
+ * one. */
+static json_t *diff_json(const elem_diff *e, const vqc_param *p,
+                         bool majority) {
   json_t *o = json_object();
   json_object_set_new(o, "differing", json_integer(e->differing));
   json_object_set_new(o, "first_index", json_integer(e->first_index));
@@ -409,9 +419,9 @@ static json_t *diff_json(const elem_diff *e, const vqc_param *p) {
                       e->first_index >= 0
                           ? coords_json(e->first_index, p->ndim, p->shape)
                           : json_array());
-  json_object_set_new(o, "reference_value",
+  json_object_set_new(o, majority ? "reference_value" : "base_value",
                       value_json(p->dtype, e->ref_value, e->ref_int));
-  json_object_set_new(o, "outlier_value",
+  json_object_set_new(o, majority ? "outlier_value" : "value",
                       value_json(p->dtype, e->out_value, e->out_int));
   json_object_set_new(o, "max_abs_diff", json_num(e->max_abs));
   json_object_set_new(o, "max_rel_diff", json_num(e->max_rel));
@@ -448,10 +458,12 @@ static json_t *layout_json(const uint64_t *l) {
 
 /* Groups of ranks with equal digests of tensor t, in order of their lowest
  * rank: group_of[r] is r's group, *ngroups the count, *ref the reference
- * group (largest; ties go to the group listed first, i.e. the one with the
- * lowest rank). */
+ * group: the majority (strictly larger than every other group), and then
+ * *majority is true; without one *majority is false and *ref is group 0
+ * (the lowest rank's), which only anchors the comparison, blaming no one.
+ * trace_compare.c applies the same rule to traces. */
 static void group_ranks(const div_impl *d, int t, int *group_of, int *ngroups,
-                        int *ref) {
+                        int *ref, bool *majority) {
   int n = 0;
   for (int r = 0; r < d->size; r++) {
     group_of[r] = -1;
@@ -463,17 +475,21 @@ static void group_ranks(const div_impl *d, int t, int *group_of, int *ngroups,
     }
     if (group_of[r] < 0) group_of[r] = n++;
   }
-  int best = 0, best_count = 0;
+  int best = 0, best_count = 0, nbest = 0;
   for (int g = 0; g < n; g++) {
     int count = 0;
     for (int r = 0; r < d->size; r++) count += group_of[r] == g;
     if (count > best_count) {
       best = g;
       best_count = count;
+      nbest = 1;
+    } else if (count == best_count) {
+      nbest++;
     }
   }
   *ngroups = n;
-  *ref = best;
+  *majority = nbest == 1;
+  *ref = *majority ? best : 0;
 }
 
 static json_t *groups_json(const div_impl *d, int t, const int *group_of,
@@ -516,7 +532,8 @@ static vqc_status localise(div_impl *d, const vqc_check_ctx *ctx, int64_t step,
     goto done;
   }
   int ngroups = 0, refg = 0, nout = 0, ref_rank = -1;
-  group_ranks(d, t, group_of, &ngroups, &refg);
+  bool majority = true;
+  group_ranks(d, t, group_of, &ngroups, &refg, &majority);
   for (int r = 0; r < size; r++) {
     if (group_of[r] != refg) outliers[nout++] = r;
     else if (ref_rank < 0) ref_rank = r;
@@ -561,8 +578,9 @@ static vqc_status localise(div_impl *d, const vqc_check_ctx *ctx, int64_t step,
 
   /* The message and the top-level detail describe the lowest outlier; the
    * others are in detail.outliers. */
-  char who[128];
-  ranks_str(outliers, nout, who, sizeof who);
+  char who[200];
+  if (majority) ranks_str(outliers, nout, who, sizeof who);
+  else vqc_no_majority_text(group_of, size, ngroups, who, sizeof who);
   const elem_diff *e = &diffs[0];
   char what[256];
   if (!same_layout) {
@@ -596,23 +614,36 @@ static vqc_status localise(div_impl *d, const vqc_check_ctx *ctx, int64_t step,
              outliers[0], b, ref_rank, e->differing, p->numel);
   }
   vqc_finding f;
-  vqc_finding_init(&f, VQC_FINDING_DIVERGENCE, step,
-                   "tensor '%s' differs on %s from rank %d at step %" PRId64
-                   " (%s)", p->name, who, ref_rank, step, what);
+  if (majority)
+    vqc_finding_init(&f, VQC_FINDING_DIVERGENCE, step,
+                     "tensor '%s' differs on %s from rank %d at step %" PRId64
+                     " (%s)", p->name, who, ref_rank, step, what);
+  else
+    vqc_finding_init(&f, VQC_FINDING_DIVERGENCE, step,
+                     "tensor '%s' differs across ranks at step %" PRId64
+                     " with no majority: %s, so no rank can be told to be "
+                     "the wrong one (%s)", p->name, step, who, what);
   snprintf(f.tensor, sizeof f.tensor, "%s", p->name);
-  for (int i = 0; i < nout; i++) vqc_finding_add_rank(&f, outliers[i]);
+  if (majority) {
+    for (int i = 0; i < nout; i++) vqc_finding_add_rank(&f, outliers[i]);
+  } else {
+    for (int r = 0; r < size; r++) vqc_finding_add_rank(&f, r);
+  }
   json_t *det = f.detail;
   if (same_layout) {
-    json_t *first = diff_json(e, p); /* copy its keys to the top level */
+    /* copy the first's keys to the top level */
+    json_t *first = diff_json(e, p, majority);
     json_object_update(det, first);
     json_decref(first);
     json_t *per = json_array();
     for (int i = 0; i < nout; i++) {
-      json_t *o = diff_json(&diffs[i], p);
+      json_t *o = diff_json(&diffs[i], p, majority);
       json_object_set_new(o, "rank", json_integer(outliers[i]));
       json_array_append_new(per, o);
     }
-    json_object_set_new(det, "outliers", per);
+    /* Without a majority these are differences from the lowest rank, not
+     * outliers. */
+    json_object_set_new(det, majority ? "outliers" : "differences", per);
   } else {
     json_t *l = json_array();
     for (int r = 0; r < size; r++) {
@@ -624,7 +655,11 @@ static vqc_status localise(div_impl *d, const vqc_check_ctx *ctx, int64_t step,
   }
   json_object_set_new(det, "numel", json_integer(p->numel));
   json_object_set_new(det, "dtype", json_string(vqc_dtype_name(p->dtype)));
-  json_object_set_new(det, "reference_rank", json_integer(ref_rank));
+  json_object_set_new(det, "majority", json_boolean(majority));
+  if (majority)
+    json_object_set_new(det, "reference_rank", json_integer(ref_rank));
+  else
+    json_object_set_new(det, "base_rank", json_integer(ref_rank));
   json_object_set_new(det, "groups", groups_json(d, t, group_of, ngroups));
   json_object_set(det, "also_differing", also);
   s = vqc_findings_add(ctx->findings, &f);

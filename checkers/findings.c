@@ -221,3 +221,51 @@ void vqc_findings_merge_duplicates(vqc_findings *f) {
   f->count = kept;
   pthread_mutex_unlock(&f->lock);
 }
+
+void vqc_no_majority_text(const int *group_of, int n, int ngroups, char *buf,
+                          size_t cap) {
+  bool singletons = true;
+  int nranks = 0;
+  for (int g = 0; g < ngroups && singletons; g++) {
+    int count = 0;
+    for (int r = 0; r < n; r++) count += group_of[r] == g;
+    singletons = count == 1;
+  }
+  /* Two ranks that differ read better as a split: "{0} and {1}". */
+  if (ngroups < 3) singletons = false;
+  size_t used = (size_t)snprintf(buf, cap, "ranks ");
+  if (singletons) {
+    for (int r = 0; r < n && used < cap; r++) {
+      if (group_of[r] < 0) continue;
+      if (nranks++ == 8) {
+        used += (size_t)snprintf(buf + used, cap - used, " and %d more",
+                                 ngroups - 8);
+        break;
+      }
+      used += (size_t)snprintf(buf + used, cap - used, "%s%d",
+                               nranks > 1 ? ", " : "", r);
+    }
+    if (used < cap) snprintf(buf + used, cap - used, " all differ");
+    return;
+  }
+  for (int g = 0; g < ngroups && g < 8 && used < cap; g++) {
+    const char *sep = g == 0 ? "" : g + 1 == ngroups ? " and " : ", ";
+    used += (size_t)snprintf(buf + used, cap - used, "%s{", sep);
+    int shown = 0, count = 0;
+    for (int r = 0; r < n; r++) {
+      if (group_of[r] != g) continue;
+      if (shown < 8 && used < cap)
+        used += (size_t)snprintf(buf + used, cap - used, "%s%d",
+                                 shown ? ", " : "", r);
+      shown += shown < 8;
+      count++;
+    }
+    if (count > 8 && used < cap)
+      used += (size_t)snprintf(buf + used, cap - used, ", +%d", count - 8);
+    if (used < cap) used += (size_t)snprintf(buf + used, cap - used, "}");
+  }
+  if (ngroups > 8 && used < cap)
+    used += (size_t)snprintf(buf + used, cap - used, " and %d more groups",
+                             ngroups - 8);
+  if (used < cap) snprintf(buf + used, cap - used, " differ");
+}

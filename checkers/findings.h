@@ -112,4 +112,13 @@ vqc_status vqc_finding_from_json(const json_t *j, vqc_finding *out);
  * reference), in list order. */
 json_t *vqc_findings_to_json(vqc_findings *f);
 
+/* How ranks split when a tensor's digests have no strict majority, into
+ * buf (cap bytes): "ranks 0, 1, 2 all differ" when every group is one rank
+ * (3 or more), else "ranks {0, 1} and {2, 3} differ" (at most 8 groups of
+ * at most 8 ranks named). group_of[r] is rank r's group (0..ngroups-1,
+ * numbered by lowest rank), -1 for a rank left out. One wording for the
+ * live divergence checker and `vqcheck compare`. */
+void vqc_no_majority_text(const int *group_of, int n, int ngroups, char *buf,
+                          size_t cap);
+
 #endif /* VQC_FINDINGS_H */

@@ -33,7 +33,7 @@ typedef struct rank_file {
   bool present;             /* the rank has a file */
   char path[4096];
   FILE *f;
-  char *buf;                /* getline's buffer */
+  char *buf;                /* vqc_trace_read_line's buffer */
   size_t cap;
   long lineno;              /* lines read so far (blank ones included) */
   bool has_next;            /* `next` holds the record after the group */
@@ -56,6 +56,7 @@ struct vqc_trace_set {
   int nfiles;        /* slots that have a file */
   rank_file *ranks;  /* (nranks) */
   json_t *warnings;  /* found while opening; moved into the result */
+  bool require_comparison;
   bool compared;
 };
 
@@ -74,7 +75,10 @@ static void warn(json_t *warnings, const char *fmt, ...) {
 
 /* The rank of a canonical "rank-<r>.trace.jsonl" name (what vqc_trace_path
  * writes: decimal, no sign, no leading zero), -1 for any other name, -2 for
- * a name of that shape that is not canonical ("rank-01.trace.jsonl"). */
+ * a name of that shape that is not canonical ("rank-01.trace.jsonl"). A rank
+ * above VQC_TRACE_COMPARE_MAX_RANKS comes back as
+ * VQC_TRACE_COMPARE_MAX_RANKS + 1 (the digits stop counting there, so
+ * messages must show the name, not this number). */
 static long rank_of_name(const char *name) {
   static const char prefix[] = "rank-", suffix[] = ".trace.jsonl";
   size_t len = strlen(name), lp = sizeof prefix - 1, ls = sizeof suffix - 1;
@@ -89,6 +93,7 @@ static long rank_of_name(const char *name) {
     if (r > VQC_TRACE_COMPARE_MAX_RANKS) continue; /* too large anyway */
     r = r * 10 + (d[i] - '0');
   }
+  if (r > VQC_TRACE_COMPARE_MAX_RANKS) r = VQC_TRACE_COMPARE_MAX_RANKS + 1;
   if (nd > 1 && d[0] == '0') return -2;
   return r;
 }
@@ -128,7 +133,7 @@ vqc_status vqc_trace_set_open(const char *dir, const vqc_trace_set_options *o,
   if (dir == NULL || out == NULL)
     return vqc_error(VQC_EINVAL, "trace set: NULL directory or out");
   *out = NULL;
-  vqc_trace_set_options none = {false, 0, false};
+  vqc_trace_set_options none = {false, 0, false, false};
   if (o == NULL) o = &none;
   if (o->expected_ranks < 0 || o->expected_ranks > VQC_TRACE_COMPARE_MAX_RANKS)
     return vqc_error(VQC_EINVAL, "trace set: expected_ranks %d outside "
@@ -169,8 +174,12 @@ vqc_status vqc_trace_set_open(const char *dir, const vqc_trace_set_options *o,
         (o->expected_ranks > 0 && r >= o->expected_ranks)) {
       int limit = o->expected_ranks > 0 ? o->expected_ranks
                                         : VQC_TRACE_COMPARE_MAX_RANKS;
-      st = vqc_error(VQC_EINVAL, "%s/%s: rank %ld, but %s %d ranks (0..%d)",
-                     dir, e->d_name, r,
+      /* The rank as the name spells it: r stopped counting past the
+       * maximum. */
+      const size_t lp = sizeof "rank-" - 1, ls = sizeof ".trace.jsonl" - 1;
+      const int ndigits = (int)(strlen(e->d_name) - lp - ls);
+      st = vqc_error(VQC_EINVAL, "%s/%s: rank %.*s, but %s %d ranks (0..%d)",
+                     dir, e->d_name, ndigits, e->d_name + lp,
                      o->expected_ranks > 0 ? "the run had" : "at most",
                      limit, limit - 1);
       goto fail;
@@ -187,6 +196,7 @@ vqc_status vqc_trace_set_open(const char *dir, const vqc_trace_set_options *o,
   closedir(d);
   d = NULL;
 
+  s->require_comparison = o->require_comparison;
   if (nfound == 0 && !o->allow_empty) {
     st = vqc_error(VQC_EINVAL, "no trace files in %s (expected "
                    "rank-0.trace.jsonl, rank-1.trace.jsonl, ...: one per "
@@ -218,10 +228,15 @@ vqc_status vqc_trace_set_open(const char *dir, const vqc_trace_set_options *o,
                      s->nranks);
       goto fail;
     }
-    warn(s->warnings, "%s: no trace for rank%s %s of 0..%d: %s compared "
-         "without %s", dir, nmissing > 1 ? "s" : "", list, s->nranks - 1,
-         nfound > 1 ? "the other ranks are" : "nothing is",
-         nmissing > 1 ? "them" : "it");
+    /* Allowed: the comparison reports them as a rank_failure (they
+     * stopped before writing a trace), and compares the others. */
+  }
+  if (o->require_comparison && s->nranks == 1) {
+    st = vqc_error(VQC_EINVAL, "%s holds the trace of rank 0 only: there is "
+                   "nothing to compare it with (compare needs the traces of "
+                   "2 ranks or more: were the other ranks' traces not "
+                   "copied, or did those ranks never start?)", dir);
+    goto fail;
   }
   for (int r = 0; r < s->nranks; r++)
     if (s->ranks[r].present && (st = open_rank(s, r)) != VQC_OK) goto fail;
@@ -293,16 +308,13 @@ static bool looks_cut_off(const char *line, bool has_nul) {
 static vqc_status read_next(rank_file *rf, int rank, json_t *warnings) {
   rf->has_next = false;
   for (;;) {
-    ssize_t len = getline(&rf->buf, &rf->cap, rf->f);
-    if (len < 0) {
-      if (ferror(rf->f))
-        return vqc_error(VQC_EIO, "cannot read %s after line %ld: %s",
-                         rf->path, rf->lineno, strerror(errno));
-      return VQC_OK;
-    }
+    size_t len = 0;
+    VQC_TRY(vqc_trace_read_line(rf->f, rf->path, rf->lineno + 1, &rf->buf,
+                                &rf->cap, &len));
+    if (len == 0) return VQC_OK; /* the end of the file */
     rf->lineno++;
     const bool terminated = rf->buf[len - 1] == '\n';
-    const bool has_nul = (size_t)len != strlen(rf->buf);
+    const bool has_nul = len != strlen(rf->buf);
     if (!has_nul && blank(rf->buf)) continue;
     vqc_status s;
     if (has_nul)
@@ -311,9 +323,8 @@ static vqc_status read_next(rank_file *rf, int rank, json_t *warnings) {
     else
       s = vqc_trace_parse_line(rf->buf, rf->path, rf->lineno, &rf->next.r);
     if (s != VQC_OK) {
-      /* getline only returns a line without its newline at the end of the
-       * file: this is the last line, and a killed writer leaves exactly
-       * this. */
+      /* A line comes without its newline only at the end of the file:
+       * this is the last line, and a killed writer leaves exactly this. */
       if (!terminated && looks_cut_off(rf->buf, has_nul)) {
         warn(warnings, "%s:%ld: the last line is cut off (no newline, not "
              "complete JSON: was the job killed while writing it?); ignored",
@@ -513,15 +524,24 @@ static vqc_status add_finding(const vqc_trace_set *s, int64_t step,
         group_of[r] = group_of[q];
     if (group_of[r] < 0) group_of[r] = ngroups++;
   }
-  int ref = 0, best = 0;
+  /* A majority is a group strictly larger than every other. Without one
+   * (3 ranks, 3 digests; any 1-1 or 2-2 split) no rank is the odd one out:
+   * every rank is named, and group 0 (the lowest rank's) only anchors the
+   * wording of the message. */
+  int ref = 0, best = 0, nbest = 0;
   for (int g = 0; g < ngroups; g++) {
     int count = 0;
     for (int r = 0; r < n; r++) count += group_of[r] == g;
     if (count > best) {
       best = count;
       ref = g;
+      nbest = 1;
+    } else if (count == best) {
+      nbest++;
     }
   }
+  const bool majority = nbest == 1;
+  if (!majority) ref = 0;
   int nout = 0, ref_rank = -1;
   for (int r = 0; r < n; r++) {
     if (group_of[r] < 0) continue;
@@ -536,9 +556,13 @@ static vqc_status add_finding(const vqc_trace_set *s, int64_t step,
   const vqc_trace_record *rr = &recs[ref_rank]->r;
   const vqc_trace_record *ro = &recs[outliers[0]]->r;
 
-  char who[160], what[400];
-  snprintf(who, sizeof who, "%s", nout == 1 ? "rank " : "ranks ");
-  rank_list(outliers, nout, who + strlen(who), sizeof who - strlen(who));
+  char who[200], what[400];
+  if (majority) {
+    snprintf(who, sizeof who, "%s", nout == 1 ? "rank " : "ranks ");
+    rank_list(outliers, nout, who + strlen(who), sizeof who - strlen(who));
+  } else {
+    vqc_no_majority_text(group_of, n, ngroups, who, sizeof who);
+  }
   if (!same_layout(ro, rr)) {
     char so[96], sr[96];
     shape_str(ro, so, sizeof so);
@@ -551,12 +575,24 @@ static vqc_status add_finding(const vqc_trace_set *s, int64_t step,
              ref_rank);
   }
   vqc_finding f;
-  vqc_finding_init(&f, VQC_FINDING_DIVERGENCE, step,
-                   "tensor '%s' differs on %s from rank %d at step %" PRId64
-                   " (%s; from traces, so digests only: no element-level "
-                   "detail)", rr->tensor, who, ref_rank, step, what);
+  if (majority)
+    vqc_finding_init(&f, VQC_FINDING_DIVERGENCE, step,
+                     "tensor '%s' differs on %s from rank %d at step %" PRId64
+                     " (%s; from traces, so digests only: no element-level "
+                     "detail)", rr->tensor, who, ref_rank, step, what);
+  else
+    vqc_finding_init(&f, VQC_FINDING_DIVERGENCE, step,
+                     "tensor '%s' differs across ranks at step %" PRId64
+                     " with no majority: %s, so no rank can be told to be the "
+                     "wrong one (%s; from traces, so digests only: no "
+                     "element-level detail)", rr->tensor, step, who, what);
   snprintf(f.tensor, sizeof f.tensor, "%.127s", rr->tensor); /* may cut */
-  for (int i = 0; i < nout; i++) vqc_finding_add_rank(&f, outliers[i]);
+  if (majority) {
+    for (int i = 0; i < nout; i++) vqc_finding_add_rank(&f, outliers[i]);
+  } else {
+    for (int r = 0; r < n; r++)
+      if (group_of[r] >= 0) vqc_finding_add_rank(&f, r);
+  }
 
   json_t *det = f.detail;
   json_object_set_new(det, "source", json_string("traces"));
@@ -577,7 +613,11 @@ static vqc_status add_finding(const vqc_trace_set *s, int64_t step,
     else numel *= rr->shape[d];
   }
   if (fits) json_object_set_new(det, "numel", json_integer(numel));
-  json_object_set_new(det, "reference_rank", json_integer(ref_rank));
+  json_object_set_new(det, "majority", json_boolean(majority));
+  /* Without a majority the lowest rank only anchors the wording ("base",
+   * as the live checker calls it): it is no reference. */
+  json_object_set_new(det, majority ? "reference_rank" : "base_rank",
+                      json_integer(ref_rank));
 
   json_t *groups = json_array();
   for (int g = 0; g < ngroups; g++) {
@@ -609,7 +649,8 @@ static vqc_status add_finding(const vqc_trace_set *s, int64_t step,
     json_object_set_new(det, "layouts", l);
   }
   json_object_set(det, "also_differing", also);
-  /* Where to look: the reference line and each outlier's (at most 64). */
+  /* Where to look: the reference line (without a majority: the lowest
+   * rank's) and each other rank's (at most 64). */
   json_t *lines = json_array();
   json_array_append_new(lines, where_json(&s->ranks[ref_rank], ref_rank,
                                           recs[ref_rank]));
@@ -738,11 +779,130 @@ static vqc_status compare_step(vqc_trace_set *s, compare_state *cs,
   return st;
 }
 
-/* Warnings about what was not compared, once everything was read. */
+/* How far a rank's trace got: its last step, -1 for a file without a line,
+ * -2 for a rank without a file. */
+static int64_t reach_of(const rank_file *rf) {
+  if (!rf->present) return -2;
+  return rf->lines == 0 ? -1 : rf->last_step;
+}
+
+/* "rank 2 at step 4" / "rank 3 before its first step (empty trace)" /
+ * "rank 5 with no trace file" into buf. */
+static void reach_text(int rank, int64_t reach, char *buf, size_t n) {
+  if (reach >= 0)
+    snprintf(buf, n, "rank %d at step %" PRId64, rank, reach);
+  else if (reach == -1)
+    snprintf(buf, n, "rank %d before its first step (empty trace)", rank);
+  else
+    snprintf(buf, n, "rank %d with no trace file", rank);
+}
+
+/* The rank_failure finding for traces that stop early (see
+ * trace_compare.h): ranks whose trace reaches a lower step than another
+ * rank's, an empty trace counting as no step and a missing file as less
+ * than that; with require_comparison, also traces in which no rank reached
+ * a step at all. *added: whether one was added. */
+static vqc_status stopped_early(const vqc_trace_set *s, vqc_findings *out,
+                                bool *added) {
+  *added = false;
+  if (s->nfiles == 0) return VQC_OK;
+  int64_t max_reach = -2, min_reach = INT64_MAX;
+  for (int r = 0; r < s->nranks; r++) {
+    int64_t x = reach_of(&s->ranks[r]);
+    if (x > max_reach) max_reach = x;
+    if (x < min_reach) min_reach = x;
+  }
+  const bool none_reached = max_reach < 0 && min_reach == max_reach;
+  if (min_reach == max_reach && !(none_reached && s->require_comparison))
+    return VQC_OK;
+
+  /* The ranks named: those below the furthest, or every rank when none got
+   * anywhere. */
+  char list[200], where[400];
+  size_t lused = 0, wused = 0;
+  int nearly = 0;
+  list[0] = where[0] = '\0';
+  vqc_finding f;
+  memset(&f, 0, sizeof f);
+  json_t *early = json_array(), *last = json_array();
+  if (early == NULL || last == NULL) {
+    json_decref(early);
+    json_decref(last);
+    return vqc_error(VQC_ENOMEM, "trace compare: no memory");
+  }
+  int64_t first_missing = INT64_MAX; /* the first step an early rank lacks */
+  for (int r = 0; r < s->nranks; r++) {
+    const rank_file *rf = &s->ranks[r];
+    const int64_t x = reach_of(rf);
+    json_array_append_new(last, x >= 0 ? json_integer(x) : json_null());
+    if (!none_reached && x == max_reach) continue;
+    if (x + 1 < first_missing) first_missing = x < 0 ? 0 : x + 1;
+    json_t *o = json_pack("{s:i,s:o,s:s}", "rank", r, "last_step",
+                          x >= 0 ? json_integer(x) : json_null(), "trace",
+                          x >= 0 ? "ends early" : x == -1 ? "empty"
+                                                          : "missing");
+    json_t *path = json_string(rf->path);
+    if (x >= -1 && path) json_object_set_new(o, "path", path);
+    else json_decref(path);
+    json_array_append_new(early, o);
+    if (nearly < 8) {
+      char one[96];
+      reach_text(r, x, one, sizeof one);
+      if (lused < sizeof list)
+        lused += (size_t)snprintf(list + lused, sizeof list - lused, "%s%d",
+                                  nearly ? ", " : "", r);
+      if (wused < sizeof where)
+        wused += (size_t)snprintf(where + wused, sizeof where - wused, "%s%s",
+                                  nearly ? ", " : "", one);
+    } else if (nearly == 8) {
+      if (lused < sizeof list)
+        lused += (size_t)snprintf(list + lused, sizeof list - lused, ", ...");
+      if (wused < sizeof where)
+        wused += (size_t)snprintf(where + wused, sizeof where - wused,
+                                  ", ...");
+    }
+    nearly++;
+  }
+  if (none_reached) {
+    vqc_finding_init(&f, VQC_FINDING_RANK_FAILURE, 0,
+                     "no trace holds a step (rank%s %s: every trace is "
+                     "empty): every rank died, hung or was killed before "
+                     "its first check, so nothing was compared",
+                     nearly > 1 ? "s" : "", list);
+  } else {
+    const bool one = nearly == 1;
+    char others[96];
+    if (max_reach >= 0)
+      snprintf(others, sizeof others, "the other ranks reach step %" PRId64,
+               max_reach);
+    else
+      snprintf(others, sizeof others, "the other ranks' traces exist but "
+               "hold no step");
+    vqc_finding_init(&f, VQC_FINDING_RANK_FAILURE, first_missing,
+                     "%s %s stop%s early: %s (%s): %s died, hung or %s "
+                     "killed before the others stopped",
+                     one ? "the trace of rank" : "traces of ranks", list,
+                     one ? "s" : "", where, others,
+                     one ? "that rank" : "those ranks",
+                     one ? "was" : "were");
+  }
+  for (int r = 0; r < s->nranks; r++)
+    if (none_reached || reach_of(&s->ranks[r]) != max_reach)
+      vqc_finding_add_rank(&f, r);
+  json_object_set_new(f.detail, "source", json_string("traces"));
+  json_object_set_new(f.detail, "stopped_early", early);
+  json_object_set_new(f.detail, "last_step", last);
+  json_object_set_new(f.detail, "furthest_step",
+                      max_reach >= 0 ? json_integer(max_reach) : json_null());
+  vqc_status st = vqc_findings_add(out, &f);
+  if (st != VQC_OK) json_decref(f.detail); /* the list did not take it */
+  else *added = true;
+  return st;
+}
+
+/* Warnings about what was not compared, once everything was read (ranks
+ * that stop early are a finding, not a warning: stopped_early). */
 static void end_warnings(const vqc_trace_set *s, json_t *warnings) {
-  int64_t last_max = -1;
-  bool differ = false, seen = false;
-  int64_t first_last = -1;
   int empty = 0;
   for (int r = 0; r < s->nranks; r++) empty += s->ranks[r].present &&
                                               s->ranks[r].lines == 0;
@@ -756,38 +916,6 @@ static void end_warnings(const vqc_trace_set *s, json_t *warnings) {
   }
   for (int r = 0; r < s->nranks; r++) {
     const rank_file *rf = &s->ranks[r];
-    if (!rf->present) continue;
-    if (rf->lines == 0)
-      warn(warnings, "%s has no lines: nothing was compared at any step",
-           rf->path);
-    if (!seen) first_last = rf->last_step;
-    if (seen && rf->last_step != first_last) differ = true;
-    seen = true;
-    if (rf->last_step > last_max) last_max = rf->last_step;
-  }
-  if (differ) {
-    /* The ranks that stopped early, at most 8 named. */
-    char list[512];
-    size_t used = 0;
-    int named = 0;
-    list[0] = '\0';
-    for (int r = 0; r < s->nranks && used < sizeof list; r++) {
-      const rank_file *rf = &s->ranks[r];
-      if (!rf->present || rf->last_step == last_max) continue;
-      if (named++ == 8) {
-        snprintf(list + used, sizeof list - used, ", ...");
-        break;
-      }
-      used += (size_t)snprintf(list + used, sizeof list - used,
-                               "%srank %d at step %" PRId64,
-                               named > 1 ? ", " : "", r, rf->last_step);
-    }
-    warn(warnings, "the traces end at different steps (%s; the others at "
-         "step %" PRId64 "): was the job killed? Only the steps and tensors "
-         "every rank wrote were compared", list, last_max);
-  }
-  for (int r = 0; r < s->nranks; r++) {
-    const rank_file *rf = &s->ranks[r];
     if (!rf->present || rf->not_compared == 0) continue;
     warn(warnings, "%s: %" PRId64 " line%s not compared because some rank "
          "has no line for the same step and tensor (first: line %ld, step %"
@@ -795,6 +923,29 @@ static void end_warnings(const vqc_trace_set *s, json_t *warnings) {
          rf->not_compared > 1 ? "s" : "", rf->first_not_compared.line,
          rf->first_not_compared.r.step, rf->first_not_compared.r.tensor);
   }
+}
+
+/* With require_comparison: traces whose ranks all reach the same step but
+ * share no (step, tensor) compared nothing, and that is an error, not a
+ * clean result. */
+static vqc_status check_something_compared(const vqc_trace_set *s,
+                                           const vqc_trace_compare_result
+                                               *res) {
+  if (!s->require_comparison || res->digests_compared > 0) return VQC_OK;
+  for (int r = 0; r < s->nranks; r++) {
+    const rank_file *rf = &s->ranks[r];
+    if (!rf->present || rf->not_compared == 0) continue;
+    return vqc_error(VQC_EINVAL, "%s: nothing was compared: no (step, "
+                     "tensor) is in the trace of every rank (e.g. %s:%ld, "
+                     "step %" PRId64 ", tensor '%s', is missing from some "
+                     "rank's trace): do the ranks write the same tensor "
+                     "names and steps?", s->dir, rf->path,
+                     rf->first_not_compared.line,
+                     rf->first_not_compared.r.step,
+                     rf->first_not_compared.r.tensor);
+  }
+  return vqc_error(VQC_EINVAL, "%s: nothing was compared (no (step, tensor) "
+                   "is in the trace of every rank)", s->dir);
 }
 
 vqc_status vqc_trace_set_compare(vqc_trace_set *s, const char *copy_dir,
@@ -859,6 +1010,13 @@ vqc_status vqc_trace_set_compare(vqc_trace_set *s, const char *copy_dir,
     if (st == VQC_OK) res->nsteps++;
   }
   for (int r = 0; r < n; r++) res->lines_read += s->ranks[r].lines;
+  if (st == VQC_OK) {
+    bool added = false;
+    st = stopped_early(s, out, &added);
+    if (added) res->rank_failures++;
+    /* Uneven ends already explain what was not compared. */
+    if (st == VQC_OK && !added) st = check_something_compared(s, res);
+  }
   if (st == VQC_OK) end_warnings(s, res->warnings);
 
   /* Copies: close and rename every one (the others are removed below). */

@@ -8,11 +8,18 @@
  * the lowest rank's file) whose digest, dtype or shape differs across ranks
  * and that was not reported before; tensors that start to differ at the same
  * step go into its detail (also_differing) and are not reported later. Ranks
- * are grouped by (digest, dtype, shape); the largest group is the reference
- * (ties: the group holding the lowest rank), the other ranks are the
- * outliers. Traces hold digests only, so unlike a run's finding there is no
- * first differing index, value or max diff: the detail says so. NaN / Inf
- * (`nonfinite`) cannot be seen in a digest either.
+ * are grouped by (digest, dtype, shape). When one group is strictly larger
+ * than every other (the majority), it is the reference and the other ranks
+ * are the outliers: the finding's ranks, detail "majority": true and
+ * "reference_rank". Otherwise (3 ranks with 3 digests, any 1-1 or 2-2
+ * split) nobody is blamed: the finding names every rank, the message says
+ * "no majority: ranks {0} and {1} differ" (or "ranks 0, 1, 2 all differ"),
+ * detail "majority": false and no "reference_rank"; detail "groups" lists
+ * every group either way (and "base_rank", the lowest rank, which only
+ * anchors the message's wording). Traces hold digests only, so unlike a
+ * run's finding there is no first differing index, value or max diff: the
+ * detail says so. NaN / Inf (`nonfinite`) cannot be seen in a digest
+ * either.
  *
  * Reading is streamed, one step at a time per rank, so memory stays bounded
  * by the largest step, not by the length of the job. This relies on the
@@ -22,12 +29,29 @@
  * file's, a tensor listed twice in a step, a step that goes backwards, two
  * ranks using different digest algorithms for the same tensor. One thing is
  * forgiven: a last line without its newline that is not complete JSON (the
- * job was killed while writing it) is ignored with a warning.
+ * job was killed while writing it) is ignored with a warning. A line longer
+ * than VQC_TRACE_LINE_MAX (1 MiB, trace.h) is VQC_EPARSE naming file:line
+ * and the cap, found without reading the rest of it.
  *
  * A (step, tensor) is compared only when every rank wrote it, as in a run
- * (the digest exchange needs every rank); lines that some rank lacks (a job
- * killed at different points on different ranks) are counted and named in a
- * warning. */
+ * (the digest exchange needs every rank); lines that some rank lacks are
+ * counted and named in a warning.
+ *
+ * Never a false green: traces that stop early are a finding, not a warning.
+ * Each rank's trace reaches its last step; an empty file reaches no step, a
+ * rank without a file (allowed only with allow_missing_ranks) less than
+ * that. When the ranks do not all reach the same point, one `rank_failure`
+ * finding names the ranks behind the furthest, each with how far it got
+ * ("traces of ranks 2, 3 stop early: rank 2 at step 4, rank 3 at step 0
+ * (the other ranks reach step 9): those ranks died, hung or were killed
+ * ..."); its step is the first step one of them lacks, its detail holds
+ * "stopped_early" (per named rank: "rank", "last_step" or null, "trace":
+ * "ends early" | "empty" | "missing", "path"), "last_step" (per rank 0..n-1,
+ * null for no step), "furthest_step" and "source": "traces". With
+ * require_comparison (`vqcheck compare`), traces in which no rank reached a
+ * step are also a rank_failure, of every rank, and a comparison that
+ * compared nothing otherwise (the ranks share no (step, tensor)) is
+ * VQC_EINVAL, as is a single rank's trace (at open). */
 #ifndef VQC_TRACE_COMPARE_H
 #define VQC_TRACE_COMPARE_H
 
@@ -47,14 +71,24 @@ typedef struct vqc_trace_set vqc_trace_set;
 typedef struct vqc_trace_set_options {
   /* false (`vqcheck compare`): every rank 0..max must have a file, a gap is
    * VQC_EINVAL naming the missing ranks. true (`vqcheck analyze`): ranks
-   * without a file are left out of the comparison, with a warning. */
+   * without a file are left out of the comparison and named in the
+   * rank_failure finding (when some rank has a file). */
   bool allow_missing_ranks;
   /* > 0: the run had this many ranks (a file for a rank >= it is an error,
    * and ranks missing at the end count as missing); 0: from the files. */
   int expected_ranks;
   /* true: a directory without any trace file opens as an empty set
-   * (nfiles 0); false: that is VQC_EINVAL. */
+   * (nfiles 0, and no finding: nothing says a rank failed); false: that is
+   * VQC_EINVAL. */
   bool allow_empty;
+  /* true (`vqcheck compare`): comparing nothing is never a clean result: a
+   * single rank's trace is VQC_EINVAL at open, traces where no rank reached
+   * a step are a rank_failure of every rank, traces that share no (step,
+   * tensor) are VQC_EINVAL from vqc_trace_set_compare. false (`analyze`,
+   * where the ledger dumps speak for a job that died before its first
+   * check): those are warnings. Ranks that stop early are a rank_failure
+   * either way. */
+  bool require_comparison;
 } vqc_trace_set_options;
 
 /* Finds and opens the traces in dir (nothing is read yet beyond checking
@@ -84,14 +118,17 @@ typedef struct vqc_trace_compare_result {
   int64_t digests_compared;  /* (step, tensor) pairs compared */
   int64_t lines_not_compared; /* lines whose (step, tensor) a rank lacks */
   int findings;              /* divergence findings added */
+  int rank_failures;         /* rank_failure findings added (0 or 1) */
   vqc_trace_step *steps;     /* (nsteps) steps with >= 1 line, ascending;
                                 owned */
   int64_t nsteps;
   json_t *warnings;          /* array of strings, owned: cut-off last lines,
-                                missing ranks, lines not compared */
+                                lines not compared, nothing compared (when
+                                not required) */
 } vqc_trace_compare_result;
 
-/* Streams every file once, appends the divergence findings to `out`, and
+/* Streams every file once, appends the divergence findings and the
+ * rank_failure finding for traces that stop early to `out` (in that order), and
  * fills *res (initialised here; free with vqc_trace_compare_result_free,
  * also after an error). copy_dir != NULL: the valid lines are also written
  * to copy_dir/rank-<r>.trace.jsonl (an existing directory; temporary names,

@@ -7,8 +7,12 @@
  * (backend "traces"), clean copies of the traces, and the reports. Nothing
  * is created when the input is bad.
  *
- * Exit: 0 the ranks agree, 1 findings, 2 usage or bad traces (missing
- * ranks, garbage, unknown schema: the message names file:line), 3 I/O. */
+ * Exit: 0 the ranks agree at every step of traces that all end at the same
+ * step, 1 findings (divergence; rank_failure for traces that stop early or
+ * hold no step), 2 usage or bad traces (missing ranks, garbage, unknown
+ * schema, a line over 1 MiB: the message names file:line; a single rank's
+ * trace or traces sharing no (step, tensor): nothing to compare), 3 I/O.
+ * Never 0 when nothing was compared. */
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
@@ -39,10 +43,12 @@ static void compare_help(FILE *f) {
           "docs/trace-format.md; written by vqcheck\nruns or by any program, "
           "e.g. docs/pytorch_trace_example.py), step by step\nand tensor by "
           "tensor, and reports where replicated state first differs\nacross "
-          "ranks: the step, the tensor, the majority and the outlier ranks. "
-          "Traces\nhold digests only, so findings carry no element-level "
-          "detail (first differing\nindex, values, max diff): a vqcheck run "
-          "gives those.\n\n"
+          "ranks: the step, the tensor, the majority and the outlier ranks\n"
+          "(or that there is no majority). Traces that stop early (a rank "
+          "died, hung\nor was killed) are a rank_failure finding. Traces "
+          "hold digests only, so\nfindings carry no element-level detail "
+          "(first differing index, values, max\ndiff): a vqcheck run gives "
+          "those.\n\n"
           "Writes a run directory: run.json (findings, the runner's schema), "
           "copies of\nthe traces, report.md, report.html and junit.xml.\n\n"
           "  --out DIR   run directory (default vqcheck-runs/compare-<time>); "
@@ -51,9 +57,10 @@ static void compare_help(FILE *f) {
           "  --json      print run.json on stdout instead of the summary\n"
           "  --quiet     no summary (warnings and errors still go to "
           "stderr)\n\n"
-          "exit: 0 every rank agrees, 1 findings, 2 usage or bad traces "
-          "(missing ranks,\n      garbage, unknown schema: named by "
-          "file:line), 3 I/O error\n");
+          "exit: 0 every rank agrees up to the same last step, 1 findings "
+          "(divergence,\n      rank_failure), 2 usage or bad traces "
+          "(missing ranks, garbage, unknown\n      schema: named by "
+          "file:line; nothing to compare), 3 I/O error\n");
 }
 
 static int usage_error(const char *fmt, const char *arg) {
@@ -139,9 +146,28 @@ static json_t *compare_json(const compare_opts *o, int nranks,
                         (json_int_t)res->lines_not_compared, "warnings",
                         res->warnings);
   json_object_set_new(j, "compare", c);
-  /* The only check traces allow: readers (reports) need not show the
-   * others as passed. */
+  /* The only check traces allow to run in full; the reports show the
+   * others as not run (junit <skipped/>), never as passed, and say why.
+   * rank_failure is not claimed either: traces show a rank that stopped
+   * before the others (then it is a finding), but a job whose ranks all
+   * stopped together looks finished. */
   json_object_set_new(j, "checks", json_pack("[s]", "divergence"));
+  static const char digests_only[] =
+      "traces hold digests only: not checked by vqcheck compare";
+  static const char no_ledger[] =
+      "traces hold no collective ledger: not checked by vqcheck compare "
+      "(vqcheck analyze reads ledger dumps)";
+  json_object_set_new(
+      j, "checks_not_run",
+      json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:s}", "lost_inplace", digests_only,
+                "deadlock", no_ledger, "collective_mismatch", no_ledger,
+                "shape_mismatch", digests_only, "gradient_mismatch",
+                digests_only, "rank_failure",
+                "traces show a rank failure only when a rank's trace stops "
+                "before the others' (then it is a finding); ranks that all "
+                "stopped together look like a finished job",
+                "nonfinite", "a digest cannot show NaN or Inf: not checked "
+                "by vqcheck compare"));
   return j;
 }
 
@@ -171,7 +197,8 @@ int vqc_cmd_compare(int argc, char **argv) {
 
   vqc_trace_set_options so = {.allow_missing_ranks = false,
                               .expected_ranks = 0,
-                              .allow_empty = false};
+                              .allow_empty = false,
+                              .require_comparison = true};
   vqc_trace_set *set = NULL;
   vqc_status s = vqc_trace_set_open(o.trace_dir, &so, &set);
   if (s != VQC_OK) {

@@ -153,8 +153,21 @@ static void verdict_banner(FILE *f, const rep_run *r) {
     }
     if (r->nfindings > 4) fprintf(f, "; and %d more", r->nfindings - 4);
   } else if (strcmp(v, "clean") == 0) {
-    fprintf(f, "%lld steps on %d ranks, every check passed", r->steps_done,
-            r->ranks);
+    /* Only the checks that ran passed: name the others. */
+    int skipped = 0;
+    for (int k = 0; k < VQC_FINDING_KIND_COUNT; k++) {
+      const char *why;
+      if (rep_check(r, (vqc_finding_kind)k, &why) != REP_CHECK_NOT_RUN)
+        continue;
+      fprintf(f, "%s", skipped++ ? ", " : "");
+      if (skipped == 1)
+        fprintf(f, "%lld steps on %d ranks, every check that ran passed; "
+                "not checked: ", r->steps_done, r->ranks);
+      rep_html(f, vqc_finding_kind_name((vqc_finding_kind)k));
+    }
+    if (skipped == 0)
+      fprintf(f, "%lld steps on %d ranks, every check passed", r->steps_done,
+              r->ranks);
   } else {
     rep_html(f, r->training_status);
     fprintf(f, ": ");
@@ -263,10 +276,20 @@ static void digest_section(FILE *f, const rep_data *d) {
     fprintf(f, "<p class=\"explain\">Each cell compares one rank's digests of "
             "its replicated tensors at the end of a step with those of rank %d "
             "(the reference): green, every tensor equal; red, the number of "
-            "tensors that differ; grey, nothing traced.", g->ref_rank);
+            "tensors that differ; purple, no majority (some tensor splits the "
+            "ranks into groups none larger than every other, so the reference "
+            "is only a tie-break and no rank is shown as agreeing); grey, "
+            "nothing traced.", g->ref_rank);
     /* The first disagreement, in words. */
     for (int si = 0; si < g->nsteps; si++) {
       if (rep_grid_worst(g, si) <= 0) continue;
+      if (g->nomajority && g->nomajority[si] > 0) {
+        fprintf(f, " First disagreement at step %lld, with no majority: %d "
+                "of %d tensors split the ranks with no group larger than "
+                "every other, so no rank can be told to be the wrong one.", (long long)g->steps[si],
+                g->nomajority[si], g->ntensors[si]);
+        break;
+      }
       fprintf(f, " First disagreement at step %lld: rank",
               (long long)g->steps[si]);
       int shown = 0;
@@ -285,10 +308,13 @@ static void digest_section(FILE *f, const rep_data *d) {
     fprintf(f, "</p>\n");
   }
   rep_svg_heatmap(f, g);
-  static const char *const colors[] = {"#43a047", "#d32f2f", "#e0e0e0"};
+  static const char *const colors[] = {"#43a047", "#d32f2f", "#8e24aa",
+                                       "#e0e0e0"};
   static const char *const labels[] = {"equal to the reference",
-                                       "differs (n tensors)", "not traced"};
-  if (g->any) legend(f, colors, labels, 3);
+                                       "differs (n tensors)",
+                                       "no majority (no rank agrees)",
+                                       "not traced"};
+  if (g->any) legend(f, colors, labels, 4);
   fprintf(f, "</section>\n");
 }
 

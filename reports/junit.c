@@ -6,16 +6,20 @@
  *                [hostname]>
  *       <properties><property name value/>...</properties>
  *       <testcase name classname time>
- *         [<failure message type>text</failure> | <error .../>]
+ *         [<failure message type>text</failure> | <error .../> |
+ *          <skipped message/>]
  *         [<system-out>text</system-out>]
  *       </testcase>...
  *
  * A run is one suite with one testcase per check (every finding kind of
  * checkers/findings.h, whether or not it fired, so a CI page shows what was
  * checked) plus "training", which errors when training stopped and no
- * finding explains it (exit code 3). A failure's message is its first
- * finding's message; the text lists all of them. A suite of scenarios is one
- * testcase per scenario. Text and attributes are XML-escaped (rep_xml). */
+ * finding explains it (exit code 3). A check fails when run.json holds a
+ * finding of its kind (the message is the first finding's, the text lists
+ * all of them), passes only when run.json records that it ran, and is
+ * otherwise <skipped/> with the reason (rep_check in run_data.c): a check
+ * that did not run is never a pass. A suite of scenarios is one testcase
+ * per scenario. Text and attributes are XML-escaped (rep_xml). */
 #include <string.h>
 
 #include "report_internal.h"
@@ -34,9 +38,10 @@ static void property(FILE *f, const char *name, const char *value) {
 }
 
 vqc_status rep_render_junit(const rep_run *r, FILE *f) {
-  /* Which kinds fired. */
-  int failures = 0;
+  /* Which kinds fired, and which checks did not run. */
+  int failures = 0, skipped = 0;
   int first_of[VQC_FINDING_KIND_COUNT];
+  const char *skip_why[VQC_FINDING_KIND_COUNT];
   for (int k = 0; k < VQC_FINDING_KIND_COUNT; k++) {
     first_of[k] = -1;
     for (int i = 0; i < r->nfindings && first_of[k] < 0; i++)
@@ -44,6 +49,12 @@ vqc_status rep_render_junit(const rep_run *r, FILE *f) {
                  vqc_finding_kind_name((vqc_finding_kind)k)) == 0)
         first_of[k] = i;
     if (first_of[k] >= 0) failures++;
+    skip_why[k] = NULL;
+    const char *why = "";
+    if (rep_check(r, (vqc_finding_kind)k, &why) == REP_CHECK_NOT_RUN) {
+      skip_why[k] = why;
+      skipped++;
+    }
   }
   const bool error = r->exit_code == 3 && r->nfindings == 0;
   const int tests = VQC_FINDING_KIND_COUNT + 1;
@@ -56,8 +67,9 @@ vqc_status rep_render_junit(const rep_run *r, FILE *f) {
           tests, failures, error ? 1 : 0, r->duration_s);
   fprintf(f, "  <testsuite");
   xml_attr(f, "name", suite);
-  fprintf(f, " tests=\"%d\" failures=\"%d\" errors=\"%d\" skipped=\"0\" "
-          "time=\"%.3f\"", tests, failures, error ? 1 : 0, r->duration_s);
+  fprintf(f, " tests=\"%d\" failures=\"%d\" errors=\"%d\" skipped=\"%d\" "
+          "time=\"%.3f\"", tests, failures, error ? 1 : 0, skipped,
+          r->duration_s);
   /* JUnit timestamps carry no zone: the runner's is UTC ("...Z"). */
   char stamp[64];
   snprintf(stamp, sizeof stamp, "%s", rep_str(r->root, "finished", ""));
@@ -86,6 +98,12 @@ vqc_status rep_render_junit(const rep_run *r, FILE *f) {
     xml_attr(f, "name", kind);
     xml_attr(f, "classname", suite);
     fprintf(f, " time=\"0\"");
+    if (first_of[k] < 0 && skip_why[k]) {
+      fprintf(f, ">\n      <skipped");
+      xml_attr(f, "message", skip_why[k]);
+      fprintf(f, "/>\n    </testcase>\n");
+      continue;
+    }
     if (first_of[k] < 0) {
       fprintf(f, "/>\n");
       continue;

@@ -81,6 +81,16 @@ static void verdict(FILE *f, const rep_run *r) {
     fprintf(f, ".");
   } else if (strcmp(v, "clean") == 0) {
     fprintf(f, "CLEAN**: no findings.");
+    /* Only the checks that ran passed: name the others. */
+    int skipped = 0;
+    for (int k = 0; k < VQC_FINDING_KIND_COUNT; k++) {
+      const char *why;
+      if (rep_check(r, (vqc_finding_kind)k, &why) != REP_CHECK_NOT_RUN)
+        continue;
+      fprintf(f, "%s", skipped++ ? ", " : " Not checked (did not run): ");
+      rep_md(f, vqc_finding_kind_name((vqc_finding_kind)k));
+    }
+    if (skipped) fprintf(f, ".");
   } else {
     fprintf(f, "ERROR**: training stopped (");
     rep_md(f, r->training_status);
@@ -189,6 +199,11 @@ static void digests(FILE *f, const rep_grid *g) {
   if (first < 0)
     fprintf(f, "Every traced rank's digests equal the reference's at every "
             "step both traced.\n\n");
+  else if (g->nomajority && g->nomajority[first] > 0)
+    fprintf(f, "First disagreement at step %lld, with no majority: %d of %d "
+            "tensors split the ranks with no majority, so no rank can be "
+            "told to be the wrong one.\n\n", (long long)g->steps[first],
+            g->nomajority[first], g->ntensors[first]);
   else
     fprintf(f, "First disagreement at step %lld.\n\n",
             (long long)g->steps[first]);
@@ -207,12 +222,16 @@ static void digests(FILE *f, const rep_grid *g) {
       for (int r = 0; r < g->nranks; r++) {
         int c = g->cell[(size_t)r * g->nsteps + si];
         if (c == REP_CELL_MISSING) fprintf(f, " - |");
+        else if (g->nomajority && g->nomajority[si] > 0)
+          fprintf(f, " **no majority** |");
         else if (c == 0) fprintf(f, " = |");
         else fprintf(f, " **%d differ** |", c);
       }
       fprintf(f, "\n");
     }
-    fprintf(f, "\n`=` equal to the reference, `-` not traced.\n\n");
+    fprintf(f, "\n`=` equal to the reference, `-` not traced, **no "
+            "majority**: a tensor splits the ranks with no group larger than "
+            "every other, so no rank agrees.\n\n");
   }
 }
 

@@ -69,6 +69,33 @@ void rep_ranks_text(const json_t *ranks, char *buf, size_t n);
  * "-inf" the checkers write for non-finite values. False otherwise. */
 bool rep_json_number(const json_t *v, double *out);
 
+/* ---- which checks ran (run_data.c) */
+
+typedef enum {
+  REP_CHECK_PASSED,  /* it ran and found nothing */
+  REP_CHECK_FAILED,  /* a finding of its kind is in run.json */
+  REP_CHECK_NOT_RUN  /* not known to have run: never shown as passed */
+} rep_check_state;
+
+/* The state of the check of finding kind k. FAILED when run.json holds a
+ * finding of that kind (a finding proves the check ran); else PASSED when
+ * run.json records that it ran; else NOT_RUN, with *why saying why (never
+ * NULL; *why is "" for the other states).
+ *
+ * How run.json records it: "checks", an array of the finding kinds that
+ * were checked, with "checks_not_run", an object {kind: reason} (optional,
+ * for the reasons shown). Without "checks", by the writer's subject (older
+ * files; rundir.h): a vqcheck scenario run ("scenario" with a "fault", the
+ * runner, which attaches every checker) checked every kind; an
+ * instrumented program ("check": {"checkers": "collective,divergence,..."})
+ * checked the kinds of its checkers (collective: deadlock,
+ * collective_mismatch, rank_failure; divergence: divergence, nonfinite;
+ * lost_inplace; shape: shape_mismatch; equivalence: gradient_mismatch);
+ * any other file checked no kind known: each without a finding is
+ * NOT_RUN. */
+rep_check_state rep_check(const rep_run *r, vqc_finding_kind k,
+                          const char **why);
+
 /* ---- traces (run_data.c) */
 
 #define REP_CELL_MISSING (-1)
@@ -87,6 +114,12 @@ typedef struct rep_grid {
    * whose entries differ (present on one side only counts too). */
   int *cell;
   int *ntensors;       /* (nsteps) tensors the reference traced per step */
+  /* (nsteps) tensors whose ranks split with no majority at the step (no
+   * group of equal digests strictly larger than every other, among the
+   * ranks that traced the step; a rank without the tensor is a group of
+   * its own kind). At such a step the reference rank is a tie-break, not a
+   * majority: every rank that traced it is shown as disagreeing. */
+  int *nomajority;
 } rep_grid;
 
 /* ---- ledger dumps (run_data.c) */

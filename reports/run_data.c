@@ -2,7 +2,10 @@
  *
  *   the digest grid   from rank-<r>.trace.jsonl: for each step and rank, how
  *                     many tensors' digests differ from the reference
- *                     rank's (the heatmap and the divergence plot);
+ *                     rank's (the heatmap and the divergence plot), and
+ *                     per step how many tensors split the ranks with no
+ *                     majority (where the reference is no more right than
+ *                     anyone, so no rank is shown as agreeing);
  *   the timeline      from rank-<r>.ledger.jsonl: every rank's record of a
  *                     window of sequence numbers around the collective the
  *                     ranks got stuck in (the collective timeline).
@@ -83,19 +86,33 @@ static vqc_status read_trace(const char *path, int rank, trace_entries *out,
   }
   *present = true;
   char *line = NULL;
-  size_t cap = 0;
-  ssize_t len;
+  size_t cap = 0, len = 0;
   long lineno = 0;
   vqc_status s = VQC_OK;
-  while (s == VQC_OK && (len = getline(&line, &cap, f)) >= 0) {
+  /* Lines longer than VQC_TRACE_LINE_MAX are an error, found without
+   * holding them (trace.h). */
+  while (s == VQC_OK &&
+         (s = vqc_trace_read_line(f, path, lineno + 1, &line, &cap, &len)) ==
+             VQC_OK &&
+         len > 0) {
     lineno++;
+    if (len != strlen(line)) {
+      /* A NUL in the cut-off last line is what a crash leaves. */
+      if (line[len - 1] != '\n') break;
+      s = vqc_error(VQC_EPARSE, "%s:%ld: the line holds a NUL byte", path,
+                    lineno);
+      break;
+    }
     if (blank_line(line)) continue;
     vqc_trace_record rec;
     s = vqc_trace_parse_line(line, path, lineno, &rec);
     if (s != VQC_OK) {
-      /* getline returns a line without its newline only at the end of the
-       * file: the writer was killed mid-line. Every step before it stands. */
-      if (line[len - 1] != '\n') s = VQC_OK;
+      /* A line comes without its newline only at the end of the file: the
+       * writer was killed mid-line. Every step before it stands. */
+      if (line[len - 1] != '\n') {
+        vqc_clear_error();
+        s = VQC_OK;
+      }
       break;
     }
     if (rec.rank != rank) {
@@ -121,8 +138,6 @@ static vqc_status read_trace(const char *path, int rank, trace_entries *out,
     out->items[out->n++] = (trace_entry){rec.step, str_hash(rec.tensor,
                                                             FNV_OFFSET), v};
   }
-  if (s == VQC_OK && ferror(f))
-    s = vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
   free(line);
   fclose(f);
   if (s == VQC_OK && out->n > 1)
@@ -161,6 +176,57 @@ static int count_differing(const trace_entry *a, size_t na,
     }
   }
   return diff;
+}
+
+/* One rank's entry of one step, for the majority count. */
+typedef struct step_entry {
+  uint64_t key, value;
+} step_entry;
+
+static int step_entry_cmp(const void *a, const void *b) {
+  const step_entry *x = a, *y = b;
+  if (x->key != y->key) return x->key < y->key ? -1 : 1;
+  if (x->value != y->value) return x->value < y->value ? -1 : 1;
+  return 0;
+}
+
+/* Tensors of one step whose ranks split with no majority: among the
+ * `traced` ranks that traced the step, group the ranks by the tensor's
+ * value (a rank without the tensor is one more group); no group strictly
+ * larger than every other means no majority (divergence.c's rule). `es`
+ * holds every such rank's entries of the step (n), sorted here. */
+static int count_no_majority(step_entry *es, size_t n, int traced) {
+  if (traced < 2 || n == 0) return 0;
+  qsort(es, n, sizeof *es, step_entry_cmp);
+  int nomaj = 0;
+  for (size_t i = 0; i < n;) {
+    size_t j = i;
+    int best = 0, nbest = 0, present = 0;
+    while (j < n && es[j].key == es[i].key) {
+      size_t k = j;
+      while (k < n && es[k].key == es[j].key && es[k].value == es[j].value)
+        k++;
+      int count = (int)(k - j);
+      present += count;
+      if (count > best) {
+        best = count;
+        nbest = 1;
+      } else if (count == best) {
+        nbest++;
+      }
+      j = k;
+    }
+    const int absent = traced - present;
+    if (absent > best) {
+      best = absent;
+      nbest = 1;
+    } else if (absent > 0 && absent == best) {
+      nbest++;
+    }
+    if (nbest > 1) nomaj++;
+    i = j;
+  }
+  return nomaj;
 }
 
 static int cmp_i64(const void *a, const void *b) {
@@ -227,7 +293,8 @@ static vqc_status load_grid(const rep_run *run, rep_grid *g) {
 
   g->cell = malloc((size_t)nranks * (nsteps ? nsteps : 1) * sizeof *g->cell);
   g->ntensors = calloc(nsteps ? nsteps : 1, sizeof *g->ntensors);
-  if (!g->cell || !g->ntensors) {
+  g->nomajority = calloc(nsteps ? nsteps : 1, sizeof *g->nomajority);
+  if (!g->cell || !g->ntensors || !g->nomajority) {
     s = vqc_error(VQC_ENOMEM, "no memory for the digest grid");
     goto done;
   }
@@ -247,6 +314,30 @@ static vqc_status load_grid(const rep_run *run, rep_grid *g) {
                              ref->items + fbeg, fend - fbeg);
     }
   }
+  /* Steps where some tensor has no majority: there the reference rank is
+   * no more right than the others (every rank that traced the step is
+   * shown as disagreeing). One pass over every rank per step. */
+  step_entry *es = malloc((total ? total : 1) * sizeof *es);
+  size_t *pos = calloc((size_t)nranks, sizeof *pos);
+  if (!es || !pos) {
+    free(es);
+    free(pos);
+    s = vqc_error(VQC_ENOMEM, "no memory for the digest grid");
+    goto done;
+  }
+  for (size_t si = 0; si < nsteps; si++) {
+    size_t n = 0;
+    int traced = 0;
+    for (int r = 0; r < nranks; r++) {
+      size_t end, beg = step_range(&e[r], &pos[r], g->steps[si], &end);
+      if (end > beg) traced++;
+      for (size_t i = beg; i < end; i++)
+        es[n++] = (step_entry){e[r].items[i].key, e[r].items[i].value};
+    }
+    g->nomajority[si] = count_no_majority(es, n, traced);
+  }
+  free(es);
+  free(pos);
 done:
   for (int r = 0; e && r < nranks; r++) free(e[r].items);
   free(e);
@@ -515,6 +606,69 @@ static vqc_status load_timeline(const rep_run *run, rep_timeline *t) {
   return VQC_OK;
 }
 
+/* ---- which checks ran */
+
+/* The kinds each checker reports (rundir.h's instrumented "checkers"). */
+static bool checker_reports(const char *checker, size_t len, const char *kind) {
+  static const struct {
+    const char *checker, *kinds;
+  } map[] = {{"collective", " deadlock collective_mismatch rank_failure "},
+             {"divergence", " divergence nonfinite "},
+             {"lost_inplace", " lost_inplace "},
+             {"shape", " shape_mismatch "},
+             {"equivalence", " gradient_mismatch "}};
+  char needle[64];
+  snprintf(needle, sizeof needle, " %s ", kind);
+  for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+    if (strlen(map[i].checker) == len &&
+        strncmp(map[i].checker, checker, len) == 0)
+      return strstr(map[i].kinds, needle) != NULL;
+  return false;
+}
+
+rep_check_state rep_check(const rep_run *r, vqc_finding_kind k,
+                          const char **why) {
+  const char *kind = vqc_finding_kind_name(k);
+  *why = "";
+  for (int i = 0; i < r->nfindings; i++)
+    if (strcmp(r->findings[i].kind, kind) == 0) return REP_CHECK_FAILED;
+
+  const json_t *checks = json_object_get(r->root, "checks");
+  if (json_is_array(checks)) {
+    size_t i;
+    const json_t *v;
+    json_array_foreach(checks, i, v)
+      if (json_is_string(v) && strcmp(json_string_value(v), kind) == 0)
+        return REP_CHECK_PASSED;
+    const json_t *reason =
+        json_object_get(json_object_get(r->root, "checks_not_run"), kind);
+    *why = json_is_string(reason)
+               ? json_string_value(reason)
+               : "not among the checks this run recorded as run (run.json "
+                 "\"checks\")";
+    return REP_CHECK_NOT_RUN;
+  }
+  /* No "checks": decide from the writer (see report_internal.h). */
+  const json_t *sc = json_object_get(r->root, "scenario");
+  if (json_is_string(json_object_get(sc, "fault"))) return REP_CHECK_PASSED;
+  const json_t *checkers =
+      json_object_get(json_object_get(r->root, "check"), "checkers");
+  if (json_is_string(checkers)) {
+    const char *p = json_string_value(checkers);
+    while (*p) {
+      size_t len = strcspn(p, ",");
+      if (checker_reports(p, len, kind)) return REP_CHECK_PASSED;
+      p += len + (p[len] == ',');
+    }
+    *why = "the instrumented program did not enable the checker for it "
+           "(run.json \"check.checkers\")";
+    return REP_CHECK_NOT_RUN;
+  }
+  *why = "run.json does not record that this check ran (no \"checks\"), "
+         "so it is not reported as passed";
+  return REP_CHECK_NOT_RUN;
+}
+
 /* ---- everything */
 
 vqc_status rep_data_load(const char *run_dir, bool with_traces, rep_data *d) {
@@ -532,6 +686,7 @@ void rep_data_free(rep_data *d) {
   free(d->grid.steps);
   free(d->grid.cell);
   free(d->grid.ntensors);
+  free(d->grid.nomajority);
   free(d->tl.has_dump);
   free(d->tl.last_seq);
   free(d->tl.cells);

@@ -4,7 +4,9 @@
  *   digest-heatmap       step (x) by rank (y): does the rank's digest set
  *                        equal the reference rank's? green yes, red no (the
  *                        number of differing tensors written in the cell when
- *                        it fits), grey no data;
+ *                        it fits), purple no majority (some tensor splits
+ *                        the ranks with no group larger than every other:
+ *                        no rank shown as agreeing), grey no data;
  *   divergence-plot      tensors differing from the reference (worst rank)
  *                        per step, from the traces; without traces, the
  *                        findings' max abs diff per step; log scale when the
@@ -17,6 +19,7 @@
  * or a screen reader finds). Every string from the run is escaped. Large
  * runs are binned (each cell the worst of its steps/ranks) so the page
  * stays small. */
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdlib.h>
@@ -27,6 +30,9 @@
 #define COLOR_AGREE "#43a047"
 #define COLOR_DIFFER "#d32f2f"
 #define COLOR_MISSING "#e0e0e0"
+/* A step where some tensor splits the ranks with no majority: nobody is
+ * shown as agreeing (the reference is only a tie-break there). */
+#define COLOR_NOMAJORITY "#8e24aa"
 #define COLOR_DONE "#66bb6a"
 #define COLOR_ENTERED "#ffa726"
 #define COLOR_FAILED "#e53935"
@@ -82,17 +88,23 @@ void rep_svg_heatmap(FILE *f, const rep_grid *g) {
     for (int col = 0; col < cols; col++) {
       const int s0 = (int)((long long)col * g->nsteps / cols);
       const int s1 = (int)((long long)(col + 1) * g->nsteps / cols);
-      int worst = REP_CELL_MISSING, tensors = 0;
+      int worst = REP_CELL_MISSING, tensors = 0, nomaj = 0;
       for (int r = r0; r < r1; r++)
         for (int s = s0; s < s1; s++) {
           int c = g->cell[(size_t)r * g->nsteps + s];
           if (c > worst) worst = c;
           if (g->ntensors[s] > tensors) tensors = g->ntensors[s];
+          /* Only cells the rank traced: a gap stays a gap. */
+          if (c != REP_CELL_MISSING && g->nomajority &&
+              g->nomajority[s] > nomaj)
+            nomaj = g->nomajority[s];
         }
       const char *cls = worst == REP_CELL_MISSING ? "missing"
+                        : nomaj > 0               ? "nomajority"
                         : worst == 0              ? "agree"
                                                   : "differ";
       const char *fill = worst == REP_CELL_MISSING ? COLOR_MISSING
+                         : nomaj > 0               ? COLOR_NOMAJORITY
                          : worst == 0              ? COLOR_AGREE
                                                    : COLOR_DIFFER;
       const int x = left + col * cw, y = top + row * ch;
@@ -105,6 +117,10 @@ void rep_svg_heatmap(FILE *f, const rep_grid *g) {
       else fprintf(f, ", ranks %d-%d: ", r0, r1 - 1);
       if (worst == REP_CELL_MISSING)
         fprintf(f, "no digests traced");
+      else if (nomaj > 0)
+        fprintf(f, "no majority: %d of %d tensors split the ranks with no "
+                "group larger than every other, so no rank is shown as "
+                "agreeing", nomaj, tensors);
       else if (worst == 0)
         fprintf(f, "digests equal rank %d's", g->ref_rank);
       else
@@ -143,8 +159,16 @@ void rep_svg_heatmap(FILE *f, const rep_grid *g) {
 
 /* ---- a line plot */
 
+/* No axis draws more than this many ticks (and labels), whatever its data:
+ * a trace's steps may be any int64 and run.json's magnitudes any finite
+ * double. Tick values are computed as first + i * step for a counted i,
+ * never by adding a step to a running double: that stops advancing once
+ * the step is below the value's ulp (steps >= 2^53) and looped forever. */
+#define MAX_TICKS 12
+
 typedef struct plot_series {
-  const double *x, *y;
+  const int64_t *x; /* steps, exact: labels near INT64_MAX stay exact */
+  const double *y;  /* finite */
   int n;
   bool integer_y;
   const char *ylabel;
@@ -152,19 +176,47 @@ typedef struct plot_series {
 } plot_series;
 
 /* 1, 2 or 5 x 10^k, the smallest such step giving at most `ticks` ticks
- * over range; at least 1 for integer data. */
+ * over range; at least 1 for integer data. A finite, positive range in,
+ * a finite, positive step out (1 otherwise). */
 static double nice_step(double range, int ticks, bool integer) {
-  if (!(range > 0)) return 1.0;
+  if (!(range > 0) || !isfinite(range)) return 1.0;
   double raw = range / ticks;
   double p = pow(10.0, floor(log10(raw)));
+  /* A subnormal raw rounds p to 0: take raw itself, not a nice number. */
+  if (!(p > 0) || !isfinite(p)) return raw > 0 ? raw : 1.0;
   double m = raw / p;
   double step = m <= 1 ? p : m <= 2 ? 2 * p : m <= 5 ? 5 * p : 10 * p;
   if (integer && step < 1.0) step = 1.0;
   return step;
 }
 
+/* The same on the integers: the smallest 1, 2 or 5 x 10^k with span / step
+ * <= ticks, exactly (uint64: any two int64 steps differ by at most
+ * 2^64 - 1, and with ticks >= 10 the answer is at most 2 x 10^18). */
+static uint64_t nice_step_u64(uint64_t span, int ticks) {
+  const uint64_t t = (uint64_t)(ticks > 0 ? ticks : 1);
+  const uint64_t need = span / t + (span % t != 0);
+  static const uint64_t mult[3] = {1, 2, 5};
+  for (uint64_t p = 1;; p *= 10) {
+    for (int i = 0; i < 3; i++)
+      if (mult[i] * p >= need) return mult[i] * p;
+    if (p > UINT64_MAX / 100) return need; /* unreachable for ticks >= 10 */
+  }
+}
+
+/* The offset from lo of the first multiple of step at or after lo (step
+ * from nice_step_u64, at most 2 x 10^18: it fits an int64). */
+static uint64_t first_multiple(int64_t lo, uint64_t step) {
+  if (step == 0 || step > (uint64_t)INT64_MAX) return 0;
+  const int64_t st = (int64_t)step;
+  int64_t r = lo % st;
+  if (r < 0) r += st;
+  return r == 0 ? 0 : (uint64_t)(st - r);
+}
+
 static void fmt_num(double v, bool integer, char *buf, size_t n) {
-  if (integer || (fabs(v) < 1e15 && v == floor(v) && fabs(v) >= 1))
+  if ((integer && fabs(v) < 1e15) ||
+      (fabs(v) < 1e15 && v == floor(v) && fabs(v) >= 1))
     snprintf(buf, n, "%.0f", v);
   else
     snprintf(buf, n, "%.3g", v);
@@ -174,56 +226,119 @@ static void fmt_num(double v, bool integer, char *buf, size_t n) {
 enum { PW = 900, PH = 300, PL = 72, PR = 20, PT = 16, PB = 46 };
 
 typedef struct plot_axes {
-  double xmin, xmax, ylo, yhi;
+  /* x: steps xlo..xhi, xlo < xhi; xspan = xhi - xlo, exact in uint64. */
+  int64_t xlo, xhi;
+  uint64_t xspan;
+  /* y, linear: ylo < yhi, finite. */
+  double ylo, yhi;
+  /* y, log: decades elo < ehi (10^elo .. 10^ehi), within the normal
+   * doubles. */
   bool log;
+  int elo, ehi;
 } plot_axes;
 
-static double px(const plot_axes *a, double x) {
-  return PL + (x - a->xmin) / (a->xmax - a->xmin) * (PW - PL - PR);
+/* A step's distance from xlo, exact (two's complement wrap-around gives
+ * the true difference of two int64 as a uint64). */
+static uint64_t x_offset(const plot_axes *a, int64_t x) {
+  return (uint64_t)x - (uint64_t)a->xlo;
+}
+
+static double px_off(uint64_t off, uint64_t span) {
+  return PL + (double)off / (double)span * (PW - PL - PR);
+}
+
+static double px(const plot_axes *a, int64_t x) {
+  return px_off(x_offset(a, x), a->xspan);
 }
 
 static double py(const plot_axes *a, double y) {
   double t;
   if (a->log) {
     /* Zero (or less) cannot sit on a log axis: it is drawn on the floor. */
-    t = y > 0 ? (log10(y) - log10(a->ylo)) / (log10(a->yhi) - log10(a->ylo))
-              : 0.0;
-    if (t < 0) t = 0;
+    t = y > 0 ? (log10(y) - a->elo) / (double)(a->ehi - a->elo) : 0.0;
   } else {
-    t = (y - a->ylo) / (a->yhi - a->ylo);
+    /* Halves: hi - lo overflows when the values span most of the doubles. */
+    t = (y * 0.5 - a->ylo * 0.5) / (a->yhi * 0.5 - a->ylo * 0.5);
   }
+  if (!(t > 0)) t = 0; /* also NaN */
+  if (t > 1) t = 1;
   return PH - PB - t * (PH - PT - PB);
+}
+
+static void y_tick(FILE *f, const plot_axes *a, double v, bool integer) {
+  char buf[64];
+  const double y = py(a, v);
+  fmt_num(v, integer, buf, sizeof buf);
+  fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\""
+          "#eee\"/><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>"
+          "\n", PL, PW - PR, y, y, PL - 6, y + 4, buf);
+}
+
+/* The linear y axis over [ymin, ymax] (finite) and its ticks: *st and
+ * *nticks when they are nice (ylo + i * st, i < nticks), else *nticks 0 and
+ * the caller spaces MAX_TICKS / 2 ticks evenly. */
+static void linear_y(plot_axes *a, double ymin, double ymax, bool integer,
+                     double *st, int *nticks) {
+  a->ylo = ymin < 0 ? ymin : 0;
+  double hi = ymax > a->ylo ? ymax : a->ylo;
+  /* A span the doubles can tell apart from ylo, so the ticks are distinct:
+   * no span (all values equal) gets one unit, as ever; a span below a
+   * billionth of |ylo| (huge, nearly equal values) is widened to that. */
+  const double least = fabs(a->ylo) * 1e-9;
+  if (!(hi > a->ylo)) hi = a->ylo + fmax(1.0, least);
+  else if (hi - a->ylo < least) hi = a->ylo + least;
+  *nticks = 0;
+  *st = nice_step(hi - a->ylo, 5, integer);
+  const double k = ceil((hi - a->ylo) / *st);
+  a->yhi = a->ylo + k * *st;
+  if (isfinite(a->yhi) && a->yhi > a->ylo && k >= 1 && k < MAX_TICKS) {
+    *nticks = (int)k + 1;
+    return;
+  }
+  /* The span overflows (values near -DBL_MAX and DBL_MAX) or is otherwise
+   * not nice: the data's own bounds. */
+  a->yhi = isfinite(hi) ? hi : DBL_MAX;
+  if (!(a->yhi > a->ylo)) a->yhi = a->ylo + fmax(1.0, least);
 }
 
 /* Draws the plot; `marks` (nmarks steps) get a dashed vertical line labelled
  * with mark_label[i]. */
 static void line_plot(FILE *f, const char *id, const plot_series *s,
-                      const double *marks, const char *const *mark_label,
+                      const int64_t *marks, const char *const *mark_label,
                       int nmarks) {
-  plot_axes a = {s->x[0], s->x[0], 0, 0, false};
+  plot_axes a = {0};
+  int64_t xmin = s->x[0], xmax = s->x[0];
   double ymax = -INFINITY, yminpos = INFINITY, ymin = INFINITY;
   for (int i = 0; i < s->n; i++) {
-    if (s->x[i] < a.xmin) a.xmin = s->x[i];
-    if (s->x[i] > a.xmax) a.xmax = s->x[i];
+    if (s->x[i] < xmin) xmin = s->x[i];
+    if (s->x[i] > xmax) xmax = s->x[i];
     if (s->y[i] > ymax) ymax = s->y[i];
     if (s->y[i] < ymin) ymin = s->y[i];
     if (s->y[i] > 0 && s->y[i] < yminpos) yminpos = s->y[i];
   }
-  if (a.xmax == a.xmin) {
-    a.xmin -= 1;
-    a.xmax += 1;
+  a.xlo = xmin;
+  a.xhi = xmax;
+  if (a.xlo == a.xhi) { /* one step: a unit either side, where there is one */
+    if (a.xlo > INT64_MIN) a.xlo--;
+    if (a.xhi < INT64_MAX) a.xhi++;
   }
+  a.xspan = (uint64_t)a.xhi - (uint64_t)a.xlo;
   /* Log scale when the positive values span two decades or more. */
   a.log = isfinite(yminpos) && ymax / yminpos >= 100.0;
+  double yst = 1.0;
+  int ynticks = 0;
   if (a.log) {
-    a.ylo = pow(10.0, floor(log10(yminpos)));
-    a.yhi = pow(10.0, ceil(log10(ymax)));
-    if (a.yhi <= a.ylo) a.yhi = a.ylo * 10;
+    /* Whole decades, kept to the normal doubles (10^-307 .. 10^308): a
+     * subnormal floor would be pow() == 0. */
+    double elo = floor(log10(yminpos)), ehi = ceil(log10(ymax));
+    a.elo = (int)fmax(elo, -307.0);
+    a.ehi = (int)fmin(ehi, 308.0);
+    if (a.ehi <= a.elo) {
+      if (a.ehi < 308) a.ehi = a.elo + 1;
+      else a.elo = a.ehi - 1;
+    }
   } else {
-    a.ylo = ymin < 0 ? ymin : 0;
-    double hi = ymax > a.ylo ? ymax : a.ylo + 1;
-    double st = nice_step(hi - a.ylo, 5, s->integer_y);
-    a.yhi = a.ylo + ceil((hi - a.ylo) / st) * st;
+    linear_y(&a, ymin, ymax, s->integer_y, &yst, &ynticks);
   }
 
   fprintf(f, "<svg id=\"%s\" class=\"figure\" xmlns=\"http://www.w3.org/2000/"
@@ -236,33 +351,34 @@ static void line_plot(FILE *f, const char *id, const plot_series *s,
   /* Grid and y ticks. */
   fprintf(f, "<g class=\"axis y\">\n");
   if (a.log) {
-    for (double v = a.ylo; v <= a.yhi * 1.0001; v *= 10) {
-      double y = py(&a, v);
-      fmt_num(v, false, buf, sizeof buf);
-      fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\""
-              "#eee\"/><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>"
-              "\n", PL, PW - PR, y, y, PL - 6, y + 4, buf);
-    }
+    const int decades = a.ehi - a.elo;
+    const int every = (decades + MAX_TICKS - 1) / MAX_TICKS;
+    for (int e = a.elo; e <= a.ehi; e += every)
+      y_tick(f, &a, pow(10.0, e), false);
+  } else if (ynticks > 0) {
+    for (int i = 0; i < ynticks; i++)
+      y_tick(f, &a, a.ylo + i * yst, s->integer_y);
   } else {
-    double st = nice_step(a.yhi - a.ylo, 5, s->integer_y);
-    for (double v = a.ylo; v <= a.yhi + st * 1e-6; v += st) {
-      double y = py(&a, v);
-      fmt_num(v, s->integer_y, buf, sizeof buf);
-      fprintf(f, "<line x1=\"%d\" x2=\"%d\" y1=\"%.1f\" y2=\"%.1f\" stroke=\""
-              "#eee\"/><text x=\"%d\" y=\"%.1f\" text-anchor=\"end\">%s</text>"
-              "\n", PL, PW - PR, y, y, PL - 6, y + 4, buf);
+    for (int i = 0; i <= MAX_TICKS / 2; i++) {
+      const double t = (double)i / (MAX_TICKS / 2);
+      y_tick(f, &a, a.ylo * (1 - t) + a.yhi * t, false);
     }
   }
   fprintf(f, "<text class=\"title\" transform=\"translate(16 %d) rotate(-90)\" "
           "text-anchor=\"middle\">", (PT + PH - PB) / 2);
   rep_html(f, s->ylabel);
   fprintf(f, "%s</text>\n</g>\n<g class=\"axis x\">\n", a.log ? " (log)" : "");
-  double xst = nice_step(a.xmax - a.xmin, 10, true);
-  for (double v = ceil(a.xmin / xst) * xst; v <= a.xmax + 1e-9; v += xst) {
-    double x = px(&a, v);
+  /* x ticks: multiples of a nice integer step, counted. */
+  const uint64_t xst = nice_step_u64(a.xspan, 10);
+  const uint64_t first = first_multiple(a.xlo, xst); /* offset from xlo */
+  const uint64_t nx = first <= a.xspan ? (a.xspan - first) / xst + 1 : 0;
+  for (uint64_t i = 0; i < nx && i <= MAX_TICKS; i++) {
+    const uint64_t off = first + i * xst;
+    const int64_t v = (int64_t)((uint64_t)a.xlo + off);
+    const double x = px_off(off, a.xspan);
     fprintf(f, "<line x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d\" stroke=\"#999"
-            "\"/><text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%.0f</text>\n",
-            x, x, PH - PB, PH - PB + 5, x, PH - PB + 18, v);
+            "\"/><text x=\"%.1f\" y=\"%d\" text-anchor=\"middle\">%" PRId64
+            "</text>\n", x, x, PH - PB, PH - PB + 5, x, PH - PB + 18, v);
   }
   fprintf(f, "<text class=\"title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">"
           "step</text>\n", (PL + PW - PR) / 2, PH - 8);
@@ -273,7 +389,7 @@ static void line_plot(FILE *f, const char *id, const plot_series *s,
   /* Findings' steps. */
   fprintf(f, "<g class=\"marks\">\n");
   for (int i = 0; i < nmarks; i++) {
-    if (marks[i] < a.xmin || marks[i] > a.xmax) continue;
+    if (marks[i] < a.xlo || marks[i] > a.xhi) continue;
     double x = px(&a, marks[i]);
     fprintf(f, "<line class=\"mark\" x1=\"%.1f\" x2=\"%.1f\" y1=\"%d\" y2=\"%d"
             "\" stroke=\"" COLOR_DIFFER "\" stroke-dasharray=\"4 3\"><title>",
@@ -293,7 +409,7 @@ static void line_plot(FILE *f, const char *id, const plot_series *s,
     for (int i = 0; i < s->n; i++) {
       fmt_num(s->y[i], s->integer_y, buf, sizeof buf);
       fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"><title>"
-              "step %.0f: %s ", px(&a, s->x[i]), py(&a, s->y[i]),
+              "step %" PRId64 ": %s ", px(&a, s->x[i]), py(&a, s->y[i]),
               s->y[i] > 0 ? COLOR_DIFFER : "#1565c0", s->x[i], buf);
       rep_html(f, s->point_label);
       fprintf(f, "</title></circle>\n");
@@ -308,9 +424,9 @@ void rep_svg_divergence(FILE *f, const rep_data *d) {
   const rep_grid *g = &d->grid;
   const rep_run *run = &d->run;
   int n = 0, cap = g->nsteps > run->nfindings ? g->nsteps : run->nfindings;
-  double *x = malloc((size_t)(cap ? cap : 1) * sizeof *x);
+  int64_t *x = malloc((size_t)(cap ? cap : 1) * sizeof *x);
   double *y = malloc((size_t)(cap ? cap : 1) * sizeof *y);
-  double *marks = malloc((size_t)(run->nfindings + 1) * sizeof *marks);
+  int64_t *marks = malloc((size_t)(run->nfindings + 1) * sizeof *marks);
   const char **labels = malloc((size_t)(run->nfindings + 1) * sizeof *labels);
   if (!x || !y || !marks || !labels) {
     empty_svg(f, "divergence-plot", "Out of memory drawing this plot.");
@@ -321,9 +437,9 @@ void rep_svg_divergence(FILE *f, const rep_data *d) {
     const rep_finding *fd = &run->findings[i];
     if (fd->step < 0) continue;
     bool seen = false;
-    for (int k = 0; k < nmarks; k++) seen = seen || marks[k] == (double)fd->step;
+    for (int k = 0; k < nmarks; k++) seen = seen || marks[k] == (int64_t)fd->step;
     if (seen) continue;
-    marks[nmarks] = (double)fd->step;
+    marks[nmarks] = (int64_t)fd->step;
     labels[nmarks++] = fd->kind;
   }
   char ylabel[96];
@@ -332,7 +448,7 @@ void rep_svg_divergence(FILE *f, const rep_data *d) {
     for (int si = 0; si < g->nsteps; si++) {
       int w = rep_grid_worst(g, si);
       if (w == REP_CELL_MISSING) continue;
-      x[n] = (double)g->steps[si];
+      x[n] = g->steps[si];
       y[n++] = w;
     }
     snprintf(ylabel, sizeof ylabel, "tensors differing from rank %d",
@@ -347,9 +463,9 @@ void rep_svg_divergence(FILE *f, const rep_data *d) {
           !isfinite(v))
         continue;
       int k = 0;
-      while (k < n && x[k] != (double)fd->step) k++;
+      while (k < n && x[k] != (int64_t)fd->step) k++;
       if (k == n) {
-        x[n] = (double)fd->step;
+        x[n] = (int64_t)fd->step;
         y[n++] = v;
       } else if (v > y[k]) {
         y[k] = v;

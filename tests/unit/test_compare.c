@@ -148,7 +148,11 @@ static void rm_rf(const char *dir) {
 /* Compares the traces of dir with the library; findings into *f. */
 static vqc_status compare_lib(const char *dir, vqc_findings *f,
                               vqc_trace_compare_result *res) {
-  vqc_trace_set_options o = {false, 0, false};
+  /* `vqcheck compare`'s options. */
+  vqc_trace_set_options o = {.allow_missing_ranks = false,
+                             .expected_ranks = 0,
+                             .allow_empty = false,
+                             .require_comparison = true};
   vqc_trace_set *s = NULL;
   memset(res, 0, sizeof *res);
   vqc_status st = vqc_trace_set_open(dir, &o, &s);
@@ -232,11 +236,11 @@ Test(compare, divergence_at_step_3_on_rank_2) {
   rm_rf(dir);
 }
 
-Test(compare, majority_decides_and_ties_go_to_rank_0) {
+Test(compare, majority_decides_and_a_tie_blames_no_rank) {
   char dir[64];
   make_tmpdir(dir, sizeof dir);
-  /* Ranks 0 and 1 drift together: 2 against 2, so rank 0's group is the
-   * reference and 2, 3 are the outliers. */
+  /* Ranks 0 and 1 drift together: 2 against 2, so there is no majority:
+   * every rank is named, none is the reference. */
   const deviation dev[] = {{0, 1, "b", 0}, {1, 1, "b", 0}};
   trace_spec sp = {.ranks = 4, .steps = 3, .dev = dev, .ndev = 2};
   write_traces(dir, &sp);
@@ -258,9 +262,14 @@ Test(compare, majority_decides_and_ties_go_to_rank_0) {
   cr_assert_eq(f.count, 1);
   cr_expect_eq(f.items[0].step, 1);
   cr_expect_str_eq(f.items[0].tensor, "b");
-  cr_assert_eq(f.items[0].nranks, 2);
-  cr_expect_eq(f.items[0].ranks[0], 2);
-  cr_expect_eq(f.items[0].ranks[1], 3);
+  cr_assert_eq(f.items[0].nranks, 4);
+  for (int r = 0; r < 4; r++) cr_expect_eq(f.items[0].ranks[r], r);
+  cr_expect(strstr(f.items[0].message, "no majority: ranks {0, 1} and "
+                   "{2, 3} differ") != NULL, "%s", f.items[0].message);
+  cr_expect(json_is_false(json_object_get(f.items[0].detail, "majority")));
+  cr_expect_null(json_object_get(f.items[0].detail, "reference_rank"));
+  cr_expect_eq(json_array_size(json_object_get(f.items[0].detail, "groups")),
+               2);
   vqc_trace_compare_result_free(&res);
   vqc_findings_free(&f);
 
@@ -275,6 +284,7 @@ Test(compare, majority_decides_and_ties_go_to_rank_0) {
   cr_expect_eq(f.items[0].ranks[0], 0);
   cr_expect_eq(json_integer_value(json_object_get(f.items[0].detail,
                                                   "reference_rank")), 1);
+  cr_expect(json_is_true(json_object_get(f.items[0].detail, "majority")));
   vqc_trace_compare_result_free(&res);
   vqc_findings_free(&f);
   rm_rf(dir);
@@ -318,11 +328,18 @@ Test(compare, a_killed_job_is_compared_up_to_where_every_rank_got) {
   vqc_findings_init(&f);
   vqc_trace_compare_result res;
   cr_assert_eq(compare_lib(dir, &f, &res), VQC_OK, "%s", vqc_last_error());
-  cr_expect_eq(f.count, 0);
+  /* Never a false green: rank 2's trace stopping early is a finding. */
+  cr_assert_eq(f.count, 1);
+  cr_expect_eq(f.items[0].kind, VQC_FINDING_RANK_FAILURE);
+  cr_expect_eq(f.items[0].step, 3);
+  cr_assert_eq(f.items[0].nranks, 1);
+  cr_expect_eq(f.items[0].ranks[0], 2);
+  cr_expect_eq(res.rank_failures, 1);
+  cr_expect_eq(res.findings, 0);
   cr_expect_eq(res.digests_compared, 3 * NTENSORS);
   cr_expect_eq(res.lines_not_compared, 2 * 2 * NTENSORS);
-  /* cut-off line, different ends, and one line per rank 0 and 1 */
-  cr_expect_eq(json_array_size(res.warnings), 4);
+  /* cut-off line, and one line per rank 0 and 1 */
+  cr_expect_eq(json_array_size(res.warnings), 3);
   bool cut = false;
   for (size_t i = 0; i < json_array_size(res.warnings); i++) {
     const char *w = json_string_value(json_array_get(res.warnings, i));
@@ -424,8 +441,9 @@ Test(compare, missing_and_extra_ranks) {
   unlink(path);
   expect_parse_error(dir, VQC_EINVAL, "no trace for ranks 1, 3: ranks 0..4");
 
-  /* analyze's options: left out with a warning, the rest compared. */
-  vqc_trace_set_options o = {true, 0, false};
+  /* analyze's options: compared without them, and named in a rank_failure
+   * finding (not just a warning). */
+  vqc_trace_set_options o = {.allow_missing_ranks = true};
   vqc_trace_set *s = NULL;
   cr_assert_eq(vqc_trace_set_open(dir, &o, &s), VQC_OK, "%s",
                vqc_last_error());
@@ -436,13 +454,22 @@ Test(compare, missing_and_extra_ranks) {
   vqc_trace_compare_result res;
   cr_assert_eq(vqc_trace_set_compare(s, NULL, &f, &res), VQC_OK);
   cr_expect_eq(res.digests_compared, 2 * NTENSORS);
-  cr_expect_eq(json_array_size(res.warnings), 1);
+  cr_expect_eq(json_array_size(res.warnings), 0);
+  cr_assert_eq(f.count, 1);
+  cr_expect_eq(f.items[0].kind, VQC_FINDING_RANK_FAILURE);
+  cr_assert_eq(f.items[0].nranks, 2);
+  cr_expect_eq(f.items[0].ranks[0], 1);
+  cr_expect_eq(f.items[0].ranks[1], 3);
+  cr_expect(strstr(f.items[0].message, "rank 1 with no trace file, rank 3 "
+                   "with no trace file (the other ranks reach step 1)"),
+            "%s", f.items[0].message);
   vqc_trace_compare_result_free(&res);
   vqc_findings_free(&f);
   vqc_trace_set_close(s);
 
   /* A rank beyond what the run had. */
-  vqc_trace_set_options o3 = {true, 3, false};
+  vqc_trace_set_options o3 = {.allow_missing_ranks = true,
+                              .expected_ranks = 3};
   cr_expect_eq(vqc_trace_set_open(dir, &o3, &s), VQC_EINVAL);
   cr_expect(strstr(vqc_last_error(), "rank-4.trace.jsonl: rank 4, but the "
                    "run had 3 ranks") != NULL, "%s", vqc_last_error());
@@ -724,11 +751,15 @@ static void same_as_run(const char *scenario, int ranks, int min_findings) {
     for (int k = 0; k < a->nranks && k < b->nranks; k++)
       cr_expect_eq(a->ranks[k], b->ranks[k]);
     static const char *const keys[] = {"groups", "reference_rank",
-                                       "also_differing", "dtype", "numel"};
-    for (int k = 0; k < 5; k++)
-      cr_expect(json_equal(json_object_get(a->detail, keys[k]),
-                           json_object_get(b->detail, keys[k])),
-                "%s: detail.%s differs", scenario, keys[k]);
+                                       "also_differing", "dtype", "numel",
+                                       "majority"};
+    for (int k = 0; k < 6; k++) {
+      const json_t *x = json_object_get(a->detail, keys[k]);
+      const json_t *y = json_object_get(b->detail, keys[k]);
+      /* Both absent (no reference_rank without a majority) is agreement. */
+      cr_expect((!x && !y) || json_equal(x, y), "%s: detail.%s differs",
+                scenario, keys[k]);
+    }
   }
   cr_expect_eq(nrun, f.count, "%s: compare has more findings", scenario);
   cr_expect_geq(nrun, min_findings, "%s: the run found divergence",

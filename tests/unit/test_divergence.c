@@ -292,8 +292,10 @@ Test(divergence, five_ranks_two_outliers_in_different_groups, .timeout = 60) {
   vqc_findings_free(&rc.findings);
 }
 
-Test(divergence, tie_goes_to_the_group_of_rank_0, .timeout = 60) {
-  /* Ranks 2 and 3 make the same change: two groups of two. */
+Test(divergence, a_tie_blames_no_rank, .timeout = 60) {
+  /* Ranks 2 and 3 make the same change: two groups of two, no majority.
+   * No rank is the outlier; the bytes are compared against the lowest
+   * rank's only to say where they differ. */
   perturb ch[] = {{2, 1, "bias", 4, 10.0}, {3, 1, "bias", 4, 10.0}};
   run_case rc = {.size = 4, .steps = 3, .interval = 1, .changes = ch,
                  .nchanges = 2};
@@ -301,20 +303,56 @@ Test(divergence, tie_goes_to_the_group_of_rank_0, .timeout = 60) {
   cr_assert_eq(rc.findings.count, 1);
   const vqc_finding *x = &rc.findings.items[0];
   cr_expect_str_eq(x->tensor, "bias");
-  cr_assert_eq(x->nranks, 2);
-  cr_expect_eq(x->ranks[0], 2);
-  cr_expect_eq(x->ranks[1], 3);
-  cr_expect_eq(det_int(x, "reference_rank"), 0);
-  cr_expect_eq(det_num(x->detail, "reference_value"), 2.0);
-  cr_expect_eq(det_num(x->detail, "outlier_value"), 10.0);
+  cr_assert_eq(x->nranks, 4);
+  for (int r = 0; r < 4; r++) cr_expect_eq(x->ranks[r], r);
+  cr_expect(strstr(x->message, "no majority: ranks {0, 1} and {2, 3} "
+                   "differ") != NULL, "message: %s", x->message);
+  cr_expect(json_is_false(json_object_get(x->detail, "majority")));
+  cr_expect_null(json_object_get(x->detail, "reference_rank"));
+  cr_expect_null(json_object_get(x->detail, "outliers"));
+  cr_expect_null(json_object_get(x->detail, "reference_value"));
+  cr_expect_eq(det_int(x, "base_rank"), 0);
+  cr_expect_eq(det_num(x->detail, "base_value"), 2.0);
+  cr_expect_eq(det_num(x->detail, "value"), 10.0);
+  cr_expect_eq(json_array_size(json_object_get(x->detail, "differences")), 2);
   vqc_findings_free(&rc.findings);
+}
+
+Test(divergence, three_ranks_three_digests_blame_no_rank, .timeout = 60) {
+  /* Ranks 1 and 2 change bias[4] to different values: {0}, {1}, {2}. */
+  perturb ch[] = {{1, 0, "bias", 4, 10.0}, {2, 0, "bias", 4, 12.0}};
+  run_case rc = {.size = 3, .steps = 1, .interval = 1, .changes = ch,
+                 .nchanges = 2};
+  run(&rc);
+  cr_assert_eq(rc.findings.count, 1);
+  const vqc_finding *x = &rc.findings.items[0];
+  cr_assert_eq(x->nranks, 3);
+  cr_expect(strstr(x->message, "no majority: ranks 0, 1, 2 all differ") !=
+                NULL, "message: %s", x->message);
+  cr_expect_null(strstr(x->message, "differs on rank"), "%s", x->message);
+  cr_expect(json_is_false(json_object_get(x->detail, "majority")));
+  cr_expect_eq(json_array_size(json_object_get(x->detail, "groups")), 3);
+  /* 2 against 1 is still a majority. */
+  perturb ch2[] = {{2, 0, "bias", 4, 12.0}};
+  run_case rc2 = {.size = 3, .steps = 1, .interval = 1, .changes = ch2,
+                  .nchanges = 1};
+  run(&rc2);
+  cr_assert_eq(rc2.findings.count, 1);
+  x = &rc2.findings.items[0];
+  cr_assert_eq(x->nranks, 1);
+  cr_expect_eq(x->ranks[0], 2);
+  cr_expect(json_is_true(json_object_get(x->detail, "majority")));
+  cr_expect_eq(det_int(x, "reference_rank"), 0);
+  vqc_findings_free(&rc.findings);
+  vqc_findings_free(&rc2.findings);
 }
 
 Test(divergence, second_localisation_piece_and_integers, .timeout = 60) {
   /* big[300001] lies in the second 1 MiB piece: coords [468, 481]. It is
    * (300001 % 1000) * 0.5 = 0.5; rank 1 sets it to 3. The
-   * counter (int64) also differs on rank 0 at step 0 with 2 ranks: the tie
-   * makes rank 1 the outlier, and ULP is not defined for integers. */
+   * counter (int64) also differs on rank 0 at step 0 with 2 ranks: no
+   * majority, both ranks named, the values shown against rank 0's, and ULP
+   * is not defined for integers. */
   perturb ch[] = {{1, 1, "big", 300001, 3.0}, {0, 0, "counter", 0, 9}};
   run_case rc = {.size = 2, .steps = 2, .interval = 1, .changes = ch,
                  .nchanges = 2};
@@ -327,13 +365,17 @@ Test(divergence, second_localisation_piece_and_integers, .timeout = 60) {
   cr_expect_eq(b->step, 1);
   cr_expect_eq(det_int(b, "first_index"), 300001);
   expect_coords(json_object_get(b->detail, "coords"), 468, 481);
-  cr_expect_eq(det_num(b->detail, "reference_value"), 0.5);
-  cr_expect_eq(det_num(b->detail, "outlier_value"), 3.0);
+  cr_expect_eq(det_num(b->detail, "base_value"), 0.5);
+  cr_expect_eq(det_num(b->detail, "value"), 3.0);
   cr_expect_eq(det_int(b, "differing"), 1);
   cr_expect_eq(c->step, 0);
-  cr_expect_eq(c->ranks[0], 1);
-  cr_expect_eq(det_int(c, "reference_value"), 9);
-  cr_expect_eq(det_int(c, "outlier_value"), 7);
+  cr_assert_eq(c->nranks, 2);
+  cr_expect_eq(c->ranks[0], 0);
+  cr_expect_eq(c->ranks[1], 1);
+  cr_expect(strstr(c->message, "no majority: ranks {0} and {1} differ") !=
+                NULL, "message: %s", c->message);
+  cr_expect_eq(det_int(c, "base_value"), 9);
+  cr_expect_eq(det_int(c, "value"), 7);
   cr_expect(json_is_null(json_object_get(c->detail, "ulp")));
   vqc_findings_free(&rc.findings);
 }
