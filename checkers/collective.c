@@ -30,7 +30,14 @@
  * early answers a peer's fingerprint exchange with FINISH: the peer then
  * knows at once that the collective will never complete and vetoes it
  * (VQC_EABORTED) instead of waiting out its timeout, and the finished rank
- * repeats its FINISH exchange until every rank has finished. */
+ * repeats its FINISH exchange until every rank has finished.
+ *
+ * 4. The live record (ledger_analysis.h). From attach to finish every rank
+ *    appends its start (pid, host), each collective as it is entered and as
+ *    it ends, each completed step and finally "finished" to
+ *    rank-<r>.live.jsonl, one write(2) per line, so a rank killed with
+ *    SIGKILL, or a job its launcher tore down, still tells `vqcheck analyze`
+ *    (and the supervisor, harness/supervise.h) where every rank was. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
@@ -89,6 +96,8 @@ typedef struct coll_impl {
   char (*sites)[256];        /* size site texts (strict mismatch only) */
   bool mismatch_reported;    /* strict mode vetoed a mismatch (every rank) */
   vqc_watchdog *wd;
+  vqc_live *live;            /* rank-<r>.live.jsonl; NULL if it failed */
+  bool live_subscribed;
 
   pthread_mutex_t mu;        /* guards the fields below (watchdog thread) */
   bool watchdog_dumped;
@@ -339,6 +348,13 @@ static vqc_status on_event(const vqc_coll_event *ev, void *user) {
   return same ? VQC_OK : report_mismatch(im, r);
 }
 
+/* BEFORE and AFTER every collective: the live record. */
+static vqc_status on_live(const vqc_coll_event *ev, void *user) {
+  coll_impl *im = user;
+  vqc_live_record(im->live, ev->record);
+  return VQC_OK;
+}
+
 /* ---- the watchdog (VQC_WAIT_BLOCKING) */
 
 static void on_stuck(const vqc_ledger_record *stuck, void *user) {
@@ -386,6 +402,8 @@ static void coll_destroy(vqc_checker *self, vqc_check_ctx *ctx) {
   if (!im) return;
   vqc_watchdog_stop(im->wd);
   if (im->subscribed) vqc_comm_unsubscribe(im->comm, on_event, im);
+  if (im->live_subscribed) vqc_comm_unsubscribe(im->comm, on_live, im);
+  vqc_live_close(im->live);
   pthread_mutex_destroy(&im->mu);
   free(im->all);
   free(im->sites);
@@ -429,6 +447,13 @@ static vqc_status coll_attach(vqc_checker *self, vqc_check_ctx *ctx) {
                   im->size);
     goto fail;
   }
+  /* First, so the live record has every collective this rank entered,
+   * even one a later subscriber vetoes. */
+  if ((s = vqc_live_open(im->run_dir, im->rank, im->size, &im->live)) !=
+      VQC_OK)
+    goto fail;
+  if ((s = vqc_comm_subscribe(im->comm, on_live, im)) != VQC_OK) goto fail;
+  im->live_subscribed = true;
   if (im->strict) {
     if ((s = vqc_comm_subscribe(im->comm, on_event, im)) != VQC_OK) goto fail;
     im->subscribed = true;
@@ -447,7 +472,9 @@ static vqc_status coll_step_end(vqc_checker *self, vqc_check_ctx *ctx,
                                 int64_t step) {
   (void)ctx;
   coll_impl *im = self->impl;
-  if (im) atomic_store(&im->step, step + 1);
+  if (!im) return VQC_OK;
+  atomic_store(&im->step, step + 1);
+  vqc_live_step(im->live, step);
   return VQC_OK;
 }
 
@@ -531,6 +558,8 @@ static vqc_status coll_finish(vqc_checker *self, vqc_check_ctx *ctx,
     vqc_status a = analyse_once(im);
     if (s == VQC_OK) s = a;
   }
+  /* Last: the rank reached its end (its dump, if any, is written). */
+  vqc_live_finished(im->live, run_status, atomic_load(&im->step));
   return s;
 }
 

@@ -15,9 +15,11 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -290,7 +292,11 @@ typedef struct drec {
 } drec;
 
 typedef struct rank_dump {
-  bool present;           /* rank-<r>.ledger.jsonl exists */
+  bool present;           /* records to compare: a dump, else a live file */
+  bool dumped;            /* rank-<r>.ledger.jsonl exists */
+  bool failed;            /* no dump and no end of its own (see the .h) */
+  bool terminated;        /* no dump; ended by others (signal, killed) */
+  vqc_live_info live;     /* rank-<r>.live.jsonl, when read */
   drec *recs;             /* by increasing seq */
   size_t n, cap;
   bool has_status;        /* rank-<r>.status.json exists */
@@ -417,6 +423,7 @@ static vqc_status read_ledger(const char *path, int rank, site_table *sites,
     return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
   }
   d->present = true;
+  d->dumped = true;
   char *buf = NULL;
   size_t bufn = 0;
   long line = 0;
@@ -505,12 +512,298 @@ static int size_from_names(const char *run_dir) {
     if (sscanf(e->d_name, "rank-%d.%n", &r, &used) == 1 && used > 0 &&
         r >= 0 && r < 1 << 20 &&
         (strcmp(e->d_name + used, "ledger.jsonl") == 0 ||
-         strcmp(e->d_name + used, "status.json") == 0) &&
+         strcmp(e->d_name + used, "status.json") == 0 ||
+         strcmp(e->d_name + used, "live.jsonl") == 0) &&
         r + 1 > size)
       size = r + 1;
   }
   closedir(dir);
   return size;
+}
+
+/* ---- the live record (ledger_analysis.h "The live record") */
+
+vqc_status vqc_live_path(const char *run_dir, int rank, char *buf, size_t n) {
+  return rank_path(run_dir, rank, "live.jsonl", buf, n);
+}
+
+struct vqc_live {
+  int fd;
+  bool write_failed; /* a line was lost: later ones are not attempted */
+};
+
+/* The descriptor vqc_live_note_signal writes to; -1 when none. Only set
+ * once main-level code asked for it (vqc_live_signals), and then never
+ * closed: a handler on another thread (MPI runs progress threads) could
+ * otherwise write to a number reused by some other file. */
+static _Atomic int live_signal_fd = -1;
+static _Atomic bool live_signals_wanted = false;
+
+void vqc_live_signals(void) { atomic_store(&live_signals_wanted, true); }
+
+/* Appends s as the body of a JSON string (no quotes) to buf at *k. */
+static void append_escaped(char *buf, size_t *k, size_t n, const char *s) {
+  for (; s && *s && *k + 8 < n; s++) {
+    unsigned char ch = (unsigned char)*s;
+    if (ch == '"' || ch == '\\') {
+      buf[(*k)++] = '\\';
+      buf[(*k)++] = (char)ch;
+    } else if (ch < 0x20) {
+      *k += (size_t)snprintf(buf + *k, n - *k, "\\u%04x", ch);
+    } else {
+      buf[(*k)++] = (char)ch;
+    }
+  }
+  buf[*k] = '\0';
+}
+
+/* One write(2) of a whole line: with O_APPEND, lines of the rank, of its
+ * signal handler and of a supervisor never interleave. */
+static void live_write(vqc_live *l, const char *line, size_t len) {
+  if (!l || l->fd < 0 || l->write_failed) return;
+  ssize_t w = write(l->fd, line, len);
+  if (w != (ssize_t)len) l->write_failed = true;
+}
+
+vqc_status vqc_live_open(const char *run_dir, int rank, int size,
+                         vqc_live **out) {
+  if (!out) return vqc_error(VQC_EINVAL, "vqc_live_open: out is NULL");
+  *out = NULL;
+  char path[4200];
+  VQC_TRY(vqc_live_path(run_dir, rank, path, sizeof path));
+  vqc_live *l = calloc(1, sizeof *l);
+  if (!l) return vqc_error(VQC_ENOMEM, "no memory for a live record");
+  l->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
+               0644);
+  if (l->fd < 0) {
+    int err = errno;
+    free(l);
+    return vqc_error(VQC_EIO, "cannot create %s: %s (is the run directory "
+                     "writable?)", path, strerror(err));
+  }
+  char host[256] = "", line[1024];
+  gethostname(host, sizeof host - 1);
+  size_t k = (size_t)snprintf(line, sizeof line, "{\"event\":\"start\","
+                              "\"rank\":%d,\"size\":%d,\"pid\":%ld,"
+                              "\"host\":\"", rank, size, (long)getpid());
+  append_escaped(line, &k, sizeof line - 4, host);
+  k += (size_t)snprintf(line + k, sizeof line - k, "\"}\n");
+  live_write(l, line, k);
+  if (l->write_failed) {
+    int err = errno;
+    close(l->fd);
+    free(l);
+    return vqc_error(VQC_EIO, "cannot write %s: %s", path, strerror(err));
+  }
+  if (atomic_load(&live_signals_wanted)) atomic_store(&live_signal_fd, l->fd);
+  *out = l;
+  return VQC_OK;
+}
+
+void vqc_live_record(vqc_live *l, const vqc_ledger_record *r) {
+  if (!l || !r) return;
+  char line[2048];
+  size_t k = (size_t)snprintf(
+      line, sizeof line,
+      "{\"seq\":%" PRIu64 ",\"rank\":%d,\"op\":\"%s\",\"redop\":\"%s\","
+      "\"dtype\":\"%s\",\"count\":%zu,\"root\":%d,\"file\":\"",
+      r->seq, r->rank, vqc_coll_name(r->op),
+      r->op == VQC_COLL_ALL_REDUCE ? vqc_redop_name(r->redop) : "",
+      vqc_dtype_name(r->dtype), r->count, r->root);
+  append_escaped(line, &k, sizeof line - 400, r->site.file);
+  k += (size_t)snprintf(line + k, sizeof line - k, "\",\"line\":%d,\"func\":"
+                        "\"", r->site.line);
+  append_escaped(line, &k, sizeof line - 300, r->site.func);
+  k += (size_t)snprintf(line + k, sizeof line - k,
+                        "\",\"t_enter_ns\":%" PRIu64 ",\"t_exit_ns\":%" PRIu64
+                        ",\"state\":\"%s\",\"status\":\"%s\"}\n",
+                        r->t_enter_ns, r->t_exit_ns,
+                        vqc_record_state_name(r->state),
+                        vqc_status_name(r->status));
+  live_write(l, line, k);
+}
+
+void vqc_live_step(vqc_live *l, int64_t step) {
+  char line[96];
+  int k = snprintf(line, sizeof line, "{\"event\":\"step\",\"step\":%" PRId64
+                   "}\n", step);
+  live_write(l, line, (size_t)k);
+}
+
+void vqc_live_finished(vqc_live *l, vqc_status status, int64_t step) {
+  char line[160];
+  int k = snprintf(line, sizeof line, "{\"event\":\"finished\",\"status\":"
+                   "\"%s\",\"step\":%" PRId64 "}\n", vqc_status_name(status),
+                   step);
+  live_write(l, line, (size_t)k);
+}
+
+void vqc_live_close(vqc_live *l) {
+  if (!l) return;
+  /* The signal handler's descriptor stays open to the end of the process
+   * (see live_signal_fd). */
+  if (l->fd >= 0 && l->fd != atomic_load(&live_signal_fd)) close(l->fd);
+  free(l);
+}
+
+void vqc_live_note_signal(int sig) {
+  int fd = atomic_load(&live_signal_fd);
+  if (fd < 0) return;
+  /* No stdio in a handler: the digits by hand. */
+  static const char head[] = "{\"event\":\"signal\",\"signal\":";
+  char line[sizeof head + 16];
+  size_t k = sizeof head - 1;
+  memcpy(line, head, k);
+  char digits[12];
+  int nd = 0;
+  unsigned v = sig > 0 ? (unsigned)sig : 0u;
+  do {
+    digits[nd++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v && nd < (int)sizeof digits);
+  while (nd > 0) line[k++] = digits[--nd];
+  line[k++] = '}';
+  line[k++] = '\n';
+  ssize_t w = write(fd, line, k);
+  (void)w;
+}
+
+vqc_status vqc_live_mark(const char *run_dir, int rank, const char *event,
+                         const char *by, const char *why) {
+  char path[4200], line[1024];
+  VQC_TRY(vqc_live_path(run_dir, rank, path, sizeof path));
+  size_t k = (size_t)snprintf(line, sizeof line, "{\"event\":\"");
+  append_escaped(line, &k, 64, event);
+  k += (size_t)snprintf(line + k, sizeof line - k, "\",\"by\":\"");
+  append_escaped(line, &k, 200, by);
+  k += (size_t)snprintf(line + k, sizeof line - k, "\",\"why\":\"");
+  append_escaped(line, &k, sizeof line - 8, why);
+  k += (size_t)snprintf(line + k, sizeof line - k, "\"}\n");
+  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return vqc_error(VQC_EIO, "cannot open %s: %s", path, strerror(errno));
+  ssize_t w = write(fd, line, k);
+  int err = errno;
+  close(fd);
+  if (w != (ssize_t)k)
+    return vqc_error(VQC_EIO, "cannot write %s: %s", path, strerror(err));
+  return VQC_OK;
+}
+
+/* Records ledger line r in d (the later line for a seq replaces the earlier;
+ * a nested collective can close after the next one opened, so lines are not
+ * strictly in seq order). */
+static vqc_status merge_record(rank_dump *d, const drec *r) {
+  if (d->n == 0 || r->seq > d->recs[d->n - 1].seq) return push_record(d, r);
+  size_t lo = 0, hi = d->n;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (d->recs[mid].seq < r->seq) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < d->n && d->recs[lo].seq == r->seq) {
+    d->recs[lo] = *r;
+    return VQC_OK;
+  }
+  VQC_TRY(push_record(d, r)); /* grows; then moved into place */
+  memmove(&d->recs[lo + 1], &d->recs[lo], (d->n - 1 - lo) * sizeof *d->recs);
+  d->recs[lo] = *r;
+  return VQC_OK;
+}
+
+/* Applies event line j (it has "event") to *info. */
+static void live_event(const json_t *j, vqc_live_info *info) {
+  const char *ev = json_string_value(json_object_get(j, "event"));
+  const json_t *v;
+  if (!ev) return;
+  if (strcmp(ev, "start") == 0) {
+    info->started = true;
+    if (json_is_integer(v = json_object_get(j, "size")))
+      info->size = (int)json_integer_value(v);
+    if (json_is_integer(v = json_object_get(j, "pid")))
+      info->pid = (long)json_integer_value(v);
+    if (json_is_string(v = json_object_get(j, "host")))
+      snprintf(info->host, sizeof info->host, "%s", json_string_value(v));
+  } else if (strcmp(ev, "step") == 0) {
+    if (json_is_integer(v = json_object_get(j, "step")))
+      info->steps_done = (int64_t)json_integer_value(v) + 1;
+  } else if (strcmp(ev, "finished") == 0) {
+    info->finished = true;
+    if (json_is_string(v = json_object_get(j, "status")))
+      snprintf(info->status, sizeof info->status, "%s",
+               json_string_value(v));
+  } else if (strcmp(ev, "signal") == 0) {
+    if (json_is_integer(v = json_object_get(j, "signal")))
+      info->signal = (int)json_integer_value(v);
+    if (info->signal <= 0) info->signal = -1;
+  } else if (strcmp(ev, "lost") == 0 || strcmp(ev, "killed") == 0) {
+    bool lost = ev[0] == 'l';
+    if (lost) info->lost = true;
+    else info->killed = true;
+    if ((lost || !info->why[0]) &&
+        json_is_string(v = json_object_get(j, "why")))
+      snprintf(info->why, sizeof info->why, "%s", json_string_value(v));
+  }
+}
+
+/* Reads rank-<r>.live.jsonl into *info and, when d is given, its ledger
+ * lines into d (strictly: a malformed line is VQC_EPARSE naming file:line,
+ * except a last line without its newline, which a full disk can cut).
+ * Without d, lines that do not parse are skipped. */
+static vqc_status read_live(const char *path, int rank, site_table *sites,
+                            rank_dump *d, vqc_live_info *info) {
+  memset(info, 0, sizeof *info);
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (errno == ENOENT) return VQC_OK;
+    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
+  }
+  info->exists = true;
+  char *buf = NULL;
+  size_t bufn = 0;
+  long line = 0;
+  vqc_status s = VQC_OK;
+  ssize_t len;
+  while (s == VQC_OK && (len = getline(&buf, &bufn, f)) >= 0) {
+    line++;
+    const bool whole = len > 0 && buf[len - 1] == '\n';
+    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
+      buf[--len] = '\0';
+    if (len == 0) continue;
+    json_error_t err;
+    json_t *j = json_loadb(buf, (size_t)len, JSON_REJECT_DUPLICATES, &err);
+    if (!json_is_object(j)) {
+      json_decref(j);
+      if (!d || !whole) continue; /* lenient, or a cut last line */
+      s = vqc_error(VQC_EPARSE, "%s:%ld: not a JSON object%s%s", path, line,
+                    j ? "" : ": ", j ? "" : err.text);
+      break;
+    }
+    if (json_object_get(j, "event")) {
+      live_event(j, info);
+    } else {
+      info->records++;
+      if (d) {
+        drec r;
+        s = parse_record(j, rank, path, line, sites, &r);
+        if (s == VQC_OK) s = merge_record(d, &r);
+      }
+    }
+    json_decref(j);
+  }
+  if (s == VQC_OK && ferror(f))
+    s = vqc_error(VQC_EIO, "read error in %s", path);
+  free(buf);
+  fclose(f);
+  return s;
+}
+
+vqc_status vqc_live_scan(const char *run_dir, int rank, vqc_live_info *out) {
+  if (!out) return vqc_error(VQC_EINVAL, "vqc_live_scan: out is NULL");
+  memset(out, 0, sizeof *out);
+  char path[4200];
+  VQC_TRY(vqc_live_path(run_dir, rank, path, sizeof path));
+  return read_live(path, rank, NULL, NULL, out);
 }
 
 /* ---- the analysis */
@@ -627,6 +920,13 @@ static void where_of(const analysis *a, int r, uint64_t seq, char *buf,
     appendf(buf, &k, n, "; it left its training loop (VQC_OK)");
   else if (d->has_status)
     appendf(buf, &k, n, "; its training ended with %s", d->status);
+  else if (d->failed)
+    appendf(buf, &k, n, "; its record stops there (%s)",
+            d->live.lost && d->live.why[0] ? d->live.why : "no end record");
+  else if (d->live.signal > 0)
+    appendf(buf, &k, n, "; then terminated by signal %d", d->live.signal);
+  else if (d->live.killed)
+    appendf(buf, &k, n, "; then killed (%s)", d->live.why);
 }
 
 /* Whether sequence number seq is DONE with one collective on every rank
@@ -683,6 +983,9 @@ vqc_status vqc_ledger_analyze(const char *run_dir, int size, int64_t step,
       VQC_TRY(vqc_status_dump_path(run_dir, r, path, sizeof path));
       VQC_TRY(read_status(path, r, &tmp, &sz));
       if (tmp.has_status) size = sz;
+      if (size <= 0 && vqc_live_scan(run_dir, r, &tmp.live) == VQC_OK &&
+          tmp.live.size > 0)
+        size = tmp.live.size;
     }
     if (size < names) size = names;
     if (size <= 0)
@@ -705,11 +1008,26 @@ vqc_status vqc_ledger_analyze(const char *run_dir, int size, int64_t step,
     if (s == VQC_OK && a.dumps[r].has_status && sz != size)
       s = vqc_error(VQC_EPARSE, "%s:1: field 'size': %d, but the run has %d "
                     "ranks", path, sz, size);
-    if (a.dumps[r].present) present++;
+    /* No dump: the live record stands in for it, and says how the rank
+     * ended (ledger_analysis.h). */
+    rank_dump *d = &a.dumps[r];
+    if (s == VQC_OK && !d->dumped) {
+      s = vqc_live_path(run_dir, r, path, sizeof path);
+      if (s == VQC_OK) s = read_live(path, r, &a.sites, d, &d->live);
+      if (s == VQC_OK && d->live.exists) d->present = true;
+      const bool ended_by_others = d->live.signal != 0 || d->live.killed;
+      /* A status file without its ledger dump (written first) means the
+       * dump is lost: failed, as a rank without either. */
+      d->failed = d->has_status || !d->live.exists || d->live.lost ||
+                  (!d->live.finished && !ended_by_others);
+      d->terminated = !d->failed && !d->has_status && !d->live.finished;
+    }
+    if (d->present) present++;
   }
   if (s == VQC_OK && present == 0)
-    s = vqc_error(VQC_EINVAL, "%s holds no ledger dumps of ranks 0..%d "
-                  "(rank-<r>.ledger.jsonl)", run_dir, size - 1);
+    s = vqc_error(VQC_EINVAL, "%s holds no ledger dumps or live records "
+                  "of ranks 0..%d (rank-<r>.ledger.jsonl, "
+                  "rank-<r>.live.jsonl)", run_dir, size - 1);
 
   if (s == VQC_OK) {
     /* The window every dump still holds: from the latest first record (the
@@ -756,7 +1074,7 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
 
   int nfailed = 0;
   for (int r = 0; r < size; r++)
-    if (!a->dumps[r].present) failed[nfailed++] = r;
+    if (a->dumps[r].failed) failed[nfailed++] = r;
 
   /* Group the ranks that have a record at seq by fingerprint. */
   int ngroups = 0, nentered = 0, nmissing = 0;
@@ -800,8 +1118,17 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
     }
   }
 
-  /* ---- deadlock: unless failed ranks alone explain the stuck collective */
-  bool only_failed = nmissing == nfailed && ngroups == 1;
+  /* ---- deadlock: unless failed ranks alone explain the stuck collective.
+   * When a rank failed, ranks that were then ended by others (a launcher's
+   * SIGTERM, a supervisor's kill) are excused too: they were cut off on
+   * their way, not stuck. */
+  int nexcused = 0;
+  for (int i = 0; i < nmissing; i++) {
+    const rank_dump *d = &a->dumps[missing[i]];
+    if (d->failed || (nfailed > 0 && d->terminated)) nexcused++;
+  }
+  bool only_failed = ngroups <= 1 && nexcused == nmissing &&
+                     (nfailed > 0 || nmissing == 0);
   if (stuck && expected >= 0 && !only_failed) {
     const drec *x = grec[expected];
     vqc_site site = site_of(&a->sites, x->site);
@@ -888,8 +1215,54 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
     char fl[256], msg[1024];
     rank_list(failed, nfailed, fl, sizeof fl);
     size_t k = 0;
-    appendf(msg, &k, sizeof msg, "rank%s %s left no ledger dump (crashed, "
-            "killed or never finished)", nfailed == 1 ? "" : "s", fl);
+    int nlive = 0;
+    for (int i = 0; i < nfailed; i++)
+      if (a->dumps[failed[i]].live.exists) nlive++;
+    if (nlive == 0)
+      appendf(msg, &k, sizeof msg, "rank%s %s left no ledger dump (crashed, "
+              "killed or never finished)", nfailed == 1 ? "" : "s", fl);
+    json_t *jlost = json_array();
+    for (int i = 0; i < nfailed && nlive > 0; i++) {
+      const rank_dump *d = &a->dumps[failed[i]];
+      json_t *o = json_object();
+      json_object_set_new(o, "rank", json_integer(failed[i]));
+      if (i > 0) appendf(msg, &k, sizeof msg, "; ");
+      if (!d->live.exists) {
+        appendf(msg, &k, sizeof msg, "rank %d left no ledger dump and no "
+                "live record (it died before it started)", failed[i]);
+        json_object_set_new(o, "why", json_string("no live record"));
+        json_array_append_new(jlost, o);
+        continue;
+      }
+      const char *why =
+          d->live.lost && d->live.why[0] ? d->live.why
+          : d->has_status ? "its status file is there, its dump is not"
+                          : "no end record: killed (kill -9, the OOM "
+                            "killer), crashed or stopped";
+      appendf(msg, &k, sizeof msg, "rank %d left no ledger dump and its "
+              "live record stops in step %" PRId64 " (%s)", failed[i],
+              d->live.steps_done, why);
+      json_object_set_new(o, "step", json_integer(d->live.steps_done));
+      json_object_set_new(o, "why", json_string(why));
+      json_object_set_new(o, "pid", json_integer(d->live.pid));
+      json_object_set_new(o, "host", json_string(d->live.host));
+      if (d->n > 0) {
+        const drec *x = &d->recs[d->n - 1];
+        char desc[128], stext[512];
+        describe_rec(x, desc, sizeof desc);
+        vqc_site_text(site_of(&a->sites, x->site), stext, sizeof stext);
+        appendf(msg, &k, sizeof msg, "; its last collective was #%" PRIu64
+                " %s at %s (%s)", x->seq, desc, stext,
+                x->state == VQC_REC_DONE      ? "completed"
+                : x->state == VQC_REC_ENTERED ? "entered, never completed"
+                                              : "failed");
+        json_object_set_new(o, "last_collective", record_detail(a, x));
+      } else {
+        appendf(msg, &k, sizeof msg, "; it never called a collective");
+        json_object_set_new(o, "last_collective", json_null());
+      }
+      json_array_append_new(jlost, o);
+    }
     if (seq > 0)
       appendf(msg, &k, sizeof msg, "; the other ranks completed collectives "
               "up to #%" PRIu64, seq - 1);
@@ -901,6 +1274,7 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
     for (int i = 0; i < nfailed; i++)
       json_array_append_new(jf, json_integer(failed[i]));
     json_object_set_new(det, "failed", jf);
+    json_object_set_new(det, "failed_ranks", jlost);
     json_object_set_new(det, "last_completed_seq",
                         json_integer((json_int_t)seq - 1));
     int64_t fstep = step;
@@ -922,6 +1296,10 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
     for (int r = 0; fstep < 0 && r < size; r++)
       if (a->dumps[r].has_status && a->dumps[r].step >= 0)
         fstep = a->dumps[r].step;
+    /* Else the step the (first) failed rank was in. */
+    for (int i = 0; fstep < 0 && i < nfailed; i++)
+      if (a->dumps[failed[i]].live.started)
+        fstep = a->dumps[failed[i]].live.steps_done;
     vqc_finding f;
     vqc_finding_init(&f, VQC_FINDING_RANK_FAILURE, fstep, "%s", msg);
     if (site.file) vqc_finding_set_site(&f, site);

@@ -20,13 +20,48 @@
  *   deadlock      the ranks that entered it (op, dtype, count, site) and the
  *                 ranks that did not, with where they are instead (the other
  *                 collective they wait in, or their last completed one);
- *   rank_failure  for ranks without a ledger dump (crashed, killed): named
- *                 with the last sequence number the others completed. When
- *                 the only ranks missing from the stuck collective are such
- *                 ranks, rank_failure is the whole story and no deadlock is
- *                 reported.
+ *   rank_failure  for ranks without a ledger dump (crashed, killed) whose
+ *                 live record (below) does not say they reached their end:
+ *                 named with their last step and last collective when the
+ *                 live record has them, and the last sequence number the
+ *                 others completed. When the only ranks missing from the
+ *                 stuck collective are such ranks (or, once a rank failed,
+ *                 ranks that others then terminated), rank_failure is the
+ *                 whole story and no deadlock is reported.
  * A rank whose dump exists but has fewer collectives than the others (it
  * left its training loop) is "missing" from the deadlock, not failed.
+ *
+ * The live record. A dump is written at the end, by a rank that is still
+ * alive; a rank killed with SIGKILL (or stopped, or a whole job killed by its
+ * launcher) writes none. So every rank also appends, as it goes, to
+ *
+ *   rank-<r>.live.jsonl    one JSON object per line, each line one write(2)
+ *                          on an O_APPEND descriptor (a kill between lines
+ *                          never leaves half a line):
+ *     {"event":"start","rank","size","pid","host"}  when the rank starts;
+ *     a ledger line (the dump's format, no "event") when a collective is
+ *       entered and again when it ends (the later line for a seq wins);
+ *     {"event":"step","step"}       step `step` is complete;
+ *     {"event":"finished","status","step"}  the rank's run is over, whatever
+ *                                   its status (it reached its end);
+ *     {"event":"signal","signal"}   it was terminated by a signal it could
+ *                                   catch (SIGTERM, SIGINT, SIGHUP): a
+ *                                   launcher cleaning up after another rank;
+ *     {"event":"lost"|"killed","by","why"}  appended by whoever supervised
+ *                                   the job (`vqcheck run --backend mpi`
+ *                                   without a launcher, harness/supervise.h):
+ *                                   lost: the rank was seen stopped or gone
+ *                                   unfinished; killed: it was alive and
+ *                                   running when the job had to be ended.
+ *
+ * Which rank failed, when no dump says so: a rank without a dump and status
+ * file whose live record has no end line ("finished", "signal", "killed"),
+ * or that was marked "lost". A SIGKILLed rank writes nothing more; the ranks
+ * the launcher then terminates write "signal"; so the rank whose record just
+ * stops is the one that died. A rank with no file at all failed too (it died
+ * before it started). The live records of a rank without a dump stand in for
+ * its dump, so the analysis can say where it was (its last step and its last
+ * collective) and the others' records where they waited.
  *
  * The fingerprint helpers are shared with strict mode (collective.c), which
  * compares the same fields before each collective. */
@@ -108,16 +143,75 @@ typedef struct vqc_rank_end {
 vqc_status vqc_rank_dump_write(const char *run_dir, vqc_ledger *ledger,
                                const vqc_rank_end *end);
 
+/* ---- the live record (see the top) */
+
+/* run_dir/rank-<r>.live.jsonl. */
+vqc_status vqc_live_path(const char *run_dir, int rank, char *buf, size_t n);
+
+/* A rank's open live record. */
+typedef struct vqc_live vqc_live;
+
+/* Creates (truncates) rank-<r>.live.jsonl and writes its start line. After
+ * vqc_live_signals, the descriptor also becomes the one vqc_live_note_signal
+ * writes to (the last opened one in the process), and stays open until the
+ * process ends. Caller closes with vqc_live_close. */
+vqc_status vqc_live_open(const char *run_dir, int rank, int size,
+                         vqc_live **out);
+/* Appends one line. Best effort after open (a full disk must not stop the
+ * run): a failed write is remembered and the file left as it is. */
+void vqc_live_record(vqc_live *l, const vqc_ledger_record *r);
+void vqc_live_step(vqc_live *l, int64_t step);
+void vqc_live_finished(vqc_live *l, vqc_status status, int64_t step);
+/* Closes; NULL is fine. */
+void vqc_live_close(vqc_live *l);
+
+/* Main-level code that will call vqc_live_note_signal from a handler calls
+ * this first (once per process; a process that runs one rank). */
+void vqc_live_signals(void);
+/* From a signal handler (async-signal-safe: one write(2)): appends
+ * {"event":"signal","signal":sig} to the process's live record, if any.
+ * Main-level code installs the handler (the library never does). */
+void vqc_live_note_signal(int sig);
+
+/* Appends {"event":event,"by":by,"why":why} to rank r's live record (made if
+ * missing). For a supervisor, once the rank's process is gone. */
+vqc_status vqc_live_mark(const char *run_dir, int rank, const char *event,
+                         const char *by, const char *why);
+
+/* What a rank's live record says (vqc_live_scan). */
+typedef struct vqc_live_info {
+  bool exists;          /* rank-<r>.live.jsonl exists */
+  bool started;         /* it has a start line */
+  int size;             /* the start line's "size"; 0 if none */
+  long pid;             /* the start line's "pid"; 0 if none */
+  char host[256];       /* the start line's "host" */
+  bool finished;        /* a "finished" line */
+  char status[24];      /* its "status" */
+  int signal;           /* a "signal" line's signal; 0 if none */
+  bool killed;          /* a "killed" line */
+  bool lost;            /* a "lost" line */
+  char why[256];        /* the "lost" (else "killed") line's "why" */
+  int64_t steps_done;   /* last "step" line's step + 1; 0 if none */
+  uint64_t records;     /* ledger lines */
+} vqc_live_info;
+
+/* Reads rank r's live record into *out (exists false when there is none).
+ * Lenient: a line that does not parse is skipped (the analysis proper
+ * reports malformed lines). */
+vqc_status vqc_live_scan(const char *run_dir, int rank, vqc_live_info *out);
+
 /* ---- the analysis */
 
-/* Reads the dumps of ranks 0..size-1 in run_dir and appends at most one
+/* Reads the dumps of ranks 0..size-1 in run_dir (for a rank without a
+ * dump: its live record, see the top) and appends at most one
  * deadlock finding and at most one rank_failure finding to `out` (how many
  * in *nadded, which may be NULL). size <= 0: taken from the status files'
  * "size" (else from the highest rank-<r> file found). step >= 0 is the step
  * of the findings; < 0: the step in the status files (that of the lowest
  * rank that entered the collective). Consistent dumps with nothing stuck
- * add nothing. Errors: VQC_EPARSE "file:line: ..." for a malformed dump,
- * VQC_EINVAL when no rank left a dump, VQC_EIO, VQC_ENOMEM. */
+ * add nothing. Errors: VQC_EPARSE "file:line: ..." for a malformed dump or
+ * live record, VQC_EINVAL when no rank left a dump or live record, VQC_EIO,
+ * VQC_ENOMEM. */
 vqc_status vqc_ledger_analyze(const char *run_dir, int size, int64_t step,
                               vqc_findings *out, int *nadded);
 

@@ -32,7 +32,11 @@
  * comm remembers it as `stale`: the next collective first waits for it (MPI
  * matches collectives in order, so it completes once the late ranks enter
  * theirs), within that collective's own deadline. Normally the caller aborts
- * instead.
+ * instead. On a side channel a timeout means a peer is gone or stopped (its
+ * deadlines are generous: a merely slow rank is never that late), so later
+ * side-channel calls fail at once instead of each waiting out a deadline of
+ * its own: a run with a lost rank reaches its report in one side deadline,
+ * not in the sum of all of them.
  *
  * Every MPI call goes through MPI_CALL, which turns a failure into
  * VQC_ECOMM with file:line, the rank, the function name and the MPI error
@@ -147,6 +151,16 @@ static vqc_status begin_collective(vqc_comm *c, uint64_t *deadline,
   if (!blocking(c) || m->stale != MPI_REQUEST_NULL)
     *deadline = vqc_comm_deadline_ns(c);
   if (m->stale == MPI_REQUEST_NULL) return VQC_OK;
+  if (!c->ledger) { /* a side channel: see the top of the file */
+    int done = 0;
+    VQC_TRY(MPI_CALL(c->rank, MPI_Test, &m->stale, &done, MPI_STATUS_IGNORE));
+    if (!done)
+      return vqc_error(VQC_ETIMEOUT, "rank %d: side channel %s not started: "
+                       "an earlier side-channel exchange timed out and is "
+                       "still pending (a rank is gone or stopped)",
+                       c->rank, what);
+    return VQC_OK;
+  }
   vqc_status s = wait_request(c, &m->stale, *deadline,
                               "the earlier collective that timed out");
   if (s == VQC_OK) return VQC_OK;
