@@ -156,9 +156,11 @@ vqc_status vqc_instr_create(vqc_comm *comm, const vqc_instr_options *opts,
   shared_findings *mine = NULL;
   if (s->rank == 0) {
     vqc_run_dir_choose(o.run_dir, s->name, msg->dir, sizeof msg->dir);
-    s0 = vqc_run_dir_prepare(msg->dir);
-    if (s0 == VQC_OK && !(mine = calloc(1, sizeof *mine)))
+    s0 = vqc_run_dir_prepare(msg->dir); /* takes its lock */
+    if (s0 == VQC_OK && !(mine = calloc(1, sizeof *mine))) {
+      vqc_run_dir_unlock(msg->dir);
       s0 = vqc_error(VQC_ENOMEM, "vqc_instr_create: no memory");
+    }
     if (s0 == VQC_OK) {
       vqc_findings_init(&mine->list);
       /* Threads: one reference per rank's session, taken by each rank when
@@ -201,6 +203,8 @@ vqc_status vqc_instr_create(vqc_comm *comm, const vqc_instr_options *opts,
   }
   /* (threads, rank 0, failed broadcast: the other ranks may or may not hold
    * the list, so it is left allocated rather than freed under them.) */
+  if (st != VQC_OK && s->rank == 0 && s0 == VQC_OK)
+    vqc_run_dir_unlock(msg->dir); /* prepared, but no session to hold it */
   free(msg);
   if (st != VQC_OK) {
     vqc_findings_free(&s->merged);
@@ -565,6 +569,9 @@ void vqc_instr_destroy(vqc_instr *s) {
   vqc_param_list_free(&s->params);
   vqc_findings_free(&s->merged);
   shared_release(s->shared);
+  /* Rank 0 took the run directory's lock when it prepared it
+   * (vqc_run_dir_prepare); the session is over, so is the lock. */
+  if (s->rank == 0 && s->run_dir[0]) vqc_run_dir_unlock(s->run_dir);
   free(s->steps);
   free(s);
 }

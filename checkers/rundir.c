@@ -1,12 +1,16 @@
-/* rundir.c: run directory preparation and the common part of run.json
- * (see rundir.h). */
+/* rundir.c: run directory preparation (ownership marker, lock, clearing
+ * only what vqcheck writes) and the common part of run.json (see
+ * rundir.h). */
 #include "rundir.h"
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -39,28 +43,367 @@ void vqc_run_dir_choose(const char *wanted, const char *name, char *buf,
     snprintf(buf, n, "%s-%d", base, k);
 }
 
-/* The files of a run besides the rank-* ones (rundir.h). */
+/* ---- ownership and clearing */
+
+/* The files of a run besides the rank-<r> ones (rundir.h). */
 static const char *const run_files[] = {"run.json", "report.md",
                                         "report.html", "junit.xml"};
 
-/* Whether `name` (a directory entry) is one vqc_run_dir_clear removes. */
+/* What follows "rank-<r>." in a rank file (trace.h, ledger_analysis.h):
+ * the digest trace, the ledger and status dumps, the live ledger. */
+static const char *const rank_suffixes[] = {"trace.jsonl", "ledger.jsonl",
+                                            "status.json", "live.jsonl"};
+
+/* The length of the plain decimal number at s ("0", "17"; not "01", not
+ * "+1"), 0 when s does not start with one. */
+static size_t decimal_len(const char *s) {
+  size_t i = 0;
+  while (s[i] >= '0' && s[i] <= '9') i++;
+  if (i > 1 && s[0] == '0') return 0;
+  return i;
+}
+
+/* Whether s is "" or ".tmp.<pid>" (vqc/fsutil.h's temporaries). */
+static bool is_end_or_temp(const char *s) {
+  if (s[0] == '\0') return true;
+  if (strncmp(s, ".tmp.", 5) != 0) return false;
+  const size_t l = decimal_len(s + 5);
+  return l > 0 && s[5 + l] == '\0';
+}
+
+/* Whether `name` (a directory entry) is one vqc_run_dir_clear removes:
+ * exactly the names the writers make, and their temporaries. */
 static bool is_run_file(const char *name) {
-  if (strncmp(name, "rank-", 5) == 0) return true; /* their temporaries too */
   for (size_t i = 0; i < sizeof run_files / sizeof run_files[0]; i++) {
     const size_t l = strlen(run_files[i]);
-    if (strncmp(name, run_files[i], l) != 0) continue;
-    if (name[l] == '\0' || strncmp(name + l, ".tmp.", 5) == 0) return true;
+    if (strncmp(name, run_files[i], l) == 0 && is_end_or_temp(name + l))
+      return true;
+  }
+  if (strncmp(name, "rank-", 5) != 0) return false;
+  const size_t d = decimal_len(name + 5);
+  if (d == 0 || name[5 + d] != '.') return false;
+  const char *rest = name + 5 + d + 1;
+  for (size_t i = 0; i < sizeof rank_suffixes / sizeof rank_suffixes[0];
+       i++) {
+    const size_t l = strlen(rank_suffixes[i]);
+    if (strncmp(rest, rank_suffixes[i], l) == 0 && is_end_or_temp(rest + l))
+      return true;
   }
   return false;
 }
 
+/* vqcheck's bookkeeping in a run directory: the lock file and an
+ * interrupted write of the marker (the marker itself is checked apart). */
+static bool is_bookkeeping(const char *name) {
+  static const char marker[] = VQC_RUN_DIR_MARKER;
+  if (strcmp(name, VQC_RUN_DIR_LOCK) == 0 ||
+      strcmp(name, VQC_RUN_DIR_WRITTEN) == 0)
+    return true;
+  return strncmp(name, marker, sizeof marker - 1) == 0 &&
+         name[sizeof marker - 1] != '\0' &&
+         is_end_or_temp(name + sizeof marker - 1);
+}
+
+/* "<dir>/<name>" into buf; VQC_EINVAL when it does not fit. */
+static vqc_status join(const char *dir, const char *name, char *buf,
+                       size_t n) {
+  int k = snprintf(buf, n, "%s/%s", dir, name);
+  if (k < 0 || (size_t)k >= n)
+    return vqc_error(VQC_EINVAL, "run directory path too long: %.200s...",
+                     dir);
+  return VQC_OK;
+}
+
+/* Whether dir holds the marker as a regular file (a link of that name is
+ * not vqcheck's). */
+static bool has_marker(const char *dir) {
+  char path[4200];
+  struct stat st;
+  return join(dir, VQC_RUN_DIR_MARKER, path, sizeof path) == VQC_OK &&
+         lstat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+vqc_status vqc_run_dir_check(const char *dir) {
+  if (!dir || !dir[0])
+    return vqc_error(VQC_EINVAL, "no run directory given (an empty name): "
+                     "pass a new or empty directory");
+  DIR *d = opendir(dir);
+  if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir, strerror(errno));
+  char found[256] = "";
+  bool marked = false;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    const char *name = e->d_name;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+    if (strcmp(name, VQC_RUN_DIR_MARKER) == 0) {
+      marked = has_marker(dir);
+      if (!marked && !found[0]) snprintf(found, sizeof found, "%s", name);
+      continue;
+    }
+    if (is_bookkeeping(name)) continue;
+    if (!found[0]) snprintf(found, sizeof found, "%s", name);
+  }
+  closedir(d);
+  if (marked || !found[0]) return VQC_OK;
+  return vqc_error(VQC_EINVAL, "refusing to use %s as a run directory: it is "
+                   "not empty and vqcheck did not create it (found %s); pass "
+                   "a new or empty directory (an older vqcheck's run "
+                   "directory has no %s: remove it yourself)",
+                   dir, found, VQC_RUN_DIR_MARKER);
+}
+
+/* Whether `name` is a line of `list` (a VQC_RUN_DIR_WRITTEN file's text). */
+static bool listed(const char *list, const char *name) {
+  const size_t l = strlen(name);
+  for (const char *p = list; p && *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : NULL)
+    if (strncmp(p, name, l) == 0 && (p[l] == '\n' || p[l] == '\0'))
+      return true;
+  return false;
+}
+
+vqc_status vqc_run_dir_claim_outputs(const char *dir,
+                                     const char *const *names, size_t n) {
+  if (vqc_run_dir_check(dir) == VQC_OK) return VQC_OK;
+  char path[4200];
+  VQC_TRY(join(dir, VQC_RUN_DIR_WRITTEN, path, sizeof path));
+  /* The list so far; a link or an oversized file of that name is not
+   * ours (a list of a few report names is a few dozen bytes). */
+  char list[4096] = "";
+  struct stat st;
+  if (lstat(path, &st) == 0) {
+    FILE *f = S_ISREG(st.st_mode) && st.st_size < (off_t)sizeof list
+                  ? fopen(path, "r")
+                  : NULL;
+    if (!f)
+      return vqc_error(VQC_EIO, "cannot read %s (vqcheck's list of the files "
+                       "it wrote there)", path);
+    const size_t got = fread(list, 1, sizeof list - 1, f);
+    fclose(f);
+    list[got] = '\0';
+  }
+  size_t used = strlen(list);
+  for (size_t i = 0; i < n; i++) {
+    char file[4200];
+    VQC_TRY(join(dir, names[i], file, sizeof file));
+    const bool ours = listed(list, names[i]);
+    if (!ours && lstat(file, &st) == 0)
+      return vqc_error(VQC_EINVAL, "refusing to write into %s: %s is there "
+                       "and vqcheck did not write it; move it away (or, for "
+                       "compare, pass another --out)", dir, file);
+    if (!ours) {
+      const int w = snprintf(list + used, sizeof list - used, "%s\n",
+                             names[i]);
+      if (w < 0 || (size_t)w >= sizeof list - used)
+        return vqc_error(VQC_EINVAL, "too many names for %s", path);
+      used += (size_t)w;
+    }
+  }
+  return vqc_write_file_atomic(path, list, used);
+}
+
+/* The holder's line for the lock file: "pid 1234 (vqcheck suite, started
+ * 2026-11-24T03:30:00Z, host h)". The command is this process's program
+ * name and first argument, from /proc (no caller has to say). */
+static void holder_line(char *buf, size_t n) {
+  char cmd[256] = "";
+  FILE *f = fopen("/proc/self/cmdline", "rb");
+  if (f) {
+    char raw[512];
+    const size_t got = fread(raw, 1, sizeof raw - 1, f);
+    fclose(f);
+    raw[got] = '\0';
+    const char *prog = raw, *slash = strrchr(prog, '/');
+    if (slash) prog = slash + 1;
+    const size_t l0 = strlen(raw);
+    const char *arg = l0 + 1 < got ? raw + l0 + 1 : "";
+    snprintf(cmd, sizeof cmd, "%.100s%s%.100s", prog, arg[0] ? " " : "",
+             arg);
+    for (char *p = cmd; *p; p++)
+      if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+  }
+  if (!cmd[0]) snprintf(cmd, sizeof cmd, "vqcheck");
+  char when[64], host[256] = "";
+  vqc_run_json_time(when, sizeof when);
+  gethostname(host, sizeof host - 1);
+  snprintf(buf, n, "pid %ld (%s, started %s, host %.100s)", (long)getpid(),
+           cmd, when, host);
+}
+
+/* Writes the marker into dir unless it is there. */
+static vqc_status mark(const char *dir) {
+  if (has_marker(dir)) return VQC_OK;
+  char path[4200], holder[512], text[2048];
+  VQC_TRY(join(dir, VQC_RUN_DIR_MARKER, path, sizeof path));
+  holder_line(holder, sizeof holder);
+  int k = snprintf(
+      text, sizeof text,
+      "vqcheck run directory, made by vqcheck %s: %s.\n"
+      "vqcheck uses a non-empty directory only when this file is in it, and\n"
+      "removes from it only the files it writes (run.json, report.md,\n"
+      "report.html, junit.xml, rank-<r>.trace.jsonl, rank-<r>.ledger.jsonl,\n"
+      "rank-<r>.status.json, rank-<r>.live.jsonl); everything else here is\n"
+      "left alone.\n",
+      VQC_VERSION_STRING, holder);
+  return vqc_write_file_atomic(path, text, (size_t)(k > 0 ? k : 0));
+}
+
+/* ---- the lock */
+
+/* The run directory locks this process holds. A handful at most (the
+ * suite's base, a scenario's directory while it is cleared). */
+#define MAX_HELD 64
+typedef struct held_lock {
+  int fd;         /* the locked lock file; -1: free slot */
+  int holds;      /* vqc_run_dir_lock calls not yet given back */
+  dev_t dev;      /* the lock file's identity: the same directory by */
+  ino_t ino;      /* another path is the same lock */
+} held_lock;
+static held_lock held[MAX_HELD];
+static int nheld = 0;
+static pthread_mutex_t held_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* The slot of the lock file (dev, ino) this process holds, or NULL. Called
+ * with held_mu held. */
+static held_lock *find_held(dev_t dev, ino_t ino) {
+  for (int i = 0; i < nheld; i++)
+    if (held[i].fd >= 0 && held[i].dev == dev && held[i].ino == ino)
+      return &held[i];
+  return NULL;
+}
+
+/* The holder named in an open lock file, for the refusal ("" when it has
+ * not written itself yet). */
+static void read_holder(int fd, char *buf, size_t n) {
+  ssize_t got = pread(fd, buf, n - 1, 0);
+  buf[got > 0 ? got : 0] = '\0';
+  for (char *p = buf; *p; p++) {
+    if (*p == '\n') {
+      *p = '\0';
+      break;
+    }
+    if ((unsigned char)*p < 0x20 || (unsigned char)*p >= 0x7f) *p = '?';
+  }
+}
+
+static vqc_status busy(const char *dir, int fd) {
+  char who[512];
+  read_holder(fd, who, sizeof who);
+  return vqc_error(VQC_EINVAL, "%s is in use by %s; wait for it to end or "
+                   "pass another --out", dir,
+                   who[0] ? who : "another vqcheck process");
+}
+
+vqc_status vqc_run_dir_lock(const char *dir) {
+  char path[4200];
+  VQC_TRY(join(dir, VQC_RUN_DIR_LOCK, path, sizeof path));
+  /* O_CLOEXEC: a child (the suite's `vqcheck run`, mpiexec) must not keep
+   * the lock alive after this process ends. O_NOFOLLOW: a link of that
+   * name is not ours to write through. */
+  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0)
+    return vqc_error(VQC_EIO, "cannot create the lock file %s: %s", path,
+                     strerror(errno));
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    return vqc_error(VQC_EIO, "the lock file %s is not a regular file", path);
+  }
+  pthread_mutex_lock(&held_mu);
+  held_lock *h = find_held(st.st_dev, st.st_ino);
+  if (h) {
+    /* Already ours: a second flock on another descriptor would conflict
+     * with our own. */
+    h->holds++;
+    pthread_mutex_unlock(&held_mu);
+    close(fd);
+    return VQC_OK;
+  }
+  vqc_status s = VQC_OK;
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    s = errno == EWOULDBLOCK
+            ? busy(dir, fd)
+            : vqc_error(VQC_EIO, "cannot lock %s: %s", path, strerror(errno));
+  } else {
+    char line[600];
+    holder_line(line, sizeof line);
+    strncat(line, "\n", sizeof line - strlen(line) - 1);
+    const size_t l = strlen(line);
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, line, l, 0) != (ssize_t)l)
+      s = vqc_error(VQC_EIO, "cannot write the lock file %s: %s", path,
+                    strerror(errno));
+  }
+  if (s == VQC_OK) {
+    int slot = -1;
+    for (int i = 0; i < nheld && slot < 0; i++)
+      if (held[i].fd < 0) slot = i;
+    if (slot < 0 && nheld < MAX_HELD) slot = nheld++;
+    if (slot < 0)
+      s = vqc_error(VQC_EINVAL, "more than %d run directories locked at once "
+                    "by this process: give back those it is done with "
+                    "(vqc_run_dir_unlock, vqc_run_result_free)", MAX_HELD);
+    else
+      held[slot] = (held_lock){fd, 1, st.st_dev, st.st_ino};
+  }
+  pthread_mutex_unlock(&held_mu);
+  if (s != VQC_OK) close(fd); /* releases the flock if it was taken */
+  return s;
+}
+
+void vqc_run_dir_unlock(const char *dir) {
+  char path[4200];
+  struct stat st;
+  if (!dir || join(dir, VQC_RUN_DIR_LOCK, path, sizeof path) != VQC_OK ||
+      lstat(path, &st) != 0)
+    return;
+  pthread_mutex_lock(&held_mu);
+  held_lock *h = find_held(st.st_dev, st.st_ino);
+  if (h && --h->holds == 0) {
+    /* The holder's line goes with the lock, so a later reader never takes
+     * an ended process for the holder. */
+    if (ftruncate(h->fd, 0) != 0) { /* the lock is released anyway */
+    }
+    close(h->fd);
+    h->fd = -1;
+  }
+  pthread_mutex_unlock(&held_mu);
+}
+
+/* VQC_OK unless another process holds dir's lock (VQC_EINVAL naming it).
+ * Takes nothing and creates no lock file. */
+static vqc_status not_in_use(const char *dir) {
+  char path[4200];
+  VQC_TRY(join(dir, VQC_RUN_DIR_LOCK, path, sizeof path));
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return VQC_OK; /* no lock file: nobody ever locked it */
+  struct stat st;
+  vqc_status s = VQC_OK;
+  if (fstat(fd, &st) == 0) {
+    pthread_mutex_lock(&held_mu);
+    const bool ours = find_held(st.st_dev, st.st_ino) != NULL;
+    pthread_mutex_unlock(&held_mu);
+    if (!ours) {
+      if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK)
+        s = busy(dir, fd);
+      /* else free: closing the descriptor gives the probe back */
+    }
+  }
+  close(fd);
+  return s;
+}
+
 vqc_status vqc_run_dir_clear(const char *dir) {
+  VQC_TRY(vqc_run_dir_check(dir));
+  VQC_TRY(not_in_use(dir));
+  VQC_TRY(mark(dir));
   DIR *d = opendir(dir);
   if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir, strerror(errno));
   struct dirent *e;
   vqc_status s = VQC_OK;
   while ((e = readdir(d)) != NULL && s == VQC_OK) {
-    if (!is_run_file(e->d_name)) continue;
+    if (!is_run_file(e->d_name) &&
+        !(is_bookkeeping(e->d_name) &&
+          strcmp(e->d_name, VQC_RUN_DIR_LOCK) != 0))
+      continue;
     char path[8192]; /* dir (< 4096) + "/" + a file name (< 256) */
     snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
     /* lstat: a link or a directory of that name is not ours to remove. */
@@ -76,7 +419,13 @@ vqc_status vqc_run_dir_clear(const char *dir) {
 
 vqc_status vqc_run_dir_prepare(const char *dir) {
   VQC_TRY(vqc_mkdir_p(dir));
-  return vqc_run_dir_clear(dir);
+  /* Before the lock file is made: a directory that is not vqcheck's gets
+   * nothing written into it. */
+  VQC_TRY(vqc_run_dir_check(dir));
+  VQC_TRY(vqc_run_dir_lock(dir));
+  vqc_status s = vqc_run_dir_clear(dir);
+  if (s != VQC_OK) vqc_run_dir_unlock(dir);
+  return s;
 }
 
 /* ---- run.json */

@@ -27,31 +27,100 @@
 #include "findings.h"
 #include "vqc/status.h"
 
-/* ---- the directory */
+/* ---- the directory
+ *
+ * vqcheck deletes only what it wrote (DESIGN.md "Never lose a user's
+ * file"), and two commands never write one directory at once. So:
+ *
+ * Ownership. A directory vqcheck prepares gets a marker file of its own,
+ * VQC_RUN_DIR_MARKER (".vqcheck-run", saying what made it and when). Only a
+ * directory that holds the marker, or is empty (new), may be used: any
+ * other is refused with VQC_EINVAL ("refusing to use out as a run
+ * directory: it is not empty and vqcheck did not create it (found
+ * rank-0.pt); pass a new or empty directory"), which the CLI turns into
+ * exit 2. vqcheck's own bookkeeping files (the marker, the lock file and an
+ * interrupted marker write) do not make a directory non-empty.
+ *
+ * Clearing removes, from a directory vqcheck owns, only the exact names a
+ * run writes, when they are regular files (never a link or a directory):
+ *   run.json, report.md, report.html, junit.xml;
+ *   rank-<r>.trace.jsonl, rank-<r>.ledger.jsonl, rank-<r>.status.json,
+ *   rank-<r>.live.jsonl (r in plain decimal, as the writers print it);
+ *   the temporaries of an atomic write of those that was interrupted
+ *   ("<name>.tmp.<pid>", vqc/fsutil.h).
+ * Not vqcheck.log: `vqcheck suite` writes it before its child `vqcheck run`
+ * prepares the directory, and truncates it itself.
+ *
+ * Locking. VQC_RUN_DIR_LOCK (".vqcheck.lock") inside the directory is
+ * flock()ed exclusively by the process that prepares it and names the
+ * holder ("pid 1234 (vqcheck suite, started 2026-11-24T03:30:00Z, host
+ * h)"). A second process is refused with VQC_EINVAL ("out is in use by pid
+ * 1234 (...); wait for it to end or pass another --out"). The lock belongs
+ * to the process (taking it again there only counts), is not inherited
+ * across exec, and ends with vqc_run_dir_unlock or the process: a killed
+ * holder never leaves a stale lock. */
+
+#define VQC_RUN_DIR_MARKER ".vqcheck-run"
+#define VQC_RUN_DIR_LOCK ".vqcheck.lock"
+/* The names vqcheck wrote into a directory that is not its own
+ * (vqc_run_dir_claim_outputs), one per line. */
+#define VQC_RUN_DIR_WRITTEN ".vqcheck-written"
 
 /* "vqcheck-runs/<name>-<YYYYmmdd-HHMMSS>" into buf (local time). */
 void vqc_run_default_dir(const char *name, char *buf, size_t n);
 
 /* The run directory to use, into buf: `wanted` when it is neither NULL nor
  * "", else vqc_run_default_dir(name) with -2, -3, ... appended when that
- * name is taken (a run of the same second). */
+ * name is taken (a run of the same second). Callers that take a directory
+ * from the user refuse "" first (cli.h vqc_cli_check_out). */
 void vqc_run_dir_choose(const char *wanted, const char *name, char *buf,
                         size_t n);
 
-/* Removes what an earlier run left in dir of the files a run writes, so
- * they cannot be taken for this run's: a stale ledger dump would be
- * analysed as part of this run, a stale run.json or report read as its
- * verdict. Removed, when they are regular files:
- *   run.json, report.md, report.html, junit.xml;
- *   every rank-* file (traces, ledger and status dumps);
- *   the temporaries of an atomic write of those that was interrupted
- *   ("<name>.tmp.<pid>", vqc/fsutil.h).
- * Anything else (a log, the user's notes, subdirectories) is left alone.
- * VQC_EIO naming the file that cannot be read or removed. */
+/* VQC_OK when vqcheck may use dir (an existing directory): it holds the
+ * marker, or nothing but vqcheck's bookkeeping files. VQC_EINVAL naming the
+ * first other entry otherwise; VQC_EIO when dir cannot be read. Makes and
+ * changes nothing. */
+vqc_status vqc_run_dir_check(const char *dir);
+
+/* Before vqcheck writes the files `names` (n of them) into dir, a
+ * directory another program may have made (`vqcheck compare` writing into
+ * TRACE_DIR, `vqcheck analyze` on a foreign job's traces): VQC_OK when dir
+ * is vqcheck's (vqc_run_dir_check), or each name is absent or listed in
+ * dir's VQC_RUN_DIR_WRITTEN (the names vqcheck wrote there before). The
+ * names are then added to that list, so the next such command may replace
+ * them. dir is never marked as vqcheck's: its other files stay out of
+ * vqc_run_dir_clear's reach. VQC_EINVAL naming a file vqcheck did not
+ * write; VQC_EIO when the list cannot be read or written. */
+vqc_status vqc_run_dir_claim_outputs(const char *dir,
+                                     const char *const *names, size_t n);
+
+/* Takes the run directory lock of dir (an existing directory), creating
+ * the lock file, and writes this process into it as the holder. Held until
+ * vqc_run_dir_unlock(dir) (as often as it was taken) or until the process
+ * ends. VQC_EINVAL naming the holder when another process holds it;
+ * VQC_EIO when the lock file cannot be made or locked. */
+vqc_status vqc_run_dir_lock(const char *dir);
+
+/* Gives back one hold of dir's lock taken by this process; the last one
+ * releases it. Nothing happens when this process does not hold it. */
+void vqc_run_dir_unlock(const char *dir);
+
+/* Removes what an earlier run left in dir of the files a run writes (the
+ * list above), so they cannot be taken for this run's: a stale ledger dump
+ * would be analysed as part of this run, a stale run.json or report read
+ * as its verdict. Refuses (VQC_EINVAL, nothing removed) a directory that
+ * vqc_run_dir_check refuses, or whose lock another process holds; marks an
+ * empty one as vqcheck's. Safe to call without holding the lock, but only
+ * the lock keeps another process from starting in dir right after: take it
+ * (vqc_run_dir_lock, or vqc_run_dir_prepare) for as long as dir is
+ * written. VQC_EIO naming the file that cannot be read or removed. */
 vqc_status vqc_run_dir_clear(const char *dir);
 
-/* Makes dir ready for a run: vqc_mkdir_p(dir), then vqc_run_dir_clear(dir).
- * On several ranks only one prepares (the others vqc_mkdir_p, after it). */
+/* Makes dir ready for a run: vqc_mkdir_p(dir), vqc_run_dir_check (before
+ * anything is written into it), vqc_run_dir_lock, then vqc_run_dir_clear.
+ * On success this process holds the lock (vqc_run_dir_unlock, or the end of
+ * the process, gives it back); on failure it does not. On several ranks
+ * only one prepares (the others vqc_mkdir_p, after it). */
 vqc_status vqc_run_dir_prepare(const char *dir);
 
 /* ---- run.json */

@@ -89,6 +89,13 @@ int vqc_cli_usage_error(const char *cmd, const char *fmt, ...) {
   return 2;
 }
 
+int vqc_cli_check_out(const char *cmd, const char *out) {
+  if (!out || out[0]) return 0;
+  return vqc_cli_usage_error(cmd, "--out is empty: pass a directory (a new "
+                             "or empty one, or one vqcheck made before), or "
+                             "leave --out out for the default");
+}
+
 bool vqc_cli_show_progress(bool quiet, bool json) {
   return !quiet && !json && isatty(STDOUT_FILENO);
 }

@@ -49,6 +49,13 @@ bool vqc_cli_debug(void);
 int vqc_cli_usage_error(const char *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* An --out value a command was given: NULL (not given) or a directory name
+ * is fine (0); "" (an unset shell variable, say) would silently mean the
+ * default directory, so it is misuse: prints why on stderr (as
+ * vqc_cli_usage_error) and returns 2. Every command with --out calls it
+ * before it chooses its directory. */
+int vqc_cli_check_out(const char *cmd, const char *out);
+
 /* Whether to print progress (a line per step or per scenario): only for a
  * person watching, i.e. stdout is a terminal, and not with --quiet or
  * while stdout carries a --json document. */

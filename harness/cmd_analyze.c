@@ -24,8 +24,17 @@
  * shape_mismatch, nonfinite, a divergence's element-level detail) are kept
  * from run.json but cannot be found anew offline.
  *
+ * Live records (rank-<r>.live.jsonl, ledger_analysis.h), which every rank
+ * appends as it goes, stand in for the dumps of ranks that left none: a
+ * rank whose record stops without an end line is a rank_failure, with its
+ * last step and collective. A directory with live records, no run.json and
+ * a rank that never wrote "finished" is never clean: training is marked
+ * VQC_EABORTED (exit 3 unless a finding explains it, then 1).
+ *
  * Exit: 0 clean, 1 findings, 2 usage or bad input, 3 I/O error or (as for
- * `vqcheck run`) training that stopped with an error no finding explains. */
+ * `vqcheck run`) training that stopped with an error no finding explains.
+ * The work is vqc_analyze_run_dir (analyze.h), which the MPI supervisor
+ * shares. */
 #include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
@@ -34,6 +43,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "analyze.h"
 #include "cli.h"
 #include "ledger_analysis.h"
 #include "offline.h"
@@ -50,7 +60,10 @@ static void analyze_help(FILE *f) {
           "usage: vqcheck analyze RUN_DIR [--json] [--quiet]\n\n"
           "Re-analyses a run directory offline, e.g. after the job was "
           "killed: the\nledger dumps (rank-<r>.ledger.jsonl, "
-          "rank-<r>.status.json) for deadlocks and\nfailed ranks, and the "
+          "rank-<r>.status.json) and the live\nrecords every rank appends "
+          "as it goes (rank-<r>.live.jsonl) for deadlocks\nand failed ranks "
+          "(a rank whose record stops early: its last step and\n"
+          "collective), and the "
           "digest traces (rank-<r>.trace.jsonl) for divergence.\nNew "
           "findings are merged with those of RUN_DIR/run.json (a finding the "
           "run\nalready recorded is kept as the run wrote it); run.json is "
@@ -222,11 +235,45 @@ int vqc_cmd_analyze(int argc, char **argv) {
     fprintf(stderr, "hint: 'vqcheck analyze --help'\n");
     return 2;
   }
+  const vqc_analyze_opts ao = {.run_dir = o.run_dir, .cmd = "analyze",
+                               .json = o.json, .quiet = o.quiet};
+  return vqc_analyze_run_dir(&ao);
+}
 
+/* Ranks 0..size-1 that left a live record but no "finished" line (and no
+ * status dump, which a rank writes at its end too), as "0, 2" into buf;
+ * how many. *nlive gets how many ranks left a live record. */
+static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
+                            size_t n) {
+  int count = 0;
+  size_t k = 0;
+  *nlive = 0;
+  buf[0] = '\0';
+  for (int r = 0; r < size; r++) {
+    vqc_live_info info;
+    char path[4200];
+    if (vqc_live_scan(dir, r, &info) != VQC_OK) continue;
+    if (info.exists) (*nlive)++;
+    struct stat st;
+    bool status = vqc_status_dump_path(dir, r, path, sizeof path) == VQC_OK &&
+                  stat(path, &st) == 0;
+    if (info.finished || status) continue;
+    count++;
+    int w = snprintf(buf + k, k < n ? n - k : 0, "%s%d", k ? ", " : "", r);
+    if (w > 0 && k + (size_t)w < n) k += (size_t)w;
+  }
+  return count;
+}
+
+int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
+  const char *cmd = ao->cmd ? ao->cmd : "analyze";
+  const analyze_opts o = {.run_dir = ao->run_dir, .json = ao->json,
+                          .quiet = ao->quiet};
+  struct stat st;
   char path[4200];
   int n = snprintf(path, sizeof path, "%s/run.json", o.run_dir);
   if (n < 0 || (size_t)n >= sizeof path) {
-    fprintf(stderr, "vqcheck analyze: run directory path too long\n");
+    fprintf(stderr, "vqcheck %s: run directory path too long\n", cmd);
     return 2;
   }
   vqc_findings known, fresh;
@@ -240,20 +287,33 @@ int vqc_cmd_analyze(int argc, char **argv) {
   int code = 0;
   const bool had_run_json = stat(path, &st) == 0;
 
+  /* Before anything is read or written: one writer per run directory, and
+   * a foreign job's directory keeps its own reports (an existing run.json
+   * is validated as vqcheck's own format before it is rewritten). */
+  static const char *const outputs[] = {"report.md", "report.html",
+                                        "junit.xml", "run.json"};
+  s = vqc_run_dir_lock(o.run_dir);
+  if (s == VQC_OK)
+    s = vqc_run_dir_claim_outputs(o.run_dir, outputs, had_run_json ? 3 : 4);
+  if (s != VQC_OK) goto fail;
+
   if (had_run_json) {
     s = load_run_json(path, &doc, &known);
     if (s != VQC_OK) goto fail;
   }
   const json_t *env = doc ? json_object_get(doc, "environment") : NULL;
-  int ranks = (int)int_member(env, "ranks", 1, VQC_TRACE_COMPARE_MAX_RANKS, 0);
+  int ranks = ao->ranks > 0 ? ao->ranks
+                            : (int)int_member(env, "ranks", 1,
+                                              VQC_TRACE_COMPARE_MAX_RANKS, 0);
 
-  /* Ledger dumps: deadlock and rank_failure. */
-  int max_ledger = -1, max_status = -1, max_trace = -1;
+  /* Ledger dumps and live records: deadlock and rank_failure. */
+  int max_ledger = -1, max_status = -1, max_trace = -1, max_live = -1;
   int nledger = count_rank_files(o.run_dir, ".ledger.jsonl", &max_ledger);
   int nstatus = count_rank_files(o.run_dir, ".status.json", &max_status);
   int ntrace = count_rank_files(o.run_dir, ".trace.jsonl", &max_trace);
+  int nlivef = count_rank_files(o.run_dir, ".live.jsonl", &max_live);
   int from_ledger = 0;
-  if (nledger + nstatus > 0) {
+  if (nledger + nstatus + nlivef > 0) {
     s = vqc_ledger_analyze(o.run_dir, ranks, -1, &fresh, &from_ledger);
     if (s != VQC_OK) goto fail;
   }
@@ -276,10 +336,30 @@ int vqc_cmd_analyze(int argc, char **argv) {
     if (max_trace + 1 > guess) guess = max_trace + 1;
     if (max_ledger + 1 > guess) guess = max_ledger + 1;
     if (max_status + 1 > guess) guess = max_status + 1;
-    doc = vqc_offline_run_json(name, o.run_dir,
+    if (max_live + 1 > guess) guess = max_live + 1;
+    if (ao->ranks > 0) guess = ao->ranks;
+    doc = vqc_offline_run_json(ao->name ? ao->name : name,
+                               ao->path ? ao->path : o.run_dir,
                                "no run.json: rebuilt by vqcheck analyze from "
                                "the dumps and traces the job left",
-                               "unknown", guess > 0 ? guess : 1);
+                               ao->backend ? ao->backend : "unknown",
+                               guess > 0 ? guess : 1);
+    /* Never clean: a job whose ranks did not all reach their end. */
+    char which[512];
+    int nlive = 0;
+    int nun = unfinished_ranks(o.run_dir, guess, &nlive, which,
+                               sizeof which);
+    if (nlive > 0 && nun > 0) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "%s%sthe job ended before rank%s %s "
+               "finished, and wrote no run.json",
+               ao->why ? ao->why : "", ao->why ? ": " : "",
+               nun == 1 ? "" : "s", which);
+      json_t *tr0 = json_object_get(doc, "training");
+      json_object_set_new(tr0, "status",
+                          json_string(vqc_status_name(VQC_EABORTED)));
+      json_object_set_new(tr0, "message", json_string(msg));
+    }
     json_object_set_new(json_object_get(doc, "training"), "steps_done",
                         json_integer(res.nsteps));
     json_t *steps = json_object_get(doc, "steps");
@@ -306,6 +386,16 @@ int vqc_cmd_analyze(int argc, char **argv) {
     if ((s = vqc_findings_add(&known, &copy)) != VQC_OK) goto fail;
     added++;
   }
+  /* A run.json made here names the rank that failed, as the runner's does
+   * (the first rank of the first rank_failure). */
+  for (int i = 0; !had_run_json && i < known.count; i++) {
+    if (known.items[i].kind != VQC_FINDING_RANK_FAILURE ||
+        known.items[i].nranks < 1)
+      continue;
+    json_object_set_new(json_object_get(doc, "training"), "failed_rank",
+                        json_integer(known.items[i].ranks[0]));
+    break;
+  }
 
   const json_t *tr = json_object_get(doc, "training");
   const char *status = json_string_value(json_object_get(tr, "status"));
@@ -318,9 +408,10 @@ int vqc_cmd_analyze(int argc, char **argv) {
   vqc_run_json_time(when, sizeof when);
   json_object_set_new(
       doc, "analysis",
-      json_pack("{s:s,s:b,s:i,s:i,s:i,s:I,s:I,s:i,s:i,s:O}", "analyzed", when,
-                "had_run_json", had_run_json, "ledger_dumps",
-                nledger, "status_dumps", nstatus, "trace_files", ntrace,
+      json_pack("{s:s,s:b,s:i,s:i,s:i,s:i,s:I,s:I,s:i,s:i,s:O}", "analyzed",
+                when, "had_run_json", had_run_json, "ledger_dumps",
+                nledger, "status_dumps", nstatus, "live_records", nlivef,
+                "trace_files", ntrace,
                 "digests_compared", (json_int_t)res.digests_compared,
                 "lines_not_compared", (json_int_t)res.lines_not_compared,
                 "added", added, "already_known", repeated, "warnings",
@@ -334,21 +425,25 @@ int vqc_cmd_analyze(int argc, char **argv) {
     json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     printf("\n");
   } else if (!o.quiet) {
-    printf("analyze %s: %s run.json, %d ledger dump%s, %d trace%s "
-           "(%" PRId64 " digests compared)\n", o.run_dir,
+    printf("%s %s: %s run.json, %d ledger dump%s, %d live record%s, %d "
+           "trace%s (%" PRId64 " digests compared)\n", cmd, o.run_dir,
            had_run_json ? "updated its" : "no run.json: wrote a new",
-           nledger, nledger == 1 ? "" : "s", ntrace, ntrace == 1 ? "" : "s",
-           res.digests_compared);
+           nledger, nledger == 1 ? "" : "s", nlivef, nlivef == 1 ? "" : "s",
+           ntrace, ntrace == 1 ? "" : "s", res.digests_compared);
     printf("new findings: %d (%d already in run.json)\n", added, repeated);
     vqc_offline_print_findings(stdout, &known);
+    if (strcmp(cmd, "analyze") != 0) /* the supervisor's summary */
+      printf("run directory: %s (run.json, report.html, report.md, "
+             "junit.xml)\n", o.run_dir);
   }
   goto done;
 
 fail:
   print_warnings(warnings);
-  fprintf(stderr, "vqcheck analyze: %s\n", vqc_cli_error_text());
+  fprintf(stderr, "vqcheck %s: %s\n", cmd, vqc_cli_error_text());
   code = vqc_status_exit_code(s);
 done:
+  vqc_run_dir_unlock(o.run_dir);
   vqc_trace_set_close(set);
   vqc_trace_compare_result_free(&res);
   json_decref(doc);

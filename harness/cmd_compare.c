@@ -106,6 +106,19 @@ static bool same_dir(const char *a, const char *b) {
          sa.st_ino == sb.st_ino;
 }
 
+/* Takes back a run directory this command made, after a failed
+ * comparison: vqcheck's own bookkeeping files in it (rundir.h's marker and
+ * lock), then the directory, which rmdir removes only if nothing else is in
+ * it. */
+static void remove_created(const char *out) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", out, VQC_RUN_DIR_MARKER);
+  unlink(path);
+  snprintf(path, sizeof path, "%s/%s", out, VQC_RUN_DIR_LOCK);
+  unlink(path);
+  rmdir(out);
+}
+
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -213,12 +226,22 @@ int vqc_cmd_compare(int argc, char **argv) {
   struct stat before;
   const bool created = stat(out, &before) != 0;
   s = vqc_mkdir_p(out);
-  /* Writing into TRACE_DIR itself: keep its files, copy nothing. Else
-   * what an earlier run left there goes, as for `vqcheck run`. */
+  /* Writing into TRACE_DIR itself: keep its files, copy nothing, overwrite
+   * nothing vqcheck did not write. Else the directory is prepared as for
+   * `vqcheck run` (refused when it holds a user's files; what an earlier
+   * run left there goes). Either way it is locked until this ends. */
   const bool in_place = s == VQC_OK && same_dir(out, o.trace_dir);
-  if (s == VQC_OK && !in_place) s = vqc_run_dir_clear(out);
+  if (s == VQC_OK && in_place) {
+    static const char *const outputs[] = {"run.json", "report.md",
+                                          "report.html", "junit.xml"};
+    s = vqc_run_dir_claim_outputs(out, outputs, 4);
+    if (s == VQC_OK) s = vqc_run_dir_lock(out);
+  } else if (s == VQC_OK) {
+    s = vqc_run_dir_prepare(out);
+  }
   if (s != VQC_OK) {
     fprintf(stderr, "vqcheck compare: %s\n", vqc_cli_error_text());
+    if (created) remove_created(out);
     vqc_trace_set_close(set);
     return vqc_status_exit_code(s);
   }
@@ -233,7 +256,8 @@ int vqc_cmd_compare(int argc, char **argv) {
             json_string_value(json_array_get(res.warnings, i)));
   if (s != VQC_OK) {
     fprintf(stderr, "vqcheck compare: %s\n", vqc_cli_error_text());
-    if (created) rmdir(out); /* only if still empty */
+    vqc_run_dir_unlock(out);
+    if (created) remove_created(out);
     vqc_findings_free(&fl);
     vqc_trace_compare_result_free(&res);
     return vqc_status_exit_code(s);
@@ -253,6 +277,7 @@ int vqc_cmd_compare(int argc, char **argv) {
     print_summary(&o, nranks, &fl, &res, out);
   }
   json_decref(j);
+  vqc_run_dir_unlock(out);
   vqc_findings_free(&fl);
   vqc_trace_compare_result_free(&res);
   return code;

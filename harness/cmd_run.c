@@ -15,20 +15,30 @@
  * Output conventions (cli.h): progress (a line per step, a line per
  * scenario) only when stdout is a terminal; --quiet drops it and the
  * summary; --json puts one JSON document on stdout and nothing else there
- * (errors always go to stderr). */
+ * (errors always go to stderr). A run whose training stopped without an
+ * expected finding to explain it (run_options.h) is an error: said on
+ * stderr in every mode, and the summary never calls its expectation met.
+ *
+ * The run directory is prepared (rundir.h: refused unless new, empty or
+ * vqcheck's; locked) by the runner; the lock is held until the result is
+ * freed, after the reports. */
 #include <inttypes.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "ledger_analysis.h"
 #include "run_options.h"
 #include "report.h"
 #include "run_models.h"
 #include "runner.h"
 #include "scenario.h"
+#include "supervise.h"
 #include "vqc/vqc.h"
 
 #if VQC_WITH_MPI
@@ -46,8 +56,8 @@ static void run_help(FILE *f) {
           "usage: vqcheck run SCENARIO [--ranks N] [--steps N] [--seed S]\n"
           "                   [--backend threads|mpi|nccl] [--device "
           "cpu|cuda]\n"
-          "                   [--timeout S] [--out DIR] [--json] [--quiet] "
-          "[--verbose]\n\n"
+          "                   [--timeout S] [--out DIR] [--launcher CMD] "
+          "[--json]\n                   [--quiet] [--verbose]\n\n"
           "Trains the scenario (a YAML file, see scenarios/README.md) on N "
           "ranks with\nevery checker on: divergence, lost in-place, "
           "collective (deadlock, rank\nfailure, strict-mode mismatch), shape "
@@ -67,12 +77,25 @@ static void run_help(FILE *f) {
           "  --timeout S    collective deadline in seconds\n"
           "  --backend B    threads (one process) or mpi (under mpiexec/srun; "
           "the\n                 default when launched by one); nccl (under "
-          "mpiexec, device\n                 buffers; needs --device cuda)\n"
+          "mpiexec, device\n                 buffers; needs --device cuda). "
+          "mpi or nccl typed outside a\n                 launcher: vqcheck "
+          "launches LAUNCHER -n N itself and watches\n                 the "
+          "ranks, so a rank that dies or stops is reported\n"
+          "                 (rank_failure) and no process is left behind; "
+          "LAUNCHER:\n                 --launcher CMD, else $VQC_LAUNCHER, "
+          "else 'mpiexec\n                 --oversubscribe' (+ "
+          "--allow-run-as-root as root)\n"
+          "  --launcher CMD the MPI launcher command for mpi/nccl outside one "
+          "(e.g.\n                 \"srun\"; vqcheck adds -n N)\n"
           "  --device D     cpu (default) or cuda: the models' hot paths on "
           "the GPU\n                 (vq: codebook and batch on the device; "
           "fsq: its quantizer);\n                 other models are refused "
           "(exit 2), a missing GPU is exit 3\n"
-          "  --out DIR      the run directory\n"
+          "  --out DIR      the run directory: new, empty, or one vqcheck "
+          "made (it holds\n                 .vqcheck-run); vqcheck removes "
+          "only the files it writes there\n                 and refuses "
+          "(exit 2) any other directory, or one another\n                 "
+          "vqcheck is writing (it is locked while a run writes it)\n"
           "  --json         print run.json on stdout, with \"run_dir\" and "
           "\"reports\"\n                 (file paths) added, instead of the "
           "summary\n"
@@ -81,10 +104,24 @@ static void run_help(FILE *f) {
           "Progress (a line per step, findings as they appear) is shown when "
           "stdout is\na terminal. On a cluster: mpirun -np N vqcheck run "
           "SCENARIO --backend mpi,\nor srun -n N vqcheck run SCENARIO (rank 0 "
-          "writes the run directory).\n\n"
-          "exit: 0 no findings, 1 findings, 2 bad scenario or usage, 3 "
-          "environment\n      error (or training stopped without a "
-          "finding that explains it)\n");
+          "writes the run directory). Started\nthat way, a job in which one "
+          "rank dies is torn down by mpirun at once\n(every rank killed, "
+          "nothing reported): every rank appends its progress to\n"
+          "DIR/rank-<r>.live.jsonl as it goes, so 'vqcheck analyze DIR' "
+          "afterwards\nreports the run, with a rank_failure naming the rank "
+          "that died.\n\n"
+          "A run that did not train every step never meets its expectation, "
+          "unless the\nfinding it expects is what stopped it (a deadlock); "
+          "why it stopped is said\non stderr, with --quiet and --json too.\n\n"
+          "exit: 0 no findings, 1 findings, 2 bad scenario or usage (or a "
+          "refused --out),\n      3 environment error (or training stopped "
+          "without a finding that\n      explains it)\n");
+}
+
+/* How r's training ended, for vqc_run_judge_training. */
+static vqc_run_training training_of(const vqc_run_result *r) {
+  return (vqc_run_training){r->training, r->failed_rank, r->steps_done,
+                            r->message};
 }
 
 static void print_summary(const vqc_scenario *sc, const vqc_run_result *r,
@@ -108,13 +145,18 @@ static void print_summary(const vqc_scenario *sc, const vqc_run_result *r,
     if (x->site[0]) printf(" at %s", x->site);
     printf(":\n    %s\n", x->message);
   }
-  if (r->training != VQC_OK) {
-    char why[sizeof r->message];
-    vqc_cli_strip_internal(r->message, why, sizeof why);
-    printf("training stopped: %s\n", vqc_cli_debug() ? r->message : why);
-  }
+  /* Never "met" for a run that did not train every step, unless a finding
+   * the scenario expects is what stopped it (run_options.h). */
+  char stop[1400];
+  const vqc_run_training t = training_of(r);
+  const vqc_training_verdict v =
+      vqc_run_judge_training(sc, &t, f, stop, sizeof stop);
+  if (v != VQC_TRAINING_COMPLETE) printf("%s\n", stop);
   char why[512];
-  if (vqc_scenario_expectations_met(sc, f, why, sizeof why))
+  if (v == VQC_TRAINING_FAILED)
+    printf("expectation: NOT met: training did not finish, so the findings "
+           "are not a verdict\n");
+  else if (vqc_scenario_expectations_met(sc, f, why, sizeof why))
     printf("expectation (%s): met\n", sc->expect_clean ? "clean" : "findings");
   else
     printf("expectation: NOT met: %s\n", why);
@@ -173,6 +215,17 @@ static int write_run_reports(const char *run_dir) {
 static int finish_run(const run_opts *o, const vqc_scenario *sc,
                       const vqc_run_result *r) {
   int code = vqc_run_exit_code(r);
+  /* A stop nothing expected explains is said on stderr whatever the
+   * output mode (--quiet, --json): a CI log must show why the gate is
+   * red. The exit code is already non-zero (3, or 1 with findings). */
+  char stop[1400];
+  const vqc_run_training t = training_of(r);
+  if (vqc_run_judge_training(sc, &t, (vqc_findings *)&r->findings, stop,
+                             sizeof stop) == VQC_TRAINING_FAILED) {
+    fprintf(stderr, "vqcheck run: %s\nhint: %s (run directory: %s)\n", stop,
+            vqc_run_training_hint(r->training), r->run_dir);
+    if (code == 0) code = 3; /* a short run is never clean */
+  }
   const int report_code = write_run_reports(r->run_dir);
   if (report_code != 0) code = report_code;
   if (o->json) {
@@ -209,7 +262,48 @@ static void launched_comm_destroy(vqc_backend b, vqc_comm *c) {
   else vqc_mpi_comm_destroy(c);
 }
 
+/* A rank terminated by a signal it can catch (SIGTERM, SIGINT, SIGHUP:
+ * a launcher tearing the job down after another rank died, or a user)
+ * says so in its live record (ledger_analysis.h), so the analysis can tell
+ * it from the rank that died first, then dies of the signal as it would
+ * have. */
+static void on_rank_signal(int sig) {
+  vqc_live_note_signal(sig);
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+/* Polls run_dir until rank 0's run.json and reports are all there, or
+ * limit_s passes (rank 0 may be the rank that is gone). */
+static void wait_for_rank0_reports(const char *run_dir, double limit_s) {
+  static const char *const names[] = {"run.json", "report.html", "report.md",
+                                      "junit.xml"};
+  for (double waited = 0.0; waited < limit_s; waited += 0.02) {
+    bool all = true;
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && all; i++) {
+      char path[4200];
+      snprintf(path, sizeof path, "%s/%s", run_dir, names[i]);
+      all = access(path, F_OK) == 0;
+    }
+    if (all) return;
+    struct timespec nap = {0, 20 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+  }
+}
+
+/* Typed outside a launcher, `vqcheck run --backend mpi` launches the job
+ * itself and supervises it (supervise.h): a rank that dies or stops is
+ * then reported. Under a launcher this process is one rank.
+ *
+ * A job started directly with `mpirun -np N vqcheck run ...` is not
+ * supervised: when one rank dies, OpenMPI's mpirun terminates every other
+ * rank at once, before any of them can write run.json or a report (exit
+ * 137 or similar, nothing reported). The ranks' live records survive
+ * that; `vqcheck analyze DIR` afterwards reports the run, with a
+ * rank_failure naming the rank whose record stops first. */
 static int run_mpi(run_opts *o, vqc_scenario *sc, int argc, char **argv) {
+  if (!vqc_mpi_launched() || vqc_supervise_wanted())
+    return vqc_supervise_run(o, sc, argc, argv);
   vqc_comm *c = NULL;
   vqc_status s = launched_comm_create(o->backend, &argc, &argv, &c);
   if (s != VQC_OK) {
@@ -217,6 +311,11 @@ static int run_mpi(run_opts *o, vqc_scenario *sc, int argc, char **argv) {
     return vqc_status_exit_code(s);
   }
   const int rank = vqc_comm_rank(c), size = vqc_comm_size(c);
+  /* After MPI_Init, so these handlers are the ones in place. */
+  vqc_live_signals();
+  signal(SIGTERM, on_rank_signal);
+  signal(SIGINT, on_rank_signal);
+  signal(SIGHUP, on_rank_signal);
 #if VQC_WITH_MPI
   /* Errors the MPI library reports on the world communicator (OpenMPI's
    * nonblocking engine does so for any communicator's request) come back
@@ -268,12 +367,35 @@ static int run_mpi(run_opts *o, vqc_scenario *sc, int argc, char **argv) {
    * A rank whose own run went well takes rank 0's code (the verdict of
    * run.json and the reports), so the job ends with one code. */
   vqc_comm *side = vqc_comm_side(c);
-  vqc_comm_set_timeout(side, sc->timeout_s + 60.0);
+  /* Rank 0's reports take well under a second; a rank that is gone or
+   * stopped must not hold the others longer than the timeout + 2 s. */
+  vqc_comm_set_timeout(side, sc->timeout_s + 2.0);
   int64_t code0 = code;
-  if (vqc_broadcast(side, &code0, 1, VQC_I64, 0) == VQC_OK && rank != 0 &&
-      s == VQC_OK)
-    code = (int)code0;
-  const bool failed = s != VQC_OK || r.training != VQC_OK;
+  const bool side_ok = vqc_broadcast(side, &code0, 1, VQC_I64, 0) == VQC_OK;
+  /* Whether rank 0's verdict reached this rank (rank 0 has its own). */
+  bool heard = side_ok || rank == 0;
+  if (side_ok) {
+    if (rank != 0 && s == VQC_OK) code = (int)code0;
+  } else if (rank != 0 && r.run_dir[0]) {
+    /* No answer in time: rank 0 is slow with its reports, or the side
+     * channel is broken (a rank gone or stopped; it then fails at once).
+     * Wait for rank 0's files instead, still bounded, so that an abort
+     * below does not kill rank 0 in mid-report, and take run.json's
+     * verdict when it is there. */
+    wait_for_rank0_reports(r.run_dir, 2.0 * sc->timeout_s + 10.0);
+    char path[4200];
+    snprintf(path, sizeof path, "%s/run.json", r.run_dir);
+    vqc_findings f0;
+    vqc_findings_init(&f0);
+    int c0 = 0;
+    heard = vqc_run_read_json(path, &f0, &c0) == VQC_OK;
+    vqc_findings_free(&f0);
+    if (heard && s == VQC_OK) code = c0;
+  }
+  /* Without rank 0's verdict a rank is gone: the job ends here too
+   * (MPI_Finalize could wait for that rank), never with 0. */
+  if (!heard && code == 0) code = 3;
+  const bool failed = s != VQC_OK || r.training != VQC_OK || !heard;
   vqc_run_result_free(&r);
 #if VQC_WITH_MPI
   if (failed) mpi_end_failed_job(code);
@@ -322,11 +444,13 @@ int vqc_cmd_run(int argc, char **argv) {
   vqc_run_result r;
   vqc_status s = vqc_run_threads_device(&sc, &ro, o.device, &r);
   if (s != VQC_OK) {
+    /* A refused run directory (not vqcheck's, or in use) is VQC_EINVAL:
+     * exit 2, with the message saying what to pass instead. */
     fprintf(stderr, "vqcheck run: %s\n", vqc_cli_error_text());
     vqc_run_result_free(&r);
     return vqc_status_exit_code(s);
   }
   const int code = finish_run(&o, &sc, &r);
-  vqc_run_result_free(&r);
+  vqc_run_result_free(&r); /* and with it the run directory's lock */
   return code;
 }

@@ -1,14 +1,28 @@
 /* cmd_suite.c: `vqcheck suite [DIR]`.
  *
  * Runs every scenario of a directory, each as a child process
- * (`vqcheck run ... --out <out>/<name>`; with --backend mpi through
- * the MPI launcher), reads each child's run.json, checks it against
+ * (`vqcheck run ... --out <out>/<name>`; with --backend mpi or nccl that
+ * run launches the ranks through the MPI launcher and supervises them,
+ * supervise.h, so a killed or stopped rank is a rank_failure), reads each child's run.json, checks it against
  * the scenario's expectation, prints a table and a last line
  * "N passed, M failed", and writes the suite's own junit.xml (one
  * testcase per scenario) and report.md into <out>. Exit 0 only when
- * every expectation holds. A child that outlives its deadline
- * (4 x timeout + 60 s) is killed and fails: the suite never hangs on
- * a scenario.
+ * every expectation holds on a run that trained every step (or stopped
+ * for exactly the finding it expects: run_options.h "how training
+ * ended"). A child that outlives its deadline (4 x timeout + 60 s) is
+ * killed and fails: the suite never hangs on a scenario.
+ *
+ * <out> is a run directory of its own (rundir.h): refused unless new,
+ * empty or made by vqcheck, and locked for the suite's whole life; each
+ * <out>/<name> is prepared (cleared) by the suite, then locked by its
+ * child `vqcheck run`.
+ *
+ * SIGINT and SIGTERM are not left to kill the suite alone: the running
+ * child is in a process group of its own (so a terminal's Ctrl-C does not
+ * reach it), and would run on. The handler only records the signal; the
+ * loop forwards it to the child's group, gives it VQC_SUITE_GRACE_S, then
+ * SIGKILLs the group, writes the suite report with the interrupted
+ * scenario and the ones not run as not passed, and exits 128 + signal.
  *
  * Options are shared with `vqcheck run` (run_options.h). */
 #include <dirent.h>
@@ -30,11 +44,17 @@
 #include "run_models.h"
 #include "runner.h"
 #include "scenario.h"
+#include "supervise.h"
 #include "vqc/vqc.h"
 
 #ifndef VQC_SCENARIO_DIR
 #define VQC_SCENARIO_DIR "scenarios"
 #endif
+
+/* Seconds a child's process group has between the forwarded SIGINT or
+ * SIGTERM and SIGKILL: enough to flush a trace, short enough for a CI
+ * runner's own kill timeout (usually 10 s or more). */
+#define VQC_SUITE_GRACE_S 5.0
 
 static void suite_help(FILE *f) {
   fprintf(f,
@@ -48,12 +68,21 @@ static void suite_help(FILE *f) {
           "OUT/<name> (default OUT:\nvqcheck-runs/suite-<time>), and checks "
           "its findings against the scenario's\nexpectation. Prints a table "
           "and a last line 'N passed, M failed'.\n\n"
+          "A scenario passes only when its run trained every step and its "
+          "expectation\nholds; a run that stopped early (out of memory, a "
+          "deadline) fails with the\nreason, unless the finding it expects "
+          "is what stopped it (a deadlock).\n\n"
           "Writes OUT/junit.xml (one testcase per scenario) and OUT/report.md "
           "(the table,\nwith links); each OUT/<name> holds that scenario's "
-          "run.json, report.html,\nreport.md, junit.xml and vqcheck.log.\n\n"
-          "  --backend mpi  launch each run as LAUNCHER -n <ranks> vqcheck "
-          "run ...;\n                 LAUNCHER: --launcher, else "
-          "$VQC_LAUNCHER, else\n                 'mpiexec --oversubscribe' "
+          "run.json, report.html,\nreport.md, junit.xml and vqcheck.log. OUT "
+          "must be new, empty, or made by\nvqcheck (it holds .vqcheck-run); "
+          "vqcheck removes only the files it writes\nthere. OUT is locked "
+          "while the suite runs: a second suite on it exits 2.\n\n"
+          "  --backend mpi  each run is `vqcheck run --ranks N --launcher "
+          "LAUNCHER`,\n                 which starts LAUNCHER -n N and "
+          "supervises the ranks (a\n                 killed or stopped rank "
+          "is a rank_failure); LAUNCHER:\n                 --launcher, else "
+          "$VQC_LAUNCHER, else 'mpiexec --oversubscribe'\n                 "
           "(+ --allow-run-as-root as root)\n"
           "  --backend nccl the same launch, NCCL for the data collectives "
           "(needs\n                 --device cuda)\n"
@@ -66,10 +95,15 @@ static void suite_help(FILE *f) {
           "the report\n                 paths) instead of the table\n"
           "  --quiet        only failing scenarios and the last line\n"
           "  --verbose      full internal error text (also: VQC_DEBUG=1)\n\n"
-          "A line per running scenario is shown when stdout is a terminal.\n\n"
-          "exit: 0 every expectation holds, 1 some did not, 2 bad usage or a "
-          "scenario\n      that does not load, 3 environment error (e.g. "
-          "the suite report cannot\n      be written)\n",
+          "A line per running scenario is shown when stdout is a terminal. "
+          "SIGINT or\nSIGTERM stops the running scenario (its processes "
+          "too), writes the report\nwith it and the ones not run as not "
+          "passed, and exits 130 or 143.\n\n"
+          "exit: 0 every scenario passed, 1 some did not, 2 bad usage, a "
+          "scenario\n      that does not load, or OUT refused (not "
+          "vqcheck's, or in use), 3\n      environment error (e.g. the "
+          "suite report cannot be written),\n      130/143 interrupted by "
+          "SIGINT/SIGTERM\n",
           VQC_SCENARIO_DIR);
 }
 
@@ -108,28 +142,11 @@ static char **list_scenarios(const char *dir, int *count) {
   return names;
 }
 
-/* Splits a launcher command line on spaces into argv (appended to args). */
-static int split_words(char *line, char **args, int max) {
-  int n = 0;
-  for (char *tok = strtok(line, " \t"); tok && n < max; tok = strtok(NULL, " \t"))
-    args[n++] = tok;
-  return n;
-}
-
-/* True when `prog` is an executable on $PATH (or a path that is one). */
-static bool on_path(const char *prog) {
-  if (strchr(prog, '/')) return access(prog, X_OK) == 0;
-  const char *path = getenv("PATH");
-  if (!path) return false;
-  char *copy = strdup(path);
-  bool found = false;
-  for (char *dir = strtok(copy, ":"); dir && !found; dir = strtok(NULL, ":")) {
-    char full[4096];
-    snprintf(full, sizeof full, "%s/%s", dir, prog);
-    found = access(full, X_OK) == 0;
-  }
-  free(copy);
-  return found;
+/* Frees what list_scenarios returned. */
+static void free_names(char **names, int count) {
+  if (!names) return;
+  for (int i = 0; i < count; i++) free(names[i]);
+  free(names);
 }
 
 static double mono_s(void) {
@@ -138,10 +155,48 @@ static double mono_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* The first SIGINT or SIGTERM the suite received; 0 for none. Set by the
+ * handler, which does nothing else (async-signal-safe); the loops below
+ * read it. */
+static volatile sig_atomic_t suite_signal = 0;
+
+static void on_suite_signal(int sig) {
+  if (!suite_signal) suite_signal = sig;
+}
+
+/* Ends the child process group pgid (its leader `pid` not yet waited for)
+ * after the suite got signal sig: forwards sig, waits up to
+ * VQC_SUITE_GRACE_S for the leader and the rest of the group, then
+ * SIGKILLs what is left. The leader is reaped. */
+static void stop_child_group(pid_t pid, int sig) {
+  kill(-pid, sig);
+  const double deadline = mono_s() + VQC_SUITE_GRACE_S;
+  int status;
+  bool reaped = false;
+  for (;;) {
+    if (!reaped) {
+      pid_t w = waitpid(pid, &status, WNOHANG);
+      reaped = w == pid || (w < 0 && errno == ECHILD);
+    }
+    /* The leader gone is not enough: anything else the child started in
+     * its group may still run. (A supervising `vqcheck run` puts mpiexec,
+     * and OpenMPI each rank, in groups of their own and ends them itself
+     * on SIGTERM; should it be SIGKILLed, the launcher gets SIGTERM as its
+     * parent dies: supervise.h.) */
+    if (reaped && kill(-pid, 0) != 0) return;
+    if (mono_s() > deadline) break;
+    struct timespec nap = {0, 20 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+  }
+  kill(-pid, SIGKILL);
+  if (!reaped) waitpid(pid, &status, 0);
+}
+
 /* Runs args (NULL-terminated) as a child in its own process group with
  * stdout and stderr going to log; kills the group after limit_s. Returns
  * the exit code, 128 + signal when killed by one, -1 when it could not be
- * started, -2 when it ran past its deadline. */
+ * started, -2 when it ran past its deadline, -3 when the suite got SIGINT
+ * or SIGTERM meanwhile (the group is then ended: stop_child_group). */
 static int run_child(char **args, const char *log, double limit_s) {
   fflush(stdout);
   fflush(stderr);
@@ -160,12 +215,17 @@ static int run_child(char **args, const char *log, double limit_s) {
   const double deadline = mono_s() + limit_s;
   int status = 0;
   for (;;) {
+    if (suite_signal) {
+      stop_child_group(pid, suite_signal);
+      return -3;
+    }
     pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) return -1;
     if (mono_s() > deadline) {
-      kill(-pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      /* SIGTERM first: a supervising `vqcheck run` then still writes its
+       * report of the ranks before it goes. */
+      stop_child_group(pid, SIGTERM);
       return -2;
     }
     struct timespec nap = {0, 20 * 1000 * 1000};
@@ -174,6 +234,39 @@ static int run_child(char **args, const char *log, double limit_s) {
   if (WIFEXITED(status)) return WEXITSTATUS(status);
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
   return -1;
+}
+
+/* Reads how training ended from the run.json at path into *t (its message
+ * into msg, n bytes). VQC_EPARSE naming the field when it is missing: a
+ * run.json without it says nothing about whether training finished, and
+ * the suite does not guess. */
+static vqc_status read_training(const char *path, vqc_run_training *t,
+                                char *msg, size_t n) {
+  json_error_t err;
+  json_t *j = json_load_file(path, 0, &err);
+  if (!j) return vqc_error(VQC_EPARSE, "%s:%d: %s", path, err.line, err.text);
+  const json_t *tr = json_object_get(j, "training");
+  const json_t *st = json_object_get(tr, "status");
+  const json_t *done = json_object_get(tr, "steps_done");
+  const json_t *fr = json_object_get(tr, "failed_rank");
+  const json_t *m = json_object_get(tr, "message");
+  vqc_status s = VQC_OK;
+  if (!json_is_string(st) || !json_is_integer(done))
+    s = vqc_error(VQC_EPARSE, "%s: training.status and training.steps_done "
+                  "are required", path);
+  if (s == VQC_OK) {
+    /* An unknown name is an error status: never taken for VQC_OK. */
+    t->status = VQC_EINTERNAL;
+    for (int k = 0; k < VQC_STATUS_COUNT; k++)
+      if (strcmp(json_string_value(st), vqc_status_name((vqc_status)k)) == 0)
+        t->status = (vqc_status)k;
+    t->steps_done = json_integer_value(done);
+    t->failed_rank = json_is_integer(fr) ? (int)json_integer_value(fr) : -1;
+    snprintf(msg, n, "%s", json_is_string(m) ? json_string_value(m) : "");
+    t->message = msg;
+  }
+  json_decref(j);
+  return s;
 }
 
 /* "kind@step, ..." of the findings, each kind and step once. */
@@ -228,6 +321,38 @@ static json_t *case_to_json(const vqc_suite_case *c, const char *file,
   return j;
 }
 
+/* The columns of a case that say what it is (name, fault, expected): of
+ * the scenario sc, or of the file name when it did not load (sc NULL). */
+static void name_case(vqc_suite_case *c, const vqc_scenario *sc,
+                      const char *file) {
+  snprintf(c->name, sizeof c->name, "%s", sc ? sc->name : file);
+  if (!sc) return;
+  snprintf(c->fault, sizeof c->fault, "%s", vqc_fault_name(sc->fault));
+  vqc_scenario_expect_string(sc, c->expected, sizeof c->expected);
+}
+
+/* Marks cases [from, n) as not passed after signal sig: `first` (the one
+ * running, when it was) "interrupted by SIG...", the rest "not run".
+ * Returns how many it marked. */
+static int mark_unfinished(vqc_suite_case *cases, int from, int n, int sig,
+                           bool first) {
+  const char *name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+  for (int i = from; i < n; i++) {
+    vqc_suite_case *c = &cases[i];
+    c->passed = false;
+    c->error = true;
+    if (i == from && first)
+      snprintf(c->message, sizeof c->message, "interrupted by %s (its "
+               "processes were stopped; see %.900s/vqcheck.log)", name,
+               c->run_dir);
+    else
+      snprintf(c->message, sizeof c->message, "not run: the suite was "
+               "interrupted by %s", name);
+    snprintf(c->found, sizeof c->found, "-");
+  }
+  return n - from;
+}
+
 int vqc_cmd_suite(int argc, char **argv) {
   run_opts o;
   int rc = vqc_run_parse_opts("suite", argc, argv, true, suite_help, &o);
@@ -256,39 +381,37 @@ int vqc_cmd_suite(int argc, char **argv) {
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) {
     fprintf(stderr, "vqcheck suite: cannot find this program's path\n");
+    free_names(files, nfiles);
     return 3;
   }
   self[n] = '\0';
 
   char launcher[1024] = "";
   if (vqc_run_launched_backend(o.backend)) {
-    const char *l = o.launcher ? o.launcher : getenv("VQC_LAUNCHER");
-    if (l && l[0])
-      snprintf(launcher, sizeof launcher, "%s", l);
-    else
-      snprintf(launcher, sizeof launcher, "mpiexec --oversubscribe%s",
-               geteuid() == 0 ? " --allow-run-as-root" : "");
-    char first[1024];
-    snprintf(first, sizeof first, "%s", launcher);
-    char *word = strtok(first, " \t");
-    if (!word || !on_path(word)) {
-      fprintf(stderr, "vqcheck suite: the MPI launcher '%s' is not "
-              "available\nhint: install OpenMPI (scripts/install-deps.sh) or "
-              "pass --launcher\n", word ? word : launcher);
+    vqc_launcher_resolve(o.launcher, launcher, sizeof launcher);
+    if (!vqc_launcher_available("suite", launcher)) {
+      free_names(files, nfiles);
       return 3;
     }
+    /* Each child `vqcheck run` launches and supervises its ranks, even
+     * where the environment looks launched (a Slurm batch script sets
+     * SLURM_PROCID). */
+    setenv("VQC_SUPERVISE", "1", 1);
   }
 
   char base[4096];
-  if (o.out && o.out[0]) {
-    snprintf(base, sizeof base, "%s", o.out);
-  } else {
-    vqc_run_default_dir("suite", base, sizeof base);
-  }
-  /* Up front: the suite report goes here even when nothing runs. */
-  if (vqc_mkdir_p(base) != VQC_OK) {
+  /* (--out "" was refused by the option parser.) The default gets -2, -3
+   * when a suite of the same second has it. */
+  vqc_run_dir_choose(o.out, "suite", base, sizeof base);
+  /* Up front: the suite report goes here even when nothing runs. Locked
+   * for the suite's life (the end of the process gives it back): a second
+   * suite on OUT would clear this one's scenarios. A directory that is not
+   * vqcheck's, or in use, is exit 2 with the reason. */
+  vqc_status ps = vqc_run_dir_prepare(base);
+  if (ps != VQC_OK) {
     fprintf(stderr, "vqcheck suite: %s\n", vqc_cli_error_text());
-    return 3;
+    free_names(files, nfiles);
+    return vqc_status_exit_code(ps);
   }
 
   /* Load everything first: a file that does not load is reported up
@@ -300,6 +423,12 @@ int vqc_cmd_suite(int argc, char **argv) {
   int *exit_codes = calloc((size_t)nfiles, sizeof *exit_codes);
   if (!scs || !loaded || !load_err || !cases || !exit_codes) {
     fprintf(stderr, "vqcheck suite: no memory for %d scenarios\n", nfiles);
+    free_names(files, nfiles);
+    free(scs);
+    free(loaded);
+    free(load_err);
+    free(cases);
+    free(exit_codes);
     return 3;
   }
   table_widths w = {8, 5, 8, 30};
@@ -324,6 +453,18 @@ int vqc_cmd_suite(int argc, char **argv) {
   }
   const bool table = !o.json && !o.quiet;
   const bool progress = vqc_cli_show_progress(o.quiet, o.json);
+  /* From here on a SIGINT or SIGTERM ends the running scenario and is
+   * reported (see the file comment); the previous handlers come back at
+   * the end. */
+  struct sigaction sa, old_int, old_term;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_suite_signal;
+  sigemptyset(&sa.sa_mask);
+  suite_signal = 0;
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  int interrupted = 0; /* the signal that stopped the suite; 0 for none */
+  int unfinished = 0;  /* scenarios it left interrupted or not run */
   if (table)
     printf("%-*s  %-*s  %-*s  %-*s  %-6s  %7s\n", w.name, "scenario", w.fault,
            "fault", w.expected, "expected", w.found, "found", "result",
@@ -334,6 +475,17 @@ int vqc_cmd_suite(int argc, char **argv) {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, files[i]);
     exit_codes[i] = -1;
+    if (suite_signal) {
+      /* Between scenarios: this one and the rest are not run. */
+      interrupted = suite_signal;
+      for (int m = i; m < nfiles; m++)
+        name_case(&cases[m], loaded[m] ? &scs[m] : NULL, files[m]);
+      unfinished = mark_unfinished(cases, i, nfiles, interrupted, false);
+      failed += unfinished;
+      if (!o.json)
+        for (int m = i; m < nfiles; m++) print_case_row(&w, &cases[m]);
+      break;
+    }
     if (!loaded[i]) {
       snprintf(c->name, sizeof c->name, "%s", files[i]);
       snprintf(c->found, sizeof c->found, "-");
@@ -376,7 +528,8 @@ int vqc_cmd_suite(int argc, char **argv) {
     snprintf(log, sizeof log, "%s/vqcheck.log", rundir);
     /* What an earlier suite left there goes first, so a child that dies
      * early cannot leave last time's verdict or reports in place to be
-     * read as this run's. */
+     * read as this run's. The suite's own directory (marked, so the child
+     * accepts it); its lock goes to the child, which takes it itself. */
     if (vqc_run_dir_prepare(rundir) != VQC_OK) {
       snprintf(c->message, sizeof c->message, "%.1000s", vqc_cli_error_text());
       c->error = true;
@@ -384,20 +537,18 @@ int vqc_cmd_suite(int argc, char **argv) {
       if (!o.json) print_case_row(&w, c);
       continue;
     }
+    vqc_run_dir_unlock(rundir);
     char json[4400];
     snprintf(json, sizeof json, "%s/run.json", rundir);
 
-    /* The child's command line. */
+    /* The child's command line. With mpi or nccl the child is `vqcheck
+     * run --ranks N` outside any launcher, which launches the ranks itself
+     * and supervises them (supervise.h): a rank that dies or stops is then
+     * a rank_failure in run.json rather than an exit 137. */
     char *args[96];
     int k = 0;
-    char lcopy[1024], nranks[16], steps[16], seed[32], timeout[32];
-    if (vqc_run_launched_backend(o.backend)) {
-      snprintf(lcopy, sizeof lcopy, "%s", launcher);
-      k = split_words(lcopy, args, 64);
-      snprintf(nranks, sizeof nranks, "%d", sc.ranks);
-      args[k++] = "-n";
-      args[k++] = nranks;
-    }
+    char nranks[16], steps[16], seed[32], timeout[32];
+    const bool supervised = vqc_run_launched_backend(o.backend);
     args[k++] = self;
     args[k++] = "run";
     args[k++] = path;
@@ -409,10 +560,14 @@ int vqc_cmd_suite(int argc, char **argv) {
     args[k++] = rundir;
     args[k++] = "--quiet";
     if (vqc_cli_debug()) args[k++] = "--verbose";
-    if (o.ranks > 0) {
+    if (o.ranks > 0 || supervised) {
       snprintf(nranks, sizeof nranks, "%d", sc.ranks);
       args[k++] = "--ranks";
       args[k++] = nranks;
+    }
+    if (supervised) {
+      args[k++] = "--launcher";
+      args[k++] = launcher;
     }
     if (o.steps > 0) {
       snprintf(steps, sizeof steps, "%d", o.steps);
@@ -443,11 +598,25 @@ int vqc_cmd_suite(int argc, char **argv) {
     c->seconds = mono_s() - t0;
     exit_codes[i] = code;
     if (progress) printf("\r\033[K");
+    if (code == -3) {
+      /* Stopped by a signal to the suite: this one is interrupted, the
+       * rest are not run. */
+      interrupted = suite_signal;
+      for (int m = i + 1; m < nfiles; m++)
+        name_case(&cases[m], loaded[m] ? &scs[m] : NULL, files[m]);
+      unfinished = mark_unfinished(cases, i, nfiles, interrupted, true);
+      failed += unfinished;
+      if (!o.json)
+        for (int m = i; m < nfiles; m++) print_case_row(&w, &cases[m]);
+      break;
+    }
 
     vqc_findings f;
     vqc_findings_init(&f);
     char why[5000] = "";
     bool ok = false;
+    vqc_run_training t;
+    char tmsg[1024];
     if (code == -2) {
       snprintf(why, sizeof why, "killed after %.0f s (see %s)", c->seconds,
                log);
@@ -456,13 +625,27 @@ int vqc_cmd_suite(int argc, char **argv) {
       snprintf(why, sizeof why, "the run failed to start or crashed (exit "
                "%d; see %s)", code, log);
       c->error = true;
-    } else if (vqc_run_read_json(json, &f, NULL) != VQC_OK) {
+    } else if (vqc_run_read_json(json, &f, NULL) != VQC_OK ||
+               read_training(json, &t, tmsg, sizeof tmsg) != VQC_OK) {
       snprintf(why, sizeof why, "no readable run.json (exit %d): %s", code,
                vqc_cli_error_text());
       c->error = true;
     } else {
       found_string(&f, c->found, sizeof c->found);
+      /* First whether it trained: findings of a run that stopped at step
+       * 0 are no verdict (an empty list would meet `clean`). */
+      char stop[1400];
+      const vqc_training_verdict v =
+          vqc_run_judge_training(&sc, &t, &f, stop, sizeof stop);
       ok = vqc_scenario_expectations_met(&sc, &f, why, sizeof why);
+      if (v == VQC_TRAINING_FAILED) {
+        char exp[5000];
+        snprintf(exp, sizeof exp, "%s", why);
+        snprintf(why, sizeof why, "%.1400s (exit %d; see %.1000s)%s%.1000s",
+                 stop, code, log, ok ? "" : "; and ", ok ? "" : exp);
+        ok = false;
+        c->error = true;
+      }
     }
     vqc_findings_free(&f);
     c->passed = ok;
@@ -471,6 +654,10 @@ int vqc_cmd_suite(int argc, char **argv) {
     if (ok) passed++;
     else failed++;
   }
+
+  /* A signal after the last scenario ended: every result stands, but the
+   * suite still says it was stopped (the caller asked it to). */
+  if (!interrupted && suite_signal) interrupted = suite_signal;
 
   /* The suite's own reports, next to the scenarios' run directories. */
   int code = bad_files > 0 ? 2 : failed > 0 ? 1 : 0;
@@ -504,8 +691,14 @@ int vqc_cmd_suite(int argc, char **argv) {
     json_object_set_new(doc, "cases", list);
     json_object_set_new(doc, "passed", json_integer(passed));
     json_object_set_new(doc, "failed", json_integer(failed));
-    json_object_set_new(doc, "ok", json_boolean(code == 0));
-    json_object_set_new(doc, "exit_code", json_integer(code));
+    json_object_set_new(doc, "interrupted",
+                        interrupted ? json_string(interrupted == SIGINT
+                                                      ? "SIGINT"
+                                                      : "SIGTERM")
+                                    : json_null());
+    json_object_set_new(doc, "ok", json_boolean(code == 0 && !interrupted));
+    json_object_set_new(doc, "exit_code",
+                        json_integer(interrupted ? 128 + interrupted : code));
     json_object_set_new(doc, "junit", s == VQC_OK ? json_string(junit)
                                                   : json_null());
     json_object_set_new(doc, "report", s == VQC_OK ? json_string(md)
@@ -522,8 +715,16 @@ int vqc_cmd_suite(int argc, char **argv) {
     printf("%d passed, %d failed\n", passed, failed);
   }
   fflush(stdout);
-  for (int i = 0; i < nfiles; i++) free(files[i]);
-  free(files);
+  if (interrupted) {
+    fprintf(stderr, "vqcheck suite: interrupted by %s: %d scenario%s did "
+            "not finish (the report lists them)\n",
+            interrupted == SIGINT ? "SIGINT" : "SIGTERM",
+            unfinished, unfinished == 1 ? "" : "s");
+    code = 128 + interrupted;
+  }
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  free_names(files, nfiles);
   free(scs);
   free(loaded);
   free(load_err);

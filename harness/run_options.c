@@ -1,8 +1,10 @@
-/* run_options.c: the options `vqcheck run` and `vqcheck suite` share (see
- * run_options.h). */
+/* run_options.c: the options `vqcheck run` and `vqcheck suite` share, and
+ * their rule for a run whose training stopped (see run_options.h). */
 #include "run_options.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +28,7 @@ static bool parse_int(const char *s, long lo, long hi, long *out) {
 
 /* The options that take a value; NULL when `a` is not one of them. The
  * text says what a good value looks like, for the usage error. */
-static const char *value_option(const char *a, bool suite) {
+static const char *value_option(const char *a) {
   if (strcmp(a, "--ranks") == 0)
     return "an integer from 1 to " VQC_STRINGIFY(VQC_SCENARIO_MAX_RANKS);
   if (strcmp(a, "--steps") == 0) return "an integer from 1 to 1000000";
@@ -36,7 +38,7 @@ static const char *value_option(const char *a, bool suite) {
     return "threads, mpi, or nccl with --device cuda";
   if (strcmp(a, "--device") == 0) return "cpu or cuda";
   if (strcmp(a, "--out") == 0) return "a directory";
-  if (suite && strcmp(a, "--launcher") == 0) return "a command line";
+  if (strcmp(a, "--launcher") == 0) return "a command line";
   return NULL;
 }
 
@@ -70,7 +72,7 @@ int vqc_run_parse_opts(const char *cmd, int argc, char **argv, bool suite,
       o->path = a;
       continue;
     }
-    const char *want = value_option(a, suite);
+    const char *want = value_option(a);
     if (!want) return vqc_cli_usage_error(cmd, "unknown option '%s'", a);
     if (i + 1 >= argc)
       return vqc_cli_usage_error(cmd, "%s needs a value (%s)", a, want);
@@ -100,6 +102,7 @@ int vqc_run_parse_opts(const char *cmd, int argc, char **argv, bool suite,
       ok = strcmp(v, "cpu") == 0 || strcmp(v, "cuda") == 0;
       o->device = strcmp(v, "cuda") == 0 ? VQC_DEVICE_CUDA : VQC_DEVICE_CPU;
     } else if (strcmp(a, "--out") == 0) {
+      if (vqc_cli_check_out(cmd, v) != 0) return 2;
       o->out = v;
     } else { /* --launcher */
       ok = v[0] != '\0';
@@ -135,4 +138,111 @@ int vqc_run_device_unusable(const char *cmd, vqc_device device) {
   (void)vqc_run_probe_device(); /* fails; its message says why */
   fprintf(stderr, "vqcheck %s: %s\n", cmd, vqc_cli_error_text());
   return 3;
+}
+
+/* ---- how training ended */
+
+/* Whether a finding of kind k explains a stop with status s (the table in
+ * run_options.h). */
+static bool kind_explains(vqc_finding_kind k, vqc_status s) {
+  switch (s) {
+    case VQC_ETIMEOUT:
+      return k == VQC_FINDING_DEADLOCK || k == VQC_FINDING_RANK_FAILURE;
+    case VQC_EMISMATCH:
+      return k == VQC_FINDING_COLLECTIVE_MISMATCH;
+    case VQC_ESHAPE:
+      return k == VQC_FINDING_SHAPE_MISMATCH;
+    case VQC_EABORTED:
+    case VQC_ECOMM:
+      return k == VQC_FINDING_DEADLOCK || k == VQC_FINDING_RANK_FAILURE ||
+             k == VQC_FINDING_COLLECTIVE_MISMATCH ||
+             k == VQC_FINDING_SHAPE_MISMATCH;
+    default:
+      return false;
+  }
+}
+
+/* The expected kind that explains the stop, or -1: in sc's expectation,
+ * able to explain t->status, and found in f. */
+static int explaining_kind(const vqc_scenario *sc, vqc_status status,
+                           vqc_findings *f) {
+  if (sc->expect_clean || sc->nexpect == 0 || !f) return -1;
+  int kind = -1;
+  pthread_mutex_lock(&f->lock);
+  for (int i = 0; i < sc->nexpect && kind < 0; i++) {
+    const vqc_finding_kind k = sc->expect[i].kind;
+    if (!kind_explains(k, status)) continue;
+    for (int j = 0; j < f->count && kind < 0; j++)
+      if (f->items[j].kind == k) kind = (int)k;
+  }
+  pthread_mutex_unlock(&f->lock);
+  return kind;
+}
+
+vqc_training_verdict vqc_run_judge_training(const vqc_scenario *sc,
+                                            const vqc_run_training *t,
+                                            vqc_findings *f, char *why,
+                                            size_t n) {
+  char scratch[8];
+  if (!why || n == 0) {
+    why = scratch;
+    n = sizeof scratch;
+  }
+  why[0] = '\0';
+  if (t->status == VQC_OK && t->steps_done >= sc->steps)
+    return VQC_TRAINING_COMPLETE;
+  if (t->status == VQC_OK) {
+    snprintf(why, n, "training ended after %" PRId64 " of %d steps without "
+             "an error", t->steps_done, sc->steps);
+    return VQC_TRAINING_FAILED;
+  }
+  /* The message without the library's source locations and without the
+   * "rank N: " the runner puts first (said here already). */
+  char text[1024];
+  const char *m = t->message ? t->message : "";
+  if (vqc_cli_debug())
+    snprintf(text, sizeof text, "%s", m);
+  else
+    vqc_cli_strip_internal(m, text, sizeof text);
+  const char *body = text;
+  char prefix[32];
+  snprintf(prefix, sizeof prefix, "rank %d: ", t->failed_rank);
+  if (t->failed_rank >= 0 && strncmp(body, prefix, strlen(prefix)) == 0)
+    body += strlen(prefix);
+  char where[64] = "";
+  if (t->failed_rank >= 0)
+    snprintf(where, sizeof where, " on rank %d", t->failed_rank);
+  int used = snprintf(why, n, "training stopped at step %" PRId64 " of %d%s "
+                      "(%s)%s%s", t->steps_done, sc->steps, where,
+                      vqc_status_message(t->status), body[0] ? ": " : "",
+                      body);
+  const int kind = explaining_kind(sc, t->status, f);
+  if (kind < 0) return VQC_TRAINING_FAILED;
+  if (used >= 0 && (size_t)used < n)
+    snprintf(why + used, n - (size_t)used, "; the expected %s explains it",
+             vqc_finding_kind_name((vqc_finding_kind)kind));
+  return VQC_TRAINING_EXPLAINED;
+}
+
+const char *vqc_run_training_hint(vqc_status s) {
+  switch (s) {
+    case VQC_ETIMEOUT:
+      return "a collective passed its deadline: on a slow or busy machine "
+             "raise --timeout; otherwise a rank is stuck (see the run's "
+             "report)";
+    case VQC_ENOMEM:
+      return "free memory (or raise the memory limit, ulimit -v) or run "
+             "with smaller sizes, batch or --ranks";
+    case VQC_EABORTED:
+    case VQC_ECOMM:
+      return "a rank or the communication backend failed: see the "
+             "launcher's output and the run's report";
+    case VQC_EIO:
+      return "check that the run directory is writable and has space";
+    case VQC_ENODEVICE:
+    case VQC_ECUDA:
+      return "check the GPU (nvidia-smi) or run with --device cpu";
+    default:
+      return "see training.message in the run directory's run.json";
+  }
 }

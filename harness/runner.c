@@ -261,6 +261,10 @@ static vqc_status check_device(const vqc_scenario *sc, vqc_device d,
 
 void vqc_run_result_free(vqc_run_result *r) {
   if (!r) return;
+  /* The run directory's lock (vqc_run_dir_prepare) lives as long as the
+   * result: the caller's reports are written under it. A no-op where this
+   * process holds none (other mpi ranks, a run refused before). */
+  vqc_run_dir_unlock(r->run_dir);
   vqc_findings_free(&r->findings);
   free(r->steps);
   r->steps = NULL;
@@ -428,6 +432,8 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
   vqc_status s = VQC_OK;
   if (rank == 0) {
     vqc_run_dir_choose(o ? o->out_dir : NULL, sc->name, dir, sizeof dir);
+    /* Rank 0's process alone checks, locks (until vqc_run_result_free)
+     * and clears. */
     s = vqc_run_dir_prepare(dir);
     if (s != VQC_OK) dir[0] = '\0';
   }

@@ -31,6 +31,7 @@
 
 #include "findings.h"
 #include "instrument.h"
+#include "rundir.h"
 #include "runner.h" /* vqc_run_read_json: run.json must read like the runner's */
 #include "test_paths.h"
 
@@ -209,8 +210,10 @@ Test(instrument, stale_files) {
   snprintf(dir, sizeof dir, "/tmp/vqc-test-instrument-%d-stale",
            (int)getpid());
   mkdir(dir, 0777);
-  const char *names[] = {"rank-7.ledger.jsonl", "run.json", "notes.txt"};
-  for (int i = 0; i < 3; i++) {
+  /* An earlier run's directory: its marker says vqcheck made it. */
+  const char *names[] = {VQC_RUN_DIR_MARKER, "rank-7.ledger.jsonl", "run.json",
+                         "notes.txt"};
+  for (int i = 0; i < 4; i++) {
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);
     FILE *f = fopen(path, "w");
     cr_assert_not_null(f);

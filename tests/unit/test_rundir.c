@@ -4,14 +4,25 @@
  * Every case runs in a fresh temporary directory (made by the fixture,
  * removed with everything in it afterwards):
  *
- *   clear_*            vqc_run_dir_clear removes exactly run.json,
- *                      report.md, report.html, junit.xml, their
- *                      "<name>.tmp.<pid>" temporaries and the rank-* files,
- *                      when they are regular files, and keeps the rest
- *                      (notes, run.json.bak, subdirectories and what is in
- *                      them, links); a missing directory is VQC_EIO;
- *   prepare_*          vqc_run_dir_prepare makes a nested directory, clears
- *                      an existing one, and fails on a path through a file;
+ *   clear_*, check_*   vqc_run_dir_clear, in a directory with vqcheck's
+ *                      marker, removes exactly run.json, report.md,
+ *                      report.html, junit.xml, rank-<r>.{trace,ledger,
+ *                      live}.jsonl, rank-<r>.status.json and their
+ *                      "<name>.tmp.<pid>" temporaries, when they are
+ *                      regular files, and keeps the rest (a checkpoint
+ *                      rank-0.pt, look-alike names, vqcheck.log,
+ *                      subdirectories and what is in them, links); it
+ *                      refuses a non-empty directory without the marker
+ *                      (a link named like it does not count) and marks an
+ *                      empty one; a missing directory is VQC_EIO;
+ *   prepare_*          vqc_run_dir_prepare makes a nested directory with
+ *                      the marker and the lock, clears an existing one of
+ *                      vqcheck's, refuses a foreign one without writing
+ *                      into it, and fails on a path through a file;
+ *   lock_*             a second process is refused the lock (and prepare
+ *                      and clear) with a message naming the holder's pid;
+ *                      the holder's end frees it; holds in one process
+ *                      count;
  *   choose_*           vqc_run_dir_choose: `wanted` verbatim, else
  *                      "vqcheck-runs/<name>-<YYYYmmdd-HHMMSS>" (local time,
  *                      between the clock read before and after), with -2,
@@ -31,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -92,6 +104,18 @@ static void assert_listing(const char *dir, const char *want) {
   cr_assert_str_eq(got, want, "%s holds [%s], want [%s]", dir, got, want);
 }
 
+/* The whole file (malloc'd, caller frees). */
+static char *read_text_file(const char *path) {
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "cannot read %s: %s", path, strerror(errno));
+  char *text = calloc(1, 8192);
+  cr_assert_not_null(text);
+  size_t n = fread(text, 1, 8191, f);
+  fclose(f);
+  text[n] = '\0';
+  return text;
+}
+
 static bool is_dir(const char *path) {
   struct stat st;
   return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
@@ -101,48 +125,102 @@ TestSuite(rundir, .init = make_tmpdir, .fini = remove_tmpdir);
 
 /* ---- vqc_run_dir_clear */
 
+/* Makes dir vqcheck's, as a run would have: the marker only. */
+static void mark_dir(const char *dir) {
+  put_file(dir, VQC_RUN_DIR_MARKER, "made by a test\n");
+}
+
 Test(rundir, clear_removes_run_files) {
+  mark_dir(tmpdir);
   /* What a run writes, and the temporaries of interrupted writes. */
   const char *stale[] = {
-      "run.json",          "report.md",          "report.html",
-      "junit.xml",         "run.json.tmp.1234",  "report.md.tmp.9",
-      "report.html.tmp.77", "junit.xml.tmp.5",   "rank-0.trace",
-      "rank-1.ledger",     "rank-2.status.json.tmp.42", "rank-3"};
+      "run.json",           "report.md",
+      "report.html",        "junit.xml",
+      "run.json.tmp.1234",  "report.md.tmp.9",
+      "report.html.tmp.77", "junit.xml.tmp.5",
+      "rank-0.trace.jsonl", "rank-1.ledger.jsonl",
+      "rank-12.status.json", "rank-2.status.json.tmp.42",
+      "rank-3.live.jsonl",  "rank-0.trace.jsonl.tmp.7"};
   for (size_t i = 0; i < sizeof stale / sizeof stale[0]; i++)
     put_file(tmpdir, stale[i], "stale");
-  /* What is not the run's: a user's files, names that only look alike. */
-  put_file(tmpdir, "notes.txt", "my notes");
-  put_file(tmpdir, "run.json.bak", "backup");
-  put_file(tmpdir, "old-run.json", "another run");
-  put_file(tmpdir, "report.mdx", "not a report");
-  put_file(tmpdir, "junit.xml.orig", "not junit");
+  /* What is not the run's: a user's files, names that only look alike
+   * (a checkpoint, a rank in another spelling, other suffixes), and the
+   * suite's log. */
+  const char *keep[] = {"notes.txt",           "run.json.bak",
+                        "old-run.json",        "report.mdx",
+                        "junit.xml.orig",      "rank-0.pt",
+                        "rank-0.trace",        "rank-01.trace.jsonl",
+                        "rank-x.ledger.jsonl", "rank-1.trace.jsonl.bak",
+                        "rank-2.status.json.tmp.", "run.json.tmp.12a",
+                        "vqcheck.log"};
+  for (size_t i = 0; i < sizeof keep / sizeof keep[0]; i++)
+    put_file(tmpdir, keep[i], "mine");
   /* A subdirectory, with a run's files inside: not entered. */
   char sub[512];
   cr_assert_eq(vqc_mkdir_p(in_tmp(sub, sizeof sub, "subdir")), VQC_OK);
   put_file(sub, "run.json", "inner");
-  put_file(sub, "rank-0.trace", "inner");
-  /* A directory and a link with a rank-* name: not regular files. */
+  put_file(sub, "rank-0.trace.jsonl", "inner");
+  /* A directory and a link with a run file's name: not regular files. */
   char rank_dir[512], link[512], target[512];
-  cr_assert_eq(vqc_mkdir_p(in_tmp(rank_dir, sizeof rank_dir, "rank-dir")),
+  cr_assert_eq(vqc_mkdir_p(in_tmp(rank_dir, sizeof rank_dir,
+                                  "rank-5.trace.jsonl")),
                VQC_OK);
   cr_assert_eq(symlink(in_tmp(target, sizeof target, "notes.txt"),
-                       in_tmp(link, sizeof link, "rank-link")),
+                       in_tmp(link, sizeof link, "rank-6.ledger.jsonl")),
                0);
 
   cr_assert_eq(vqc_run_dir_clear(tmpdir), VQC_OK, "%s", vqc_last_error());
-  assert_listing(tmpdir, "junit.xml.orig,notes.txt,old-run.json,rank-dir,"
-                         "rank-link,report.mdx,run.json.bak,subdir");
-  assert_listing(sub, "rank-0.trace,run.json");
-  assert_file_text(tmpdir, "notes.txt", "my notes");
-  assert_file_text(tmpdir, "run.json.bak", "backup");
+  assert_listing(tmpdir,
+                 ".vqcheck-run,junit.xml.orig,notes.txt,old-run.json,"
+                 "rank-0.pt,rank-0.trace,rank-01.trace.jsonl,"
+                 "rank-1.trace.jsonl.bak,rank-2.status.json.tmp.,"
+                 "rank-5.trace.jsonl,rank-6.ledger.jsonl,"
+                 "rank-x.ledger.jsonl,report.mdx,run.json.bak,"
+                 "run.json.tmp.12a,subdir,vqcheck.log");
+  assert_listing(sub, "rank-0.trace.jsonl,run.json");
+  assert_file_text(tmpdir, "notes.txt", "mine");
+  assert_file_text(tmpdir, "rank-0.pt", "mine");
+}
+
+/* The bug this contract fixes: `--out DIR` on a directory of the user's
+ * removed every rank-* file in it (a checkpoint rank-0.pt). */
+Test(rundir, clear_refuses_foreign) {
+  put_file(tmpdir, "rank-0.pt", "a checkpoint");
+  put_file(tmpdir, "run.json", "the user's own run.json");
+  vqc_clear_error();
+  cr_assert_eq(vqc_run_dir_clear(tmpdir), VQC_EINVAL);
+  const char *m = vqc_last_error();
+  cr_assert_not_null(strstr(m, "refusing to use"), "message: %s", m);
+  cr_assert_not_null(strstr(m, tmpdir), "message: %s", m);
+  cr_assert(strstr(m, "rank-0.pt") || strstr(m, "run.json"), "message: %s",
+            m);
+  cr_assert_not_null(strstr(m, "pass a new or empty directory"),
+                     "message: %s", m);
+  /* Nothing removed, nothing written. */
+  assert_listing(tmpdir, "rank-0.pt,run.json");
+  assert_file_text(tmpdir, "rank-0.pt", "a checkpoint");
+}
+
+Test(rundir, clear_refuses_link_marker) {
+  /* A link named like the marker is not vqcheck's marker. */
+  put_file(tmpdir, "rank-0.trace.jsonl", "the user's trace");
+  char link[512], target[512];
+  cr_assert_eq(symlink(in_tmp(target, sizeof target, "rank-0.trace.jsonl"),
+                       in_tmp(link, sizeof link, VQC_RUN_DIR_MARKER)),
+               0);
+  cr_assert_eq(vqc_run_dir_clear(tmpdir), VQC_EINVAL);
+  assert_file_text(tmpdir, "rank-0.trace.jsonl", "the user's trace");
 }
 
 Test(rundir, clear_empty_and_again) {
+  /* An empty directory becomes vqcheck's (the marker), then is cleared
+   * again and again. */
   cr_assert_eq(vqc_run_dir_clear(tmpdir), VQC_OK, "%s", vqc_last_error());
+  assert_listing(tmpdir, ".vqcheck-run");
   put_file(tmpdir, "run.json", "stale");
-  cr_assert_eq(vqc_run_dir_clear(tmpdir), VQC_OK);
   cr_assert_eq(vqc_run_dir_clear(tmpdir), VQC_OK, "%s", vqc_last_error());
-  assert_listing(tmpdir, "");
+  cr_assert_eq(vqc_run_dir_clear(tmpdir), VQC_OK, "%s", vqc_last_error());
+  assert_listing(tmpdir, ".vqcheck-run");
 }
 
 Test(rundir, clear_missing_dir) {
@@ -155,6 +233,17 @@ Test(rundir, clear_missing_dir) {
   assert_listing(tmpdir, "");
 }
 
+Test(rundir, check_bookkeeping_only) {
+  /* The lock file alone (a prepare interrupted before the marker) does not
+   * make a directory anyone's. */
+  put_file(tmpdir, VQC_RUN_DIR_LOCK, "");
+  cr_assert_eq(vqc_run_dir_check(tmpdir), VQC_OK, "%s", vqc_last_error());
+  put_file(tmpdir, "x", "");
+  cr_assert_eq(vqc_run_dir_check(tmpdir), VQC_EINVAL);
+  mark_dir(tmpdir);
+  cr_assert_eq(vqc_run_dir_check(tmpdir), VQC_OK, "%s", vqc_last_error());
+}
+
 /* ---- vqc_run_dir_prepare */
 
 Test(rundir, prepare_creates) {
@@ -162,20 +251,42 @@ Test(rundir, prepare_creates) {
   in_tmp(dir, sizeof dir, "runs/a/b");
   cr_assert_eq(vqc_run_dir_prepare(dir), VQC_OK, "%s", vqc_last_error());
   cr_assert(is_dir(dir));
-  assert_listing(dir, "");
+  assert_listing(dir, ".vqcheck-run,.vqcheck.lock");
+  /* The marker says what made it. */
+  char path[600];
+  char *text = read_text_file(in_tmp(path, sizeof path,
+                                     "runs/a/b/" VQC_RUN_DIR_MARKER));
+  cr_assert_not_null(strstr(text, "vqcheck"), "%s", text);
+  free(text);
+  vqc_run_dir_unlock(dir);
 }
 
 Test(rundir, prepare_clears) {
   char dir[512];
   in_tmp(dir, sizeof dir, "run");
-  cr_assert_eq(vqc_mkdir_p(dir), VQC_OK);
+  cr_assert_eq(vqc_run_dir_prepare(dir), VQC_OK, "%s", vqc_last_error());
+  vqc_run_dir_unlock(dir);
   put_file(dir, "run.json", "stale verdict");
-  put_file(dir, "rank-0.ledger", "stale ledger");
+  put_file(dir, "rank-0.ledger.jsonl", "stale ledger");
   put_file(dir, "report.html.tmp.31337", "half a report");
   put_file(dir, "notes.txt", "keep");
   cr_assert_eq(vqc_run_dir_prepare(dir), VQC_OK, "%s", vqc_last_error());
-  assert_listing(dir, "notes.txt");
+  assert_listing(dir, ".vqcheck-run,.vqcheck.lock,notes.txt");
   assert_file_text(dir, "notes.txt", "keep");
+  vqc_run_dir_unlock(dir);
+}
+
+Test(rundir, prepare_refuses_foreign) {
+  char dir[512];
+  in_tmp(dir, sizeof dir, "out");
+  cr_assert_eq(vqc_mkdir_p(dir), VQC_OK);
+  put_file(dir, "rank-0.pt", "a checkpoint");
+  vqc_clear_error();
+  cr_assert_eq(vqc_run_dir_prepare(dir), VQC_EINVAL);
+  cr_assert_not_null(strstr(vqc_last_error(), "rank-0.pt"), "message: %s",
+                     vqc_last_error());
+  /* Not even the lock file or the marker is written into it. */
+  assert_listing(dir, "rank-0.pt");
 }
 
 Test(rundir, prepare_through_file) {
@@ -184,6 +295,81 @@ Test(rundir, prepare_through_file) {
   in_tmp(dir, sizeof dir, "plain/run");
   cr_assert_eq(vqc_run_dir_prepare(dir), VQC_EIO);
   assert_listing(tmpdir, "plain");
+}
+
+/* ---- the lock */
+
+/* A child process that takes dir's lock, says so on a pipe, and holds it
+ * until its stdin-like pipe closes. Returns its pid; *release is the fd to
+ * close to let it go. */
+static pid_t lock_in_child(const char *dir, int *release) {
+  int ready[2], hold[2];
+  cr_assert_eq(pipe(ready), 0);
+  cr_assert_eq(pipe(hold), 0);
+  pid_t pid = fork();
+  cr_assert_geq(pid, 0);
+  if (pid == 0) {
+    close(ready[0]);
+    close(hold[1]);
+    const char ok = vqc_run_dir_lock(dir) == VQC_OK ? 'y' : 'n';
+    if (write(ready[1], &ok, 1) != 1) _exit(2);
+    char c;
+    while (read(hold[0], &c, 1) > 0) {
+    }
+    _exit(0);
+  }
+  close(ready[1]);
+  close(hold[0]);
+  char ok = 'n';
+  cr_assert_eq(read(ready[0], &ok, 1), 1);
+  close(ready[0]);
+  cr_assert_eq(ok, 'y', "the child could not take the lock");
+  *release = hold[1];
+  return pid;
+}
+
+static void end_child(pid_t pid, int release) {
+  close(release);
+  int st;
+  cr_assert_eq(waitpid(pid, &st, 0), pid);
+}
+
+Test(rundir, lock_refuses_second_process) {
+  mark_dir(tmpdir);
+  put_file(tmpdir, "run.json", "the first one's verdict");
+  int release;
+  pid_t child = lock_in_child(tmpdir, &release);
+  vqc_clear_error();
+  cr_assert_eq(vqc_run_dir_lock(tmpdir), VQC_EINVAL);
+  char pid_text[32];
+  snprintf(pid_text, sizeof pid_text, "pid %d ", (int)child);
+  const char *m = vqc_last_error();
+  cr_assert_not_null(strstr(m, "is in use by"), "message: %s", m);
+  cr_assert_not_null(strstr(m, pid_text), "message: %s", m);
+  cr_assert_not_null(strstr(m, "pass another --out"), "message: %s", m);
+  /* Neither prepare nor a bare clear touches the holder's files. */
+  cr_assert_eq(vqc_run_dir_prepare(tmpdir), VQC_EINVAL);
+  cr_assert_eq(vqc_run_dir_clear(tmpdir), VQC_EINVAL);
+  assert_file_text(tmpdir, "run.json", "the first one's verdict");
+  end_child(child, release);
+  /* The holder gone (even without unlocking), the lock is free. */
+  cr_assert_eq(vqc_run_dir_prepare(tmpdir), VQC_OK, "%s", vqc_last_error());
+  vqc_run_dir_unlock(tmpdir);
+}
+
+Test(rundir, lock_counts_holds) {
+  cr_assert_eq(vqc_run_dir_lock(tmpdir), VQC_OK, "%s", vqc_last_error());
+  cr_assert_eq(vqc_run_dir_lock(tmpdir), VQC_OK, "%s", vqc_last_error());
+  /* Held twice: the prepare of this same process goes through. */
+  cr_assert_eq(vqc_run_dir_prepare(tmpdir), VQC_OK, "%s", vqc_last_error());
+  vqc_run_dir_unlock(tmpdir);
+  vqc_run_dir_unlock(tmpdir);
+  vqc_run_dir_unlock(tmpdir);
+  /* Every hold given back: another process can have it. */
+  int release;
+  pid_t child = lock_in_child(tmpdir, &release);
+  cr_assert_eq(vqc_run_dir_lock(tmpdir), VQC_EINVAL);
+  end_child(child, release);
 }
 
 /* ---- vqc_run_dir_choose */

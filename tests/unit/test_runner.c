@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "run_models.h"
+#include "rundir.h"
 #include "runner.h"
 #include "scenario.h"
 #include "test_paths.h"
@@ -104,11 +105,16 @@ Test(runner, clean_twin_is_clean_and_writes_its_steps) {
   load("skip_weight_sync-clean", &sc);
   char dir[256];
   temp_dir(dir, sizeof dir);
-  /* Stale files of an earlier run must not survive; others are left. */
-  char stale[512], keep[512];
+  /* Stale files of an earlier run (whose marker says vqcheck made the
+   * directory) must not survive; others are left. */
+  char stale[512], keep[512], marker[512];
   snprintf(stale, sizeof stale, "%s/rank-7.status.json", dir);
   snprintf(keep, sizeof keep, "%s/notes.txt", dir);
-  FILE *f = fopen(stale, "w");
+  snprintf(marker, sizeof marker, "%s/" VQC_RUN_DIR_MARKER, dir);
+  FILE *f = fopen(marker, "w");
+  fputs("vqcheck run\n", f);
+  fclose(f);
+  f = fopen(stale, "w");
   fputs("{}", f);
   fclose(f);
   f = fopen(keep, "w");
