@@ -2,6 +2,7 @@
  * spawn_capture.h). */
 #include "spawn_capture.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <spawn.h>
@@ -123,4 +124,32 @@ void vqc_spawn_result_free(vqc_spawn_result *r) {
   free(r->out);
   free(r->err);
   r->out = r->err = NULL;
+}
+
+int vqc_test_children(pid_t pid, pid_t *kids, int max) {
+  int n = 0;
+  DIR *d = opendir("/proc");
+  if (!d) return 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL && n < max) {
+    char *end;
+    const long p = strtol(e->d_name, &end, 10);
+    if (*end != '\0' || p <= 0) continue;
+    char path[64], buf[512];
+    snprintf(path, sizeof path, "/proc/%ld/stat", p);
+    FILE *f = fopen(path, "r");
+    if (!f) continue;
+    const size_t got = fread(buf, 1, sizeof buf - 1, f);
+    fclose(f);
+    buf[got] = '\0';
+    /* "pid (comm) state ppid ...": comm may hold spaces, not ')'s last. */
+    const char *close_paren = strrchr(buf, ')');
+    char state;
+    long ppid;
+    if (close_paren && sscanf(close_paren + 1, " %c %ld", &state, &ppid) == 2 &&
+        ppid == (long)pid)
+      kids[n++] = (pid_t)p;
+  }
+  closedir(d);
+  return n;
 }

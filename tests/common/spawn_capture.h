@@ -2,12 +2,14 @@
  * prints, for the tests that check the built vqcheck as a user meets it
  * (exit code, stdout and stderr kept apart). Library code for tests: it
  * returns an error number instead of asserting, so each test decides how to
- * fail. (Not named spawn.h: this directory is on the include path, and that
+ * fail. It also lists a process's children, so a test can check that
+ * nothing a command started outlives it. (Not named spawn.h: this directory is on the include path, and that
  * name would hide the system's <spawn.h>.) */
 #ifndef VQC_SPAWN_CAPTURE_H
 #define VQC_SPAWN_CAPTURE_H
 
 #include <stdarg.h>
+#include <sys/types.h>
 
 /* The most arguments (the program's path included) a run may have. */
 #define VQC_SPAWN_MAX_ARGS 63
@@ -44,5 +46,9 @@ void vqc_spawn_result_free(vqc_spawn_result *r);
  * NULL when it cannot be opened or memory runs out. A file that changes
  * size while being read reads as "". */
 char *vqc_read_file(const char *path);
+
+/* The children of pid (from /proc/<p>/stat's ppid), at most max of them,
+ * into kids; returns how many. */
+int vqc_test_children(pid_t pid, pid_t *kids, int max);
 
 #endif /* VQC_SPAWN_CAPTURE_H */
