@@ -7,7 +7,6 @@
  *
  * DIR defaults to $VQC_SCENARIO_DIR, else the source tree's scenarios/
  * (compile-time VQC_SCENARIO_DIR, set in harness/CMakeLists.txt). */
-#include <dirent.h>
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -38,52 +37,6 @@ static void list_help(FILE *f) {
           VQC_SCENARIO_DIR);
 }
 
-static bool has_suffix(const char *s, const char *suffix) {
-  const size_t ls = strlen(s), lx = strlen(suffix);
-  return ls > lx && strcmp(s + ls - lx, suffix) == 0;
-}
-
-static int compare_names(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The scenario files in dir, sorted: *names (count entries, each malloc'd,
- * the caller frees both). Returns false with errno set when dir cannot be
- * read or memory runs out. */
-static bool scenario_files(const char *dir, char ***names, int *count) {
-  *names = NULL;
-  *count = 0;
-  DIR *d = opendir(dir);
-  if (!d) return false;
-  int cap = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue; /* editors' hidden swap files too */
-    if (!has_suffix(e->d_name, ".yaml") && !has_suffix(e->d_name, ".yml"))
-      continue;
-    if (*count == cap) {
-      cap = cap ? 2 * cap : 16;
-      char **grown = realloc(*names, (size_t)cap * sizeof *grown);
-      if (!grown) goto fail;
-      *names = grown;
-    }
-    char *copy = strdup(e->d_name);
-    if (!copy) goto fail;
-    (*names)[(*count)++] = copy;
-  }
-  closedir(d);
-  if (*count > 1) qsort(*names, (size_t)*count, sizeof **names, compare_names);
-  return true;
-fail:
-  closedir(d);
-  for (int i = 0; i < *count; i++) free((*names)[i]);
-  free(*names);
-  *names = NULL;
-  *count = 0;
-  errno = ENOMEM;
-  return false;
-}
-
 int vqc_cmd_list(int argc, char **argv) {
   const char *dir = NULL;
   bool json = false;
@@ -112,7 +65,7 @@ int vqc_cmd_list(int argc, char **argv) {
 
   char **names;
   int count;
-  if (!scenario_files(dir, &names, &count)) {
+  if (!vqc_scenario_files(dir, &names, &count)) {
     fprintf(stderr, "vqcheck list: cannot read directory '%s': %s\n", dir,
             strerror(errno));
     fprintf(stderr, "hint: give a scenario directory, or set VQC_SCENARIO_DIR\n");
@@ -162,8 +115,7 @@ int vqc_cmd_list(int argc, char **argv) {
     free(path);
     free(s);
   }
-  for (int i = 0; i < count; i++) free(names[i]);
-  free(names);
+  vqc_scenario_files_free(names, count);
 
   if (json) {
     json_dumpf(array, stdout, JSON_INDENT(2));

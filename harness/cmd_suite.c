@@ -25,7 +25,6 @@
  * scenario and the ones not run as not passed, and exits 128 + signal.
  *
  * Options are shared with `vqcheck run` (run_options.h). */
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <jansson.h>
@@ -105,48 +104,6 @@ static void suite_help(FILE *f) {
           "suite report cannot be written),\n      130/143 interrupted by "
           "SIGINT/SIGTERM\n",
           VQC_SCENARIO_DIR);
-}
-
-static bool has_suffix(const char *s, const char *suffix) {
-  const size_t ls = strlen(s), lx = strlen(suffix);
-  return ls > lx && strcmp(s + ls - lx, suffix) == 0;
-}
-
-static int compare_names(const void *a, const void *b) {
-  return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
-/* The scenario files of dir, sorted; NULL (errno set) when unreadable. */
-static char **list_scenarios(const char *dir, int *count) {
-  *count = 0;
-  DIR *d = opendir(dir);
-  if (!d) return NULL;
-  char **names = NULL;
-  int cap = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    if (e->d_name[0] == '.') continue;
-    if (!has_suffix(e->d_name, ".yaml") && !has_suffix(e->d_name, ".yml"))
-      continue;
-    if (*count == cap) {
-      cap = cap ? 2 * cap : 16;
-      char **g = realloc(names, (size_t)cap * sizeof *g);
-      if (!g) break;
-      names = g;
-    }
-    names[(*count)++] = strdup(e->d_name);
-  }
-  closedir(d);
-  if (!names) names = calloc(1, sizeof *names);
-  if (*count > 1) qsort(names, (size_t)*count, sizeof *names, compare_names);
-  return names;
-}
-
-/* Frees what list_scenarios returned. */
-static void free_names(char **names, int count) {
-  if (!names) return;
-  for (int i = 0; i < count; i++) free(names[i]);
-  free(names);
 }
 
 static double mono_s(void) {
@@ -364,8 +321,8 @@ int vqc_cmd_suite(int argc, char **argv) {
   const char *dir = o.path ? o.path : getenv("VQC_SCENARIO_DIR");
   if (!dir || !dir[0]) dir = VQC_SCENARIO_DIR;
   int nfiles = 0;
-  char **files = list_scenarios(dir, &nfiles);
-  if (!files) {
+  char **files = NULL;
+  if (!vqc_scenario_files(dir, &files, &nfiles)) {
     fprintf(stderr, "vqcheck suite: cannot read %s: %s\n", dir,
             strerror(errno));
     fprintf(stderr, "hint: 'vqcheck suite --help'\n");
@@ -373,7 +330,7 @@ int vqc_cmd_suite(int argc, char **argv) {
   }
   if (nfiles == 0) {
     fprintf(stderr, "vqcheck suite: no scenario files (*.yaml) in %s\n", dir);
-    free(files);
+    vqc_scenario_files_free(files, nfiles);
     return 2;
   }
 
@@ -381,7 +338,7 @@ int vqc_cmd_suite(int argc, char **argv) {
   ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
   if (n <= 0) {
     fprintf(stderr, "vqcheck suite: cannot find this program's path\n");
-    free_names(files, nfiles);
+    vqc_scenario_files_free(files, nfiles);
     return 3;
   }
   self[n] = '\0';
@@ -390,7 +347,7 @@ int vqc_cmd_suite(int argc, char **argv) {
   if (vqc_run_launched_backend(o.backend)) {
     vqc_launcher_resolve(o.launcher, launcher, sizeof launcher);
     if (!vqc_launcher_available("suite", launcher)) {
-      free_names(files, nfiles);
+      vqc_scenario_files_free(files, nfiles);
       return 3;
     }
     /* Each child `vqcheck run` launches and supervises its ranks, even
@@ -410,7 +367,7 @@ int vqc_cmd_suite(int argc, char **argv) {
   vqc_status ps = vqc_run_dir_prepare(base);
   if (ps != VQC_OK) {
     fprintf(stderr, "vqcheck suite: %s\n", vqc_cli_error_text());
-    free_names(files, nfiles);
+    vqc_scenario_files_free(files, nfiles);
     return vqc_status_exit_code(ps);
   }
 
@@ -423,7 +380,7 @@ int vqc_cmd_suite(int argc, char **argv) {
   int *exit_codes = calloc((size_t)nfiles, sizeof *exit_codes);
   if (!scs || !loaded || !load_err || !cases || !exit_codes) {
     fprintf(stderr, "vqcheck suite: no memory for %d scenarios\n", nfiles);
-    free_names(files, nfiles);
+    vqc_scenario_files_free(files, nfiles);
     free(scs);
     free(loaded);
     free(load_err);
@@ -724,7 +681,7 @@ int vqc_cmd_suite(int argc, char **argv) {
   }
   sigaction(SIGINT, &old_int, NULL);
   sigaction(SIGTERM, &old_term, NULL);
-  free_names(files, nfiles);
+  vqc_scenario_files_free(files, nfiles);
   free(scs);
   free(loaded);
   free(load_err);

@@ -14,6 +14,7 @@
  * model_info below), so a loaded scenario is fully explicit. */
 #include "scenario.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <math.h>
@@ -1085,4 +1086,55 @@ json_t *vqc_scenario_to_json(const vqc_scenario *s) {
     json_object_set_new(j, "expect", list);
   }
   return j;
+}
+
+/* ---- listing a directory of scenarios */
+
+static bool has_suffix(const char *s, const char *suffix) {
+  const size_t ls = strlen(s), lx = strlen(suffix);
+  return ls > lx && strcmp(s + ls - lx, suffix) == 0;
+}
+
+static int compare_names(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+bool vqc_scenario_files(const char *dir, char ***names, int *count) {
+  *names = NULL;
+  *count = 0;
+  DIR *d = opendir(dir);
+  if (!d) return false;
+  int cap = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    if (e->d_name[0] == '.') continue; /* editors' hidden swap files too */
+    if (!has_suffix(e->d_name, ".yaml") && !has_suffix(e->d_name, ".yml"))
+      continue;
+    if (*count == cap) {
+      cap = cap ? 2 * cap : 16;
+      char **grown = realloc(*names, (size_t)cap * sizeof *grown);
+      if (!grown) goto fail;
+      *names = grown;
+    }
+    char *copy = strdup(e->d_name);
+    if (!copy) goto fail;
+    (*names)[(*count)++] = copy;
+  }
+  closedir(d);
+  if (*count > 1) qsort(*names, (size_t)*count, sizeof **names, compare_names);
+  return true;
+fail:
+  closedir(d);
+  for (int i = 0; i < *count; i++) free((*names)[i]);
+  free(*names);
+  *names = NULL;
+  *count = 0;
+  errno = ENOMEM;
+  return false;
+}
+
+void vqc_scenario_files_free(char **names, int count) {
+  if (!names) return;
+  for (int i = 0; i < count; i++) free(names[i]);
+  free(names);
 }

@@ -99,4 +99,11 @@ void vqc_scenario_expect_string(const vqc_scenario *s, char *out, size_t n);
  * that readers holding numbers in doubles keep all 64 bits). */
 json_t *vqc_scenario_to_json(const vqc_scenario *s);
 
+/* The scenario files in dir (*.yaml, *.yml; hidden ones left out), sorted:
+ * *names (count entries, each malloc'd; vqc_scenario_files_free frees
+ * them). Returns false with errno set when dir cannot be read or memory
+ * runs out. `vqcheck list` and `vqcheck suite` list the same files. */
+bool vqc_scenario_files(const char *dir, char ***names, int *count);
+void vqc_scenario_files_free(char **names, int count);
+
 #endif /* VQC_SCENARIO_H */
