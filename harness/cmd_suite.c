@@ -603,6 +603,16 @@ int vqc_cmd_suite(int argc, char **argv) {
         ok = false;
         c->error = true;
       }
+      /* The verdict explains exit 0 (clean) and 1 (findings); any other
+       * code is an error after training (e.g. its reports could not be
+       * written), which run.json, written before, does not show. */
+      if (ok && code != 0 && code != 1) {
+        snprintf(why, sizeof why, "the run ended with exit %d after "
+                 "training (an environment error, e.g. its reports could "
+                 "not be written; see %.1000s)", code, log);
+        ok = false;
+        c->error = true;
+      }
     }
     vqc_findings_free(&f);
     c->passed = ok;

@@ -17,6 +17,9 @@
  *                      the shape mismatch, which the expectation does not
  *                      name, so the case fails (it used to pass, exit 0)
  *                      with the reason in the table, --json and junit.xml;
+ *   suite_exit_3_*     a child that trained every step but exited 3 (its
+ *                      reports could not be written) is not a pass, though
+ *                      its run.json is clean (it used to pass);
  *   run_stop_*         `vqcheck run` on the same scenario never says
  *                      "expectation ... met" and says why training stopped
  *                      on stderr, with --quiet and with --json too (it used
@@ -250,6 +253,43 @@ Test(gate_suite, suite_stop_not_explained) {
   cr_expect(msg && strstr(msg, "training stopped at step 2 of 8"), "%s",
             r.out);
   json_decref(doc);
+  vqc_spawn_result_free(&r);
+}
+
+/* A child that trained every step but then could not write its reports
+ * (a directory named report.html in its run directory makes the atomic
+ * rename fail, as a full disk would) exits 3 with a clean run.json: it
+ * used to pass on run.json alone. */
+Test(gate_suite, suite_exit_3_after_training_is_not_a_pass) {
+  char scdir[512], out[512], sub[600], path[700], sc[512];
+  path_in(scdir, sizeof scdir, tmpdir, "scenarios");
+  path_in(out, sizeof out, tmpdir, "out");
+  path_in(sub, sizeof sub, out, "skip_weight_sync-clean");
+  cr_assert_eq(mkdir(scdir, 0777), 0);
+  char *text = vqc_read_file(shipped(sc, sizeof sc, "skip_weight_sync-clean"));
+  cr_assert_not_null(text);
+  FILE *f = fopen(path_in(path, sizeof path, scdir, "a.yaml"), "w");
+  cr_assert_not_null(f);
+  fputs(text, f);
+  fclose(f);
+  free(text);
+  /* OUT and OUT/<scenario> as an earlier suite left them (marked). */
+  cr_assert_eq(mkdir(out, 0777), 0);
+  cr_assert_eq(mkdir(sub, 0777), 0);
+  const char *marked[2] = {out, sub};
+  for (int i = 0; i < 2; i++) {
+    f = fopen(path_in(path, sizeof path, marked[i], ".vqcheck-run"), "w");
+    cr_assert_not_null(f);
+    fputs("vqcheck run directory\n", f);
+    fclose(f);
+  }
+  cr_assert_eq(mkdir(path_in(path, sizeof path, sub, "report.html"), 0777), 0);
+  vqc_spawn_result r = run_cli("suite", scdir, "--out", out, NULL);
+  cr_expect_eq(r.code, 1, "exit %d\nstdout: %s\nstderr: %s", r.code, r.out,
+               r.err);
+  cr_expect_not_null(strstr(r.out, "0 passed, 1 failed"), "stdout: %s", r.out);
+  cr_expect_not_null(strstr(r.out, "the run ended with exit 3 after training"),
+                     "stdout: %s", r.out);
   vqc_spawn_result_free(&r);
 }
 
