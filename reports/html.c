@@ -175,8 +175,12 @@ static void verdict_banner(FILE *f, const rep_run *r) {
                                        : "no message recorded");
   }
   fprintf(f, "</p>\n<p>");
-  rep_html(f, rep_str(r->root, "scenario.model", "?"));
-  fprintf(f, " model, %d ranks on the ", r->ranks);
+  if (json_object_get(r->root, "scenario"))
+    rep_html(f, rep_str(r->root, "scenario.model", "?"));
+  else
+    rep_html(f, "instrumented program");
+  fprintf(f, "%s, %d ranks on the ",
+          json_object_get(r->root, "scenario") ? " model" : "", r->ranks);
   rep_html(f, r->backend);
   fprintf(f, " backend, %lld steps done in %.2f s, exit code %d</p>\n"
           "</div></header>\n", r->steps_done, r->duration_s, r->exit_code);

@@ -6,7 +6,9 @@
  *
  * Required (the runner always writes them):
  *   schema_version  1
- *   scenario        object with a non-empty string "name"
+ *   scenario        object with a non-empty string "name"; or, for a run of
+ *                   the instrumentation API (checkers/instrument.h, the
+ *                   subject rundir.h names), program: the same
  *   environment     object: "backend" string, "ranks" integer >= 1
  *   build           object
  *   training        object: "status" string, "steps_done" integer >= 0
@@ -226,9 +228,18 @@ vqc_status rep_run_load(const char *run_dir, rep_run *r) {
                      r->path, (long long)json_integer_value(sv),
                      SCHEMA_VERSION);
 
+  /* The run's subject (rundir.h): a scenario (runner, compare, analyze) or
+   * an instrumented program; either names the run. */
   const json_t *sc, *env, *build, *tr;
-  VQC_TRY(need_object(r, r->root, "scenario", "scenario", &sc));
-  VQC_TRY(need_string(r, sc, "name", "scenario.name", true, &r->name));
+  const bool program = !json_object_get(r->root, "scenario") &&
+                       json_object_get(r->root, "program");
+  if (program) {
+    VQC_TRY(need_object(r, r->root, "program", "program", &sc));
+    VQC_TRY(need_string(r, sc, "name", "program.name", true, &r->name));
+  } else {
+    VQC_TRY(need_object(r, r->root, "scenario", "scenario", &sc));
+    VQC_TRY(need_string(r, sc, "name", "scenario.name", true, &r->name));
+  }
   VQC_TRY(need_object(r, r->root, "environment", "environment", &env));
   VQC_TRY(need_string(r, env, "backend", "environment.backend", true,
                       &r->backend));

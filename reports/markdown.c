@@ -99,14 +99,21 @@ static void verdict(FILE *f, const rep_run *r) {
   }
   const json_t *sc = json_object_get(r->root, "scenario");
   fprintf(f, " Exit code %d.\n\n", r->exit_code);
-  fprintf(f, "- scenario: ");
-  rep_md_code(f, r->name, false);
-  fprintf(f, " (");
-  rep_md(f, rep_str(sc, "model", "?"));
-  fprintf(f, " model), fault injected: ");
-  rep_md(f, rep_str(sc, "fault", "none"));
-  fprintf(f, "\n- expected: ");
-  expectation(f, json_object_get(sc, "expect"));
+  if (sc) {
+    fprintf(f, "- scenario: ");
+    rep_md_code(f, r->name, false);
+    fprintf(f, " (");
+    rep_md(f, rep_str(sc, "model", "?"));
+    fprintf(f, " model), fault injected: ");
+    rep_md(f, rep_str(sc, "fault", "none"));
+    fprintf(f, "\n- expected: ");
+    expectation(f, json_object_get(sc, "expect"));
+  } else { /* an instrumented program (checkers/instrument.h) */
+    fprintf(f, "- program: ");
+    rep_md_code(f, r->name, false);
+    fprintf(f, " (instrumented), checkers: ");
+    rep_md(f, rep_str(r->root, "check.checkers", "?"));
+  }
   fprintf(f, "\n- %d ranks on the ", r->ranks);
   rep_md(f, r->backend);
   fprintf(f, " backend; %lld steps done in %.2f s; training ", r->steps_done,

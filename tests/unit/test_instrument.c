@@ -31,8 +31,10 @@
 
 #include "findings.h"
 #include "instrument.h"
+#include "report.h"
 #include "rundir.h"
 #include "runner.h" /* vqc_run_read_json: run.json must read like the runner's */
+#include "spawn_capture.h"
 #include "test_paths.h"
 
 #define RANKS 3
@@ -280,4 +282,30 @@ Test(instrument, misuse) {
   vqc_tensor_free(&t);
   vqc_instr_destroy(s);
   vqc_threads_world_destroy(tw);
+}
+
+/* An instrumented program's run directory renders like a scenario run's:
+ * run.json's subject is "program" (rundir.h), which the report reader used
+ * to refuse ("field 'scenario': missing"), so API users got no report. */
+Test(instrument, run_directory_renders) {
+  world w;
+  run(&w, MODE_DIVERGE, "renders");
+  cr_assert_eq(vqc_reports_write(w.dir, VQC_REPORT_ALL), VQC_OK, "%s",
+               vqc_last_error());
+  char path[512];
+  snprintf(path, sizeof path, "%s/report.md", w.dir);
+  char *md = vqc_read_file(path);
+  cr_assert_not_null(md, "no %s", path);
+  cr_expect_not_null(strstr(md, "# vqcheck report: test_instrument"), "%s", md);
+  cr_expect_not_null(strstr(md, "- program: `test_instrument` (instrumented)"),
+                     "%s", md);
+  cr_expect_not_null(strstr(md, "divergence at step 2"), "%s", md);
+  free(md);
+  snprintf(path, sizeof path, "%s/report.html", w.dir);
+  char *html = vqc_read_file(path);
+  cr_assert_not_null(html, "no %s", path);
+  cr_expect_not_null(strstr(html, "instrumented program, 3 ranks"), "%s",
+                     path);
+  free(html);
+  free(w.findings_json);
 }
