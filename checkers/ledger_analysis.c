@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "rundir.h"
+#include "trace.h" /* vqc_trace_read_line: bounded lines */
 #include "vqc/digest.h"
 #include "vqc/tensor.h"
 
@@ -428,8 +429,13 @@ static vqc_status read_ledger(const char *path, int rank, site_table *sites,
   size_t bufn = 0;
   long line = 0;
   vqc_status s = VQC_OK;
-  ssize_t len;
-  while (s == VQC_OK && (len = getline(&buf, &bufn, f)) >= 0) {
+  size_t len;
+  /* Bounded lines (trace.h): a dump that is not one cannot make this hold
+   * a gigabyte line. */
+  while (s == VQC_OK &&
+         (s = vqc_trace_read_line(f, path, line + 1, &buf, &bufn, &len)) ==
+             VQC_OK &&
+         len > 0) {
     line++;
     while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
       buf[--len] = '\0';
@@ -763,8 +769,11 @@ static vqc_status read_live(const char *path, int rank, site_table *sites,
   size_t bufn = 0;
   long line = 0;
   vqc_status s = VQC_OK;
-  ssize_t len;
-  while (s == VQC_OK && (len = getline(&buf, &bufn, f)) >= 0) {
+  size_t len;
+  while (s == VQC_OK &&
+         (s = vqc_trace_read_line(f, path, line + 1, &buf, &bufn, &len)) ==
+             VQC_OK &&
+         len > 0) {
     line++;
     const bool whole = len > 0 && buf[len - 1] == '\n';
     while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))

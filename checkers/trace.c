@@ -301,10 +301,10 @@ vqc_status vqc_trace_read_line(FILE *f, const char *path, long lineno,
     }
     if (c != '\n' && n == VQC_TRACE_LINE_MAX) {
       s = vqc_error(VQC_EPARSE, "%s:%ld: the line is longer than %zu bytes "
-                    "(VQC_TRACE_LINE_MAX, 1 MiB): a trace line holds one "
-                    "tensor's digest, a few hundred bytes; is this a "
-                    "vqcheck-trace/1 file?", path, lineno,
-                    (size_t)VQC_TRACE_LINE_MAX);
+                    "(VQC_TRACE_LINE_MAX, 1 MiB): a line of a per-rank file "
+                    "(a trace's tensor digest, a ledger record) is a few "
+                    "hundred bytes; is this file one of vqcheck's?", path,
+                    lineno, (size_t)VQC_TRACE_LINE_MAX);
       break;
     }
     if (n + 2 > *cap) {

@@ -112,8 +112,10 @@ vqc_status vqc_trace_parse_line(const char *line, const char *path,
  * The line is NUL-terminated after *len bytes and may itself hold NUL bytes
  * (compare *len with strlen). A line longer than VQC_TRACE_LINE_MAX:
  * VQC_EPARSE "path:lineno: the line is longer than ...", read only up to
- * the cap. VQC_EIO on a read error, VQC_ENOMEM. Every reader of trace lines
- * (this file, trace_compare.c, the reports) reads through it. */
+ * the cap. VQC_EIO on a read error, VQC_ENOMEM. Every reader of vqcheck's
+ * per-rank JSONL files reads through it: traces (this file,
+ * trace_compare.c, the reports), ledger dumps and live records
+ * (ledger_analysis.c, the reports). */
 vqc_status vqc_trace_read_line(FILE *f, const char *path, long lineno,
                                char **buf, size_t *cap, size_t *len);
 /* Reads a whole file into *out (initialised here; the caller frees it with

@@ -466,10 +466,13 @@ static vqc_status scan_dump(const char *run_dir, int rank, bool *present,
   }
   *present = true;
   char *text = NULL;
-  size_t cap = 0;
+  size_t cap = 0, len = 0;
   long lineno = 0;
   vqc_status s = VQC_OK;
-  while (s == VQC_OK && getline(&text, &cap, f) >= 0) {
+  while (s == VQC_OK &&
+         (s = vqc_trace_read_line(f, path, lineno + 1, &text, &cap, &len)) ==
+             VQC_OK &&
+         len > 0) {
     lineno++;
     if (blank_line(text)) continue;
     ledger_line l;

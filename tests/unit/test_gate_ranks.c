@@ -9,8 +9,9 @@
  * saw stopped ("lost") and ranks it had to kill ("killed"). The analysis
  * runs in the built CLI (VQC_CLI_PATH; $VQC_GATE_CLI runs another build, to
  * see these cases fail on a vqcheck that reads no live records: it calls
- * such directories clean). The killing of real processes is
- * tests/chaos_ranks.sh. */
+ * such directories clean). A ledger dump or live record with a line over
+ * the 1 MiB cap is exit 2 naming file:line and the cap. The killing of
+ * real processes is tests/chaos_ranks.sh. */
 #include <criterion/criterion.h>
 #include <jansson.h>
 #include <signal.h>
@@ -256,4 +257,31 @@ Test(gate_ranks, live_writer_round_trip) {
   cr_assert_eq(vqc_live_scan(dir, 1, &info), VQC_OK);
   cr_expect(info.finished);
   cr_expect_str_eq(info.status, "VQC_OK");
+}
+
+/* A ledger dump or live record with a line over the 1 MiB cap (a file that
+ * is not vqcheck's, or a corrupt one) is exit 2 naming file:line and the
+ * cap, read no further than the cap: it used to be read whole with getline
+ * (a 1 GB line cost 3 GB of RSS). */
+Test(gate_ranks, a_line_over_the_cap_is_exit_2_in_dumps_and_records) {
+  static const char *const names[2] = {"rank-0.ledger.jsonl",
+                                       "rank-0.live.jsonl"};
+  for (int k = 0; k < 2; k++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, names[k]);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f, "%s", path);
+    fputs("{\"rank\":0,\"x\":\"", f);
+    for (int i = 0; i < (2 << 20); i++) fputc('a', f);
+    fputs("\"}\n", f);
+    fclose(f);
+    analysis a = analyze(dir);
+    cr_expect_eq(a.code, 2, "%s: exit %d: %s", names[k], a.code, a.err);
+    char want[128];
+    snprintf(want, sizeof want, "%s:1: the line is longer than 1048576 bytes",
+             names[k]);
+    cr_expect(strstr(a.err, want), "%s: stderr: %s", names[k], a.err);
+    json_decref(a.run);
+    cr_assert_eq(unlink(path), 0);
+  }
 }
