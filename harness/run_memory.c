@@ -213,36 +213,36 @@ static uint64_t cgroup_left(void) {
   return VQC_MEMORY_UNLIMITED;
 }
 
+/* The "<key_a>: N kB" and "<key_b>: N kB" lines of a /proc file (meminfo,
+ * self/status), in bytes, into *a and *b; left as they are when missing. */
+static void read_kb_pair(const char *path, const char *key_a, uint64_t *a,
+                         const char *key_b, uint64_t *b) {
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char line[256];
+  const size_t la = strlen(key_a), lb = strlen(key_b);
+  while (fgets(line, sizeof line, f)) {
+    unsigned long long kb;
+    if (strncmp(line, key_a, la) == 0 && line[la] == ':' &&
+        sscanf(line + la + 1, " %llu kB", &kb) == 1)
+      *a = (uint64_t)kb * 1024;
+    else if (strncmp(line, key_b, lb) == 0 && line[lb] == ':' &&
+             sscanf(line + lb + 1, " %llu kB", &kb) == 1)
+      *b = (uint64_t)kb * 1024;
+  }
+  fclose(f);
+}
+
 void vqc_run_memory_limits_read(vqc_run_memory_limits *out) {
   out->mem_total = out->mem_available = VQC_MEMORY_UNLIMITED;
-  FILE *f = fopen("/proc/meminfo", "r");
-  if (f) {
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-      unsigned long long kb;
-      if (sscanf(line, "MemTotal: %llu kB", &kb) == 1)
-        out->mem_total = (uint64_t)kb * 1024;
-      else if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1)
-        out->mem_available = (uint64_t)kb * 1024;
-    }
-    fclose(f);
-  }
+  read_kb_pair("/proc/meminfo", "MemTotal", &out->mem_total, "MemAvailable",
+               &out->mem_available);
   out->cgroup_left = cgroup_left();
   out->rlimit_as = rlimit_of(RLIMIT_AS);
   out->rlimit_data = rlimit_of(RLIMIT_DATA);
   out->vm_size = out->vm_data = 0;
-  f = fopen("/proc/self/status", "r");
-  if (f) {
-    char line[256];
-    while (fgets(line, sizeof line, f)) {
-      unsigned long long kb;
-      if (sscanf(line, "VmSize: %llu kB", &kb) == 1)
-        out->vm_size = (uint64_t)kb * 1024;
-      else if (sscanf(line, "VmData: %llu kB", &kb) == 1)
-        out->vm_data = (uint64_t)kb * 1024;
-    }
-    fclose(f);
-  }
+  read_kb_pair("/proc/self/status", "VmSize", &out->vm_size, "VmData",
+               &out->vm_data);
 }
 
 /* ---- the check */
