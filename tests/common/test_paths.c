@@ -75,3 +75,8 @@ int vqc_test_dir_listing(const char *dir, char *buf, size_t n) {
   }
   return 0;
 }
+
+const char *vqc_test_cli(void) {
+  const char *e = getenv("VQC_TEST_CLI");
+  return e && e[0] ? e : VQC_CLI_PATH;
+}

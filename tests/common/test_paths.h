@@ -11,6 +11,11 @@ const char *vqc_test_source_dir(void);
  * the compile-time VQC_SHARED_DIR (<repo>/../shared). */
 const char *vqc_test_shared_dir(void);
 
+/* The vqcheck a test runs as a child process: $VQC_TEST_CLI when set (to
+ * show a case failing on another build, e.g. one from before a fix), else
+ * this build's (compile-time VQC_CLI_PATH). */
+const char *vqc_test_cli(void);
+
 /* Makes a fresh directory from `templ` (a mkdtemp template ending in
  * XXXXXX, e.g. "/tmp/vqc-test-runner-XXXXXX"), its name written into buf
  * (n bytes). Returns buf, or NULL when the name does not fit or mkdtemp

@@ -37,10 +37,6 @@
 #include "test_paths.h"
 #include "trace.h"
 
-#ifndef VQC_CLI_PATH
-#error "VQC_CLI_PATH must name the built vqcheck (tests/CMakeLists.txt)"
-#endif
-
 /* ---- writing traces */
 
 static void line(FILE *f, int rank, int64_t step, const char *tensor,
@@ -89,9 +85,9 @@ static vqc_spawn_result run_cli(const char *first, ...) {
   vqc_spawn_result r;
   va_list ap;
   va_start(ap, first);
-  int rc = vqc_spawn_vcapture(&r, VQC_CLI_PATH, NULL, NULL, first, ap);
+  int rc = vqc_spawn_vcapture(&r, vqc_test_cli(), NULL, NULL, first, ap);
   va_end(ap);
-  cr_assert_eq(rc, 0, "cannot run %s: %s", VQC_CLI_PATH, strerror(rc));
+  cr_assert_eq(rc, 0, "cannot run %s: %s", vqc_test_cli(), strerror(rc));
   return r;
 }
 

@@ -40,10 +40,6 @@
 #include "test_paths.h"
 #include "trace.h"
 
-#ifndef VQC_CLI_PATH
-#error "VQC_CLI_PATH must name the built vqcheck (tests/CMakeLists.txt)"
-#endif
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -340,7 +336,7 @@ Test(gate_input, cli_exits_2_on_deep_nesting, .timeout = 10) {
   char *text = nested(100000, false, &len);
   write_file(path, text, len);
   free(text);
-  const char *argv[] = {VQC_CLI_PATH, "run", path, "--out", dir, NULL};
+  const char *argv[] = {vqc_test_cli(), "run", path, "--out", dir, NULL};
   vqc_spawn_result r;
   cr_assert_eq(vqc_spawn_capture(&r, argv, "VQC_DEBUG", NULL), 0);
   cr_expect_eq(r.code, 2, "exit %d: %s", r.code, r.err);
@@ -430,7 +426,7 @@ Test(gate_input, cli_exits_2_when_the_scenario_cannot_fit, .timeout = 20) {
   write_scenario(path, "vq", "dim: 16, codebook_size: 32", 64, 1048576);
   /* ulimit -v is KiB: 4 GiB. */
   snprintf(cmd, sizeof cmd, "ulimit -v 4194304 && exec '%s' run '%s' --out '%s'",
-           VQC_CLI_PATH, path, out);
+           vqc_test_cli(), path, out);
   const char *argv[] = {"/bin/sh", "-c", cmd, NULL};
   vqc_spawn_result r;
   const double t0 = now_s();

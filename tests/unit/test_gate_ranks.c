@@ -7,7 +7,7 @@
  * job leave them: a rank killed with SIGKILL (its record just stops), the
  * ranks its launcher then terminated (a "signal" line), a rank a supervisor
  * saw stopped ("lost") and ranks it had to kill ("killed"). The analysis
- * runs in the built CLI (VQC_CLI_PATH; $VQC_GATE_CLI runs another build, to
+ * runs in the built CLI (vqc_test_cli(): $VQC_TEST_CLI runs another build, to
  * see these cases fail on a vqcheck that reads no live records: it calls
  * such directories clean). A ledger dump or live record with a line over
  * the 1 MiB cap is exit 2 naming file:line and the cap. The killing of
@@ -23,15 +23,6 @@
 #include "ledger_analysis.h"
 #include "spawn_capture.h"
 #include "test_paths.h"
-
-#ifndef VQC_CLI_PATH
-#error "VQC_CLI_PATH must name the built vqcheck (tests/CMakeLists.txt)"
-#endif
-
-static const char *cli(void) {
-  const char *c = getenv("VQC_GATE_CLI");
-  return c && c[0] ? c : VQC_CLI_PATH;
-}
 
 /* ---- writing a run directory */
 
@@ -93,7 +84,7 @@ typedef struct analysis {
 static analysis analyze(const char *dir) {
   analysis a = {0};
   vqc_spawn_result r;
-  const char *argv[] = {cli(), "analyze", dir, "--quiet", NULL};
+  const char *argv[] = {vqc_test_cli(), "analyze", dir, "--quiet", NULL};
   cr_assert_eq(vqc_spawn_capture(&r, argv, "VQC_DEBUG", NULL), 0);
   a.code = r.code;
   snprintf(a.err, sizeof a.err, "%s", r.err);

@@ -1,5 +1,5 @@
 /* test_gate_rundir.c: `--out` as a user meets it (issue 9, "never a false
- * green", run-directory safety). Runs the built vqcheck (VQC_CLI_PATH) as
+ * green", run-directory safety). Runs the built vqcheck (vqc_test_cli()) as
  * a child process on the shipped skip_weight_sync-clean scenario (2 ranks,
  * 3 steps, a fraction of a second) and checks, each against the old
  * behaviour it replaces:
@@ -38,10 +38,6 @@
 #include "spawn_capture.h"
 #include "test_paths.h"
 
-#ifndef VQC_CLI_PATH
-#error "VQC_CLI_PATH must name the built vqcheck (tests/CMakeLists.txt)"
-#endif
-
 /* ---- helpers */
 
 static char tmpdir[256];
@@ -57,21 +53,14 @@ static void remove_tmpdir(void) { vqc_test_remove_dir(tmpdir); }
 TestSuite(gate_rundir, .init = make_tmpdir, .fini = remove_tmpdir,
           .timeout = 120);
 
-/* The vqcheck under test: this build's, or $VQC_TEST_CLI (to show that a
- * case fails on another build, e.g. the one before the fix). */
-static const char *cli(void) {
-  const char *e = getenv("VQC_TEST_CLI");
-  return e && e[0] ? e : VQC_CLI_PATH;
-}
-
 /* `vqcheck args...` (NULL-terminated), VQC_DEBUG dropped. */
 static vqc_spawn_result run_cli(const char *first, ...) {
   vqc_spawn_result r;
   va_list ap;
   va_start(ap, first);
-  int rc = vqc_spawn_vcapture(&r, cli(), "VQC_DEBUG", NULL, first, ap);
+  int rc = vqc_spawn_vcapture(&r, vqc_test_cli(), "VQC_DEBUG", NULL, first, ap);
   va_end(ap);
-  cr_assert_eq(rc, 0, "cannot run %s: %s", cli(), strerror(rc));
+  cr_assert_eq(rc, 0, "cannot run %s: %s", vqc_test_cli(), strerror(rc));
   return r;
 }
 
@@ -197,7 +186,7 @@ Test(gate_rundir, run_reuses_its_own_dir) {
 /* Starts `vqcheck args...` (NULL-terminated) in the background in a
  * process group of its own, output to /dev/null. Returns its pid. */
 static pid_t start_cli(const char *first, ...) {
-  const char *argv[16] = {cli(), first};
+  const char *argv[16] = {vqc_test_cli(), first};
   int n = 2;
   va_list ap;
   va_start(ap, first);

@@ -1,6 +1,6 @@
 /* test_gate_suite.c: a run or suite whose training did not finish is never
  * a pass, and a suite that is told to stop stops everything it started
- * (issue 9, "never a false green"). Runs the built vqcheck (VQC_CLI_PATH,
+ * (issue 9, "never a false green"). Runs the built vqcheck (vqc_test_cli(),
  * or $VQC_TEST_CLI to try another build) as a child process, and calls the
  * rule both commands share (harness/run_options.h) directly:
  *
@@ -50,10 +50,6 @@
 #include "spawn_capture.h"
 #include "test_paths.h"
 
-#ifndef VQC_CLI_PATH
-#error "VQC_CLI_PATH must name the built vqcheck (tests/CMakeLists.txt)"
-#endif
-
 /* ---- helpers */
 
 static char tmpdir[256];
@@ -69,18 +65,13 @@ static void remove_tmpdir(void) { vqc_test_remove_dir(tmpdir); }
 TestSuite(gate_suite, .init = make_tmpdir, .fini = remove_tmpdir,
           .timeout = 120);
 
-static const char *cli(void) {
-  const char *e = getenv("VQC_TEST_CLI");
-  return e && e[0] ? e : VQC_CLI_PATH;
-}
-
 static vqc_spawn_result run_cli(const char *first, ...) {
   vqc_spawn_result r;
   va_list ap;
   va_start(ap, first);
-  int rc = vqc_spawn_vcapture(&r, cli(), "VQC_DEBUG", NULL, first, ap);
+  int rc = vqc_spawn_vcapture(&r, vqc_test_cli(), "VQC_DEBUG", NULL, first, ap);
   va_end(ap);
-  cr_assert_eq(rc, 0, "cannot run %s: %s", cli(), strerror(rc));
+  cr_assert_eq(rc, 0, "cannot run %s: %s", vqc_test_cli(), strerror(rc));
   return r;
 }
 
@@ -359,7 +350,8 @@ static void interrupt_suite(int sig, int want_code, const char *sig_name) {
   if (suite == 0) {
     setpgid(0, 0);
     if (!freopen(log, "w", stdout) || dup2(fileno(stdout), 2) < 0) _exit(126);
-    execl(cli(), cli(), "suite", scdir, "--out", out, (char *)NULL);
+    execl(vqc_test_cli(), vqc_test_cli(), "suite", scdir, "--out", out,
+          (char *)NULL);
     _exit(127);
   }
   setpgid(suite, suite);
