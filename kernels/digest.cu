@@ -175,10 +175,12 @@ vqc_status vqc_gpu_xxh3_64_emulated(const void *data, size_t n,
   return VQC_OK;
 }
 
-vqc_status vqc_gpu_digest_leaves(const void *dev, size_t n, uint64_t *leaves) {
+vqc_status vqc_gpu_digest_leaves_on(const void *dev, size_t n,
+                                    uint64_t *leaves, void *stream_handle) {
   VQC_TRY(vqc_gpu_require("gpu digest"));
   if (leaves == NULL || (dev == NULL && n > 0))
     return vqc_error(VQC_EINVAL, "gpu digest: NULL argument");
+  cudaStream_t stream = (cudaStream_t)stream_handle;
   xxh3_secret secret;
   VQC_TRY(get_secret(&secret));
   size_t nleaves = leaf_count(n);
@@ -189,24 +191,34 @@ vqc_status vqc_gpu_digest_leaves(const void *dev, size_t n, uint64_t *leaves) {
   if (nleaves / WARPS_PER_BLOCK >= (size_t)2147483647)
     return vqc_error(VQC_EINVAL, "gpu digest: %zu leaves exceed one launch",
                      nleaves);
+  /* Everything below is queued on `stream`, after the work the caller
+   * queued there (the producer of the bytes), and waited for there only. */
   uint64_t *d_leaves = NULL; /* (nleaves) on the device, freed below */
-  VQC_TRY(GPU_SCRATCH(&d_leaves, nleaves * sizeof(uint64_t)));
+  VQC_TRY(vqc_gpu_scratch_alloc_on((void **)&d_leaves,
+                                   nleaves * sizeof(uint64_t), stream,
+                                   __FILE__, __LINE__));
   /* Poisoned: a leaf no warp wrote reads back as this, not as an old value
    * that happens to be right. */
   vqc_status s = GPU_CHECK(
-      cudaMemsetAsync(d_leaves, 0xA5, nleaves * sizeof(uint64_t), 0));
+      cudaMemsetAsync(d_leaves, 0xA5, nleaves * sizeof(uint64_t), stream));
   if (s == VQC_OK) {
     digest_leaves_kernel<<<vqc_gpu_blocks((int64_t)nleaves, WARPS_PER_BLOCK),
-                           WARPS_PER_BLOCK * 32>>>(
+                           WARPS_PER_BLOCK * 32, 0, stream>>>(
         (const uint8_t *)dev, n, nleaves, secret, d_leaves);
     s = GPU_LAUNCH_CHECK("digest_leaves_kernel");
   }
   if (s == VQC_OK)
     s = GPU_CHECK(cudaMemcpyAsync(leaves, d_leaves, nleaves * sizeof(uint64_t),
-                                  cudaMemcpyDeviceToHost, 0));
-  if (s == VQC_OK) s = GPU_SYNC("digest_leaves_kernel");
-  vqc_gpu_scratch_free(d_leaves);
+                                  cudaMemcpyDeviceToHost, stream));
+  if (s == VQC_OK)
+    s = vqc_gpu_check(cudaStreamSynchronize(stream), "digest_leaves_kernel",
+                      __FILE__, __LINE__);
+  vqc_gpu_scratch_free_on(d_leaves, stream);
   return s;
+}
+
+vqc_status vqc_gpu_digest_leaves(const void *dev, size_t n, uint64_t *leaves) {
+  return vqc_gpu_digest_leaves_on(dev, n, leaves, NULL);
 }
 
 vqc_status vqc_gpu_digest_buffer(const void *dev, size_t n, vqc_dtype dt,

@@ -52,22 +52,30 @@ static bool has_mem_pools(void) {
   return pools != 0;
 }
 
-vqc_status vqc_gpu_scratch_alloc(void **p, size_t nbytes, const char *file,
-                                 int line) {
+vqc_status vqc_gpu_scratch_alloc_on(void **p, size_t nbytes,
+                                    cudaStream_t stream, const char *file,
+                                    int line) {
   *p = NULL;
   if (nbytes == 0) nbytes = 1; /* a valid pointer for empty work */
-  cudaError_t e = has_mem_pools() ? cudaMallocAsync(p, nbytes, 0)
+  cudaError_t e = has_mem_pools() ? cudaMallocAsync(p, nbytes, stream)
                                   : cudaMalloc(p, nbytes);
   if (e != cudaSuccess) *p = NULL;
   return vqc_gpu_check(e, "scratch allocation", file, line);
 }
 
-void vqc_gpu_scratch_free(void *p) {
+void vqc_gpu_scratch_free_on(void *p, cudaStream_t stream) {
   if (p == NULL) return;
-  cudaError_t e = has_mem_pools() ? cudaFreeAsync(p, 0) : cudaFree(p);
+  cudaError_t e = has_mem_pools() ? cudaFreeAsync(p, stream) : cudaFree(p);
   /* Free paths cannot return a status; the message is still recorded. */
   (void)vqc_gpu_check(e, "scratch free", __FILE__, __LINE__);
 }
+
+vqc_status vqc_gpu_scratch_alloc(void **p, size_t nbytes, const char *file,
+                                 int line) {
+  return vqc_gpu_scratch_alloc_on(p, nbytes, 0, file, line);
+}
+
+void vqc_gpu_scratch_free(void *p) { vqc_gpu_scratch_free_on(p, 0); }
 
 /* ---- public helpers */
 

@@ -46,6 +46,14 @@ void vqc_gpu_scratch_free(void *p);
 #define GPU_SCRATCH(p, nbytes) \
   vqc_gpu_scratch_alloc((void **)(p), (nbytes), __FILE__, __LINE__)
 
+/* The same ordered on `stream` (a caller's stream, e.g. a framework's
+ * current stream, which may be non-blocking: memory ordered on the default
+ * stream would not be ordered with it). */
+vqc_status vqc_gpu_scratch_alloc_on(void **p, size_t nbytes,
+                                    cudaStream_t stream, const char *file,
+                                    int line);
+void vqc_gpu_scratch_free_on(void *p, cudaStream_t stream);
+
 /* Grid size for n items at `per_block` items per block, capped at the
  * 2^31 - 1 blocks of gridDim.x. */
 static inline unsigned vqc_gpu_blocks(int64_t n, int64_t per_block) {

@@ -9,8 +9,8 @@
  *
  * Reproducing the digest from another language: for a contiguous C-order
  * little-endian buffer, Python with the `xxhash` package needs only this
- * (dtype codes are the fourth column of VQC_DTYPE_LIST in tensor.h: float32 1,
- * float64 2, int32 3, int64 4, uint8 5):
+ * (dtype codes are the third column of VQC_DIGEST_TYPE_LIST in digest.h:
+ * float32 1, float64 2, int32 3, int64 4, uint8 5, bool 6, ...):
  *
  *   import struct, xxhash
  *   def vqc_digest(buf: bytes, dtype_code: int, shape: tuple) -> int:
@@ -39,6 +39,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -117,19 +118,39 @@ static uint64_t leaf_hash(XXH3_state_t *tmp, const uint8_t *data, size_t n,
   return XXH3_64bits_dispatch(data + begin, len);
 }
 
-/* Checks (dt, ndim, shape) and returns in *nbytes the byte size they
- * describe. Every public entry point validates through here so the error
- * messages agree. */
-static vqc_status check_layout(vqc_dtype dt, int ndim, const int64_t *shape,
-                               size_t *nbytes) {
-  size_t esize = vqc_dtype_size(dt);
-  if (esize == 0) return vqc_error(VQC_EINVAL, "digest: bad dtype %d", (int)dt);
-  if (ndim < 0 || ndim > VQC_MAX_DIMS)
+/* ---- layouts: what the header encodes
+ *
+ * Every entry point turns its arguments into a layout (validated once, here,
+ * so the error messages agree); the hashing below reads only layouts. */
+typedef struct {
+  uint8_t code;  /* digest code (VQC_DIGEST_TYPE_LIST) */
+  size_t esize;  /* bytes per element */
+  int ndim;      /* 0 .. VQC_DIGEST_MAX_DIMS */
+  int64_t shape[VQC_DIGEST_MAX_DIMS];
+  size_t nbytes; /* numel * esize */
+} layout;
+
+/* The type table, generated from the list in digest.h. */
+static const vqc_digest_type digest_types[] = {
+#define X(name, str, code, size) {str, code, size},
+    VQC_DIGEST_TYPE_LIST(X)
+#undef X
+};
+#define N_DIGEST_TYPES (sizeof digest_types / sizeof digest_types[0])
+
+/* Fills *l from (code, ndim, shape), accepting at most max_dims dims. */
+static vqc_status layout_from_code(uint8_t code, int ndim, const int64_t *shape,
+                                   int max_dims, layout *l) {
+  vqc_digest_type t = {0};
+  if (vqc_digest_type_by_code(code, &t) != VQC_OK)
+    return vqc_error(VQC_EINVAL, "digest: unknown type code %d", (int)code);
+  if (ndim < 0 || ndim > max_dims)
     return vqc_error(VQC_EINVAL, "digest: ndim %d outside 0..%d", ndim,
-                     VQC_MAX_DIMS);
+                     max_dims);
   if (ndim > 0 && shape == NULL)
     return vqc_error(VQC_EINVAL, "digest: shape is NULL with ndim %d", ndim);
-  size_t total = esize;
+  *l = (layout){.code = code, .esize = t.size, .ndim = ndim};
+  size_t total = t.size;
   for (int d = 0; d < ndim; d++) {
     if (shape[d] < 0)
       return vqc_error(VQC_EINVAL, "digest: shape[%d] = %lld is negative", d,
@@ -139,69 +160,142 @@ static vqc_status check_layout(vqc_dtype dt, int ndim, const int64_t *shape,
       return vqc_error(VQC_EINVAL, "digest: shape overflows size_t at dim %d",
                        d);
     total *= extent;
+    l->shape[d] = shape[d];
   }
-  *nbytes = total;
+  l->nbytes = total;
   return VQC_OK;
 }
 
-/* Checks everything the buffer entry points take. */
-static vqc_status check_buffer_args(const void *data, size_t n, vqc_dtype dt,
-                                    int ndim, const int64_t *shape,
-                                    const uint64_t *out) {
+/* The same for the library's own dtypes, which have at most VQC_MAX_DIMS. */
+static vqc_status layout_from_dtype(vqc_dtype dt, int ndim,
+                                    const int64_t *shape, layout *l) {
+  if (vqc_dtype_digest_code(dt) == 0)
+    return vqc_error(VQC_EINVAL, "digest: bad dtype %d", (int)dt);
+  return layout_from_code(vqc_dtype_digest_code(dt), ndim, shape,
+                          VQC_MAX_DIMS, l);
+}
+
+/* Checks what the buffer entry points take besides the layout. */
+static vqc_status check_buffer_args(const void *data, size_t n,
+                                    const layout *l, const uint64_t *out) {
   if (out == NULL) return vqc_error(VQC_EINVAL, "digest: out is NULL");
   if (data == NULL && n > 0)
     return vqc_error(VQC_EINVAL, "digest: data is NULL with %zu bytes", n);
-  size_t expected = 0;
-  VQC_TRY(check_layout(dt, ndim, shape, &expected));
-  if (n != expected)
+  if (n != l->nbytes) {
+    vqc_digest_type t = {"?", 0, 0};
+    (void)vqc_digest_type_by_code(l->code, &t);
     return vqc_error(VQC_EINVAL,
                      "digest: %zu bytes given but dtype %s and shape need %zu",
-                     n, vqc_dtype_name(dt), expected);
+                     n, t.name, l->nbytes);
+  }
   return VQC_OK;
 }
 
-/* ---- public: leaf function and header */
+/* ---- public: types, leaf function and header */
+
+vqc_status vqc_digest_type_by_code(uint8_t code, vqc_digest_type *out) {
+  for (size_t i = 0; i < N_DIGEST_TYPES; i++) {
+    if (digest_types[i].code == code) {
+      if (out != NULL) *out = digest_types[i];
+      return VQC_OK;
+    }
+  }
+  return vqc_error(VQC_EINVAL, "digest: unknown type code %d", (int)code);
+}
+
+vqc_status vqc_digest_type_by_name(const char *name, vqc_digest_type *out) {
+  if (name == NULL) return vqc_error(VQC_EINVAL, "digest: type name is NULL");
+  for (size_t i = 0; i < N_DIGEST_TYPES; i++) {
+    if (strcmp(digest_types[i].name, name) == 0) {
+      if (out != NULL) *out = digest_types[i];
+      return VQC_OK;
+    }
+  }
+  char known[512];
+  size_t used = 0;
+  known[0] = '\0';
+  for (size_t i = 0; i < N_DIGEST_TYPES && used < sizeof known; i++)
+    used += (size_t)snprintf(known + used, sizeof known - used, "%s%s",
+                             i ? ", " : "", digest_types[i].name);
+  return vqc_error(VQC_EINVAL,
+                   "digest: no digest type is called '%.64s' (known: %s)",
+                   name, known);
+}
 
 uint64_t vqc_xxh3_64(const void *data, size_t n) {
   return XXH3_64bits_dispatch(data, n);
 }
 
+/* The header of a validated layout; returns its length (8 + 8 * ndim). */
+static size_t layout_header(const layout *l,
+                            uint8_t out[8 + 8 * VQC_DIGEST_MAX_DIMS]) {
+  memcpy(out, "VQCD", 4);
+  out[4] = (uint8_t)VQC_DIGEST_VERSION;
+  out[5] = l->code;
+  out[6] = (uint8_t)l->ndim;
+  out[7] = 0;
+  for (int d = 0; d < l->ndim; d++)
+    store_le64(out + 8 + 8 * d, (uint64_t)l->shape[d]);
+  return 8 + 8 * (size_t)l->ndim;
+}
+
 size_t vqc_digest_header(vqc_dtype dt, int ndim, const int64_t *shape,
                          uint8_t out[8 + 8 * VQC_MAX_DIMS]) {
-  /* Returns 0 (no header) for arguments the definition cannot encode. */
+  /* Returns 0 (no header) for arguments the definition cannot encode,
+   * without recording an error: tests probe it with bad arguments. */
   if (out == NULL || vqc_dtype_digest_code(dt) == 0 || ndim < 0 ||
       ndim > VQC_MAX_DIMS || (ndim > 0 && shape == NULL))
     return 0;
-  memcpy(out, "VQCD", 4);
-  out[4] = (uint8_t)VQC_DIGEST_VERSION;
-  out[5] = vqc_dtype_digest_code(dt);
-  out[6] = (uint8_t)ndim;
-  out[7] = 0;
-  for (int d = 0; d < ndim; d++)
-    store_le64(out + 8 + 8 * d, (uint64_t)shape[d]);
-  return 8 + 8 * (size_t)ndim;
+  layout l = {.code = vqc_dtype_digest_code(dt), .ndim = ndim};
+  for (int d = 0; d < ndim; d++) l.shape[d] = shape[d];
+  uint8_t full[8 + 8 * VQC_DIGEST_MAX_DIMS];
+  size_t len = layout_header(&l, full);
+  memcpy(out, full, len);
+  return len;
 }
 
-/* Starts a root state with the header. The caller validated the layout. */
-static void root_begin(XXH3_state_t *root, vqc_dtype dt, int ndim,
-                       const int64_t *shape) {
-  uint8_t header[8 + 8 * VQC_MAX_DIMS];
-  size_t hlen = vqc_digest_header(dt, ndim, shape, header);
+/* Starts a root state with the header of a validated layout. */
+static void root_begin(XXH3_state_t *root, const layout *l) {
+  uint8_t header[8 + 8 * VQC_DIGEST_MAX_DIMS];
+  size_t hlen = layout_header(l, header);
   (void)XXH3_64bits_reset(root);
   (void)XXH3_64bits_update_dispatch(root, header, hlen);
 }
 
+vqc_status vqc_digest_from_leaves(uint8_t code, int ndim, const int64_t *shape,
+                                  const uint64_t *leaves, size_t nleaves,
+                                  uint64_t *out) {
+  layout l;
+  VQC_TRY(layout_from_code(code, ndim, shape, VQC_DIGEST_MAX_DIMS, &l));
+  if (out == NULL || leaves == NULL)
+    return vqc_error(VQC_EINVAL, "digest: leaves or out is NULL");
+  if (nleaves != leaf_count(l.nbytes))
+    return vqc_error(VQC_EINVAL,
+                     "digest: %zu leaves given but %zu bytes have %zu",
+                     nleaves, l.nbytes, leaf_count(l.nbytes));
+  XXH3_state_t root;
+  XXH3_INITSTATE(&root);
+  root_begin(&root, &l);
+  uint8_t batch[LEAF_BATCH * 8];
+  for (size_t first = 0; first < nleaves; first += LEAF_BATCH) {
+    size_t count = nleaves - first < LEAF_BATCH ? nleaves - first : LEAF_BATCH;
+    for (size_t k = 0; k < count; k++)
+      store_le64(batch + 8 * k, leaves[first + k]);
+    (void)XXH3_64bits_update_dispatch(&root, batch, 8 * count);
+  }
+  *out = XXH3_64bits_digest(&root);
+  return VQC_OK;
+}
+
 /* ---- one thread */
 
-vqc_status vqc_digest_buffer(const void *data, size_t n, vqc_dtype dt,
-                             int ndim, const int64_t *shape, uint64_t *out) {
-  VQC_TRY(check_buffer_args(data, n, dt, ndim, shape, out));
-  const uint8_t *bytes = data;
-
+/* The digest of n = l->nbytes contiguous bytes, one thread. */
+static uint64_t digest_contiguous(const uint8_t *bytes, const layout *l) {
+  size_t n = l->nbytes;
   XXH3_state_t root, tmp; /* stack states: INITSTATE defines their seed */
   XXH3_INITSTATE(&root);
   XXH3_INITSTATE(&tmp);
-  root_begin(&root, dt, ndim, shape);
+  root_begin(&root, l);
 
   /* leaves (LE bytes) of one batch, fed to the root together */
   uint8_t batch[LEAF_BATCH * 8];
@@ -212,7 +306,15 @@ vqc_status vqc_digest_buffer(const void *data, size_t n, vqc_dtype dt,
       store_le64(batch + 8 * k, leaf_hash(&tmp, bytes, n, first + k));
     (void)XXH3_64bits_update_dispatch(&root, batch, 8 * count);
   }
-  *out = XXH3_64bits_digest(&root);
+  return XXH3_64bits_digest(&root);
+}
+
+vqc_status vqc_digest_buffer(const void *data, size_t n, vqc_dtype dt,
+                             int ndim, const int64_t *shape, uint64_t *out) {
+  layout l;
+  VQC_TRY(layout_from_dtype(dt, ndim, shape, &l));
+  VQC_TRY(check_buffer_args(data, n, &l, out));
+  *out = digest_contiguous(data, &l);
   return VQC_OK;
 }
 
@@ -237,16 +339,18 @@ static void *leaf_job_run(void *arg) {
   return NULL;
 }
 
-vqc_status vqc_digest_buffer_parallel(const void *data, size_t n, vqc_dtype dt,
-                                      int ndim, const int64_t *shape,
-                                      int nthreads, uint64_t *out) {
-  VQC_TRY(check_buffer_args(data, n, dt, ndim, shape, out));
-  if (nthreads < 1)
-    return vqc_error(VQC_EINVAL, "digest: nthreads %d must be >= 1", nthreads);
-
+/* The digest of l->nbytes contiguous bytes with the leaves hashed by up to
+ * nthreads (>= 1) threads. */
+static vqc_status digest_contiguous_parallel(const uint8_t *data,
+                                             const layout *l, int nthreads,
+                                             uint64_t *out) {
+  size_t n = l->nbytes;
   size_t nleaves = leaf_count(n);
   size_t njobs = (size_t)nthreads < nleaves ? (size_t)nthreads : nleaves;
-  if (njobs == 1) return vqc_digest_buffer(data, n, dt, ndim, shape, out);
+  if (njobs <= 1) {
+    *out = digest_contiguous(data, l);
+    return VQC_OK;
+  }
 
   /* Owned here, freed before return: the leaves (8 bytes per 64 KiB, so
    * 1/8192 of the input), the jobs and their thread handles. The leaves are
@@ -284,7 +388,7 @@ vqc_status vqc_digest_buffer_parallel(const void *data, size_t n, vqc_dtype dt,
 
   XXH3_state_t root;
   XXH3_INITSTATE(&root);
-  root_begin(&root, dt, ndim, shape);
+  root_begin(&root, l);
   (void)XXH3_64bits_update_dispatch(&root, leaves, nleaves * 8);
   *out = XXH3_64bits_digest(&root);
 
@@ -294,6 +398,17 @@ done:
   free(jobs);
   free(leaves);
   return s;
+}
+
+vqc_status vqc_digest_buffer_parallel(const void *data, size_t n, vqc_dtype dt,
+                                      int ndim, const int64_t *shape,
+                                      int nthreads, uint64_t *out) {
+  layout l;
+  VQC_TRY(layout_from_dtype(dt, ndim, shape, &l));
+  VQC_TRY(check_buffer_args(data, n, &l, out));
+  if (nthreads < 1)
+    return vqc_error(VQC_EINVAL, "digest: nthreads %d must be >= 1", nthreads);
+  return digest_contiguous_parallel(data, &l, nthreads, out);
 }
 
 /* ---- streaming */
@@ -315,12 +430,8 @@ static void push_leaf(vqc_digest_state *st, uint64_t leaf) {
   st->nleaves++;
 }
 
-vqc_status vqc_digest_create(vqc_digest_state **st, vqc_dtype dt, int ndim,
-                             const int64_t *shape) {
-  if (st == NULL) return vqc_error(VQC_EINVAL, "digest: state pointer is NULL");
-  *st = NULL;
-  size_t expected = 0;
-  VQC_TRY(check_layout(dt, ndim, shape, &expected));
+/* A streaming state for a validated layout. */
+static vqc_status state_create(vqc_digest_state **st, const layout *l) {
 
   vqc_digest_state *s = calloc(1, sizeof *s);
   if (s == NULL) goto fail;
@@ -329,14 +440,23 @@ vqc_status vqc_digest_create(vqc_digest_state **st, vqc_dtype dt, int ndim,
   s->root = XXH3_createState();
   if (s->leaf == NULL || s->root == NULL) goto fail;
   (void)XXH3_64bits_reset(s->leaf);
-  root_begin(s->root, dt, ndim, shape);
-  s->expected = expected;
+  root_begin(s->root, l);
+  s->expected = l->nbytes;
   *st = s;
   return VQC_OK;
 
 fail:
   vqc_digest_destroy(s);
   return vqc_error(VQC_ENOMEM, "digest: no memory for a streaming state");
+}
+
+vqc_status vqc_digest_create(vqc_digest_state **st, vqc_dtype dt, int ndim,
+                             const int64_t *shape) {
+  if (st == NULL) return vqc_error(VQC_EINVAL, "digest: state pointer is NULL");
+  *st = NULL;
+  layout l;
+  VQC_TRY(layout_from_dtype(dt, ndim, shape, &l));
+  return state_create(st, &l);
 }
 
 vqc_status vqc_digest_update(vqc_digest_state *st, const void *data, size_t n) {
@@ -409,34 +529,35 @@ void vqc_digest_destroy(vqc_digest_state *st) {
   free(st);
 }
 
-/* ---- tensors */
+/* ---- strided layouts */
 
 /* Bytes of the scratch buffer a strided walk gathers into: one chunk, so each
  * full scratch is hashed straight to a leaf by vqc_digest_update. */
 #define GATHER_BYTES VQC_DIGEST_CHUNK
 
-/* Feeds the logical contents of a strided CPU tensor to `st` in row-major
- * order, gathering through `scratch` (GATHER_BYTES, caller-owned). The
- * innermost dim is copied as a run when its stride is 1, element by element
+/* Feeds the logical contents of the strided layout l at `base` (element
+ * [0, ..., 0]; byte_strides has l->ndim entries) to `st` in row-major order,
+ * gathering through `scratch` (GATHER_BYTES, caller-owned). The innermost
+ * dim is copied as a run when its elements are adjacent, element by element
  * otherwise; the outer index is an odometer over dims 0..ndim-2. */
-static vqc_status feed_strided(vqc_digest_state *st, const vqc_tensor *t,
+static vqc_status feed_strided(vqc_digest_state *st, const uint8_t *base,
+                               const layout *l, const int64_t *byte_strides,
                                uint8_t *scratch) {
-  size_t esize = vqc_dtype_size(t->dtype);
-  const uint8_t *base = (const uint8_t *)t->storage->data + t->offset * esize;
-  int ndim = t->ndim;
-  if (vqc_tensor_numel(t) == 0) return VQC_OK;
+  if (l->nbytes == 0) return VQC_OK;
+  size_t esize = l->esize;
+  int ndim = l->ndim;
 
   /* A scalar or 1-d tensor is one row; otherwise rows run along the last dim
    * and the outer dims are counted by idx. */
-  int64_t row_len = ndim == 0 ? 1 : t->shape[ndim - 1];
-  int64_t row_stride = ndim == 0 ? 1 : t->strides[ndim - 1];
-  int64_t idx[VQC_MAX_DIMS] = {0};
+  int64_t row_len = ndim == 0 ? 1 : l->shape[ndim - 1];
+  int64_t row_step = ndim == 0 ? (int64_t)esize : byte_strides[ndim - 1];
+  int64_t idx[VQC_DIGEST_MAX_DIMS] = {0};
   size_t fill = 0;
 
   for (;;) {
-    int64_t off = 0; /* elements from base to the row's first element */
-    for (int d = 0; d < ndim - 1; d++) off += idx[d] * t->strides[d];
-    const uint8_t *row = base + off * (int64_t)esize;
+    int64_t off = 0; /* bytes from base to the row's first element */
+    for (int d = 0; d < ndim - 1; d++) off += idx[d] * byte_strides[d];
+    const uint8_t *row = base + off;
 
     int64_t j = 0;
     while (j < row_len) {
@@ -444,14 +565,15 @@ static vqc_status feed_strided(vqc_digest_state *st, const vqc_tensor *t,
         VQC_TRY(vqc_digest_update(st, scratch, fill));
         fill = 0;
       }
-      size_t room = (GATHER_BYTES - fill) / esize; /* element sizes divide it */
+      /* Element sizes (1..16, powers of two) divide GATHER_BYTES. */
+      size_t room = (GATHER_BYTES - fill) / esize;
       int64_t take = row_len - j < (int64_t)room ? row_len - j : (int64_t)room;
-      if (row_stride == 1) {
-        memcpy(scratch + fill, row + j * (int64_t)esize, (size_t)take * esize);
+      if (row_step == (int64_t)esize) {
+        memcpy(scratch + fill, row + j * row_step, (size_t)take * esize);
       } else {
         for (int64_t k = 0; k < take; k++)
-          memcpy(scratch + fill + (size_t)k * esize,
-                 row + (j + k) * row_stride * (int64_t)esize, esize);
+          memcpy(scratch + fill + (size_t)k * esize, row + (j + k) * row_step,
+                 esize);
       }
       fill += (size_t)take * esize;
       j += take;
@@ -460,7 +582,7 @@ static vqc_status feed_strided(vqc_digest_state *st, const vqc_tensor *t,
     /* next row: advance the odometer over dims ndim-2 .. 0 */
     int d = ndim - 2;
     while (d >= 0) {
-      if (++idx[d] < t->shape[d]) break;
+      if (++idx[d] < l->shape[d]) break;
       idx[d] = 0;
       d--;
     }
@@ -470,14 +592,66 @@ static vqc_status feed_strided(vqc_digest_state *st, const vqc_tensor *t,
   return VQC_OK;
 }
 
+/* Whether byte_strides describe the row-major contiguous layout of l (dims
+ * of extent 1 may have any stride; an empty tensor is contiguous). */
+static bool is_row_major(const layout *l, const int64_t *byte_strides) {
+  if (byte_strides == NULL || l->nbytes == 0) return true;
+  int64_t expect = (int64_t)l->esize;
+  for (int d = l->ndim - 1; d >= 0; d--) {
+    if (l->shape[d] != 1 && byte_strides[d] != expect) return false;
+    expect *= l->shape[d];
+  }
+  return true;
+}
+
+/* The digest of a validated layout at `base` through a streaming state and
+ * a 64 KiB gather buffer, both freed here. */
+static vqc_status digest_gathered(const uint8_t *base, const layout *l,
+                                  const int64_t *byte_strides, uint64_t *out) {
+  vqc_digest_state *st = NULL;
+  uint8_t *scratch = NULL;
+  vqc_status s = state_create(&st, l);
+  if (s != VQC_OK) goto done;
+  scratch = malloc(GATHER_BYTES);
+  if (scratch == NULL) {
+    s = vqc_error(VQC_ENOMEM, "digest: no memory for the gather buffer");
+    goto done;
+  }
+  s = feed_strided(st, base, l, byte_strides, scratch);
+  if (s == VQC_OK) s = vqc_digest_final(st, out);
+done:
+  free(scratch);
+  vqc_digest_destroy(st);
+  return s;
+}
+
+vqc_status vqc_digest_strided(const void *data, uint8_t code, int ndim,
+                              const int64_t *shape,
+                              const int64_t *byte_strides, int nthreads,
+                              uint64_t *out) {
+  layout l;
+  VQC_TRY(layout_from_code(code, ndim, shape, VQC_DIGEST_MAX_DIMS, &l));
+  if (out == NULL) return vqc_error(VQC_EINVAL, "digest: out is NULL");
+  if (data == NULL && l.nbytes > 0)
+    return vqc_error(VQC_EINVAL, "digest: data is NULL with %zu bytes",
+                     l.nbytes);
+  if (nthreads < 1)
+    return vqc_error(VQC_EINVAL, "digest: nthreads %d must be >= 1", nthreads);
+  if (is_row_major(&l, byte_strides))
+    return digest_contiguous_parallel(data, &l, nthreads, out);
+  return digest_gathered(data, &l, byte_strides, out);
+}
+
+/* ---- tensors */
+
 vqc_status vqc_digest_tensor(const vqc_tensor *t, uint64_t *out) {
   if (t == NULL || out == NULL)
     return vqc_error(VQC_EINVAL, "digest: tensor or out is NULL");
   if (t->storage == NULL)
     return vqc_error(VQC_EINVAL,
                      "digest: the tensor is empty (freed or zeroed)");
-  size_t nbytes = 0; /* validates dtype, ndim and shape before any walk */
-  VQC_TRY(check_layout(t->dtype, t->ndim, t->shape, &nbytes));
+  layout l; /* validates dtype, ndim and shape before any walk */
+  VQC_TRY(layout_from_dtype(t->dtype, t->ndim, t->shape, &l));
 
   if (t->storage->device == VQC_DEVICE_CUDA) {
     /* Hashed on the device (kernels/digest.cu, one warp per leaf; only the
@@ -488,33 +662,25 @@ vqc_status vqc_digest_tensor(const vqc_tensor *t, uint64_t *out) {
      * above and below are the kernel's twin: tests/gpu compare them. */
     vqc_tensor c = {0};
     VQC_TRY(vqc_tensor_contiguous(t, &c));
-    vqc_status s = vqc_gpu_digest_buffer(vqc_tensor_data(&c), nbytes,
+    vqc_status s = vqc_gpu_digest_buffer(vqc_tensor_data(&c), l.nbytes,
                                          t->dtype, t->ndim, t->shape, out);
     vqc_tensor_free(&c);
     return s;
   }
 
-  if (vqc_tensor_is_contiguous(t))
-    return vqc_digest_buffer(vqc_tensor_data(t), nbytes,
-                             t->dtype, t->ndim, t->shape, out);
-
-  /* Strided: walk it without a full copy. Both allocations are freed here.
-   * The walk reads the storage directly, so it counts the access itself
-   * (the contiguous path counts through vqc_tensor_data). */
-  vqc_tensor_note_access(t);
-  vqc_digest_state *st = NULL;
-  uint8_t *scratch = NULL;
-  vqc_status s = vqc_digest_create(&st, t->dtype, t->ndim, t->shape);
-  if (s != VQC_OK) goto done;
-  scratch = malloc(GATHER_BYTES);
-  if (scratch == NULL) {
-    s = vqc_error(VQC_ENOMEM, "digest: no memory for the gather buffer");
-    goto done;
+  if (vqc_tensor_is_contiguous(t)) {
+    *out = digest_contiguous(vqc_tensor_data(t), &l);
+    return VQC_OK;
   }
-  s = feed_strided(st, t, scratch);
-  if (s == VQC_OK) s = vqc_digest_final(st, out);
-done:
-  free(scratch);
-  vqc_digest_destroy(st);
-  return s;
+
+  /* Strided: walk it without a full copy. The walk reads the storage
+   * directly, so it counts the access itself (the contiguous path counts
+   * through vqc_tensor_data). */
+  vqc_tensor_note_access(t);
+  int64_t byte_strides[VQC_DIGEST_MAX_DIMS];
+  for (int d = 0; d < t->ndim; d++)
+    byte_strides[d] = t->strides[d] * (int64_t)l.esize;
+  const uint8_t *base =
+      (const uint8_t *)t->storage->data + t->offset * l.esize;
+  return digest_gathered(base, &l, byte_strides, out);
 }

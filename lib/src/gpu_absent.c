@@ -32,6 +32,12 @@ vqc_status vqc_gpu_digest_leaves(const void *dev, size_t n, uint64_t *leaves) {
   return absent(__func__);
 }
 
+vqc_status vqc_gpu_digest_leaves_on(const void *dev, size_t n,
+                                    uint64_t *leaves, void *stream) {
+  (void)dev, (void)n, (void)leaves, (void)stream;
+  return absent(__func__);
+}
+
 vqc_status vqc_gpu_digest_buffer(const void *dev, size_t n, vqc_dtype dt,
                                  int ndim, const int64_t *shape,
                                  uint64_t *out) {

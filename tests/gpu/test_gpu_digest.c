@@ -20,6 +20,9 @@
 
 #include "gpu_test_util.h"
 #include "vqc/digest.h"
+#if VQC_WITH_CUDA
+#include <cuda_runtime_api.h> /* a non-blocking stream of the test's own */
+#endif
 
 #define CHUNK VQC_DIGEST_CHUNK
 
@@ -129,6 +132,43 @@ Test(gpu_digest, leaves_and_digest_equal_cpu_on_many_sizes) {
   }
   vqc_tensor_free(&dev);
   free(host);
+}
+
+/* vqc_gpu_digest_leaves_on orders the digest after the work queued on the
+ * caller's stream: here a non-blocking stream (as PyTorch's side streams
+ * are) fills the buffer with an async copy from pinned memory, and the
+ * digest queued right after it, with no synchronisation in between, must
+ * see the new bytes, not the poison written before. Only a device can show
+ * this. */
+Test(gpu_digest, leaves_on_a_callers_stream_follow_its_work) {
+  gpu_require();
+#if VQC_WITH_CUDA
+  size_t n = 8 * CHUNK + 777, nleaves = (n + CHUNK - 1) / CHUNK;
+  uint8_t *want = random_bytes(n, 31);
+  void *pinned = NULL, *dev = NULL;
+  cudaStream_t stream = NULL;
+  cr_assert_eq(cudaMallocHost(&pinned, n), cudaSuccess);
+  cr_assert_eq(cudaMalloc(&dev, n), cudaSuccess);
+  cr_assert_eq(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+               cudaSuccess);
+  memcpy(pinned, want, n);
+  cr_assert_eq(cudaMemset(dev, 0xEE, n), cudaSuccess);
+  cr_assert_eq(cudaDeviceSynchronize(), cudaSuccess);
+  cr_assert_eq(cudaMemcpyAsync(dev, pinned, n, cudaMemcpyHostToDevice, stream),
+               cudaSuccess);
+  uint64_t leaves[16];
+  cr_assert_eq(vqc_gpu_digest_leaves_on(dev, n, leaves, stream), VQC_OK, "%s",
+               vqc_last_error());
+  for (size_t l = 0; l < nleaves; l++) {
+    size_t len = n - l * CHUNK < CHUNK ? n - l * CHUNK : CHUNK;
+    cr_assert_eq(leaves[l], vqc_xxh3_64(want + l * CHUNK, len),
+                 "leaf %zu: the digest did not wait for the stream's copy", l);
+  }
+  cudaStreamDestroy(stream);
+  cudaFree(dev);
+  cudaFreeHost(pinned);
+  free(want);
+#endif
 }
 
 Test(gpu_digest, device_tensors_through_vqc_digest_tensor) {

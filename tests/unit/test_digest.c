@@ -452,3 +452,157 @@ Test(digest, stream_length_is_checked) {
   cr_expect_eq(vqc_digest_update(st, buf, 0), VQC_EINVAL, "update after final");
   vqc_digest_destroy(st);
 }
+
+/* ---- element types of other frameworks (VQC_DIGEST_TYPE_LIST) and any
+ * strides (vqc_digest_strided): the layout is built here by hand, element by
+ * element, and its row-major bytes go to the restated definition. */
+
+Test(digest, type_table_codes_are_unique_and_round_trip) {
+  static const struct { const char *name; int code, size; } want[] = {
+      {"float32", 1, 4},  {"float64", 2, 8},   {"int32", 3, 4},
+      {"int64", 4, 8},    {"uint8", 5, 1},     {"bool", 6, 1},
+      {"int8", 7, 1},     {"int16", 8, 2},     {"float16", 9, 2},
+      {"bfloat16", 10, 2}, {"complex64", 11, 8}, {"complex128", 12, 16},
+      {"float8_e4m3fn", 13, 1}, {"float8_e5m2", 14, 1},
+      {"float8_e4m3fnuz", 15, 1}, {"float8_e5m2fnuz", 16, 1},
+      {"uint16", 17, 2},  {"uint32", 18, 4},   {"uint64", 19, 8},
+      {"complex32", 20, 4}, {"float8_e8m0fnu", 21, 1},
+      {"float4_e2m1fn_x2", 22, 1}};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+    vqc_digest_type t = {0}, u = {0};
+    cr_assert_eq(vqc_digest_type_by_name(want[i].name, &t), VQC_OK, "%s",
+                 want[i].name);
+    cr_assert_eq(t.code, want[i].code, "%s", want[i].name);
+    cr_assert_eq(t.size, want[i].size, "%s", want[i].name);
+    cr_assert_eq(vqc_digest_type_by_code(t.code, &u), VQC_OK);
+    cr_assert_str_eq(u.name, want[i].name);
+  }
+  /* the library's own dtypes keep their codes */
+  for (int dt = 0; dt < VQC_DTYPE_COUNT; dt++) {
+    vqc_digest_type t = {0};
+    cr_assert_eq(vqc_digest_type_by_name(vqc_dtype_name(dt), &t), VQC_OK);
+    cr_assert_eq(t.code, vqc_dtype_digest_code(dt));
+    cr_assert_eq(t.size, vqc_dtype_size(dt));
+  }
+  cr_assert_eq(vqc_digest_type_by_code(0, NULL), VQC_EINVAL);
+  cr_assert_eq(vqc_digest_type_by_code(23, NULL), VQC_EINVAL);
+  cr_assert_eq(vqc_digest_type_by_name("qint8", NULL), VQC_EINVAL);
+  cr_assert(strstr(vqc_last_error(), "'qint8'") != NULL, "%s",
+            vqc_last_error());
+  cr_assert(strstr(vqc_last_error(), "bfloat16") != NULL,
+            "the message lists the known names: %s", vqc_last_error());
+}
+
+/* A contiguous layout through vqc_digest_strided is the definition, for
+ * every type, with 1 and 3 threads and with strides NULL or spelled out. */
+Test(digest, strided_contiguous_matches_definition_for_every_type) {
+  int64_t shape[2] = {3, 70000 / 16 + 1}; /* > 1 leaf for the wide types */
+  for (uint8_t code = 1; code <= 22; code++) {
+    vqc_digest_type t = {0};
+    cr_assert_eq(vqc_digest_type_by_code(code, &t), VQC_OK);
+    size_t n = (size_t)(shape[0] * shape[1]) * t.size;
+    uint8_t *buf = random_bytes(n, code);
+    uint64_t want = reference_digest(buf, n, code, 2, shape);
+    int64_t strides[2] = {shape[1] * t.size, t.size};
+    uint64_t a = 0, b = 0, c = 0;
+    cr_assert_eq(vqc_digest_strided(buf, code, 2, shape, NULL, 1, &a), VQC_OK);
+    cr_assert_eq(vqc_digest_strided(buf, code, 2, shape, strides, 3, &b),
+                 VQC_OK);
+    cr_assert_eq(vqc_digest_strided(buf, code, 2, shape, NULL, 7, &c), VQC_OK);
+    cr_assert_eq(a, want, "code %d", code);
+    cr_assert_eq(b, want, "code %d", code);
+    cr_assert_eq(c, want, "code %d", code);
+    free(buf);
+  }
+}
+
+/* Copies the row-major contents of a strided layout into out (the test's
+ * own odometer, dims up to 8). */
+static void gather_reference(const uint8_t *base, size_t esize, int ndim,
+                             const int64_t *shape, const int64_t *bstrides,
+                             uint8_t *out) {
+  int64_t idx[8] = {0}, numel = 1;
+  for (int d = 0; d < ndim; d++) numel *= shape[d];
+  for (int64_t e = 0; e < numel; e++) {
+    int64_t off = 0, rem = e;
+    for (int d = ndim - 1; d >= 0; d--) {
+      idx[d] = rem % shape[d];
+      rem /= shape[d];
+      off += idx[d] * bstrides[d];
+    }
+    memcpy(out + e * (int64_t)esize, base + off, esize);
+  }
+}
+
+Test(digest, strided_views_transposed_reversed_broadcast_eight_dims) {
+  /* storage: 8 x 40000 bfloat16-sized elements (640000 bytes, 10 leaves) */
+  const size_t esize = 2;
+  const int64_t R = 8, C = 40000;
+  uint8_t *store = random_bytes((size_t)(R * C) * esize, 99);
+  uint8_t *flat = malloc((size_t)(R * C) * esize * 2);
+  struct {
+    const char *what;
+    int64_t offset; /* bytes from store to element [0,...,0] */
+    int ndim;
+    int64_t shape[8], strides[8];
+  } views[] = {
+      {"transpose", 0, 2, {C, R}, {2, 2 * C}},
+      {"rows reversed", 2 * C * (R - 1), 2, {R, C}, {-2 * C, 2}},
+      {"columns reversed, step 3", 2 * (C - 1), 2, {R, C / 3}, {2 * C, -6}},
+      {"broadcast row", 0, 3, {4, 1, C}, {0, 2 * C, 2}},
+      {"broadcast inner", 0, 2, {R, 5}, {2 * C, 0}},
+      {"eight dims", 0, 8, {2, 2, 2, 5, 2, 2, 2, 3},
+       {2 * C * 4, 2 * C * 2, 2 * C, 2 * 7, 2 * 3, 2, 2 * 1000, 2 * 10000}},
+  };
+  for (size_t v = 0; v < sizeof views / sizeof views[0]; v++) {
+    int64_t numel = 1;
+    for (int d = 0; d < views[v].ndim; d++) numel *= views[v].shape[d];
+    const uint8_t *base = store + views[v].offset;
+    gather_reference(base, esize, views[v].ndim, views[v].shape,
+                     views[v].strides, flat);
+    uint64_t want = reference_digest(flat, (size_t)numel * esize, 10,
+                                     views[v].ndim, views[v].shape);
+    uint64_t got = 0;
+    cr_assert_eq(vqc_digest_strided(base, 10, views[v].ndim, views[v].shape,
+                                    views[v].strides, 2, &got),
+                 VQC_OK, "%s: %s", views[v].what, vqc_last_error());
+    cr_assert_eq(got, want, "%s", views[v].what);
+  }
+  free(flat);
+  free(store);
+}
+
+Test(digest, from_leaves_is_the_root_step) {
+  size_t n = 5 * CHUNK + 123;
+  uint8_t *buf = random_bytes(n, 5);
+  int64_t shape[1] = {(int64_t)n / 2 + 0};
+  size_t used = (size_t)shape[0] * 2; /* float16 elements */
+  size_t nleaves = (used - 1) / CHUNK + 1;
+  uint64_t leaves[8];
+  for (size_t i = 0; i < nleaves; i++) {
+    size_t len = used - i * CHUNK < CHUNK ? used - i * CHUNK : CHUNK;
+    leaves[i] = XXH3_64bits(buf + i * CHUNK, len);
+  }
+  uint64_t got = 0;
+  cr_assert_eq(vqc_digest_from_leaves(9, 1, shape, leaves, nleaves, &got),
+               VQC_OK);
+  cr_assert_eq(got, reference_digest(buf, used, 9, 1, shape));
+  cr_assert_eq(vqc_digest_from_leaves(9, 1, shape, leaves, nleaves - 1, &got),
+               VQC_EINVAL, "a leaf count that does not fit the shape");
+  free(buf);
+}
+
+Test(digest, strided_bad_arguments) {
+  int64_t shape[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1};
+  uint8_t b[16] = {0};
+  uint64_t out = 0;
+  cr_assert_eq(vqc_digest_strided(b, 6, 9, shape, NULL, 1, &out), VQC_EINVAL,
+               "nine dims");
+  cr_assert_eq(vqc_digest_strided(b, 0, 1, shape, NULL, 1, &out), VQC_EINVAL);
+  cr_assert_eq(vqc_digest_strided(b, 6, 1, shape, NULL, 0, &out), VQC_EINVAL);
+  cr_assert_eq(vqc_digest_strided(NULL, 6, 1, shape, NULL, 1, &out),
+               VQC_EINVAL);
+  cr_assert_eq(vqc_digest_strided(b, 6, 1, shape, NULL, 1, NULL), VQC_EINVAL);
+  cr_assert_eq(vqc_digest_strided(b, 6, 8, shape, NULL, 1, &out), VQC_OK,
+               "eight dims are allowed");
+}

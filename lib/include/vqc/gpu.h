@@ -73,6 +73,13 @@ vqc_status vqc_gpu_fill_u32(void *dev, size_t nwords, uint32_t pattern);
  * warp per chunk). */
 vqc_status vqc_gpu_digest_leaves(const void *dev, size_t n, uint64_t *leaves);
 
+/* The same on `stream` (a cudaStream_t; NULL is the legacy default stream):
+ * the kernel runs after the work already queued there (e.g. PyTorch's
+ * current stream, where the bytes were produced), and the call waits for
+ * that stream only. */
+vqc_status vqc_gpu_digest_leaves_on(const void *dev, size_t n,
+                                    uint64_t *leaves, void *stream);
+
 /* The tensor digest of a contiguous device buffer: leaves on the device,
  * then the root hash over header | leaves on the host (libxxhash). Equal to
  * vqc_digest_buffer of the same bytes. */
