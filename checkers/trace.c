@@ -67,6 +67,9 @@ static vqc_status check_record(const vqc_trace_record *r) {
       strnlen(r->digest_algo, VQC_TRACE_ALGO_MAX) >= VQC_TRACE_ALGO_MAX)
     return vqc_error(VQC_EINVAL, "trace: digest_algo of '%s' empty or too long",
                      r->tensor);
+  if (strnlen(r->program, VQC_TRACE_NAME_MAX) >= VQC_TRACE_NAME_MAX)
+    return vqc_error(VQC_EINVAL, "trace: program of '%s' too long",
+                     r->tensor);
   if (r->ndim < 0 || r->ndim > VQC_TRACE_MAX_DIMS)
     return vqc_error(VQC_EINVAL, "trace: '%s' has %d dims (0..%d)", r->tensor,
                      r->ndim, VQC_TRACE_MAX_DIMS);
@@ -89,12 +92,16 @@ vqc_status vqc_trace_write(vqc_trace_writer *w, const vqc_trace_record *r) {
   json_t *tensor = json_string(r->tensor);
   json_t *dtype = json_string(r->dtype);
   json_t *algo = json_string(r->digest_algo);
-  if (tensor == NULL || dtype == NULL || algo == NULL) {
+  /* The optional program: only written when the record names one. */
+  json_t *program = r->program[0] ? json_string(r->program) : NULL;
+  if (tensor == NULL || dtype == NULL || algo == NULL ||
+      (r->program[0] && program == NULL)) {
     json_decref(tensor);
     json_decref(dtype);
     json_decref(algo);
-    return vqc_error(VQC_EINVAL, "trace: name, dtype or digest_algo of '%s' "
-                     "is not valid UTF-8", r->tensor);
+    json_decref(program);
+    return vqc_error(VQC_EINVAL, "trace: name, dtype, digest_algo or program "
+                     "of '%s' is not valid UTF-8", r->tensor);
   }
   json_t *shape = json_array();
   json_t *o = json_object();
@@ -112,11 +119,13 @@ vqc_status vqc_trace_write(vqc_trace_writer *w, const vqc_trace_record *r) {
   bad |= json_object_set(o, "shape", shape);
   bad |= json_object_set(o, "digest_algo", algo);
   bad |= json_object_set_new(o, "digest", json_string(digest));
+  if (program) bad |= json_object_set(o, "program", program);
   if (bad) goto nomem;
   char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(tensor);
   json_decref(dtype);
   json_decref(algo);
+  json_decref(program);
   json_decref(shape);
   json_decref(o);
   if (line == NULL) return vqc_error(VQC_ENOMEM, "trace: no memory for a line");
@@ -131,6 +140,7 @@ nomem:
   json_decref(tensor);
   json_decref(dtype);
   json_decref(algo);
+  json_decref(program);
   json_decref(shape);
   json_decref(o);
   return vqc_error(VQC_ENOMEM, "trace: no memory for a line");
@@ -190,6 +200,28 @@ static vqc_status get_int(const json_t *o, const char *key, int64_t lo,
                      ", outside [%" PRId64 ", %" PRId64 "]",
                      path, lineno, key, x, lo, hi);
   *out = (int64_t)x;
+  return VQC_OK;
+}
+
+/* The optional "program" member into dst (max bytes): "" when absent or
+ * empty; an error when it is not a string, is max bytes or longer, or holds
+ * a NUL. */
+static vqc_status get_program(const json_t *o, char *dst, size_t max,
+                              const char *path, long lineno) {
+  dst[0] = '\0';
+  const json_t *v = json_object_get(o, "program");
+  if (v == NULL) return VQC_OK;
+  if (!json_is_string(v))
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'program' must be a string "
+                     "(the name of the program that wrote the trace, e.g. "
+                     "\"train.py\"), or be left out", path, lineno);
+  const char *s = json_string_value(v);
+  size_t len = json_string_length(v);
+  if (len >= max || strlen(s) != len)
+    return vqc_error(VQC_EPARSE,
+                     "%s:%ld: field 'program' must be a string of less than "
+                     "%zu bytes without NUL", path, lineno, max);
+  memcpy(dst, s, len + 1);
   return VQC_OK;
 }
 
@@ -253,7 +285,7 @@ static vqc_status parse_object(const json_t *o, const char *path, long lineno,
                      "%s:%ld: field 'digest' is '%s', expected 16 lowercase "
                      "hex digits", path, lineno, digest);
   r->digest = x;
-  return VQC_OK;
+  return get_program(o, r->program, sizeof r->program, path, lineno);
 }
 
 vqc_status vqc_trace_parse_line(const char *line, const char *path,

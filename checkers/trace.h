@@ -15,9 +15,10 @@
  *                (0-based; the step the runner passed to step_end).
  *   tensor       non-empty string (< 256 bytes): the tensor's name, e.g.
  *                "encoder.0.weight"; names are unique within a step.
- *   dtype        non-empty string (< 16 bytes): "float32", "float64", "int32",
- *                "int64", "uint8" (vqc/tensor.h); other writers may use their
- *                own names (e.g. "bfloat16"); compare only checks equality.
+ *   dtype        non-empty string (< 32 bytes): "float32", "float64", "int32",
+ *                "int64", "uint8", "bfloat16", ... (the names of digest.h's
+ *                VQC_DIGEST_TYPE_LIST); other writers may use their
+ *                own names; compare only checks equality.
  *   shape        array of at most 8 integers >= 0 ([] for a scalar).
  *   digest_algo  the digest definition. "vqc-xxh3-tree-1" is the tensor
  *                digest of vqc/digest.h (README "Tensor digest"): XXH3-64 of
@@ -27,6 +28,9 @@
  *                comparable between lines with the same algorithm.
  *   digest       exactly 16 lowercase hex digits, the 64-bit digest, most
  *                significant digit first (printf "%016" PRIx64).
+ *   program      optional string (< 256 bytes, no NUL): the program that
+ *                wrote the trace, e.g. "train.py"; reports name the traces
+ *                by it. Absent or "" means none. vqcheck runs leave it out.
  *
  * Readers ignore keys they do not know (writers may add e.g. "time") and skip
  * empty lines; anything else that breaks the rules above is an error naming
@@ -51,7 +55,7 @@
 #define VQC_TRACE_DIGEST_ALGO "vqc-xxh3-tree-1"
 #define VQC_TRACE_MAX_DIMS 8
 #define VQC_TRACE_NAME_MAX 256
-#define VQC_TRACE_DTYPE_MAX 16
+#define VQC_TRACE_DTYPE_MAX 32
 #define VQC_TRACE_ALGO_MAX 64
 /* The longest trace line, in bytes, the newline not counted. A line holds
  * one tensor's digest: a few hundred bytes, under 2 KiB even with a 255-byte
@@ -69,6 +73,7 @@ typedef struct vqc_trace_record {
   int64_t shape[VQC_TRACE_MAX_DIMS];
   char digest_algo[VQC_TRACE_ALGO_MAX];
   uint64_t digest;
+  char program[VQC_TRACE_NAME_MAX]; /* optional "program"; "" when absent */
 } vqc_trace_record;
 
 /* ---- writer */
@@ -83,7 +88,8 @@ vqc_status vqc_trace_path(const char *run_dir, int rank, char *buf, size_t n);
  * cannot be opened. */
 vqc_status vqc_trace_writer_open(const char *path, vqc_trace_writer **out);
 /* Appends one line. The record must satisfy the format above (VQC_EINVAL
- * otherwise: e.g. an empty name, a negative dim); VQC_EIO on a write error. */
+ * otherwise: e.g. an empty name, a negative dim); VQC_EIO on a write error.
+ * "program" is written only when r->program is not "". */
 vqc_status vqc_trace_write(vqc_trace_writer *w, const vqc_trace_record *r);
 /* Pushes buffered lines to the file (VQC_EIO on error). */
 vqc_status vqc_trace_flush(vqc_trace_writer *w);

@@ -45,6 +45,8 @@ typedef struct rank_file {
   int64_t lines;            /* valid lines read */
   int64_t not_compared;     /* lines some other rank has no match for */
   line_rec first_not_compared;
+  char program[VQC_TRACE_NAME_MAX]; /* the first "program" named; "" none */
+  long program_line;        /* its line */
   vqc_trace_writer *copy;   /* NULL unless copying */
   char copy_path[4200];
   char copy_tmp[4224];      /* copy_path + ".tmp.<pid>" */
@@ -342,6 +344,10 @@ static vqc_status read_next(rank_file *rf, int rank, json_t *warnings) {
     rf->next.line = rf->lineno;
     rf->has_next = true;
     rf->lines++;
+    if (rf->program[0] == '\0' && rf->next.r.program[0] != '\0') {
+      memcpy(rf->program, rf->next.r.program, sizeof rf->program);
+      rf->program_line = rf->lineno;
+    }
     return VQC_OK;
   }
 }
@@ -925,6 +931,44 @@ static void end_warnings(const vqc_trace_set *s, json_t *warnings) {
   }
 }
 
+/* res->program: the lowest rank's program among the ranks that name one;
+ * a warning names the first rank that names another. */
+static void pick_program(const vqc_trace_set *s, vqc_trace_compare_result *res,
+                         json_t *warnings) {
+  int from = -1;
+  for (int r = 0; r < s->nranks; r++) {
+    const rank_file *rf = &s->ranks[r];
+    if (!rf->present || rf->program[0] == '\0') continue;
+    if (from < 0) {
+      from = r;
+      memcpy(res->program, rf->program, sizeof res->program);
+    } else if (strcmp(rf->program, res->program) != 0) {
+      const rank_file *kept = &s->ranks[from];
+      warn(warnings, "%s:%ld: field 'program' is '%.200s' but %s:%ld names "
+           "'%.200s': were these traces written by different programs? "
+           "The reports name rank %d's", rf->path, rf->program_line,
+           rf->program, kept->path, kept->program_line, kept->program, from);
+      return;
+    }
+  }
+}
+
+/* res->rank_last_step: how far each rank's trace got (-1: no step). */
+static vqc_status fill_last_steps(const vqc_trace_set *s,
+                                  vqc_trace_compare_result *res) {
+  if (s->nranks == 0) return VQC_OK;
+  res->rank_last_step = malloc((size_t)s->nranks * sizeof *res->rank_last_step);
+  if (res->rank_last_step == NULL)
+    return vqc_error(VQC_ENOMEM, "trace compare: no memory for %d ranks",
+                     s->nranks);
+  res->nranks = s->nranks;
+  for (int r = 0; r < s->nranks; r++) {
+    const int64_t x = reach_of(&s->ranks[r]);
+    res->rank_last_step[r] = x >= 0 ? x : -1;
+  }
+  return VQC_OK;
+}
+
 /* With require_comparison: traces whose ranks all reach the same step but
  * share no (step, tensor) compared nothing, and that is an error, not a
  * clean result. */
@@ -1018,6 +1062,8 @@ vqc_status vqc_trace_set_compare(vqc_trace_set *s, const char *copy_dir,
     if (st == VQC_OK && !added) st = check_something_compared(s, res);
   }
   if (st == VQC_OK) end_warnings(s, res->warnings);
+  if (st == VQC_OK) pick_program(s, res, res->warnings);
+  if (st == VQC_OK) st = fill_last_steps(s, res);
 
   /* Copies: close and rename every one (the others are removed below). */
   for (int r = 0; r < n && st == VQC_OK && copy_dir; r++) {
@@ -1045,6 +1091,7 @@ done:
 void vqc_trace_compare_result_free(vqc_trace_compare_result *r) {
   if (r == NULL) return;
   free(r->steps);
+  free(r->rank_last_step);
   json_decref(r->warnings);
   memset(r, 0, sizeof *r);
 }

@@ -60,6 +60,7 @@
 #include <stdint.h>
 
 #include "findings.h"
+#include "trace.h"
 #include "vqc/status.h"
 
 /* Ranks a directory may hold: each rank's file stays open while the steps
@@ -124,7 +125,16 @@ typedef struct vqc_trace_compare_result {
   int64_t nsteps;
   json_t *warnings;          /* array of strings, owned: cut-off last lines,
                                 lines not compared, nothing compared (when
-                                not required) */
+                                not required), ranks naming different
+                                programs */
+  /* The optional "program" of the lines (trace.h): the first one named in
+   * the lowest rank's trace that names one; "" when no line names one. When
+   * ranks name different programs this one is kept and a warning says so. */
+  char program[VQC_TRACE_NAME_MAX];
+  int nranks;                /* entries of rank_last_step */
+  int64_t *rank_last_step;   /* (nranks) owned: the last step of each rank's
+                                trace; -1 for an empty trace or a rank
+                                without a file */
 } vqc_trace_compare_result;
 
 /* Streams every file once, appends the divergence findings and the

@@ -125,6 +125,68 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* run.json's "compare" section (new reference): what was compared, the one
+ * place every report and the summary read it from.
+ *   trace_dir           TRACE_DIR as given
+ *   program             the traces' "program" (trace.h), null when no line
+ *                       names one
+ *   ranks               ranks (one trace each)
+ *   steps               steps that hold a line of some trace
+ *   steps_compared      steps at which some tensor was compared (every rank
+ *                       wrote it); first_step / last_step: the first and
+ *                       last of them (null when none)
+ *   tensors_per_step    the most tensors compared at one step;
+ *                       tensors_per_step_min the fewest (equal when every
+ *                       step compared as many; 0 when none was compared)
+ *   rank_last_step      per rank 0..ranks-1, the last step of its trace
+ *                       (null: its trace holds no step)
+ *   lines_read, digests_compared, lines_not_compared, warnings */
+static json_t *compare_section(const compare_opts *o, int nranks,
+                               const vqc_trace_compare_result *res) {
+  int64_t ncompared = 0, first = -1, last = -1, most = 0, fewest = 0;
+  for (int64_t i = 0; i < res->nsteps; i++) {
+    const vqc_trace_step *st = &res->steps[i];
+    if (st->compared == 0) continue;
+    if (ncompared == 0) {
+      first = st->step;
+      most = fewest = st->compared;
+    }
+    last = st->step;
+    if (st->compared > most) most = st->compared;
+    if (st->compared < fewest) fewest = st->compared;
+    ncompared++;
+  }
+  json_t *last_steps = json_array();
+  for (int r = 0; r < res->nranks; r++)
+    json_array_append_new(last_steps, res->rank_last_step[r] >= 0
+                                          ? json_integer(res->rank_last_step[r])
+                                          : json_null());
+  json_t *trace_dir = json_string(o->trace_dir);
+  /* The program was valid UTF-8 in the trace (jansson checked it). */
+  json_t *program = res->program[0] ? json_string(res->program) : NULL;
+  json_t *c = json_object();
+  json_object_set_new(c, "trace_dir",
+                      trace_dir ? trace_dir : json_string("(not UTF-8)"));
+  json_object_set_new(c, "program", program ? program : json_null());
+  json_object_set_new(c, "ranks", json_integer(nranks));
+  json_object_set_new(c, "steps", json_integer(res->nsteps));
+  json_object_set_new(c, "steps_compared", json_integer(ncompared));
+  json_object_set_new(c, "first_step",
+                      first >= 0 ? json_integer(first) : json_null());
+  json_object_set_new(c, "last_step",
+                      last >= 0 ? json_integer(last) : json_null());
+  json_object_set_new(c, "tensors_per_step", json_integer(most));
+  json_object_set_new(c, "tensors_per_step_min", json_integer(fewest));
+  json_object_set_new(c, "rank_last_step", last_steps);
+  json_object_set_new(c, "lines_read", json_integer(res->lines_read));
+  json_object_set_new(c, "digests_compared",
+                      json_integer(res->digests_compared));
+  json_object_set_new(c, "lines_not_compared",
+                      json_integer(res->lines_not_compared));
+  json_object_set(c, "warnings", res->warnings);
+  return c;
+}
+
 /* run.json for the comparison (new reference). */
 static json_t *compare_json(const compare_opts *o, int nranks,
                             vqc_findings *fl,
@@ -149,16 +211,7 @@ static json_t *compare_json(const compare_opts *o, int nranks,
                          (json_int_t)st->differing));
   }
   json_object_set_new(j, "exit_code", json_integer(fl->count > 0 ? 1 : 0));
-  json_t *trace_dir = json_string(o->trace_dir);
-  json_t *c = json_pack("{s:o,s:i,s:I,s:I,s:I,s:I,s:O}", "trace_dir",
-                        trace_dir ? trace_dir : json_string("(not UTF-8)"),
-                        "ranks", nranks, "steps", (json_int_t)res->nsteps,
-                        "lines_read", (json_int_t)res->lines_read,
-                        "digests_compared", (json_int_t)res->digests_compared,
-                        "lines_not_compared",
-                        (json_int_t)res->lines_not_compared, "warnings",
-                        res->warnings);
-  json_object_set_new(j, "compare", c);
+  json_object_set_new(j, "compare", compare_section(o, nranks, res));
   /* The only check traces allow to run in full; the reports show the
    * others as not run (junit <skipped/>), never as passed, and say why.
    * rank_failure is not claimed either: traces show a rank that stopped
@@ -184,18 +237,86 @@ static json_t *compare_json(const compare_opts *o, int nranks,
   return j;
 }
 
-static void print_summary(const compare_opts *o, int nranks, vqc_findings *fl,
-                          const vqc_trace_compare_result *res,
-                          const char *out) {
-  printf("compare %s: %d rank%s, %" PRId64 " step%s", o->trace_dir, nranks,
-         nranks == 1 ? "" : "s", res->nsteps, res->nsteps == 1 ? "" : "s");
-  if (res->nsteps > 0)
-    printf(" (%" PRId64 "..%" PRId64 ")", res->steps[0].step,
-           res->steps[res->nsteps - 1].step);
-  printf(", %" PRId64 " digests compared", res->digests_compared);
-  if (res->lines_not_compared > 0)
-    printf(", %" PRId64 " lines not compared", res->lines_not_compared);
+/* A member of run.json's compare section as an integer; -1 when it is null
+ * or absent. */
+static long long section_int(const json_t *c, const char *key) {
+  const json_t *v = json_object_get(c, key);
+  return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+}
+
+/* rank_last_step[rank] of the compare section; -1 for null (no step). */
+static long long last_step_at(const json_t *last_steps, size_t rank) {
+  const json_t *v = json_array_get(last_steps, rank);
+  return json_is_integer(v) ? (long long)json_integer_value(v) : -1;
+}
+
+/* "  last step per rank: step 9: ranks 0, 1, 3; step 4: rank 2\n", only
+ * when the ranks' traces end at different steps. Groups from the furthest
+ * step down, at most 8 groups of at most 8 ranks shown. */
+static void print_last_steps(const json_t *last_steps) {
+  const size_t n = json_array_size(last_steps);
+  long long hi = -2, lo = LLONG_MAX;
+  for (size_t r = 0; r < n; r++) {
+    const long long x = last_step_at(last_steps, r);
+    if (x > hi) hi = x;
+    if (x < lo) lo = x;
+  }
+  if (n == 0 || hi == lo) return;
+  printf("  last step per rank:");
+  long long cur = LLONG_MAX; /* the groups printed are above cur */
+  for (int g = 0; g < 8; g++) {
+    long long next = -2;
+    for (size_t r = 0; r < n; r++) {
+      const long long x = last_step_at(last_steps, r);
+      if (x < cur && x > next) next = x;
+    }
+    if (next == -2) break;
+    cur = next;
+    if (next >= 0) printf("%s step %lld:", g ? ";" : "", next);
+    else printf("%s no step:", g ? ";" : "");
+    int shown = 0, count = 0;
+    for (size_t r = 0; r < n; r++)
+      count += last_step_at(last_steps, r) == next;
+    for (size_t r = 0; r < n; r++) {
+      if (last_step_at(last_steps, r) != next) continue;
+      if (shown < 8)
+        printf("%s %zu", shown ? "," : count > 1 ? " ranks" : " rank", r);
+      shown++;
+    }
+    if (shown > 8) printf(" and %d more", shown - 8);
+  }
+  if (cur > lo) printf("; ...");
   printf("\n");
+}
+
+/* The summary on stdout, from run.json's compare section (compare_section)
+ * so that it says what the reports say. */
+static void print_summary(const json_t *c, vqc_findings *fl, const char *out) {
+  const char *program = json_string_value(json_object_get(c, "program"));
+  const char *dir = json_string_value(json_object_get(c, "trace_dir"));
+  if (program)
+    printf("compare %s (traces in %s)", program, dir ? dir : "?");
+  else
+    printf("compare the traces in %s", dir ? dir : "?");
+  const long long ranks = section_int(c, "ranks");
+  const long long steps = section_int(c, "steps_compared");
+  const long long most = section_int(c, "tensors_per_step");
+  const long long fewest = section_int(c, "tensors_per_step_min");
+  printf(": %lld rank%s, ", ranks, ranks == 1 ? "" : "s");
+  if (steps > 0) {
+    printf("steps %lld..%lld compared (%lld step%s), ",
+           section_int(c, "first_step"), section_int(c, "last_step"), steps,
+           steps == 1 ? "" : "s");
+    if (fewest != most) printf("%lld..%lld tensors per step, ", fewest, most);
+    else printf("%lld tensor%s per step, ", most, most == 1 ? "" : "s");
+  } else {
+    printf("no step compared, ");
+  }
+  printf("%lld digests compared", section_int(c, "digests_compared"));
+  const long long not_compared = section_int(c, "lines_not_compared");
+  if (not_compared > 0) printf(", %lld lines not compared", not_compared);
+  printf("\n");
+  print_last_steps(json_object_get(c, "rank_last_step"));
   vqc_offline_print_findings(stdout, fl);
   if (fl->count > 0)
     printf("(from traces: digests only, no element-level detail)\n");
@@ -274,7 +395,7 @@ int vqc_cmd_compare(int argc, char **argv) {
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     printf("\n");
   } else if (!o.quiet) {
-    print_summary(&o, nranks, &fl, &res, out);
+    print_summary(json_object_get(j, "compare"), &fl, out);
   }
   json_decref(j);
   vqc_run_dir_unlock(out);

@@ -8,7 +8,11 @@
  * call sites), digest-agreement heatmap, divergence over steps (+ the
  * findings' measured magnitudes), collective timeline (+ each rank's record
  * of the stuck collective), finding details, per-step summary, environment
- * and build. Every string that comes from the run is escaped (rep_html). */
+ * and build. A comparison of traces (trace_run.c) shows what was compared
+ * in the banner, the run table and the per-step table instead of a
+ * scenario's fault, seed and training, and a note that the collective
+ * checks did not run instead of an empty timeline. Every string that comes
+ * from the run is escaped (rep_html). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,6 +130,32 @@ static void html_expectation(FILE *f, const json_t *e) {
 
 /* ---- sections */
 
+/* Steps the verdict counts: for a comparison of traces the steps compared
+ * (steps_done when an older run.json does not record them). */
+static long long steps_shown(const rep_run *r) {
+  if (r->traces.is_traces && r->traces.steps_compared >= 0)
+    return r->traces.steps_compared;
+  return r->steps_done;
+}
+
+/* The banner's last line for a comparison of traces, closing the banner:
+ * what was compared, instead of a model, a backend and a duration. */
+static void trace_banner_line(FILE *f, const rep_run *r) {
+  const rep_traces *t = &r->traces;
+  char steps[160];
+  rep_traces_steps_text(t, steps, sizeof steps);
+  if (t->program) {
+    fprintf(f, "traces of ");
+    rep_html(f, t->program);
+    fprintf(f, " in ");
+  } else {
+    fprintf(f, "traces in ");
+  }
+  rep_html(f, t->trace_dir);
+  fprintf(f, ", %d ranks, steps compared: %s, exit code %d</p>\n"
+          "</div></header>\n", r->ranks, steps, r->exit_code);
+}
+
 static void verdict_banner(FILE *f, const rep_run *r) {
   const char *v = rep_verdict(r);
   fprintf(f, "<header class=\"verdict verdict-%s\" id=\"verdict\" data-verdict"
@@ -161,12 +191,14 @@ static void verdict_banner(FILE *f, const rep_run *r) {
         continue;
       fprintf(f, "%s", skipped++ ? ", " : "");
       if (skipped == 1)
-        fprintf(f, "%lld steps on %d ranks, every check that ran passed; "
-                "not checked: ", r->steps_done, r->ranks);
+        fprintf(f, "%lld steps %son %d ranks, every check that ran passed; "
+                "not checked: ", steps_shown(r),
+                r->traces.is_traces ? "compared " : "", r->ranks);
       rep_html(f, vqc_finding_kind_name((vqc_finding_kind)k));
     }
     if (skipped == 0)
-      fprintf(f, "%lld steps on %d ranks, every check passed", r->steps_done,
+      fprintf(f, "%lld steps %son %d ranks, every check passed",
+              steps_shown(r), r->traces.is_traces ? "compared " : "",
               r->ranks);
   } else {
     rep_html(f, r->training_status);
@@ -175,6 +207,10 @@ static void verdict_banner(FILE *f, const rep_run *r) {
                                        : "no message recorded");
   }
   fprintf(f, "</p>\n<p>");
+  if (r->traces.is_traces) {
+    trace_banner_line(f, r);
+    return;
+  }
   if (json_object_get(r->root, "scenario"))
     rep_html(f, rep_str(r->root, "scenario.model", "?"));
   else
@@ -186,7 +222,52 @@ static void verdict_banner(FILE *f, const rep_run *r) {
           "</div></header>\n", r->steps_done, r->duration_s, r->exit_code);
 }
 
+/* One <tr> of the run table: a header and escaped text. */
+static void kv_row(FILE *f, const char *key, const char *text) {
+  fprintf(f, "<tr><th>%s</th><td>", key);
+  rep_html(f, text);
+  fprintf(f, "</td></tr>\n");
+}
+
+/* The run table of a comparison of traces (trace_run.c): what was
+ * compared, instead of a scenario's fault, seed and training. */
+static void trace_summary_section(FILE *f, const rep_run *r) {
+  const rep_traces *t = &r->traces;
+  char steps[160], tensors[64], last[1024], num[32];
+  rep_traces_steps_text(t, steps, sizeof steps);
+  rep_traces_tensors_text(t, tensors, sizeof tensors);
+  rep_traces_last_steps_text(t, last, sizeof last);
+  fprintf(f, "<section id=\"summary\"><h2>Traces compared</h2>\n"
+          "<table class=\"kv\">\n<tr><th>program</th><td>");
+  if (t->program) {
+    fprintf(f, "<code>");
+    rep_html(f, t->program);
+    fprintf(f, "</code>");
+  } else {
+    fprintf(f, "not named in the traces (see the trace directory)");
+  }
+  fprintf(f, "</td></tr>\n<tr><th>trace directory</th><td><code>");
+  rep_html(f, t->trace_dir);
+  fprintf(f, "</code></td></tr>\n<tr><th>ranks</th><td>%d</td></tr>\n",
+          r->ranks);
+  kv_row(f, "steps compared", steps);
+  kv_row(f, "tensors per step", tensors);
+  if (t->digests_compared >= 0) {
+    snprintf(num, sizeof num, "%lld", t->digests_compared);
+    kv_row(f, "digests compared", num);
+  }
+  if (last[0]) kv_row(f, "last step per rank", last);
+  kv_row(f, "finished",
+         rep_str(r->root, "finished", rep_str(r->root, "started", "?")));
+  fprintf(f, "<tr><th>exit code</th><td>%d</td></tr>\n</table>\n"
+          "</section>\n", r->exit_code);
+}
+
 static void summary_section(FILE *f, const rep_run *r) {
+  if (r->traces.is_traces) {
+    trace_summary_section(f, r);
+    return;
+  }
   const json_t *sc = json_object_get(r->root, "scenario");
   fprintf(f, "<section id=\"summary\"><h2>Run</h2>\n<table class=\"kv\">\n");
   fprintf(f, "<tr><th>scenario</th><td>");
@@ -375,8 +456,26 @@ static void divergence_section(FILE *f, const rep_data *d) {
   fprintf(f, "</section>\n");
 }
 
+/* Instead of the timeline, for a comparison of traces without ledger
+ * dumps: the collective checks did not run, and why (once). */
+static void collectives_not_run(FILE *f, const rep_run *r) {
+  char text[1200];
+  fprintf(f, "<section id=\"collectives\"><h2>Collectives</h2>\n");
+  if (rep_collectives_not_run(r, text, sizeof text) > 0) {
+    fprintf(f, "<p class=\"explain\">Collective checks not run (so no "
+            "collective timeline): ");
+    rep_html(f, text);
+    fprintf(f, ".</p>\n");
+  }
+  fprintf(f, "</section>\n");
+}
+
 static void timeline_section(FILE *f, const rep_data *d) {
   const rep_timeline *t = &d->tl;
+  if (d->run.traces.is_traces && !t->any) {
+    collectives_not_run(f, &d->run);
+    return;
+  }
   fprintf(f, "<section id=\"collectives\"><h2>Collective timeline</h2>\n");
   if (t->any) {
     fprintf(f, "<p class=\"explain\">Each rank's ledger dump, by collective "
@@ -474,10 +573,39 @@ static void details_section(FILE *f, const rep_run *r) {
   fprintf(f, "</section>\n");
 }
 
+/* The per-step table of a comparison of traces: what was compared at each
+ * step (run.json "steps": digests_compared, digests_differing). */
+static void trace_steps_section(FILE *f, const json_t *steps, size_t n) {
+  fprintf(f, "<section id=\"steps\"><h2>Steps</h2>\n<details><summary>"
+          "Per-step comparison (%zu steps in the traces)</summary>\n<table>"
+          "<thead><tr><th>step</th><th>tensors compared</th><th>tensors "
+          "differing</th><th>findings so far</th></tr></thead><tbody>\n", n);
+  static const char *const keys[] = {"digests_compared", "digests_differing",
+                                     "findings"};
+  size_t i;
+  const json_t *s;
+  json_array_foreach(steps, i, s) {
+    fprintf(f, "<tr><td>%lld</td>",
+            (long long)json_integer_value(json_object_get(s, "step")));
+    for (int k = 0; k < 3; k++) {
+      const json_t *v = json_object_get(s, keys[k]);
+      fprintf(f, "<td>");
+      if (v) html_json_value(f, v);
+      fprintf(f, "</td>");
+    }
+    fprintf(f, "</tr>\n");
+  }
+  fprintf(f, "</tbody></table>\n</details>\n</section>\n");
+}
+
 static void steps_section(FILE *f, const rep_run *r) {
   const json_t *steps = json_object_get(r->root, "steps");
   const size_t n = json_array_size(steps);
   if (n == 0) return;
+  if (r->traces.is_traces) {
+    trace_steps_section(f, steps, n);
+    return;
+  }
   fprintf(f, "<section id=\"steps\"><h2>Steps</h2>\n<details><summary>"
           "Per-step summary on rank 0 (%zu steps)</summary>\n<table><thead>"
           "<tr><th>step</th><th>seconds</th><th>loss</th><th>findings so far"
@@ -507,6 +635,16 @@ static void environment_section(FILE *f, const rep_run *r) {
   kv_table(f, json_object_get(r->root, "environment"));
   fprintf(f, "<h3>Build</h3>\n");
   kv_table(f, json_object_get(r->root, "build"));
+  if (r->traces.is_traces) {
+    /* run.json's compare section: the facts the run table shows. */
+    const json_t *c = json_object_get(r->root, "compare");
+    if (json_is_object(c)) {
+      fprintf(f, "<h3>Comparison</h3>\n");
+      kv_table(f, c);
+    }
+    fprintf(f, "</section>\n");
+    return;
+  }
   const json_t *sc = json_object_get(r->root, "scenario");
   fprintf(f, "<h3>Scenario</h3>\n");
   kv_table(f, sc);

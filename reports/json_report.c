@@ -19,8 +19,10 @@
  *                   when present
  *   steps           array of objects with an integer "step"
  *   exit_code       integer 0..3
- * Optional: duration_s (number), finished / started (strings). Unknown keys
- * are ignored, so later writers may add some without a schema bump. */
+ * Optional: duration_s (number), finished / started (strings); for a
+ * comparison of traces (environment.backend "traces"), "compare"
+ * (trace_run.c checks the members the reports read). Unknown keys are
+ * ignored, so later writers may add some without a schema bump. */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -286,7 +288,8 @@ vqc_status rep_run_load(const char *run_dir, rep_run *r) {
     VQC_TRY(parse_finding(r, i, x, &r->findings[i]));
     r->nfindings++;
   }
-  return VQC_OK;
+  /* A comparison of traces: what it compared (trace_run.c). */
+  return rep_traces_load(r);
 }
 
 vqc_status rep_render_json(const rep_run *r, FILE *out) {

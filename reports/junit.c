@@ -37,6 +37,22 @@ static void property(FILE *f, const char *name, const char *value) {
   fprintf(f, "/>\n");
 }
 
+/* A comparison of traces has no fault and no training: its properties say
+ * what was compared (trace_run.c), each only when run.json records it. */
+static void trace_properties(FILE *f, const rep_traces *t) {
+  char text[160];
+  if (t->program) property(f, "program", t->program);
+  property(f, "trace_dir", t->trace_dir);
+  if (t->steps_compared >= 0) {
+    rep_traces_steps_text(t, text, sizeof text);
+    property(f, "steps_compared", text);
+  }
+  if (t->tensors_max >= 0) {
+    rep_traces_tensors_text(t, text, sizeof text);
+    property(f, "tensors_per_step", text);
+  }
+}
+
 vqc_status rep_render_junit(const rep_run *r, FILE *f) {
   /* Which kinds fired, and which checks did not run. */
   int failures = 0, skipped = 0;
@@ -81,12 +97,18 @@ vqc_status rep_render_junit(const rep_run *r, FILE *f) {
   fprintf(f, ">\n    <properties>\n");
   char num[32];
   property(f, "scenario", r->name);
-  property(f, "fault", rep_str(r->root, "scenario.fault", "none"));
+  if (r->traces.is_traces) {
+    trace_properties(f, &r->traces);
+  } else {
+    property(f, "fault", rep_str(r->root, "scenario.fault", "none"));
+  }
   property(f, "backend", r->backend);
   snprintf(num, sizeof num, "%d", r->ranks);
   property(f, "ranks", num);
-  snprintf(num, sizeof num, "%lld", r->steps_done);
-  property(f, "steps_done", num);
+  if (!r->traces.is_traces) {
+    snprintf(num, sizeof num, "%lld", r->steps_done);
+    property(f, "steps_done", num);
+  }
   snprintf(num, sizeof num, "%d", r->exit_code);
   property(f, "exit_code", num);
   property(f, "version", rep_str(r->root, "build.version", "?"));

@@ -1,9 +1,11 @@
 /* markdown.c: report.md, the report that reads well both raw (a terminal,
  * `cat`) and rendered (a CI summary page, GitHub): verdict, findings table,
  * per-finding detail, digest agreement in words, the stuck collective,
- * environment and build. Also the suite summary. Strings from the run go
- * through rep_md / rep_md_code so a name cannot break a table or inject
- * markup; detail JSON goes in a fence longer than any backtick run in it. */
+ * environment and build (for a comparison of traces, what was compared
+ * instead of a scenario, and a note instead of the collective; trace_run.c).
+ * Also the suite summary. Strings from the run go through rep_md /
+ * rep_md_code so a name cannot break a table or inject markup; detail JSON
+ * goes in a fence longer than any backtick run in it. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -64,6 +66,32 @@ static void expectation(FILE *f, const json_t *e) {
   if (!json_is_array(e)) fprintf(f, "(not stated)");
 }
 
+/* The lines under the verdict for a comparison of traces (trace_run.c):
+ * what was compared, instead of a scenario's fault, seed and training. */
+static void trace_facts(FILE *f, const rep_run *r) {
+  const rep_traces *t = &r->traces;
+  char steps[160], tensors[64], last[1024];
+  rep_traces_steps_text(t, steps, sizeof steps);
+  rep_traces_tensors_text(t, tensors, sizeof tensors);
+  rep_traces_last_steps_text(t, last, sizeof last);
+  fprintf(f, "- program: ");
+  if (t->program) {
+    rep_md_code(f, t->program, false);
+    fprintf(f, " (traces in ");
+    rep_md_code(f, t->trace_dir, false);
+    fprintf(f, ")");
+  } else {
+    fprintf(f, "not named in the traces; traces in ");
+    rep_md_code(f, t->trace_dir, false);
+  }
+  fprintf(f, "\n- %d ranks; steps compared: %s; tensors per step: %s",
+          r->ranks, steps, tensors);
+  if (t->digests_compared >= 0)
+    fprintf(f, "; digests compared: %lld", t->digests_compared);
+  if (last[0]) fprintf(f, "\n- last step per rank: %s", last);
+  fprintf(f, "\n\n");
+}
+
 static void verdict(FILE *f, const rep_run *r) {
   const char *v = rep_verdict(r);
   fprintf(f, "# vqcheck report: ");
@@ -99,6 +127,10 @@ static void verdict(FILE *f, const rep_run *r) {
   }
   const json_t *sc = json_object_get(r->root, "scenario");
   fprintf(f, " Exit code %d.\n\n", r->exit_code);
+  if (r->traces.is_traces) {
+    trace_facts(f, r);
+    return;
+  }
   if (sc) {
     fprintf(f, "- scenario: ");
     rep_md_code(f, r->name, false);
@@ -276,13 +308,25 @@ static void collectives(FILE *f, const rep_timeline *t) {
   fprintf(f, "\n");
 }
 
+/* Instead of the stuck collective, for a comparison of traces without
+ * ledger dumps: the collective checks did not run, and why (once). */
+static void collectives_not_run(FILE *f, const rep_run *r) {
+  char text[1200];
+  if (rep_collectives_not_run(r, text, sizeof text) == 0) return;
+  fprintf(f, "## Collectives\n\nCollective checks not run (so no "
+          "collective timeline): ");
+  rep_md(f, text);
+  fprintf(f, ".\n\n");
+}
+
 vqc_status rep_render_md(const rep_data *d, FILE *f) {
   const rep_run *r = &d->run;
   verdict(f, r);
   findings_table(f, r);
   finding_details(f, r);
   digests(f, &d->grid);
-  collectives(f, &d->tl);
+  if (r->traces.is_traces && !d->tl.any) collectives_not_run(f, r);
+  else collectives(f, &d->tl);
   fprintf(f, "## Environment\n\n");
   kv_table(f, json_object_get(r->root, "environment"));
   fprintf(f, "## Build\n\n");

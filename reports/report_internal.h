@@ -31,6 +31,26 @@ typedef struct rep_finding {
   const char *message;
 } rep_finding;
 
+/* What `vqcheck compare` compared, for a run whose environment.backend is
+ * "traces" (harness/cmd_compare.c writes run.json's "compare" section; its
+ * comment lists the members). Pointers are borrowed from rep_run.root. A
+ * member an older run.json lacks is NULL or -1, and the reports leave it
+ * out. */
+typedef struct rep_traces {
+  bool is_traces;             /* environment.backend is "traces" */
+  const char *program;        /* compare.program; NULL: the traces name none */
+  const char *trace_dir;      /* compare.trace_dir, else scenario.path, "?" */
+  long long steps;            /* compare.steps: steps some trace holds */
+  long long steps_compared;   /* compare.steps_compared */
+  long long first_step;       /* compare.first_step: -1 also when null */
+  long long last_step;        /* compare.last_step */
+  long long tensors_min;      /* compare.tensors_per_step_min */
+  long long tensors_max;      /* compare.tensors_per_step */
+  long long digests_compared; /* compare.digests_compared */
+  const json_t *rank_last_step; /* compare.rank_last_step: array of integers
+                                   >= 0 or null; NULL when absent */
+} rep_traces;
+
 typedef struct rep_run {
   char run_dir[4096];
   char path[4200];        /* run_dir/run.json, for messages */
@@ -46,6 +66,7 @@ typedef struct rep_run {
   double duration_s;      /* duration_s, 0 when absent */
   rep_finding *findings;  /* (nfindings), owned; their strings are not */
   int nfindings;
+  rep_traces traces;      /* is_traces false for scenario runs, programs */
 } rep_run;
 
 /* Loads and validates run_dir/run.json into *out (the caller frees it with
@@ -68,6 +89,34 @@ void rep_ranks_text(const json_t *ranks, char *buf, size_t n);
 /* A number from JSON: a real or an integer, or the strings "nan", "inf",
  * "-inf" the checkers write for non-finite values. False otherwise. */
 bool rep_json_number(const json_t *v, double *out);
+
+/* ---- a comparison of traces (trace_run.c) */
+
+/* Fills r->traces from r->root (after environment.backend was read):
+ * is_traces false, and nothing read, unless the backend is "traces".
+ * VQC_EPARSE "path: field 'compare.x': ..." for a mistyped member. */
+vqc_status rep_traces_load(rep_run *r);
+
+/* "0..9 (10 steps)", "0..4 (5 steps; the traces hold 10)", "none" or
+ * "(not recorded)" into buf: the steps compared. */
+void rep_traces_steps_text(const rep_traces *t, char *buf, size_t n);
+
+/* "16" or "12..16" (fewest..most) into buf; "(not recorded)". */
+void rep_traces_tensors_text(const rep_traces *t, char *buf, size_t n);
+
+/* "step 9: ranks 0, 1, 3; step 4: rank 2; no step: rank 5" into buf when
+ * the ranks' traces end at different steps (from the furthest down, at
+ * most 8 steps of at most 8 ranks each); "" when they all end together or
+ * it was not recorded. */
+void rep_traces_last_steps_text(const rep_traces *t, char *buf, size_t n);
+
+/* The collective checks (deadlock, collective_mismatch) that did not run
+ * (rep_check), for the note that replaces the collective timeline of a
+ * trace comparison, with the reasons run.json's checks_not_run gives, each
+ * reason once: "deadlock, collective_mismatch: traces hold no collective
+ * ledger: ..." (or "deadlock: why; collective_mismatch: other why") into
+ * buf. Returns how many did not run (0: buf is "", say nothing). */
+int rep_collectives_not_run(const rep_run *r, char *buf, size_t n);
 
 /* ---- which checks ran (run_data.c) */
 

@@ -49,6 +49,7 @@ typedef struct trace_spec {
   const deviation *dev;
   int ndev;
   int last_step[8]; /* >= 0: rank r stops after this step (0 = all steps) */
+  const char *program; /* non-NULL: every line names it ("program") */
 } trace_spec;
 
 static uint64_t base_digest(int64_t step, int t) {
@@ -86,8 +87,10 @@ static void write_traces(const char *dir, const trace_spec *sp) {
         fprintf(f, "{\"schema\":\"vqcheck-trace/1\",\"rank\":%d,\"step\":%"
                 PRId64 ",\"tensor\":\"%s\",\"dtype\":\"float32\",\"shape\":"
                 "[4,%" PRId64 "],\"digest_algo\":\"vqc-xxh3-tree-1\","
-                "\"digest\":\"%016" PRIx64 "\"}\n", r, s, tensors[t], cols,
+                "\"digest\":\"%016" PRIx64 "\"", r, s, tensors[t], cols,
                 digest);
+        if (sp->program) fprintf(f, ",\"program\":\"%s\"", sp->program);
+        fprintf(f, "}\n");
       }
     }
     fclose(f);
@@ -622,6 +625,231 @@ Test(compare_cli, truncated_last_line_warns_and_compares_the_rest) {
   rm_rf(dir);
 }
 
+/* ---- what the reports say about the traces */
+
+/* dir/name read whole (malloc'd, NUL-terminated). */
+static char *slurp(const char *dir, const char *name) {
+  char path[512];
+  path_in(path, sizeof path, dir, name);
+  FILE *f = fopen(path, "rb");
+  cr_assert_not_null(f, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *text = malloc((size_t)n + 1);
+  cr_assert_not_null(text);
+  cr_assert_eq(fread(text, 1, (size_t)n, f), (size_t)n);
+  text[n] = '\0';
+  fclose(f);
+  return text;
+}
+
+static int count_in(const char *hay, const char *needle) {
+  int n = 0;
+  for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle)) n++;
+  return n;
+}
+
+/* What a scenario run's report says and a trace comparison's must not. */
+static void expect_no_scenario_words(const char *text, const char *name) {
+  static const char *const words[] = {"fault injected", "seed",
+                                      "steps done in", "training VQC_OK",
+                                      "unknown model", "collective-timeline"};
+  for (int i = 0; i < 6; i++)
+    cr_expect_null(strstr(text, words[i]), "%s says '%s':\n%s", name,
+                   words[i], text);
+}
+
+/* 4 ranks of program "train.py", 5 steps of 3 tensors; rank 2's trace ends
+ * at step 2. Every report, the summary and run.json's compare section say
+ * so, and `vqcheck report` re-renders the same reports. */
+Test(compare_cli, reports_name_the_program_ranks_and_steps) {
+  char dir[64], out[128];
+  make_tmpdir(dir, sizeof dir);
+  trace_spec sp = {.ranks = 4, .steps = 5, .last_step = {0, 0, 2, 0},
+                   .program = "train.py"};
+  write_traces(dir, &sp);
+  snprintf(out, sizeof out, "%s/out", dir);
+  cli_out c = run_cli("compare", dir, "--out", out, NULL);
+  cr_expect_eq(c.code, 1, "rank 2 stops early: %s", c.err);
+  char want[512];
+  snprintf(want, sizeof want, "compare train.py (traces in %s): 4 ranks, "
+           "steps 0..2 compared (3 steps), 3 tensors per step, 9 digests "
+           "compared", dir);
+  cr_expect(strstr(c.out, want) != NULL, "'%s' not in:\n%s", want, c.out);
+  cr_expect(strstr(c.out, "last step per rank: step 4: ranks 0, 1, 3; "
+                   "step 2: rank 2\n") != NULL, "%s", c.out);
+  vqc_spawn_result_free(&c);
+
+  /* run.json: the facts, in one place. */
+  char path[256];
+  path_in(path, sizeof path, out, "run.json");
+  json_t *j = json_load_file(path, 0, NULL);
+  cr_assert_not_null(j);
+  json_t *cmp = json_object_get(j, "compare");
+  cr_expect_str_eq(json_string_value(json_object_get(cmp, "program")),
+                   "train.py");
+  cr_expect_str_eq(json_string_value(json_object_get(cmp, "trace_dir")), dir);
+  cr_expect_eq(json_integer_value(json_object_get(cmp, "ranks")), 4);
+  cr_expect_eq(json_integer_value(json_object_get(cmp, "steps")), 5);
+  cr_expect_eq(json_integer_value(json_object_get(cmp, "steps_compared")), 3);
+  cr_expect_eq(json_integer_value(json_object_get(cmp, "first_step")), 0);
+  cr_expect_eq(json_integer_value(json_object_get(cmp, "last_step")), 2);
+  cr_expect_eq(json_integer_value(json_object_get(cmp, "tensors_per_step")),
+               3);
+  json_t *last = json_pack("[i,i,i,i]", 4, 4, 2, 4);
+  cr_expect(json_equal(json_object_get(cmp, "rank_last_step"), last));
+  json_decref(last);
+  json_decref(j);
+
+  char *md = slurp(out, "report.md");
+  snprintf(want, sizeof want, "- program: `train.py` (traces in `%s`)\n"
+           "- 4 ranks; steps compared: 0..2 (3 steps; the traces hold 5); "
+           "tensors per step: 3; digests compared: 9\n- last step per rank: "
+           "step 4: ranks 0, 1, 3; step 2: rank 2\n", dir);
+  cr_expect(strstr(md, want) != NULL, "'%s' not in:\n%s", want, md);
+  expect_no_scenario_words(md, "report.md");
+  /* The collective checks did not run: said once, with run.json's
+   * reason. */
+  cr_expect_eq(count_in(md, "traces hold no collective ledger"), 1, "%s", md);
+  cr_expect(strstr(md, "deadlock, collective_mismatch: traces hold no "
+                   "collective ledger: not checked by vqcheck compare") !=
+                NULL, "%s", md);
+
+  char *html = slurp(out, "report.html");
+  cr_expect(strstr(html, "<tr><th>program</th><td><code>train.py</code>"
+                   "</td></tr>") != NULL, "%s", html);
+  snprintf(want, sizeof want, "<tr><th>trace directory</th><td><code>%s"
+           "</code></td></tr>", dir);
+  cr_expect(strstr(html, want) != NULL, "%s", html);
+  cr_expect(strstr(html, "<tr><th>ranks</th><td>4</td></tr>") != NULL);
+  cr_expect(strstr(html, "<tr><th>steps compared</th><td>0..2 (3 steps; "
+                   "the traces hold 5)</td></tr>") != NULL, "%s", html);
+  cr_expect(strstr(html, "<tr><th>tensors per step</th><td>3</td></tr>") !=
+            NULL);
+  cr_expect(strstr(html, "<tr><th>last step per rank</th><td>step 4: ranks "
+                   "0, 1, 3; step 2: rank 2</td></tr>") != NULL, "%s", html);
+  expect_no_scenario_words(html, "report.html");
+  cr_expect_eq(count_in(html, "traces hold no collective ledger"), 1, "%s",
+               html);
+
+  char *junit = slurp(out, "junit.xml");
+  cr_expect(strstr(junit, "<property name=\"program\" value=\"train.py\"/>")
+            != NULL, "%s", junit);
+  cr_expect_null(strstr(junit, "name=\"fault\""), "%s", junit);
+
+  /* `vqcheck report` on the run directory renders the same. */
+  c = run_cli("report", out, "--quiet", NULL);
+  cr_expect_eq(c.code, 1, "%s", c.err);
+  vqc_spawn_result_free(&c);
+  char *md2 = slurp(out, "report.md"), *html2 = slurp(out, "report.html");
+  cr_expect_str_eq(md2, md);
+  cr_expect_str_eq(html2, html);
+  free(md2);
+  free(html2);
+  free(junit);
+  free(html);
+  free(md);
+  rm_rf(dir);
+}
+
+/* Traces that name no program: the reports name their directory. */
+Test(compare_cli, traces_without_a_program_are_named_by_their_directory) {
+  char dir[64], out[128], want[512];
+  make_tmpdir(dir, sizeof dir);
+  trace_spec sp = {.ranks = 2, .steps = 3};
+  write_traces(dir, &sp);
+  snprintf(out, sizeof out, "%s/out", dir);
+  cli_out c = run_cli("compare", dir, "--out", out, NULL);
+  cr_expect_eq(c.code, 0, "%s", c.err);
+  snprintf(want, sizeof want, "compare the traces in %s: 2 ranks, steps "
+           "0..2 compared (3 steps)", dir);
+  cr_expect(strstr(c.out, want) != NULL, "'%s' not in:\n%s", want, c.out);
+  cr_expect_null(strstr(c.out, "last step per rank"), "%s", c.out);
+  vqc_spawn_result_free(&c);
+
+  char path[256];
+  path_in(path, sizeof path, out, "run.json");
+  json_t *j = json_load_file(path, 0, NULL);
+  cr_assert_not_null(j);
+  cr_expect(json_is_null(json_object_get(json_object_get(j, "compare"),
+                                         "program")));
+  json_decref(j);
+
+  char *md = slurp(out, "report.md");
+  snprintf(want, sizeof want, "- program: not named in the traces; traces "
+           "in `%s`\n- 2 ranks; steps compared: 0..2 (3 steps); tensors per "
+           "step: 3; digests compared: 9\n\n", dir);
+  cr_expect(strstr(md, want) != NULL, "'%s' not in:\n%s", want, md);
+  expect_no_scenario_words(md, "report.md");
+  char *html = slurp(out, "report.html");
+  snprintf(want, sizeof want, "<tr><th>trace directory</th><td><code>%s"
+           "</code></td></tr>", dir);
+  cr_expect(strstr(html, want) != NULL, "%s", html);
+  cr_expect(strstr(html, "<tr><th>program</th><td>not named in the traces")
+            != NULL, "%s", html);
+  cr_expect_null(strstr(html, "last step per rank"));
+  expect_no_scenario_words(html, "report.html");
+  free(html);
+  free(md);
+  rm_rf(dir);
+}
+
+/* "program" is optional, but when present a string < 256 bytes; ranks that
+ * name different programs: rank 0's is kept, with a warning. */
+Test(compare_cli, program_must_be_a_string_and_rank_0s_is_kept) {
+  char dir[64], out[128];
+  make_tmpdir(dir, sizeof dir);
+  trace_spec sp = {.ranks = 2, .steps = 2, .program = "train.py"};
+  snprintf(out, sizeof out, "%s/out", dir);
+
+  write_traces(dir, &sp);
+  set_line(dir, 1, 4, "{\"schema\":\"vqcheck-trace/1\",\"rank\":1,\"step\":1,"
+           "\"tensor\":\"w\",\"dtype\":\"float32\",\"shape\":[4,8],"
+           "\"digest_algo\":\"vqc-xxh3-tree-1\",\"digest\":"
+           "\"0000000000002000\",\"program\":7}\n");
+  cli_out c = run_cli("compare", dir, "--out", out, NULL);
+  cr_expect_eq(c.code, 2, "%s", c.err);
+  cr_expect(strstr(c.err, "rank-1.trace.jsonl:4: field 'program' must be a "
+                   "string") != NULL, "%s", c.err);
+  cr_expect(!exists(out), "no run directory for bad input");
+  vqc_spawn_result_free(&c);
+
+  char line[1024], name[300];
+  memset(name, 'p', 256);
+  name[256] = '\0';
+  snprintf(line, sizeof line, "{\"schema\":\"vqcheck-trace/1\",\"rank\":0,"
+           "\"step\":0,\"tensor\":\"b\",\"dtype\":\"float32\",\"shape\":"
+           "[4,8],\"digest_algo\":\"vqc-xxh3-tree-1\",\"digest\":"
+           "\"0000000000001001\",\"program\":\"%s\"}\n", name);
+  write_traces(dir, &sp);
+  set_line(dir, 0, 2, line);
+  c = run_cli("compare", dir, "--out", out, NULL);
+  cr_expect_eq(c.code, 2, "%s", c.err);
+  cr_expect(strstr(c.err, "rank-0.trace.jsonl:2: field 'program' must be a "
+                   "string of less than 256 bytes") != NULL, "%s", c.err);
+  vqc_spawn_result_free(&c);
+
+  /* Rank 1 says eval.py from its first line on: rank 0's train.py stays. */
+  sp.program = "eval.py";
+  write_traces(dir, &sp);
+  trace_spec sp0 = {.ranks = 1, .steps = 2, .program = "train.py"};
+  write_traces(dir, &sp0);
+  c = run_cli("compare", dir, "--out", out, NULL);
+  cr_expect_eq(c.code, 0, "%s", c.err);
+  cr_expect(strstr(c.err, "rank-1.trace.jsonl:1: field 'program' is "
+                   "'eval.py' but ") && strstr(c.err, "rank-0.trace.jsonl:1 "
+                   "names 'train.py'"), "%s", c.err);
+  cr_expect(strstr(c.out, "compare train.py (traces in ") != NULL, "%s",
+            c.out);
+  vqc_spawn_result_free(&c);
+  /* The copies in the run directory keep the key. */
+  char *copy = slurp(out, "rank-1.trace.jsonl");
+  cr_expect(strstr(copy, "\"program\":\"eval.py\"}\n") != NULL, "%s", copy);
+  free(copy);
+  rm_rf(dir);
+}
+
 /* ---- analyze */
 
 Test(analyze_cli, merges_without_duplicates_and_is_idempotent) {
@@ -823,4 +1051,30 @@ Test(analyze_cli, ledger_dumps_of_a_stuck_run) {
             f.items[0].site);
   vqc_findings_free(&f);
   rm_rf(dir);
+}
+
+/* Every digest type name fits a trace line's dtype (the longest,
+ * float4_e2m1fn_x2, has 16 bytes); 32 bytes or more do not. */
+Test(compare, trace_dtype_holds_every_digest_type_name) {
+  static const char *names[] = {"bool", "bfloat16", "float8_e4m3fnuz",
+                                "float4_e2m1fn_x2", "complex128"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    char line[512];
+    snprintf(line, sizeof line,
+             "{\"schema\":\"vqcheck-trace/1\",\"rank\":0,\"step\":0,"
+             "\"tensor\":\"t\",\"dtype\":\"%s\",\"shape\":[2],"
+             "\"digest_algo\":\"vqc-xxh3-tree-1\","
+             "\"digest\":\"0123456789abcdef\"}", names[i]);
+    vqc_trace_record r;
+    cr_assert_eq(vqc_trace_parse_line(line, "t.jsonl", 1, &r), VQC_OK,
+                 "%s: %s", names[i], vqc_last_error());
+    cr_assert_str_eq(r.dtype, names[i]);
+  }
+  const char *too_long =
+      "{\"schema\":\"vqcheck-trace/1\",\"rank\":0,\"step\":0,\"tensor\":\"t\","
+      "\"dtype\":\"a_dtype_name_of_thirty_two_bytes\",\"shape\":[2],"
+      "\"digest_algo\":\"vqc-xxh3-tree-1\",\"digest\":\"0123456789abcdef\"}";
+  vqc_trace_record r;
+  cr_assert_eq(vqc_trace_parse_line(too_long, "t.jsonl", 1, &r), VQC_EPARSE);
+  cr_assert(strstr(vqc_last_error(), "dtype") != NULL, "%s", vqc_last_error());
 }

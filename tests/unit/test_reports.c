@@ -779,6 +779,186 @@ Test(reports, missing_rank_files_show_as_gaps) {
   vqc_test_remove_dir(dir);
 }
 
+/* ---- a comparison of traces (`vqcheck compare`) */
+
+/* The sample turned into what `vqcheck compare` writes (harness/
+ * cmd_compare.c): backend "traces", a scenario without fault, seed or
+ * expectation, its divergence finding only, the checks it ran, and the
+ * compare section; no ledger dumps. Rank 1's trace ends at step 3 in
+ * `rank_last_step`. */
+static json_t *compare_run_json(const char *program) {
+  json_t *j = sample_run_json();
+  json_object_set_new(j, "scenario",
+                      json_pack("{s:s, s:s, s:s, s:s}", "name", "compare",
+                                "path", "/data/traces", "description",
+                                "per-rank digest traces", "model",
+                                "unknown"));
+  json_object_set_new(json_object_get(j, "environment"), "backend",
+                      json_string("traces"));
+  json_object_set_new(json_object_get(j, "training"), "status",
+                      json_string("VQC_OK"));
+  /* Compare finds divergence only: keep the sample's first finding. */
+  json_t *fs = json_object_get(j, "findings");
+  while (json_array_size(fs) > 1) json_array_remove(fs, 1);
+  json_object_set_new(j, "checks", json_pack("[s]", "divergence"));
+  json_object_set_new(
+      j, "checks_not_run",
+      json_pack("{s:s, s:s}", "deadlock", "no ledger here",
+                "collective_mismatch", "no ledger here"));
+  json_t *c = json_pack(
+      "{s:s, s:i, s:i, s:i, s:i, s:i, s:i, s:i, s:[i,i,i], s:i}",
+      "trace_dir", "/data/traces", "ranks", 3, "steps", 5, "steps_compared",
+      4, "first_step", 0, "last_step", 3, "tensors_per_step", 4,
+      "tensors_per_step_min", 4, "rank_last_step", 4, 3, 4,
+      "digests_compared", 16);
+  json_object_set_new(c, "program",
+                      program ? json_string(program) : json_null());
+  json_object_set_new(j, "compare", c);
+  return j;
+}
+
+/* A compare run directory: run.json, the traces, no ledger dumps. */
+static void make_compare_sample(char *dir, size_t n, const char *program) {
+  make_temp_dir(dir, n);
+  json_t *j = compare_run_json(program);
+  write_run_json(dir, j);
+  json_decref(j);
+  write_traces(dir);
+}
+
+/* What a scenario's report says and a trace comparison's must not. */
+static void expect_no_scenario_words(const char *text) {
+  static const char *const words[] = {"fault injected", "seed",
+                                      "steps done in", "training VQC_OK",
+                                      "unknown model", "collective-timeline",
+                                      "Collective timeline"};
+  for (int i = 0; i < 7; i++)
+    cr_expect_null(strstr(text, words[i]), "'%s' in:\n%s", words[i], text);
+}
+
+Test(reports, a_trace_comparison_says_what_was_compared) {
+  char dir[64];
+  make_compare_sample(dir, sizeof dir, "train.py");
+  cr_assert_eq(vqc_reports_write(dir, VQC_REPORT_ALL), VQC_OK, "%s",
+               vqc_last_error());
+  char *md = slurp(dir, "report.md");
+  cr_expect(strstr(md, "- program: `train.py` (traces in `/data/traces`)\n"
+                   "- 3 ranks; steps compared: 0..3 (4 steps; the traces "
+                   "hold 5); tensors per step: 4; digests compared: 16\n"
+                   "- last step per rank: step 4: ranks 0, 2; step 3: rank "
+                   "1\n") != NULL, "%s", md);
+  cr_expect(strstr(md, "## Collectives\n\nCollective checks not run (so no "
+                   "collective timeline): deadlock, collective_mismatch: "
+                   "no ledger here.") != NULL, "%s", md);
+  cr_expect_eq(count_substr(md, "no ledger here"), 1, "said once: %s", md);
+  expect_no_scenario_words(md);
+
+  char *html = slurp(dir, "report.html");
+  cr_expect(strstr(html, "<p>traces of train.py in /data/traces, 3 ranks, "
+                   "steps compared: 0..3 (4 steps; the traces hold 5), exit "
+                   "code 1</p>") != NULL, "%s", html);
+  cr_expect(strstr(html, "<tr><th>program</th><td><code>train.py</code>"
+                   "</td></tr>\n<tr><th>trace directory</th><td><code>"
+                   "/data/traces</code></td></tr>\n<tr><th>ranks</th><td>3"
+                   "</td></tr>\n<tr><th>steps compared</th><td>0..3 (4 "
+                   "steps; the traces hold 5)</td></tr>\n<tr><th>tensors "
+                   "per step</th><td>4</td></tr>") != NULL, "%s", html);
+  cr_expect(strstr(html, "<tr><th>last step per rank</th><td>step 4: ranks "
+                   "0, 2; step 3: rank 1</td></tr>") != NULL, "%s", html);
+  cr_expect_eq(count_substr(html, "no ledger here"), 1, "said once");
+  cr_expect(strstr(html, "<th>tensors compared</th>") != NULL,
+            "the per-step table shows what was compared");
+  expect_no_scenario_words(html);
+
+  char *junit = slurp(dir, "junit.xml");
+  cr_expect(strstr(junit, "<property name=\"program\" value=\"train.py\"/>")
+            != NULL, "%s", junit);
+  cr_expect(strstr(junit, "<property name=\"trace_dir\" value=\"/data/"
+                   "traces\"/>") != NULL, "%s", junit);
+  cr_expect_null(strstr(junit, "name=\"fault\""), "%s", junit);
+  cr_expect_null(strstr(junit, "name=\"steps_done\""), "%s", junit);
+  free(junit);
+  free(html);
+  free(md);
+  vqc_test_remove_dir(dir);
+}
+
+Test(reports, a_trace_comparison_without_a_program_names_the_directory) {
+  char dir[64];
+  make_compare_sample(dir, sizeof dir, NULL);
+  cr_assert_eq(vqc_reports_write(dir, VQC_REPORT_ALL), VQC_OK, "%s",
+               vqc_last_error());
+  char *md = slurp(dir, "report.md");
+  cr_expect(strstr(md, "- program: not named in the traces; traces in "
+                   "`/data/traces`\n") != NULL, "%s", md);
+  char *html = slurp(dir, "report.html");
+  cr_expect(strstr(html, "<p>traces in /data/traces, 3 ranks") != NULL, "%s",
+            html);
+  cr_expect(strstr(html, "<tr><th>program</th><td>not named in the traces")
+            != NULL, "%s", html);
+  free(html);
+  free(md);
+
+  /* An older compare run.json, without the new members: what it has, and
+   * no error. */
+  json_t *j = compare_run_json(NULL);
+  json_t *c = json_object_get(j, "compare");
+  static const char *const newer[] = {"program", "steps_compared",
+                                      "first_step", "last_step",
+                                      "tensors_per_step",
+                                      "tensors_per_step_min",
+                                      "rank_last_step"};
+  for (int i = 0; i < 7; i++) json_object_del(c, newer[i]);
+  write_run_json(dir, j);
+  json_decref(j);
+  cr_assert_eq(vqc_reports_write(dir, VQC_REPORT_ALL), VQC_OK, "%s",
+               vqc_last_error());
+  md = slurp(dir, "report.md");
+  cr_expect(strstr(md, "- 3 ranks; steps compared: (not recorded); tensors "
+                   "per step: (not recorded); digests compared: 16\n\n") !=
+                NULL, "%s", md);
+  expect_no_scenario_words(md);
+  free(md);
+
+  /* A mistyped member is an error naming it. */
+  j = compare_run_json(NULL);
+  json_object_set_new(json_object_get(j, "compare"), "program",
+                      json_integer(7));
+  write_run_json(dir, j);
+  json_decref(j);
+  cr_expect_eq(vqc_reports_write(dir, VQC_REPORT_ALL), VQC_EPARSE);
+  cr_expect(strstr(vqc_last_error(), "field 'compare.program'") != NULL, "%s",
+            vqc_last_error());
+  vqc_test_remove_dir(dir);
+}
+
+/* A scenario run's report keeps its scenario lines. */
+Test(reports, a_scenario_run_keeps_fault_seed_and_timeline) {
+  char dir[64];
+  make_sample(dir, sizeof dir);
+  cr_assert_eq(vqc_reports_write(dir, VQC_REPORT_ALL), VQC_OK, "%s",
+               vqc_last_error());
+  char *md = slurp(dir, "report.md");
+  cr_expect(strstr(md, "(vq model), fault injected: ") != NULL, "%s", md);
+  cr_expect(strstr(md, "- 3 ranks on the threads backend; 5 steps done in "
+                   "30.50 s; training VQC_ETIMEOUT") != NULL, "%s", md);
+  cr_expect_null(strstr(md, "steps compared"));
+  char *html = slurp(dir, "report.html");
+  cr_expect(strstr(html, "<tr><th>seed</th><td>7</td></tr>") != NULL);
+  cr_expect(strstr(html, "<tr><th>fault injected</th>") != NULL);
+  cr_expect(strstr(html, "5 steps done in 30.50 s") != NULL);
+  cr_expect(strstr(html, "<h2>Collective timeline</h2>") != NULL);
+  cr_expect_null(strstr(html, "trace directory"));
+  char *junit = slurp(dir, "junit.xml");
+  cr_expect(strstr(junit, "<property name=\"fault\"") != NULL);
+  cr_expect(strstr(junit, "<property name=\"steps_done\" value=\"5\"/>") !=
+            NULL);
+  free(junit);
+  free(html);
+  free(md);
+  vqc_test_remove_dir(dir);
+}
+
 Test(reports, magnitudes_plot_on_log_scale_without_traces) {
   char dir[64];
   make_temp_dir(dir, sizeof dir);
