@@ -45,6 +45,13 @@ if(VQC_WITH_NCCL AND NOT (_vqc_nccl_found AND VQC_WITH_CUDA AND VQC_WITH_MPI))
   message(FATAL_ERROR "VQC_WITH_NCCL=ON needs nccl.h, libnccl, CUDA and MPI")
 endif()
 
+# ---- what to build besides the libraries and the CLI. `pip install .`
+# (pyproject.toml) turns the first three off and VQC_PYTHON on.
+option(VQC_BUILD_TESTS "Build the tests (ctest)" ON)
+option(VQC_BUILD_BENCH "Build the benchmarks (bench/)" ON)
+option(VQC_BUILD_EXAMPLES "Build and test the examples (examples/)" ON)
+option(VQC_PYTHON "Build the Python extension module vqcheck._core (python/)" OFF)
+
 function(vqc_print_summary)
   message(STATUS "")
   message(STATUS "vqcheck ${PROJECT_VERSION} configuration")
@@ -52,7 +59,8 @@ function(vqc_print_summary)
   message(STATUS "  VQC_WITH_MPI    ${VQC_WITH_MPI}   (mpiexec: ${VQC_MPIEXEC})")
   message(STATUS "  VQC_WITH_CUDA   ${VQC_WITH_CUDA}")
   message(STATUS "  VQC_WITH_NCCL   ${VQC_WITH_NCCL}")
-  message(STATUS "  unit tests      ${CRITERION_FOUND}")
+  message(STATUS "  unit tests      ${CRITERION_FOUND}   (VQC_BUILD_TESTS ${VQC_BUILD_TESTS})")
+  message(STATUS "  VQC_PYTHON      ${VQC_PYTHON}")
   message(STATUS "  VQC_WERROR      ${VQC_WERROR}")
   message(STATUS "  VQC_SANITIZE    ${VQC_SANITIZE}")
   message(STATUS "  VQC_COVERAGE    ${VQC_COVERAGE}")

@@ -14,7 +14,10 @@ packages=(
   libyaml-dev                       # scenario files
   libopenblas-dev                   # sgemm baseline in bench/quantizers
   libb2-dev                         # BLAKE2b: verifies fixture files
-  python3-xxhash                    # tests: the Python trace example's digest vs C
+  python3-xxhash                    # tests: the README digest in pure Python
+  python3-dev python3-venv          # the Python package (pip install .)
+  python3-torch python3-numpy       # PyTorch jobs checked by vqcheck.torch (CPU, gloo)
+  python3-pytest                    # the Python package's tests
   clang libclang-rt-dev             # tests/fuzz: libFuzzer targets (label slow)
   libxml2-dev                       # tests: parse junit.xml with a real XML parser
   chromium                          # tests: render report.html headless (big)

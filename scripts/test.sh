@@ -2,8 +2,10 @@
 # test.sh: README quick-start command (2), and what CI runs (.ci/run).
 # Installs what is missing, builds with warnings as errors, runs every test
 # (unit, mpi through real mpiexec processes, gpu tests skip without a device),
-# then rebuilds with AddressSanitizer + UndefinedBehaviorSanitizer and runs
-# the unit and mpi tests again.
+# installs the Python package into build-py/venv and runs its pytest suite
+# (real multi-process gloo jobs compared by the installed CLI), then rebuilds
+# with AddressSanitizer + UndefinedBehaviorSanitizer and runs the unit and mpi
+# tests again.
 #   VQC_SKIP_ASAN=1 scripts/test.sh   skips the sanitizer pass (local use).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,6 +18,10 @@ cmake -S . -B build -DVQC_WERROR=ON
 cmake --build build -j"$jobs"
 echo "== tests"
 ctest --test-dir build --output-on-failure -j"$jobs"
+
+echo "== Python package: pip install . into a venv, then pytest"
+python=$(scripts/python-env.sh)
+"$python" -m pytest -q python/tests
 
 if [ "${VQC_SKIP_ASAN:-0}" != 1 ]; then
   echo "== sanitizer build (ASan + UBSan)"

@@ -1,0 +1,83 @@
+"""Shared helpers for the vqcheck package's tests (pytest, run by
+scripts/test.sh against the package installed in a venv by `pip install .`).
+
+- cli: the `vqcheck` CLI the package installed (next to sys.executable), or
+  $VQC_TEST_CLI.
+- run_ranks: starts a script as N real processes with the torchrun
+  environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
+  MASTER_PORT), waits for all with a deadline, kills them all on timeout.
+- compare: runs `vqcheck compare DIR --json` and returns (exit code, run.json).
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+
+
+def cli_path() -> str:
+    env = os.environ.get("VQC_TEST_CLI")
+    if env:
+        return env
+    return str(Path(sys.executable).parent / "vqcheck")
+
+
+@pytest.fixture
+def cli() -> str:
+    path = cli_path()
+    if not os.access(path, os.X_OK):
+        pytest.fail(f"no vqcheck CLI at {path}: install the package with "
+                    "`pip install .` into this venv (scripts/test.sh does)")
+    return path
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_ranks(script, nproc, args, timeout=180.0):
+    """Runs `python script args...` as nproc ranks; returns a list of
+    CompletedProcess-like (returncode, stdout, stderr) per rank."""
+    port = free_port()
+    procs = []
+    for rank in range(nproc):
+        env = dict(os.environ)
+        env.update(RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank),
+                   LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1",
+                   MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+        procs.append(subprocess.Popen(
+            [sys.executable, str(script), *map(str, args)], env=env,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+    results = []
+    try:
+        for p in procs:
+            out, err = p.communicate(timeout=timeout)
+            results.append((p.returncode, out, err))
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        details = []
+        for rank, p in enumerate(procs):
+            out, err = p.communicate()
+            details.append(f"rank {rank}: {err[-2000:]}")
+        pytest.fail(f"{script} did not finish in {timeout} s:\n" +
+                    "\n".join(details))
+    for rank, (rc, out, err) in enumerate(results):
+        assert rc == 0, f"rank {rank} of {script} exited {rc}:\n{err[-4000:]}"
+    return results
+
+
+def compare(cli, trace_dir, out_dir):
+    """`vqcheck compare trace_dir --out out_dir --json`: (exit code, run.json
+    as a dict, stderr)."""
+    p = subprocess.run([cli, "compare", str(trace_dir), "--out", str(out_dir),
+                        "--json"], capture_output=True, text=True, timeout=120)
+    run = json.loads(p.stdout) if p.stdout.strip() else None
+    return p.returncode, run, p.stderr

@@ -1,0 +1,252 @@
+"""vqcheck.torch.watch in one process: what it digests and names, when, the
+trace it writes, how it hooks the optimizer, and its errors."""
+import json
+import os
+
+import pytest
+import torch
+
+import vqcheck
+import vqcheck.torch as vt
+
+
+def read_trace(path):
+    with open(path) as f:
+        return [json.loads(line) for line in f]
+
+
+def by_step(lines):
+    steps = {}
+    for line in lines:
+        steps.setdefault(line["step"], []).append(line)
+    return steps
+
+
+class VQLike(torch.nn.Module):
+    """State like vector-quantize-pytorch's VectorQuantize: a bool
+    `initted` buffer, a bf16 codebook, fp16 EMA statistics."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 4)
+        self.register_buffer("initted", torch.tensor([False]))
+        self.register_buffer("embed", torch.randn(16, 4).to(torch.bfloat16))
+        self.register_buffer("cluster_size", torch.zeros(16,
+                                                         dtype=torch.float16))
+
+    def forward(self, x):
+        z = self.proj(x)
+        with torch.no_grad():
+            self.initted.fill_(True)
+            self.cluster_size.mul_(0.9).add_(0.1)
+        return z
+
+
+def train(model, opt, steps, w=None):
+    for _ in range(steps):
+        opt.zero_grad()
+        model(torch.randn(4, 8)).square().mean().backward()
+        opt.step()
+
+
+def test_every_step_digests_params_buffers_and_optimizer_state(tmp_path):
+    torch.manual_seed(0)
+    model = VQLike()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    with vt.watch(model, opt, out=tmp_path) as w:
+        train(model, opt, 3)
+    assert w.closed and w.steps == 3 and w.rank == 0
+    lines = read_trace(tmp_path / "rank-0.trace.jsonl")
+    steps = by_step(lines)
+    assert sorted(steps) == [0, 1, 2]
+    names = [line["tensor"] for line in steps[2]]
+    assert names == ["proj.weight", "proj.bias", "initted", "embed",
+                     "cluster_size", "proj.weight.step", "proj.weight.exp_avg",
+                     "proj.weight.exp_avg_sq", "proj.bias.step",
+                     "proj.bias.exp_avg", "proj.bias.exp_avg_sq"]
+    last = {line["tensor"]: line for line in steps[2]}
+    assert last["initted"]["dtype"] == "bool"
+    assert last["embed"]["dtype"] == "bfloat16"
+    assert last["cluster_size"]["dtype"] == "float16"
+    state = dict(model.named_parameters(), **dict(model.named_buffers()))
+    state["proj.weight.exp_avg"] = opt.state[model.proj.weight]["exp_avg"]
+    for name, t in state.items():
+        assert last[name]["digest"] == f"{vqcheck.digest(t):016x}", name
+        assert last[name]["shape"] == list(t.shape)
+    for line in lines:
+        assert line["schema"] == "vqcheck-trace/1"
+        assert line["digest_algo"] == "vqc-xxh3-tree-1"
+        assert line["rank"] == 0
+        assert line["program"]
+
+
+def test_interval_writes_every_kth_step_and_the_last(tmp_path):
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w = vt.watch(model, opt, out=tmp_path, interval=3)
+    for _ in range(8):
+        opt.zero_grad()
+        model(torch.randn(2, 3)).sum().backward()
+        opt.step()
+        if w.steps == 4:  # flushed at every step: readable while running
+            assert sorted(by_step(read_trace(w.path))) == [0, 3]
+    w.close()
+    assert sorted(by_step(read_trace(w.path))) == [0, 3, 6, 7]
+    w.close()  # a second close does nothing
+    assert sorted(by_step(read_trace(w.path))) == [0, 3, 6, 7]
+
+
+def test_manual_steps_without_an_optimizer(tmp_path):
+    model = torch.nn.Linear(3, 2)
+    w = vt.watch([model, torch.nn.Linear(2, 2)], out=tmp_path)
+    for _ in range(2):
+        with torch.no_grad():
+            model.weight.add_(1)
+        w.step()
+    w.close()
+    steps = by_step(read_trace(tmp_path / "rank-0.trace.jsonl"))
+    assert [line["tensor"] for line in steps[0]] == ["0.weight", "0.bias",
+                                                     "1.weight", "1.bias"]
+    assert steps[0][0]["digest"] != steps[1][0]["digest"]
+
+
+def test_names_prefixes_tied_weights_once(tmp_path):
+    enc, dec = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+    dec.weight = enc.weight  # tied
+    w = vt.watch([enc, dec], out=tmp_path, names=["enc", "dec."])
+    w.step()
+    w.close()
+    names = [line["tensor"] for line in read_trace(w.path)]
+    assert names == ["enc.weight", "enc.bias", "dec.bias"]
+
+
+def test_optimizer_params_outside_the_modules_are_named_by_position(tmp_path):
+    model = torch.nn.Linear(2, 2)
+    extra = torch.nn.Parameter(torch.ones(3))
+    opt = torch.optim.SGD([{"params": model.parameters()},
+                           {"params": [extra]}], lr=0.1, momentum=0.9)
+    with vt.watch(model, opt, out=tmp_path) as w:
+        opt.zero_grad()
+        (model(torch.ones(1, 2)).sum() + extra.sum()).backward()
+        opt.step()
+    names = [line["tensor"] for line in read_trace(w.path)]
+    assert "optimizer.param_groups.1.params.0" in names
+    assert "optimizer.param_groups.1.params.0.momentum_buffer" in names
+    assert "weight.momentum_buffer" in names
+
+
+@pytest.mark.parametrize("scheduler_first", [True, False])
+def test_lr_scheduler_before_or_after_watch(tmp_path, scheduler_first,
+                                            recwarn):
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    make = lambda: torch.optim.lr_scheduler.StepLR(opt, 1, gamma=0.5)
+    sched = make() if scheduler_first else None
+    w = vt.watch(model, opt, out=tmp_path)
+    sched = sched or make()
+    for _ in range(3):
+        opt.zero_grad()
+        model(torch.ones(1, 2)).sum().backward()
+        opt.step()
+        sched.step()
+    w.close()
+    assert w.steps == 3 and opt._step_count == 3
+    assert opt.param_groups[0]["lr"] == pytest.approx(0.1 / 8)
+    assert not [x for x in recwarn if "lr_scheduler" in str(x.message)]
+    opt.step()  # after close the optimizer still steps, undigested
+    assert w.steps == 3
+    if scheduler_first:  # the scheduler's counting wrapper is back in place
+        assert getattr(opt.step, "_with_counter", False)
+    assert sorted(by_step(read_trace(w.path))) == [0, 1, 2]
+
+
+def test_unhooked_after_close_when_nothing_else_wrapped(tmp_path):
+    model = torch.nn.Linear(2, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    w = vt.watch(model, opt, out=tmp_path)
+    assert "step" in opt.__dict__
+    w.close()
+    assert "step" not in opt.__dict__
+
+
+def test_bad_calls_raise_clear_errors(tmp_path):
+    with pytest.raises(TypeError, match="torch.nn.Module"):
+        vt.watch(3, out=tmp_path)
+    with pytest.raises(TypeError, match=r"modules\[1\] is a str"):
+        vt.watch([torch.nn.Linear(1, 1), "x"], out=tmp_path)
+    with pytest.raises(ValueError, match="no modules"):
+        vt.watch([], out=tmp_path)
+    with pytest.raises(TypeError, match="Optimizer"):
+        vt.watch(torch.nn.Linear(1, 1), optimizer="sgd", out=tmp_path)
+    with pytest.raises(ValueError, match="interval"):
+        vt.watch(torch.nn.Linear(1, 1), out=tmp_path, interval=0)
+    with pytest.raises(ValueError, match="one string prefix per module"):
+        vt.watch([torch.nn.Linear(1, 1)] * 2, out=tmp_path, names=["a"])
+    w = vt.watch(torch.nn.Linear(1, 1), out=tmp_path)
+    w.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        w.step()
+
+
+def test_a_tensor_whose_shape_changes_between_steps_raises(tmp_path):
+    model = torch.nn.Linear(3, 2)
+    w = vt.watch(model, out=tmp_path)
+    w.step()
+    model.register_buffer("codebook", torch.zeros(4, 3))
+    w.step()
+    model.codebook = torch.zeros(5, 3)  # dead-code replacement grew it
+    with pytest.raises(ValueError, match=r"'codebook' was float32 \[4, 3\] "
+                                         r"at step 1 and is float32 \[5, 3\] "
+                                         r"at step 2"):
+        w.step()
+    w.close()
+
+
+def test_a_file_that_is_not_a_trace_is_never_overwritten(tmp_path):
+    mine = tmp_path / "rank-0.trace.jsonl"
+    mine.write_text("my own log, not a trace\n")
+    w = vt.watch(torch.nn.Linear(1, 1), out=tmp_path)
+    with pytest.raises(FileExistsError, match="not a vqcheck trace"):
+        w.step()
+    assert mine.read_text() == "my own log, not a trace\n"
+
+
+def test_rank0_replaces_its_trace_and_removes_stale_higher_ranks(tmp_path,
+                                                                 capfd):
+    for r in range(3):
+        w = vt.watch(torch.nn.Linear(1, 1), out=tmp_path)
+        w.step()
+        w.close()
+        os.replace(w.path, tmp_path / f"rank-{r}.trace.jsonl")
+    (tmp_path / "rank-7.trace.jsonl").write_text("not a trace\n")
+    w = vt.watch(torch.nn.Linear(1, 1), out=tmp_path)
+    w.step()
+    w.step()
+    w.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "rank-0.trace.jsonl", "rank-7.trace.jsonl"]
+    assert sorted(by_step(read_trace(w.path))) == [0, 1]
+    assert "removed" in capfd.readouterr().err
+
+
+def test_exclude_leaves_out_per_rank_state(tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(3, 3), torch.nn.BatchNorm1d(3))
+    with vt.watch(model, out=tmp_path,
+                  exclude=["*.running_mean", "*.running_var"]) as w:
+        w.step()
+    names = [line["tensor"] for line in read_trace(w.path)]
+    assert names == ["0.weight", "0.bias", "1.weight", "1.bias",
+                     "1.num_batches_tracked"]
+    with pytest.raises(TypeError, match="exclude"):
+        vt.watch(model, out=tmp_path, exclude="*.running_mean")
+
+
+def test_a_block_that_raises_digests_no_extra_last_step(tmp_path):
+    model = torch.nn.Linear(2, 2)
+    with pytest.raises(KeyError):
+        with vt.watch(model, out=tmp_path, interval=10) as w:
+            w.step()
+            w.step()
+            raise KeyError("the loop failed mid-step")
+    assert w.closed
+    assert sorted(by_step(read_trace(w.path))) == [0]

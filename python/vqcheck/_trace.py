@@ -1,0 +1,99 @@
+"""Writes one rank's digest trace, format `vqcheck-trace/1`
+(docs/trace-format.md): one JSON line per tensor per checked step, flushed at
+the end of every step so a killed job keeps every step it finished.
+
+A file of that name that is not a vqcheck trace is never overwritten: a job's
+own `rank-0.trace.jsonl` (say, from another tool) raises FileExistsError."""
+from __future__ import annotations
+
+import json
+import os
+from typing import IO, Iterable, Optional, Sequence, Tuple
+
+SCHEMA = "vqcheck-trace/1"
+DIGEST_ALGO = "vqc-xxh3-tree-1"
+
+# (tensor name, dtype name, shape, digest)
+Entry = Tuple[str, str, Sequence[int], int]
+
+
+def trace_path(out_dir: str, rank: int) -> str:
+    return os.path.join(out_dir, f"rank-{rank}.trace.jsonl")
+
+
+def is_vqcheck_trace(path: str) -> bool:
+    """True for an empty file or one whose first line is a trace line."""
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(1 << 20)
+    except OSError:
+        return False
+    if not first.strip():
+        return True
+    try:
+        line = json.loads(first)
+    except ValueError:
+        return False
+    return isinstance(line, dict) and line.get("schema") == SCHEMA
+
+
+class TraceWriter:
+    """rank-<rank>.trace.jsonl in out_dir. The directory is created if
+    needed; an existing vqcheck trace of that name is replaced."""
+
+    def __init__(self, out_dir: str, rank: int, program: Optional[str]):
+        self.path = trace_path(out_dir, rank)
+        self.rank = rank
+        self.program = program
+        os.makedirs(out_dir, exist_ok=True)
+        if os.path.lexists(self.path) and (os.path.islink(self.path) or
+                                           not is_vqcheck_trace(self.path)):
+            raise FileExistsError(
+                f"{self.path} exists and is not a vqcheck trace; vqcheck "
+                "never overwrites it: choose another out= directory or move "
+                "the file")
+        self._file: Optional[IO[str]] = open(self.path, "w", encoding="utf-8")
+
+    def write_step(self, step: int, entries: Iterable[Entry]) -> None:
+        """The lines of one step, in the given order, then a flush."""
+        f = self._file
+        if f is None:
+            raise ValueError(f"{self.path} is closed")
+        for name, dtype, shape, digest in entries:
+            line = {"schema": SCHEMA, "rank": self.rank, "step": step,
+                    "tensor": name, "dtype": dtype, "shape": list(shape),
+                    "digest_algo": DIGEST_ALGO, "digest": f"{digest:016x}"}
+            if self.program:
+                line["program"] = self.program
+            f.write(json.dumps(line, separators=(",", ":")))
+            f.write("\n")
+        f.flush()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+def remove_stale_traces(out_dir: str, world_size: int) -> list:
+    """Removes vqcheck traces of ranks >= world_size from out_dir (left by an
+    earlier run with more ranks; `vqcheck compare` would read them as ranks
+    of this run). Only files that are vqcheck traces are removed; returns
+    their paths."""
+    removed = []
+    try:
+        names = os.listdir(out_dir)
+    except OSError:
+        return removed
+    for name in names:
+        if not (name.startswith("rank-") and name.endswith(".trace.jsonl")):
+            continue
+        digits = name[len("rank-"):-len(".trace.jsonl")]
+        if not digits.isdigit() or int(digits) < world_size:
+            continue
+        path = os.path.join(out_dir, name)
+        if not os.path.islink(path) and os.path.isfile(path) and \
+                is_vqcheck_trace(path):
+            os.remove(path)
+            removed.append(path)
+    return removed

@@ -1,0 +1,329 @@
+"""vqcheck.torch: digest traces of a PyTorch job, three lines in your loop.
+
+    import vqcheck.torch
+    w = vqcheck.torch.watch(model, optimizer, out="traces")
+    for batch in data:
+        ...; loss.backward(); optimizer.step()   # each step is digested
+    w.close()
+
+Each rank writes out/rank-<r>.trace.jsonl (docs/trace-format.md): after every
+`interval`-th optimizer step, and after the last one, the digest of every
+parameter and buffer of the watched modules and of every tensor in the
+optimizer's state. `vqcheck compare out` then names the first step and
+tensor at which the ranks stopped agreeing, and the ranks that are off.
+
+The rank is torch.distributed's (rank 0 of 1 when it is not initialised),
+read at the first step, so watch() may come before init_process_group().
+"""
+from __future__ import annotations
+
+import fnmatch
+import os
+import sys
+import types
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+
+import torch
+
+from ._digest import _dtype_name, digest
+from ._trace import TraceWriter, remove_stale_traces
+
+__all__ = ["Watch", "watch"]
+
+# Wrappers whose parameters are their inner module's, under "module.": the
+# inner module is watched instead, so names match the model's own.
+_REPLICATING_WRAPPERS = ("DistributedDataParallel", "DataParallel")
+# Wrappers that shard parameters: each rank holds different bytes by design.
+_SHARDING_WRAPPERS = ("FullyShardedDataParallel",)
+
+
+def watch(
+    modules: Union[torch.nn.Module, Sequence[torch.nn.Module]],
+    optimizer: Optional[torch.optim.Optimizer] = None,
+    out: str = "vqcheck-traces",
+    interval: int = 1,
+    names: Optional[Union[str, Sequence[str]]] = None,
+    exclude: Sequence[str] = (),
+) -> "Watch":
+    """Watches the replicated state of `modules` (a module or a sequence of
+    them) and `optimizer`, writing digest traces to `out`.
+
+    modules    their parameters and buffers are digested, named as by
+               named_parameters() / named_buffers(); a DistributedDataParallel
+               or DataParallel wrapper is looked through (no "module."
+               prefix); a tensor reached twice (tied weights, a module given
+               twice) is digested once.
+    optimizer  its state tensors (exp_avg, momentum_buffer, step, ...) are
+               digested as "<parameter name>.<key>", and its step() ends each
+               training step. Without one, call .step() yourself.
+    out        the directory of the traces (created if needed).
+    interval   digest steps 0, interval, 2*interval, ... and the last.
+    names      a prefix for each module's tensor names (default: none for one
+               module, "0.", "1.", ... for several).
+    exclude    shell-style patterns of tensor names to leave out, for state
+               that is per-rank by design: BatchNorm's running statistics
+               under DDP, exclude=["*.running_mean", "*.running_var"].
+
+    Returns a Watch: call .close() at the end (or use it as a context
+    manager). Raises TypeError for a non-module, ValueError for a bad
+    interval or names.
+    """
+    return Watch(modules, optimizer, out, interval, names, exclude)
+
+
+class Watch:
+    """The digests of a set of modules and an optimizer, one trace line per
+    tensor per checked step. Made by vqcheck.torch.watch()."""
+
+    def __init__(self, modules: Any, optimizer: Any, out: str, interval: int,
+                 names: Any, exclude: Sequence[str] = ()) -> None:
+        self._modules = _check_modules(modules)
+        self._prefixes = _check_names(names, len(self._modules))
+        if optimizer is not None and not isinstance(optimizer,
+                                                    torch.optim.Optimizer):
+            raise TypeError("vqcheck.torch.watch: optimizer must be a "
+                            "torch.optim.Optimizer, got "
+                            f"{type(optimizer).__name__}")
+        if isinstance(interval, bool) or not isinstance(interval, int) or \
+                interval < 1:
+            raise ValueError(f"vqcheck.torch.watch: interval={interval!r} "
+                             "must be an int >= 1")
+        if not isinstance(out, (str, os.PathLike)) or str(out) == "":
+            raise ValueError("vqcheck.torch.watch: out= must name a directory")
+        if isinstance(exclude, str) or not all(isinstance(p, str)
+                                               for p in exclude):
+            raise TypeError("vqcheck.torch.watch: exclude= must be a list of "
+                            "name patterns, e.g. ['*.running_mean']")
+        self.exclude = list(exclude)
+        self.out = os.fspath(out)
+        self.interval = interval
+        self.optimizer = optimizer
+        self.steps = 0            # optimizer steps (or .step() calls) so far
+        self.rank: Optional[int] = None
+        self.world_size: Optional[int] = None
+        self._writer: Optional[TraceWriter] = None
+        self._last_tried = -1     # the last step digested (or that failed)
+        self._layouts: Dict[str, Tuple[str, Tuple[int, ...], int]] = {}
+        self._closed = False
+        self._original_step = None
+        if optimizer is not None:
+            self._hook_optimizer(optimizer)
+
+    # ---- public
+
+    @property
+    def path(self) -> Optional[str]:
+        """This rank's trace file (None before the first step)."""
+        return self._writer.path if self._writer else None
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def step(self) -> None:
+        """Ends a training step: digests the state if the step is checked.
+        Called by optimizer.step() when watch() was given the optimizer."""
+        if self._closed:
+            raise RuntimeError("vqcheck.torch.watch: step() on a closed watch")
+        step = self.steps
+        self.steps += 1
+        if step % self.interval == 0:
+            self._write(step)
+
+    def close(self) -> None:
+        """Digests the last step if the interval skipped it, closes the trace
+        and unhooks the optimizer. A second close does nothing."""
+        if self._closed:
+            return
+        try:
+            last = self.steps - 1
+            if last > self._last_tried:
+                self._write(last)
+        finally:
+            self._closed = True
+            self._unhook_optimizer()
+            if self._writer is not None:
+                self._writer.close()
+
+    def __enter__(self) -> "Watch":
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None:
+            # The block failed, perhaps mid-step: its state is not a step's
+            # end, so it is not digested as "the last step".
+            self._last_tried = max(self._last_tried, self.steps - 1)
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else "open"
+        return (f"<vqcheck.torch.Watch {state}: {self.steps} steps, "
+                f"out={self.out!r}, interval={self.interval}>")
+
+    # ---- the optimizer hook
+
+    def _hook_optimizer(self, optimizer: Any) -> None:
+        """Replaces optimizer.step (an instance attribute over the class's
+        method; torch 1.13 has no step post-hook) with a bound method that
+        calls the original and then ends the step. It is a bound method, as
+        LR schedulers expect (they rebind optimizer.step.__func__), and it
+        keeps a scheduler's `_with_counter` mark."""
+        original = optimizer.step
+        watch_ref = self
+
+        def step_and_digest(opt: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if not watch_ref._closed:
+                watch_ref.step()
+            return result
+
+        if getattr(original, "_with_counter", False):
+            step_and_digest._with_counter = True  # type: ignore[attr-defined]
+        step_and_digest.__doc__ = getattr(original, "__doc__", None)
+        self._original_step = original
+        self._hooked_step = types.MethodType(step_and_digest, optimizer)
+        optimizer.step = self._hooked_step
+
+    def _unhook_optimizer(self) -> None:
+        """Puts the original step back when ours is still the one installed
+        (a scheduler created after watch() rebinds it; then the hook stays
+        but does nothing once closed)."""
+        opt = self.optimizer
+        if opt is None or self._original_step is None:
+            return
+        if opt.__dict__.get("step") is self._hooked_step:
+            if getattr(self._original_step, "__self__", None) is opt and \
+                    getattr(self._original_step, "__func__", None) is \
+                    getattr(type(opt), "step", None):
+                del opt.step          # the class's method again
+            else:
+                opt.step = self._original_step
+        self._original_step = None
+
+    # ---- digests
+
+    def _start(self) -> None:
+        """Opens this rank's trace at the first checked step (the rank is
+        known by then)."""
+        dist = torch.distributed
+        if dist.is_available() and dist.is_initialized():
+            self.rank, self.world_size = dist.get_rank(), dist.get_world_size()
+        else:
+            self.rank, self.world_size = 0, 1
+        if self.rank == 0:
+            for path in remove_stale_traces(self.out, self.world_size):
+                print(f"vqcheck: removed {path}, a trace of a rank this "
+                      f"{self.world_size}-rank run does not have",
+                      file=sys.stderr)
+        program = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] \
+            else "python"
+        self._writer = TraceWriter(self.out, self.rank, program)
+
+    def _write(self, step: int) -> None:
+        self._last_tried = step  # a step that raised is not retried at close
+        if self._writer is None:
+            self._start()
+        entries = []
+        for name, tensor in self._tensors():
+            dtype = _dtype_name(tensor.dtype)
+            shape = tuple(tensor.shape)
+            self._check_layout(name, dtype, shape, step)
+            entries.append((name, dtype, shape, digest(tensor, name=name)))
+        assert self._writer is not None
+        self._writer.write_step(step, entries)
+
+    def _check_layout(self, name: str, dtype: str, shape: Tuple[int, ...],
+                      step: int) -> None:
+        """A watched tensor keeps its dtype and shape: digests of different
+        layouts cannot be compared, and a changed shape is usually a bug
+        (dead-code replacement resizing a codebook)."""
+        seen = self._layouts.get(name)
+        if seen is None:
+            self._layouts[name] = (dtype, shape, step)
+            return
+        if seen[0] != dtype or seen[1] != shape:
+            raise ValueError(
+                f"vqcheck.torch.watch: tensor '{name}' was {seen[0]} "
+                f"{list(seen[1])} at step {seen[2]} and is {dtype} "
+                f"{list(shape)} at step {step}; a watched tensor must keep "
+                "its dtype and shape")
+
+    def _tensors(self) -> List[Tuple[str, torch.Tensor]]:
+        """(name, tensor) of every watched tensor, in the same order on every
+        rank: each module's parameters, then its buffers, then the
+        optimizer's state. Read afresh at every step, so tensors a program
+        replaces (module.weight = ...) are the current ones."""
+        out: List[Tuple[str, torch.Tensor]] = []
+        seen = set()
+        param_names: Dict[int, str] = {}
+
+        def add(name: str, t: Any) -> None:
+            if t is None or id(t) in seen:
+                return
+            if any(fnmatch.fnmatchcase(name, p) for p in self.exclude):
+                return
+            seen.add(id(t))
+            out.append((name, t))
+
+        for prefix, module in zip(self._prefixes, self._modules):
+            for n, p in module.named_parameters():
+                param_names.setdefault(id(p), prefix + n)
+                add(prefix + n, p)
+            for n, b in module.named_buffers():
+                add(prefix + n, b)
+        if self.optimizer is not None:
+            for g, group in enumerate(self.optimizer.param_groups):
+                for i, p in enumerate(group["params"]):
+                    pname = param_names.get(id(p))
+                    if pname is None:  # a parameter of no watched module
+                        pname = f"optimizer.param_groups.{g}.params.{i}"
+                        add(pname, p)
+                    for key, value in self.optimizer.state.get(p, {}).items():
+                        if torch.is_tensor(value):
+                            add(f"{pname}.{key}", value)
+        return out
+
+
+# ---- argument checks
+
+
+def _check_modules(modules: Any) -> List[torch.nn.Module]:
+    if isinstance(modules, torch.nn.Module):
+        modules = [modules]
+    elif isinstance(modules, (list, tuple)):
+        modules = list(modules)
+    else:
+        raise TypeError("vqcheck.torch.watch: modules must be a "
+                        "torch.nn.Module or a list of them, got "
+                        f"{type(modules).__name__}")
+    if not modules:
+        raise ValueError("vqcheck.torch.watch: no modules to watch")
+    inner = []
+    for i, m in enumerate(modules):
+        if not isinstance(m, torch.nn.Module):
+            raise TypeError(f"vqcheck.torch.watch: modules[{i}] is a "
+                            f"{type(m).__name__}, not a torch.nn.Module")
+        kind = type(m).__name__
+        if kind in _SHARDING_WRAPPERS:
+            raise TypeError(
+                f"vqcheck.torch.watch: modules[{i}] is {kind}, which shards "
+                "parameters so that ranks hold different bytes by design; "
+                "the digest compares replicated state (watch the model "
+                "under DistributedDataParallel instead)")
+        while type(m).__name__ in _REPLICATING_WRAPPERS and \
+                isinstance(getattr(m, "module", None), torch.nn.Module):
+            m = m.module
+        inner.append(m)
+    return inner
+
+
+def _check_names(names: Any, count: int) -> List[str]:
+    if names is None:
+        return [""] if count == 1 else [f"{i}." for i in range(count)]
+    if isinstance(names, str):
+        names = [names]
+    names = list(names)
+    if len(names) != count or not all(isinstance(n, str) for n in names):
+        raise ValueError(f"vqcheck.torch.watch: names= must give one string "
+                         f"prefix per module ({count}), got {names!r}")
+    return [n if n == "" or n.endswith(".") else n + "." for n in names]
