@@ -250,3 +250,19 @@ def test_a_block_that_raises_digests_no_extra_last_step(tmp_path):
             raise KeyError("the loop failed mid-step")
     assert w.closed
     assert sorted(by_step(read_trace(w.path))) == [0]
+
+
+def test_program_names_with_undecodable_bytes_stay_valid_json(tmp_path,
+                                                              monkeypatch,
+                                                              cli):
+    from conftest import compare
+    odd = b"/jobs/tr\xffain.py".decode("utf-8", "surrogateescape")
+    monkeypatch.setattr("sys.argv", [odd])
+    with vt.watch(torch.nn.Linear(2, 2), out=tmp_path / "t") as w:
+        w.step()
+    rank0 = (tmp_path / "t" / "rank-0.trace.jsonl").read_text()
+    (tmp_path / "t" / "rank-1.trace.jsonl").write_text(
+        rank0.replace('"rank":0', '"rank":1'))
+    rc, run, err = compare(cli, tmp_path / "t", tmp_path / "c")
+    assert rc == 0, err
+    assert run["compare"]["program"] == "tr\ufffdain.py"

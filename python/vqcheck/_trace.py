@@ -37,6 +37,17 @@ def is_vqcheck_trace(path: str) -> bool:
     return isinstance(line, dict) and line.get("schema") == SCHEMA
 
 
+def _clean_program(program: Optional[str]) -> Optional[str]:
+    """The program name as valid UTF-8 (a file name with undecodable bytes
+    reaches Python as lone surrogates, which no JSON reader accepts) of at
+    most 200 bytes (the trace format allows < 256)."""
+    if not program:
+        return None
+    text = program.encode("utf-8", "surrogateescape").decode("utf-8",
+                                                             "replace")
+    return text.encode("utf-8")[:200].decode("utf-8", "ignore")
+
+
 class TraceWriter:
     """rank-<rank>.trace.jsonl in out_dir. The directory is created if
     needed; an existing vqcheck trace of that name is replaced."""
@@ -44,7 +55,7 @@ class TraceWriter:
     def __init__(self, out_dir: str, rank: int, program: Optional[str]):
         self.path = trace_path(out_dir, rank)
         self.rank = rank
-        self.program = program
+        self.program = _clean_program(program)
         os.makedirs(out_dir, exist_ok=True)
         if os.path.lexists(self.path) and (os.path.islink(self.path) or
                                            not is_vqcheck_trace(self.path)):
