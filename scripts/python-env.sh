@@ -7,7 +7,8 @@
 #   scripts/python-env.sh            (re)install; the CMake build in
 #                                    build-py/<wheel tag> is reused
 # Needs the Debian packages of scripts/install-deps.sh and network access to
-# PyPI for the pinned build backend.
+# PyPI for the pinned build backend and the pinned third-party releases the
+# acceptance tests run (build-py/thirdparty/).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 venv=build-py/venv
@@ -18,4 +19,21 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 echo "python-env: pip install . into $venv" >&2
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check . >&2
+
+# Third-party releases the acceptance tests run unmodified under `vqcheck
+# watch` (python/tests/test_bridge.py), pinned, each in its own folder the
+# tests put on PYTHONPATH; downloaded once, so the tests need no network.
+#   vector-quantize-pytorch 1.12.10: the lost all_reduce of
+#     `embed_sum.contiguous()` (upstream issue #101); 1.12.11: the fix.
+thirdparty=build-py/thirdparty
+for release in vector-quantize-pytorch==1.12.10 vector-quantize-pytorch==1.12.11; do
+  dir="$thirdparty/${release/==/-}"
+  if [ ! -f "$dir/.complete" ]; then
+    echo "python-env: installing $release and einops 0.8.1 into $dir" >&2
+    rm -rf "$dir"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+      --no-deps --target "$dir" "$release" einops==0.8.1 >&2
+    touch "$dir/.complete"
+  fi
+done
 echo "$PWD/$venv/bin/python"

@@ -28,7 +28,7 @@ import torch
 from ._digest import _dtype_name, digest
 from ._trace import TraceWriter, remove_stale_traces
 
-__all__ = ["Watch", "watch"]
+__all__ = ["Watch", "step", "watch"]
 
 # Wrappers whose parameters are their inner module's, under "module.": the
 # inner module is watched instead, so names match the model's own.
@@ -71,6 +71,15 @@ def watch(
     return Watch(modules, optimizer, out, interval, names, exclude)
 
 
+def step() -> None:
+    """Ends a training step under `vqcheck watch` in a program without an
+    optimizer (with one, optimizer.step() ends each step). Does nothing when
+    the job is not run by `vqcheck watch`; for vqcheck.torch.watch() use
+    its .step()."""
+    from . import _bridge
+    _bridge.step_end()
+
+
 class Watch:
     """The digests of a set of modules and an optimizer, one trace line per
     tensor per checked step. Made by vqcheck.torch.watch()."""
@@ -95,9 +104,16 @@ class Watch:
             raise TypeError("vqcheck.torch.watch: exclude= must be a list of "
                             "name patterns, e.g. ['*.running_mean']")
         self.exclude = list(exclude)
-        self.out = os.fspath(out)
-        self.interval = interval
         self.optimizer = optimizer
+        self._setup(os.fspath(out), interval)
+        if optimizer is not None:
+            self._hook_optimizer(optimizer)
+
+    def _setup(self, out: str, interval: int) -> None:
+        """The state every watch starts with (vqcheck._bridge's watch, which
+        finds its modules and optimizers itself, starts here too)."""
+        self.out = out
+        self.interval = interval
         self.steps = 0            # optimizer steps (or .step() calls) so far
         self.rank: Optional[int] = None
         self.world_size: Optional[int] = None
@@ -106,8 +122,6 @@ class Watch:
         self._layouts: Dict[str, Tuple[str, Tuple[int, ...], int]] = {}
         self._closed = False
         self._original_step = None
-        if optimizer is not None:
-            self._hook_optimizer(optimizer)
 
     # ---- public
 
@@ -265,23 +279,32 @@ class Watch:
             seen.add(id(t))
             out.append((name, t))
 
-        for prefix, module in zip(self._prefixes, self._modules):
+        for prefix, module in self._roots():
             for n, p in module.named_parameters():
                 param_names.setdefault(id(p), prefix + n)
                 add(prefix + n, p)
             for n, b in module.named_buffers():
                 add(prefix + n, b)
-        if self.optimizer is not None:
-            for g, group in enumerate(self.optimizer.param_groups):
+        for k, opt in enumerate(self._optimizers()):
+            label = "optimizer" if k == 0 else f"optimizer{k}"
+            for g, group in enumerate(opt.param_groups):
                 for i, p in enumerate(group["params"]):
                     pname = param_names.get(id(p))
                     if pname is None:  # a parameter of no watched module
-                        pname = f"optimizer.param_groups.{g}.params.{i}"
+                        pname = f"{label}.param_groups.{g}.params.{i}"
                         add(pname, p)
-                    for key, value in self.optimizer.state.get(p, {}).items():
+                    for key, value in opt.state.get(p, {}).items():
                         if torch.is_tensor(value):
                             add(f"{pname}.{key}", value)
         return out
+
+    def _roots(self) -> List[Tuple[str, torch.nn.Module]]:
+        """(name prefix, module) of every watched module, in order."""
+        return list(zip(self._prefixes, self._modules))
+
+    def _optimizers(self) -> List[Any]:
+        """The optimizers whose state is watched, in order."""
+        return [self.optimizer] if self.optimizer is not None else []
 
 
 # ---- argument checks

@@ -1,0 +1,105 @@
+"""The bridge (vqcheck._bridge, loaded by python/bridge/sitecustomize.py):
+unmodified jobs checked end to end by `vqcheck watch`, on real third-party
+releases (vector-quantize-pytorch 1.12.10 with its lost all_reduce, 1.12.11
+with the fix; installed pinned into build-py/thirdparty by
+scripts/python-env.sh, so these tests need no network)."""
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+BRIDGE = ROOT / "python" / "bridge"
+JOBS = HERE / "jobs"
+THIRDPARTY = ROOT / "build-py" / "thirdparty"
+
+
+def thirdparty(release):
+    folder = THIRDPARTY / release
+    if not (folder / ".complete").is_file():
+        pytest.fail(f"{folder} is missing: run scripts/python-env.sh, which "
+                    "installs the pinned releases the acceptance tests use")
+    return folder
+
+
+def findings_of(run_dir):
+    out = []
+    for path in sorted(Path(run_dir).glob("rank-*.findings.jsonl")):
+        out += [json.loads(line) for line in path.read_text().splitlines()]
+    return out
+
+
+def watch(cli, out, nproc, args, pythonpath=None, timeout=240):
+    """`vqcheck watch --nproc N --out OUT --json -- python ARGS`: (exit code,
+    run.json, stderr)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("PYTHONPATH", None)
+    if pythonpath:
+        env["PYTHONPATH"] = str(pythonpath)
+    p = subprocess.run([cli, "watch", "--nproc", str(nproc), "--out",
+                        str(out), "--json", "--", sys.executable,
+                        *map(str, args)],
+                       env=env, capture_output=True, text=True,
+                       timeout=timeout)
+    run = json.loads(p.stdout) if p.stdout.strip().startswith("{") else None
+    return p.returncode, run, p.stderr
+
+
+def test_lost_result_rule_reports_only_temporaries(tmp_path):
+    """In one process under the bridge: named tensors, views, list elements,
+    a contiguous() that returned its input and a named copy are never
+    reported; the temporary copy and the alias call on `x + 1` are."""
+    env = dict(os.environ, VQC_WATCH_DIR=str(tmp_path), PYTHONPATH=str(BRIDGE),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
+    p = subprocess.run([sys.executable, str(JOBS / "lost_cases.py")],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    lines = (JOBS / "lost_cases.py").read_text().splitlines()
+    want = [i + 1 for i, text in enumerate(lines) if "# LOST" in text]
+    found = findings_of(tmp_path)
+    assert sorted(f["site"]["line"] for f in found) == want, found
+    for f in found:
+        assert f["kind"] == "lost_inplace" and f["ranks"] == [0]
+        assert f["site"]["file"].endswith("lost_cases.py")
+        assert f["site"]["func"] == "main"
+        assert f["detail"]["result"] == "temporary"
+    assert {f["tensor"] for f in found} == {"x.t().contiguous()", "x + 1"}
+
+
+def test_no_bridge_without_vqcheck_watch(tmp_path):
+    """sitecustomize does nothing outside `vqcheck watch` (no VQC_WATCH_DIR),
+    and runs the sitecustomize it shadows."""
+    user = tmp_path / "user"
+    user.mkdir()
+    (user / "sitecustomize.py").write_text("import os\nos.environ['USER_SC'] = '1'\n")
+    env = dict(os.environ, PYTHONPATH=f"{BRIDGE}:{user}")
+    env.pop("VQC_WATCH_DIR", None)
+    code = ("import os, sys; print(os.environ.get('USER_SC'), "
+            "'vqcheck._bridge' in sys.modules)")
+    p = subprocess.run([sys.executable, "-c", code], env=env,
+                       capture_output=True, text=True)
+    assert p.stdout.split() == ["1", "False"], p.stderr
+    env["VQC_WATCH_DIR"] = str(tmp_path / "w")
+    p = subprocess.run([sys.executable, "-c", code], env=env,
+                       capture_output=True, text=True)
+    assert p.stdout.split() == ["1", "True"], p.stderr
+    assert not (tmp_path / "w").exists()  # nothing before any training
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _site_text(finding):
+    """file:line of a finding's call site, however run.json spells it."""
+    site = finding.get("site")
+    if isinstance(site, dict):
+        return f"{site.get('file')}:{site.get('line')}"
+    return str(site)

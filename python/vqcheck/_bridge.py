@@ -1,0 +1,484 @@
+"""The in-process half of `vqcheck watch`: checks an unmodified PyTorch job.
+
+`vqcheck watch` starts the job with VQC_WATCH_DIR set and python/bridge/ first
+on PYTHONPATH, whose sitecustomize.py calls install() in every Python
+process. Nothing happens until the job imports torch; then the bridge hooks:
+
+- torch.nn.Module.__init__: every module the program creates is remembered
+  (weakly, in creation order); at a step end the digested state is that of
+  the ROOT modules, those no other remembered module holds as a child (a
+  DistributedDataParallel wrapper and its module count once), named
+  "<class name>.<parameter or buffer name>" ("VectorQuantize._codebook.embed";
+  a second root of the same class is "<class>#2").
+- torch.optim.Optimizer.__init__: every optimizer's step() ends a training
+  step (wrapped per instance, as vqcheck.torch.watch does); its state is
+  digested too. vqcheck.torch.step() ends a step in a program without one.
+- torch.distributed in-place collectives (all_reduce, broadcast, reduce,
+  all_reduce_coalesced), under both names libraries use
+  (torch.distributed.X, torch.distributed.distributed_c10d.X), hooked
+  before the user's imports: a call on a tensor nobody else can read
+  afterwards is a `lost_inplace` finding at the call site (rule below).
+
+What it writes into VQC_WATCH_DIR, per rank r (the rank is
+torch.distributed's once initialised, else $RANK, else 0), lazily, so a
+process that never trains (a DataLoader worker) writes nothing:
+  rank-<r>.trace.jsonl     digests at every VQC_WATCH_INTERVAL-th step end
+                           and the last (docs/trace-format.md)
+  rank-<r>.live.jsonl      start / step / finished events, so a rank that
+                           died is told from one that finished
+  rank-<r>.findings.jsonl  findings made in the process (run.json's finding
+                           format), one line each, reported once per site
+
+The lost-result rule. An in-place collective writes its result into the
+tensor it is given. If, at the call, that tensor object is referenced only
+by the call itself (CPython's reference count, measured against a probe
+made at install time), is not a view of another tensor (`_base` is None),
+and so shares storage with nothing the program holds, then nothing can read
+the result once the call returns: `all_reduce(x.contiguous())` where the
+contiguous() copied, `all_reduce(a + b)`. Not reported: a named tensor, a
+view of one (`all_reduce(x[0])`), an element of a list, a contiguous() that
+returned its input. Limits: a tensor that shares memory with a numpy array
+or another framework (torch.from_numpy, dlpack) passed as a temporary is
+reported although the array sees the result; a call through the user's own
+wrappers that hold extra references is not reported.
+
+The bridge never stops the job: an error inside it is printed once on
+stderr and that part of the bridge turns itself off.
+"""
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import importlib.util
+import json
+import linecache
+import os
+import sys
+import threading
+import time
+import types
+import weakref
+from typing import Any, Dict, List, Optional, Tuple
+
+_state: Optional["_Bridge"] = None
+
+
+def install() -> None:
+    """Sets the bridge up in this process (idempotent). Called by
+    python/bridge/sitecustomize.py under `vqcheck watch`."""
+    global _state
+    if _state is not None:
+        return
+    out = os.environ.get("VQC_WATCH_DIR")
+    if not out:
+        return
+    try:
+        interval = max(1, int(os.environ.get("VQC_WATCH_INTERVAL", "1")))
+    except ValueError:
+        interval = 1
+    _state = _Bridge(os.path.abspath(out), interval)
+    if "torch" in sys.modules:
+        _state.patch_torch()
+    else:
+        sys.meta_path.insert(0, _TorchImportHook())
+    atexit.register(_state.at_exit)
+
+
+def step_end() -> None:
+    """Ends a training step (vqcheck.torch.step() under `vqcheck watch`)."""
+    if _state is not None:
+        _state.step_end()
+
+
+# ---- torch is hooked right after it is imported, not before: importing it
+# at start-up would change when its import-time settings are read.
+
+
+class _TorchImportHook(importlib.abc.MetaPathFinder):
+    """Finds `torch` the normal way and wraps its loader so that the bridge
+    patches torch once its import has run."""
+
+    def __init__(self) -> None:
+        self._busy = False
+
+    def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
+        if name != "torch" or self._busy:
+            return None
+        self._busy = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._busy = False
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _PatchingLoader(spec.loader, self)
+        return spec
+
+
+class _PatchingLoader(importlib.abc.Loader):
+    def __init__(self, inner: Any, hook: _TorchImportHook) -> None:
+        self._inner, self._hook = inner, hook
+
+    def create_module(self, spec: Any) -> Any:
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        self._inner.exec_module(module)
+        if self._hook in sys.meta_path:
+            sys.meta_path.remove(self._hook)
+        if _state is not None:
+            _state.patch_torch()
+
+
+# ---- the bridge's state in one process
+
+
+class _Bridge:
+    def __init__(self, out: str, interval: int) -> None:
+        self.out = out
+        self.interval = interval
+        self.lock = threading.RLock()
+        self.modules: List[weakref.ref] = []  # every module, creation order
+        self.optimizers: List[weakref.ref] = []
+        self.watch: Any = None                # the state watch, at step 1
+        self.live_fd: Optional[int] = None
+        self.findings_fd: Optional[int] = None
+        self.rank: Optional[int] = None
+        self.reported_sites: set = set()
+        self.failed = False                   # an unhandled exception
+        self.disabled: set = set()            # parts turned off by an error
+        self.patched = False
+        self.baseline_refs = 0
+
+    # -- where this process writes
+
+    def current_rank(self) -> int:
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                return dist.get_rank()
+        try:
+            return int(os.environ.get("RANK", "0"))
+        except ValueError:
+            return 0
+
+    def world_size(self) -> int:
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            dist = torch.distributed
+            if dist.is_available() and dist.is_initialized():
+                return dist.get_world_size()
+        try:
+            return int(os.environ.get("WORLD_SIZE", "1"))
+        except ValueError:
+            return 1
+
+    def open_live(self) -> None:
+        """rank-<r>.live.jsonl with its start line, at the first activity."""
+        if self.live_fd is not None:
+            return
+        self.rank = self.current_rank()
+        os.makedirs(self.out, exist_ok=True)
+        path = os.path.join(self.out, f"rank-{self.rank}.live.jsonl")
+        self.live_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
+                               os.O_APPEND | os.O_CLOEXEC, 0o644)
+        self.live_event({"event": "start", "rank": self.rank,
+                         "size": self.world_size(), "pid": os.getpid(),
+                         "host": os.uname().nodename})
+
+    def live_event(self, event: Dict[str, Any]) -> None:
+        if self.live_fd is None:
+            return
+        # One write(2) per line on an O_APPEND descriptor: a kill between
+        # lines never leaves half a line.
+        os.write(self.live_fd, (json.dumps(event, separators=(",", ":")) +
+                                "\n").encode())
+
+    def add_finding(self, finding: Dict[str, Any]) -> None:
+        if self.findings_fd is None:
+            self.open_live()
+            path = os.path.join(self.out, f"rank-{self.rank}.findings.jsonl")
+            self.findings_fd = os.open(path, os.O_WRONLY | os.O_CREAT |
+                                       os.O_TRUNC | os.O_APPEND |
+                                       os.O_CLOEXEC, 0o644)
+        line = json.dumps(finding, separators=(",", ":")) + "\n"
+        os.write(self.findings_fd, line.encode("utf-8", "replace"))
+
+    def fail(self, part: str, error: BaseException) -> None:
+        """Turns a part of the bridge off after an error in it: the job goes
+        on unchecked there, and says so once."""
+        if part in self.disabled:
+            return
+        self.disabled.add(part)
+        sys.stderr.write(f"vqcheck watch: the bridge's {part} check failed "
+                         f"and is off for this process: "
+                         f"{type(error).__name__}: {error}\n")
+
+    # -- hooks into torch
+
+    def patch_torch(self) -> None:
+        with self.lock:
+            if self.patched:
+                return
+            self.patched = True
+        torch = sys.modules["torch"]
+        self._patch_module_init(torch)
+        self._patch_optimizer_init(torch)
+        self._patch_collectives(torch)
+        excepthook = sys.excepthook
+
+        def note_failure(*args: Any) -> None:
+            self.failed = True
+            excepthook(*args)
+        sys.excepthook = note_failure
+
+    def _patch_module_init(self, torch: Any) -> None:
+        original = torch.nn.Module.__init__
+        bridge = self
+
+        def __init__(module: Any, *args: Any, **kwargs: Any) -> None:
+            original(module, *args, **kwargs)
+            # Only the outermost __init__ of a subclass chain records it.
+            if getattr(module, "_vqcheck_seen", False):
+                return
+            object.__setattr__(module, "_vqcheck_seen", True)
+            bridge.modules.append(weakref.ref(module))
+        __init__.__wrapped__ = original  # type: ignore[attr-defined]
+        torch.nn.Module.__init__ = __init__
+
+    def _patch_optimizer_init(self, torch: Any) -> None:
+        original = torch.optim.Optimizer.__init__
+        bridge = self
+
+        def __init__(opt: Any, *args: Any, **kwargs: Any) -> None:
+            original(opt, *args, **kwargs)
+            if getattr(opt, "_vqcheck_hooked", False):
+                return
+            opt._vqcheck_hooked = True
+            bridge.optimizers.append(weakref.ref(opt))
+            bridge.hook_step(opt)
+        __init__.__wrapped__ = original  # type: ignore[attr-defined]
+        torch.optim.Optimizer.__init__ = __init__
+
+    def hook_step(self, opt: Any) -> None:
+        """opt.step() then the step end; a bound method, as LR schedulers
+        expect (see vqcheck.torch.Watch._hook_optimizer)."""
+        original = opt.step
+        bridge = self
+
+        def step_and_check(self_opt: Any, *args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            bridge.step_end()
+            return result
+        if getattr(original, "_with_counter", False):
+            step_and_check._with_counter = True  # type: ignore[attr-defined]
+        opt.step = types.MethodType(step_and_check, opt)
+
+    def _patch_collectives(self, torch: Any) -> None:
+        import torch.distributed as dist
+        if not dist.is_available():
+            return
+        c10d = dist.distributed_c10d
+        self.baseline_refs = _probe_refcount(torch)
+        for name in ("all_reduce", "broadcast", "reduce",
+                     "all_reduce_coalesced"):
+            original = getattr(c10d, name, None)
+            if original is None or getattr(original, "_vqcheck", False):
+                continue
+            wrapper = _inplace_wrapper(self, name, original)
+            setattr(c10d, name, wrapper)
+            if getattr(dist, name, None) is original:
+                setattr(dist, name, wrapper)
+
+    # -- step ends
+
+    def live_modules(self) -> List[Any]:
+        alive = [m for m in (r() for r in self.modules) if m is not None]
+        self.modules = [weakref.ref(m) for m in alive]  # drop the dead
+        return alive
+
+    def live_optimizers(self) -> List[Any]:
+        alive = [o for o in (r() for r in self.optimizers) if o is not None]
+        self.optimizers = [weakref.ref(o) for o in alive]
+        return alive
+
+    def step_end(self) -> None:
+        if "state" in self.disabled:
+            return
+        try:
+            with self.lock:
+                self.open_live()
+                if self.watch is None:
+                    self.watch = _make_bridge_watch(self)
+                step = self.watch.steps
+                self.watch.step()
+                self.live_event({"event": "step", "step": step})
+        except Exception as e:
+            self.fail("state", e)
+
+    def at_exit(self) -> None:
+        try:
+            if self.watch is not None and not self.watch.closed:
+                self.watch.close()
+        except Exception as e:
+            self.fail("state", e)
+        if self.live_fd is not None:
+            steps = self.watch.steps if self.watch is not None else 0
+            self.live_event({"event": "finished",
+                             "status": "VQC_EINTERNAL" if self.failed
+                             else "VQC_OK", "step": steps - 1})
+
+
+# ---- the state watch: vqcheck.torch.Watch over the roots and optimizers
+
+
+def _make_bridge_watch(bridge: _Bridge) -> Any:
+    from .torch import Watch
+
+    class _BridgeWatch(Watch):
+        """Watch whose modules are the program's current root modules and
+        whose optimizers are every optimizer it created."""
+
+        def __init__(self) -> None:
+            self.exclude = []
+            self.optimizer = None
+            self._setup(bridge.out, bridge.interval)
+
+        def _roots(self) -> List[Tuple[str, Any]]:
+            return _root_modules(bridge.live_modules())
+
+        def _optimizers(self) -> List[Any]:
+            return bridge.live_optimizers()
+
+        def _check_layout(self, name: str, dtype: str, shape: Any,
+                          step: int) -> None:
+            # A job is never stopped for a changed shape: the ranks' shapes
+            # are compared per step by the analysis.
+            self._layouts[name] = (dtype, shape, step)
+
+    return _BridgeWatch()
+
+
+def _root_modules(modules: List[Any]) -> List[Tuple[str, Any]]:
+    """(prefix, module) for each module no other one holds as a child and
+    that holds state, in creation order; wrappers (DDP) looked through."""
+    from .torch import _REPLICATING_WRAPPERS
+    children = set()
+    for m in modules:
+        for child in m._modules.values():
+            if child is not None:
+                children.add(id(child))
+    roots, seen_names = [], {}
+    for m in modules:
+        if id(m) in children:
+            continue
+        inner = m
+        while type(inner).__name__ in _REPLICATING_WRAPPERS and \
+                getattr(inner, "module", None) is not None:
+            inner = inner.module
+        if next(inner.parameters(), None) is None and \
+                next(inner.buffers(), None) is None:
+            continue
+        name = type(inner).__name__
+        seen_names[name] = seen_names.get(name, 0) + 1
+        if seen_names[name] > 1:
+            name = f"{name}#{seen_names[name]}"
+        roots.append((name + ".", inner))
+    return roots
+
+
+# ---- lost results of in-place collectives
+
+
+def _probe_refcount(torch: Any) -> int:
+    """The reference count a temporary argument has inside a wrapper made by
+    _inplace_wrapper (the CPython version decides it)."""
+    def probe(tensor: Any, *args: Any, **kwargs: Any) -> int:
+        return sys.getrefcount(tensor)
+    return probe(torch.empty(1))
+
+
+def _inplace_wrapper(bridge: _Bridge, op: str, original: Any) -> Any:
+    def wrapper(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+        if "lost_inplace" not in bridge.disabled:
+            try:
+                refs = sys.getrefcount(tensor)
+                if refs <= bridge.baseline_refs:
+                    _check_lost(bridge, op, tensor, sys._getframe(1))
+            except Exception as e:
+                bridge.fail("lost_inplace", e)
+        return original(tensor, *args, **kwargs)
+    wrapper._vqcheck = True  # type: ignore[attr-defined]
+    wrapper.__wrapped__ = original  # type: ignore[attr-defined]
+    wrapper.__name__ = getattr(original, "__name__", op)
+    wrapper.__doc__ = getattr(original, "__doc__", None)
+    return wrapper
+
+
+def _outside(frame: Any) -> Any:
+    """The first frame outside torch and vqcheck: the user's call site."""
+    skip = (os.sep + "torch" + os.sep, os.sep + "vqcheck" + os.sep)
+    while frame is not None and any(s in frame.f_code.co_filename
+                                    for s in skip):
+        frame = frame.f_back
+    return frame
+
+
+def _check_lost(bridge: _Bridge, op: str, tensor: Any, frame: Any) -> None:
+    torch = sys.modules["torch"]
+    if not isinstance(tensor, torch.Tensor) or tensor._base is not None:
+        return
+    site = _outside(frame)
+    if site is None:
+        return
+    key = (op, site.f_code.co_filename, site.f_lineno)
+    if key in bridge.reported_sites:
+        return
+    bridge.reported_sites.add(key)
+    source = linecache.getline(site.f_code.co_filename, site.f_lineno).strip()
+    step = bridge.watch.steps if bridge.watch is not None else 0
+    where = f"{os.path.basename(site.f_code.co_filename)}:{site.f_lineno}"
+    bridge.add_finding({
+        "kind": "lost_inplace",
+        "step": step,
+        "ranks": [bridge.current_rank()],
+        "tensor": _argument_text(source, op) or f"a temporary {op} input",
+        "site": {"file": site.f_code.co_filename, "line": site.f_lineno,
+                 "func": site.f_code.co_name},
+        "message": (
+            f"{op} at {where} ({site.f_code.co_name}) writes its result into "
+            f"a temporary tensor that nothing else references"
+            f"{': `' + source + '`' if source else ''}; the result is "
+            "thrown away when the call returns and every rank keeps its own "
+            "values. Keep the tensor and use it: `t = x.contiguous(); "
+            f"{op}(t)`, then read t"),
+        "detail": {"op": op, "result": "temporary",
+                   "dtype": str(tensor.dtype).replace("torch.", ""),
+                   "shape": list(tensor.shape), "source": source,
+                   "source_of_finding": "python bridge",
+                   "rule": "the tensor object had no reference but the "
+                           "call's and is not a view (vqcheck._bridge)"},
+        "time": time.time(),
+    })
+
+
+def _argument_text(source: str, op: str) -> str:
+    """The first argument's text in a call line such as
+    `self.all_reduce_fn(embed_sum.contiguous())`: best effort, '' if the
+    line is not one call."""
+    start = source.find("(")
+    if start < 0:
+        return ""
+    depth, begin = 0, start + 1
+    for i in range(start, len(source)):
+        ch = source[i]
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+            if depth == 0:
+                return source[begin:i].strip()
+        elif ch == "," and depth == 1:
+            return source[begin:i].strip()
+    return ""
