@@ -51,8 +51,10 @@ def watch(cli, out, nproc, args, pythonpath=None, timeout=240):
 
 def test_lost_result_rule_reports_only_temporaries(tmp_path):
     """In one process under the bridge: named tensors, views, list elements,
-    a contiguous() that returned its input and a named copy are never
-    reported; the temporary copy and the alias call on `x + 1` are."""
+    a contiguous() that returned its input, a named copy and async Works
+    that are waited on (directly or from a list) are never reported; the
+    temporary copy, the alias call on `x + 1` and the async all_reduce
+    whose Work is dropped are."""
     env = dict(os.environ, VQC_WATCH_DIR=str(tmp_path), PYTHONPATH=str(BRIDGE),
                MASTER_ADDR="127.0.0.1", MASTER_PORT=str(_free_port()))
     p = subprocess.run([sys.executable, str(JOBS / "lost_cases.py")],
@@ -66,8 +68,9 @@ def test_lost_result_rule_reports_only_temporaries(tmp_path):
         assert f["kind"] == "lost_inplace" and f["ranks"] == [0]
         assert f["site"]["file"].endswith("lost_cases.py")
         assert f["site"]["func"] == "main"
-        assert f["detail"]["result"] == "temporary"
-    assert {f["tensor"] for f in found} == {"x.t().contiguous()", "x + 1"}
+    assert {(f["tensor"], f["detail"]["result"]) for f in found} == {
+        ("x.t().contiguous()", "temporary"), ("x + 1", "temporary"),
+        ("y", "not waited")}
 
 
 def test_no_bridge_without_vqcheck_watch(tmp_path):

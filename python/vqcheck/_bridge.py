@@ -17,7 +17,9 @@ process. Nothing happens until the job imports torch; then the bridge hooks:
   all_reduce_coalesced), under both names libraries use
   (torch.distributed.X, torch.distributed.distributed_c10d.X), hooked
   before the user's imports: a call on a tensor nobody else can read
-  afterwards is a `lost_inplace` finding at the call site (rule below).
+  afterwards is a `lost_inplace` finding at the call site (rule below), and
+  so is an async_op=True call whose Work is garbage-collected without
+  wait() (or get_future(), result(), synchronize()).
 
 What it writes into VQC_WATCH_DIR, per rank r (the rank is
 torch.distributed's once initialised, else $RANK, else 0), lazily, so a
@@ -400,6 +402,12 @@ def _probe_refcount(torch: Any) -> int:
 
 
 def _inplace_wrapper(bridge: _Bridge, op: str, original: Any) -> Any:
+    import inspect
+    try:
+        signature: Any = inspect.signature(original)
+    except (TypeError, ValueError):
+        signature = None
+
     def wrapper(tensor: Any, *args: Any, **kwargs: Any) -> Any:
         if "lost_inplace" not in bridge.disabled:
             try:
@@ -408,12 +416,100 @@ def _inplace_wrapper(bridge: _Bridge, op: str, original: Any) -> Any:
                     _check_lost(bridge, op, tensor, sys._getframe(1))
             except Exception as e:
                 bridge.fail("lost_inplace", e)
-        return original(tensor, *args, **kwargs)
+        work = original(tensor, *args, **kwargs)
+        if work is not None and "lost_inplace" not in bridge.disabled:
+            try:
+                if _is_async(signature, tensor, args, kwargs):
+                    _watch_work(bridge, op, tensor, work, sys._getframe(1))
+            except Exception as e:
+                bridge.fail("lost_inplace", e)
+        return work
     wrapper._vqcheck = True  # type: ignore[attr-defined]
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
     wrapper.__name__ = getattr(original, "__name__", op)
     wrapper.__doc__ = getattr(original, "__doc__", None)
     return wrapper
+
+
+def _is_async(signature: Any, tensor: Any, args: Any, kwargs: Any) -> bool:
+    if "async_op" in kwargs:
+        return bool(kwargs["async_op"])
+    if signature is None:
+        return False
+    bound = signature.bind_partial(tensor, *args, **kwargs)
+    return bool(bound.arguments.get("async_op", False))
+
+
+# Works of async collectives not yet waited on: id(work) -> (op, site,
+# tensor description). A Work that is garbage-collected while still here was
+# never waited on: nothing ordered the program's reads after the result.
+_pending_works: Dict[int, Tuple[str, Any, str]] = {}
+_work_patched = False
+
+
+def _watch_work(bridge: _Bridge, op: str, tensor: Any, work: Any,
+                frame: Any) -> None:
+    global _work_patched
+    if not _work_patched:
+        _patch_work_class(type(work))
+        _work_patched = True
+    site = _outside(frame)
+    if site is None:
+        return
+    where = (site.f_code.co_filename, site.f_lineno, site.f_code.co_name)
+    described = f"{str(tensor.dtype).replace('torch.', '')} {list(tensor.shape)}"
+    key = id(work)
+    _pending_works[key] = (op, where, described)
+
+    def collected() -> None:
+        entry = _pending_works.pop(key, None)
+        if entry is not None:
+            _report_unwaited(bridge, *entry)
+    weakref.finalize(work, collected)
+
+
+def _patch_work_class(cls: Any) -> None:
+    """Work.wait() and the other ways to observe a result mark the Work as
+    waited on (class-level: Work objects are torch's C++ objects)."""
+    for name in ("wait", "get_future", "result", "synchronize"):
+        original = getattr(cls, name, None)
+        if original is None:
+            continue
+
+        def observed(work: Any, *args: Any, _original: Any = original,
+                     **kwargs: Any) -> Any:
+            _pending_works.pop(id(work), None)
+            return _original(work, *args, **kwargs)
+        setattr(cls, name, observed)
+
+
+def _report_unwaited(bridge: _Bridge, op: str, where: Tuple[str, int, str],
+                     described: str) -> None:
+    file, line, func = where
+    key = ("unwaited", op, file, line)
+    if key in bridge.reported_sites:
+        return
+    bridge.reported_sites.add(key)
+    source = linecache.getline(file, line).strip()
+    step = bridge.watch.steps if bridge.watch is not None else 0
+    bridge.add_finding({
+        "kind": "lost_inplace",
+        "step": step,
+        "ranks": [bridge.current_rank()],
+        "tensor": _argument_text(source, op) or f"the {op} input",
+        "site": {"file": file, "line": line, "func": func},
+        "message": (
+            f"{op}(..., async_op=True) at {os.path.basename(file)}:{line} "
+            f"({func}) returned a Work that was never waited on"
+            f"{': `' + source + '`' if source else ''}; nothing orders the "
+            "program's reads of the tensor after the result arrives. Call "
+            "work.wait() before using the tensor"),
+        "detail": {"op": op, "result": "not waited", "tensor": described,
+                   "source": source, "source_of_finding": "python bridge",
+                   "rule": "the Work was garbage-collected without wait(), "
+                           "get_future(), result() or synchronize()"},
+        "time": time.time(),
+    })
 
 
 def _outside(frame: Any) -> Any:

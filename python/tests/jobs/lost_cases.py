@@ -31,6 +31,13 @@ def main():
     dist.all_reduce(y)                                  # a copy, but named
     dist.all_reduce(x.t().contiguous())                 # LOST: a temporary copy
     aliased_all_reduce(x + 1)                           # LOST: through an alias
+    work = dist.all_reduce(x, async_op=True)            # waited on below
+    work.wait()
+    works = [dist.broadcast(y, 0, None, True)]          # kept, then waited
+    for w in works:
+        w.wait()
+    dist.all_reduce(y, async_op=True)                   # LOST: never waited
+    del works
     dist.destroy_process_group()
 
 
