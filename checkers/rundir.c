@@ -49,9 +49,11 @@ void vqc_run_dir_choose(const char *wanted, const char *name, char *buf,
 static const char *const run_files[] = {"run.json", "report.md",
                                         "report.html", "junit.xml"};
 
-/* What follows "rank-<r>." in a rank file (trace.h, ledger_analysis.h):
- * the digest trace, the ledger and status dumps, the live ledger. */
+/* What follows "rank-<r>." in a rank file (trace.h, ledger_analysis.h,
+ * harness/bridge_findings.h): the digest trace, the ledger dumps, the Python
+ * bridge's findings and hang marker, the status dump, the live ledger. */
 static const char *const rank_suffixes[] = {"trace.jsonl", "ledger.jsonl",
+                                            "findings.jsonl", "hang",
                                             "status.json", "live.jsonl"};
 
 /* The length of the plain decimal number at s ("0", "17"; not "01", not
@@ -241,8 +243,8 @@ static vqc_status mark(const char *dir) {
       "vqcheck uses a non-empty directory only when this file is in it, and\n"
       "removes from it only the files it writes (run.json, report.md,\n"
       "report.html, junit.xml, rank-<r>.trace.jsonl, rank-<r>.ledger.jsonl,\n"
-      "rank-<r>.status.json, rank-<r>.live.jsonl); everything else here is\n"
-      "left alone.\n",
+      "rank-<r>.status.json, rank-<r>.live.jsonl, rank-<r>.findings.jsonl,\n"
+      "rank-<r>.hang); everything else here is left alone.\n",
       VQC_VERSION_STRING, holder);
   return vqc_write_file_atomic(path, text, (size_t)(k > 0 ? k : 0));
 }

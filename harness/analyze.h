@@ -5,7 +5,10 @@
 #ifndef VQC_ANALYZE_H
 #define VQC_ANALYZE_H
 
+#include <jansson.h>
 #include <stdbool.h>
+
+#include "findings.h"
 
 typedef struct vqc_analyze_opts {
   const char *run_dir;
@@ -20,13 +23,29 @@ typedef struct vqc_analyze_opts {
   const char *why;       /* its training message; NULL: a default */
   bool json;             /* run.json on stdout instead of the summary */
   bool quiet;            /* no summary */
+  /* `vqcheck watch` (cmd_watch.c): its run.json section "job" (borrowed;
+   * set as it is), NULL: none. */
+  const json_t *job;
+  /* Findings decided once every other one is known (watch: a process that
+   * failed with no finding to explain it). Called after the merge with
+   * every finding so far; what it appends to `out` is added to run.json.
+   * NULL: none. */
+  void (*more_findings)(void *ctx, vqc_findings *known, vqc_findings *out);
+  void *more_ctx;
+  /* Non-NULL: the job was not checked, and why (watch: no rank wrote
+   * anything, the bridge never loaded). training.status becomes
+   * VQC_EUNSUPPORTED with this message, and the exit code 3 whatever the
+   * findings. */
+  const char *unchecked;
 } vqc_analyze_opts;
 
 /* Analyses o->run_dir, rewrites (or writes) its run.json and reports, and
  * prints the summary or the JSON document. Returns the exit code: 0 clean,
  * 1 findings, 2 bad input, 3 I/O error or a run that stopped without a
  * finding that explains it (a job whose ranks left live records but not
- * every one of them finished, and no run.json, is never clean). */
+ * every one of them finished, and no run.json, is never clean). The
+ * findings are those of run.json, the ledger dumps and live records, the
+ * traces, and the Python bridge's findings files (bridge_findings.h). */
 int vqc_analyze_run_dir(const vqc_analyze_opts *o);
 
 #endif /* VQC_ANALYZE_H */

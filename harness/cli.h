@@ -23,6 +23,7 @@ int vqc_cmd_suite(int argc, char **argv);
 int vqc_cmd_compare(int argc, char **argv);
 int vqc_cmd_analyze(int argc, char **argv);
 int vqc_cmd_report(int argc, char **argv);
+int vqc_cmd_watch(int argc, char **argv);
 
 /* ---- helpers (cli.c) */
 

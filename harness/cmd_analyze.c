@@ -7,6 +7,9 @@
  *                 (checkers/ledger_analysis.h): deadlock, rank_failure;
  *   traces        rank-<r>.trace.jsonl (checkers/trace_compare.h):
  *                 divergence, from digests only;
+ *   bridge        rank-<r>.findings.jsonl (bridge_findings.h): what the
+ *                 Python bridge of `vqcheck watch` found in-process
+ *                 (lost_inplace, ...), merged across ranks;
  *   run.json      the findings the run itself recorded, when it got that
  *                 far (validated: a corrupt one is exit 2, named by
  *                 file:line or field).
@@ -44,6 +47,7 @@
 #include <sys/stat.h>
 
 #include "analyze.h"
+#include "bridge_findings.h"
 #include "cli.h"
 #include "ledger_analysis.h"
 #include "offline.h"
@@ -68,10 +72,11 @@ static void analyze_help(FILE *f) {
           "findings are merged with those of RUN_DIR/run.json (a finding the "
           "run\nalready recorded is kept as the run wrote it); run.json is "
           "rewritten, or\ncreated when the job died before writing it, and "
-          "the reports regenerated.\nWhat needs the live state "
-          "(gradient_mismatch, lost_inplace, shape_mismatch,\nnonfinite, "
-          "element-level divergence detail) is kept from run.json, not "
-          "found\nanew.\n\n"
+          "the reports regenerated.\nThe findings files of vqcheck watch's "
+          "Python bridge (rank-<r>.findings.jsonl)\nare read and merged too. "
+          "What needs the live state\n(gradient_mismatch, lost_inplace, "
+          "shape_mismatch, nonfinite, element-level\ndivergence detail) is "
+          "kept from run.json, not found anew.\n\n"
           "  --json      print the new run.json on stdout instead of the "
           "summary\n"
           "  --quiet     no summary (warnings and errors still go to "
@@ -216,9 +221,9 @@ static void base_name(const char *dir, char *buf, size_t n) {
   snprintf(buf, n, "%.*s", (int)(len - start), dir + start);
 }
 
-static void print_warnings(const json_t *warnings) {
+static void print_warnings(const char *cmd, const json_t *warnings) {
   for (size_t i = 0; i < json_array_size(warnings); i++)
-    fprintf(stderr, "vqcheck analyze: warning: %s\n",
+    fprintf(stderr, "vqcheck %s: warning: %s\n", cmd,
             json_string_value(json_array_get(warnings, i)));
 }
 
@@ -328,6 +333,11 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   if (res.warnings) json_array_extend(warnings, res.warnings);
   if (s != VQC_OK) goto fail;
 
+  /* The Python bridge's own findings (vqcheck watch). */
+  int nbridge = 0;
+  s = vqc_bridge_findings_read(o.run_dir, &fresh, &nbridge);
+  if (s != VQC_OK) goto fail;
+
   /* Merge: keep what run.json has, add what is new. */
   if (!doc) {
     char name[256];
@@ -386,6 +396,28 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
     if ((s = vqc_findings_add(&known, &copy)) != VQC_OK) goto fail;
     added++;
   }
+  /* The caller's findings, decided knowing the others (watch). */
+  if (ao->more_findings) {
+    vqc_findings more;
+    vqc_findings_init(&more);
+    ao->more_findings(ao->more_ctx, &known, &more);
+    for (int i = 0; i < more.count && s == VQC_OK; i++) {
+      json_array_append_new(fs, vqc_finding_to_json(&more.items[i]));
+      vqc_finding copy = more.items[i];
+      copy.detail = json_incref(more.items[i].detail);
+      s = vqc_findings_add(&known, &copy);
+      added++;
+    }
+    vqc_findings_free(&more);
+    if (s != VQC_OK) goto fail;
+  }
+  if (ao->job) json_object_set(doc, "job", (json_t *)ao->job);
+  if (ao->unchecked) {
+    json_t *tr0 = json_object_get(doc, "training");
+    json_object_set_new(tr0, "status",
+                        json_string(vqc_status_name(VQC_EUNSUPPORTED)));
+    json_object_set_new(tr0, "message", json_string(ao->unchecked));
+  }
   /* A run.json made here names the rank that failed, as the runner's does
    * (the first rank of the first rank_failure). */
   for (int i = 0; !had_run_json && i < known.count; i++) {
@@ -402,16 +434,18 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   if (known.count > 0) code = 1;
   else if (status && strcmp(status, "VQC_OK") != 0) code = 3;
   else code = 0;
+  if (ao->unchecked) code = 3;
   json_object_set_new(doc, "exit_code", json_integer(code));
 
   char when[64];
   vqc_run_json_time(when, sizeof when);
   json_object_set_new(
       doc, "analysis",
-      json_pack("{s:s,s:b,s:i,s:i,s:i,s:i,s:I,s:I,s:i,s:i,s:O}", "analyzed",
-                when, "had_run_json", had_run_json, "ledger_dumps",
-                nledger, "status_dumps", nstatus, "live_records", nlivef,
-                "trace_files", ntrace,
+      json_pack("{s:s,s:b,s:i,s:i,s:i,s:i,s:i,s:I,s:I,s:i,s:i,s:O}",
+                "analyzed", when, "had_run_json", had_run_json,
+                "ledger_dumps", nledger, "status_dumps", nstatus,
+                "live_records", nlivef, "trace_files", ntrace,
+                "findings_files", nbridge,
                 "digests_compared", (json_int_t)res.digests_compared,
                 "lines_not_compared", (json_int_t)res.lines_not_compared,
                 "added", added, "already_known", repeated, "warnings",
@@ -420,7 +454,7 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   if (s == VQC_OK) s = vqc_offline_write_reports(o.run_dir);
   if (s != VQC_OK) goto fail;
 
-  print_warnings(warnings);
+  print_warnings(cmd, warnings);
   if (o.json) {
     json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     printf("\n");
@@ -439,7 +473,7 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   goto done;
 
 fail:
-  print_warnings(warnings);
+  print_warnings(cmd, warnings);
   fprintf(stderr, "vqcheck %s: %s\n", cmd, vqc_cli_error_text());
   code = vqc_status_exit_code(s);
 done:

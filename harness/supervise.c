@@ -215,10 +215,9 @@ static long parent_of(long pid) {
   return ppid;
 }
 
-/* SIGKILLs every child of this process (the launcher, and ranks that were
- * reparented here when their launcher died: this process is their
- * subreaper) and reaps them, until none is left or `until` (mono_s). */
-static void kill_and_reap_children(double until) {
+/* (supervise.h; `until` is CLOCK_MONOTONIC seconds, as mono_s.) Also
+ * shared with `vqcheck watch`. */
+void vqc_kill_and_reap_children(double until) {
   const long me = (long)getpid();
   for (;;) {
     int st;
@@ -452,7 +451,7 @@ int vqc_supervise_run(const run_opts *o, const vqc_scenario *sc, int argc,
     }
   }
   const double reap_until = mono_s() + REAP_WAIT_S;
-  kill_and_reap_children(reap_until);
+  vqc_kill_and_reap_children(reap_until);
   for (int k = 0; k < nwatch; k++) {
     if (!w[k].pid || !w[k].local) continue;
     while (alive(w[k].pid) && mono_s() < reap_until) {

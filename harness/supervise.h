@@ -64,4 +64,11 @@ bool vqc_launcher_available(const char *cmd, const char *launcher);
 /* Splits line in place on blanks into args (at most max); returns how many. */
 int vqc_launcher_split(char *line, char **args, int max);
 
+/* SIGKILLs every child of this process (a launcher, and processes that
+ * were reparented here when their parent died, where this process is their
+ * subreaper: prctl PR_SET_CHILD_SUBREAPER) and reaps them, until none is
+ * left or `until` (CLOCK_MONOTONIC seconds). Shared by the supervisor and
+ * `vqcheck watch` (cmd_watch.c) for the end of a job. */
+void vqc_kill_and_reap_children(double until);
+
 #endif /* VQC_SUPERVISE_H */

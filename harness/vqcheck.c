@@ -26,6 +26,8 @@ static const vqc_cli_command commands[] = {
      vqc_cmd_compare},
     {"report", "make a run directory's reports again (html, md, junit)",
      vqc_cmd_report},
+    {"watch", "run an unmodified PyTorch job with the bridge and check it",
+     vqc_cmd_watch},
 };
 static const int ncommands = (int)(sizeof commands / sizeof commands[0]);
 

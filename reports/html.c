@@ -667,10 +667,13 @@ vqc_status rep_render_html(const rep_data *d, FILE *f) {
   fprintf(f, "<main>\n<nav><a href=\"#summary\">run</a><a href=\"#findings\">"
           "findings</a><a href=\"#digests\">digest agreement</a><a href=\""
           "#divergence\">divergence</a><a href=\"#collectives\">collectives"
-          "</a>%s<a href=\"#environment\">environment and build</a></nav>\n",
-          r->nfindings ? "<a href=\"#details\">details</a>" : "");
+          "</a>%s%s<a href=\"#environment\">environment and build</a></nav>\n",
+          r->nfindings ? "<a href=\"#details\">details</a>" : "",
+          json_is_object(json_object_get(r->root, "job"))
+              ? "<a href=\"#job\">job</a>" : "");
   summary_section(f, r);
   findings_section(f, r);
+  rep_render_html_job(f, r);
   digest_section(f, d);
   divergence_section(f, d);
   timeline_section(f, d);

@@ -1,8 +1,9 @@
 /* markdown.c: report.md, the report that reads well both raw (a terminal,
  * `cat`) and rendered (a CI summary page, GitHub): verdict, findings table,
- * per-finding detail, digest agreement in words, the stuck collective,
- * environment and build (for a comparison of traces, what was compared
- * instead of a scenario, and a note instead of the collective; trace_run.c).
+ * per-finding detail, the job of a `vqcheck watch` run (job.c), digest
+ * agreement in words, the stuck collective, environment and build (for a
+ * comparison of traces, what was compared instead of a scenario, and a note
+ * instead of the collective; trace_run.c).
  * Also the suite summary. Strings from the run go through rep_md /
  * rep_md_code so a name cannot break a table or inject markup; detail JSON
  * goes in a fence longer than any backtick run in it. */
@@ -324,6 +325,7 @@ vqc_status rep_render_md(const rep_data *d, FILE *f) {
   verdict(f, r);
   findings_table(f, r);
   finding_details(f, r);
+  rep_render_md_job(f, r);
   digests(f, &d->grid);
   if (r->traces.is_traces && !d->tl.any) collectives_not_run(f, r);
   else collectives(f, &d->tl);

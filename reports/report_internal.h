@@ -246,6 +246,11 @@ vqc_status rep_render_md_suite(const char *suite_name,
                                const vqc_suite_case *cases, int ncases,
                                FILE *out);
 
+/* The "Job" section of a run `vqcheck watch` wrote (run.json "job"):
+ * nothing when run.json has none (job.c). */
+void rep_render_md_job(FILE *f, const rep_run *r);
+void rep_render_html_job(FILE *f, const rep_run *r);
+
 /* SVG figures, each one <svg> element with the given id and child elements
  * even when there is nothing to draw (then a text saying why). */
 void rep_svg_heatmap(FILE *f, const rep_grid *g);

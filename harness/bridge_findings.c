@@ -1,0 +1,207 @@
+/* bridge_findings.c: reads and merges the Python bridge's per-rank findings
+ * files (see bridge_findings.h). Owned by the harness: the bridge writes the
+ * files, this is their only reader. */
+#include "bridge_findings.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "trace.h"
+
+/* The largest rank a file name may carry (as count_rank_files). */
+#define MAX_FILE_RANK 1000000
+
+/* Whether name is "rank-<r>.findings.jsonl" with r in plain decimal (no
+ * sign, no leading zero); *rank gets r. */
+static bool findings_name(const char *name, int *rank) {
+  static const char suffix[] = ".findings.jsonl";
+  const size_t len = strlen(name), ls = sizeof suffix - 1;
+  if (strncmp(name, "rank-", 5) != 0 || len <= 5 + ls ||
+      strcmp(name + len - ls, suffix) != 0)
+    return false;
+  const char *d = name + 5, *end = name + len - ls;
+  if (d[0] == '0' && end - d > 1) return false;
+  long r = 0;
+  for (const char *p = d; p < end; p++) {
+    if (*p < '0' || *p > '9') return false;
+    r = r * 10 + (*p - '0');
+    if (r > MAX_FILE_RANK) return false;
+  }
+  *rank = (int)r;
+  return true;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  const int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* "file:line func" from a site object into buf (n bytes); a path too long
+ * for it keeps its end, where the file's name is. */
+static void site_text(const json_t *site, char *buf, size_t n) {
+  const char *file = json_string_value(json_object_get(site, "file"));
+  const char *func = json_string_value(json_object_get(site, "func"));
+  const json_t *line = json_object_get(site, "line");
+  if (!file || !file[0]) file = "?";
+  if (!func || !func[0]) func = "?";
+  char tail[64];
+  snprintf(tail, sizeof tail, ":%lld %.40s",
+           json_is_integer(line) ? (long long)json_integer_value(line) : 0LL,
+           func);
+  const size_t room = n - 1 - strlen(tail);
+  const size_t lf = strlen(file);
+  const char *shown = lf > room ? file + (lf - room) : file;
+  snprintf(buf, n, "%s%s", shown, tail);
+}
+
+/* Parses one line of rank `rank`'s file into *x. VQC_EPARSE naming
+ * path:lineno otherwise. */
+static vqc_status parse_line(const char *line, size_t len, const char *path,
+                             long lineno, int rank, vqc_finding *x) {
+  if (strlen(line) != len)
+    return vqc_error(VQC_EPARSE, "%s:%ld: the line holds a NUL byte (is this "
+                     "file one of the vqcheck bridge's?)", path, lineno);
+  json_error_t err;
+  json_t *j = json_loads(line, JSON_REJECT_DUPLICATES, &err);
+  if (!j)
+    return vqc_error(VQC_EPARSE, "%s:%ld: not JSON (column %d): %s", path,
+                     lineno, err.column, err.text);
+  vqc_status s = VQC_OK;
+  char site[256] = "";
+  const json_t *jsite = json_object_get(j, "site");
+  if (!json_is_object(j)) {
+    s = vqc_error(VQC_EPARSE, "%s:%ld: expected a JSON object (one finding "
+                  "per line)", path, lineno);
+  } else if (json_is_object(jsite)) {
+    /* The bridge's structured call site: run.json's "file:line func". */
+    site_text(jsite, site, sizeof site);
+    json_object_set_new(j, "site", json_string(site));
+  }
+  if (s == VQC_OK && !json_object_get(j, "ranks"))
+    json_object_set_new(j, "ranks", json_array()); /* the file's rank */
+  if (s == VQC_OK) {
+    s = vqc_finding_from_json(j, x);
+    if (s != VQC_OK) {
+      char why[1024]; /* vqc_error overwrites the message it would quote */
+      snprintf(why, sizeof why, "%s", vqc_last_error());
+      s = vqc_error(VQC_EPARSE, "%s:%ld: %s", path, lineno, why);
+    } else if (x->nranks == 0) {
+      vqc_finding_add_rank(x, rank);
+    }
+  }
+  json_decref(j);
+  return s;
+}
+
+/* Appends the findings of one file to all. */
+static vqc_status read_file(const char *path, int rank, vqc_findings *all) {
+  FILE *f = fopen(path, "r");
+  if (!f)
+    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
+  char *buf = NULL;
+  size_t cap = 0, len = 0;
+  vqc_status s = VQC_OK;
+  for (long lineno = 1;; lineno++) {
+    s = vqc_trace_read_line(f, path, lineno, &buf, &cap, &len);
+    if (s != VQC_OK || len == 0) break;
+    bool blank = true;
+    for (size_t i = 0; i < len && blank; i++)
+      blank = buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r' ||
+              buf[i] == '\n';
+    if (blank) continue;
+    vqc_finding x;
+    s = parse_line(buf, len, path, lineno, rank, &x);
+    if (s == VQC_OK) s = vqc_findings_add(all, &x);
+    if (s != VQC_OK) break;
+  }
+  free(buf);
+  fclose(f);
+  return s;
+}
+
+/* The merge of bridge_findings.h: same kind, site and tensor. */
+static bool same_place(const vqc_finding *a, const vqc_finding *b) {
+  return a->kind == b->kind && strcmp(a->site, b->site) == 0 &&
+         strcmp(a->tensor, b->tensor) == 0;
+}
+
+/* Appends the merged findings of `all` to out; all keeps the details of
+ * those not appended (freed with it). */
+static vqc_status merge_into(vqc_findings *all, vqc_findings *out) {
+  vqc_status s = VQC_OK;
+  bool *used = calloc((size_t)all->count + 1, sizeof *used);
+  if (!used) return vqc_error(VQC_ENOMEM, "no memory to merge findings");
+  for (int i = 0; i < all->count && s == VQC_OK; i++) {
+    if (used[i]) continue;
+    /* The group of i: the lowest step wins, the first among equals. */
+    int best = i;
+    for (int k = i + 1; k < all->count; k++)
+      if (!used[k] && same_place(&all->items[k], &all->items[i]) &&
+          all->items[k].step < all->items[best].step)
+        best = k;
+    vqc_finding m = all->items[best];
+    m.detail = json_incref(all->items[best].detail);
+    for (int k = i; k < all->count; k++) {
+      if (used[k] || !same_place(&all->items[k], &all->items[i])) continue;
+      used[k] = true;
+      for (int r = 0; r < all->items[k].nranks; r++)
+        vqc_finding_add_rank(&m, all->items[k].ranks[r]);
+    }
+    qsort(m.ranks, (size_t)m.nranks, sizeof m.ranks[0], cmp_int);
+    s = vqc_findings_add(out, &m);
+  }
+  free(used);
+  return s;
+}
+
+vqc_status vqc_bridge_findings_read(const char *dir, vqc_findings *out,
+                                    int *nfiles) {
+  if (nfiles) *nfiles = 0;
+  DIR *d = opendir(dir);
+  if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir,
+                           strerror(errno));
+  int *ranks = NULL, n = 0, cap = 0;
+  vqc_status s = VQC_OK;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    int r;
+    if (!findings_name(e->d_name, &r)) continue;
+    if (n == cap) {
+      int ncap = cap ? 2 * cap : 16;
+      int *g = realloc(ranks, (size_t)ncap * sizeof *g);
+      if (!g) {
+        s = vqc_error(VQC_ENOMEM, "no memory to list %s", dir);
+        break;
+      }
+      ranks = g;
+      cap = ncap;
+    }
+    ranks[n++] = r;
+  }
+  closedir(d);
+  if (s == VQC_OK && n > 0) qsort(ranks, (size_t)n, sizeof *ranks, cmp_int);
+
+  vqc_findings all;
+  vqc_findings_init(&all);
+  for (int i = 0; i < n && s == VQC_OK; i++) {
+    char path[4200];
+    int w = snprintf(path, sizeof path, "%s/rank-%d.findings.jsonl", dir,
+                     ranks[i]);
+    if (w < 0 || (size_t)w >= sizeof path) {
+      s = vqc_error(VQC_EINVAL, "run directory path too long: %s", dir);
+      break;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    s = read_file(path, ranks[i], &all);
+    if (s == VQC_OK && nfiles) (*nfiles)++;
+  }
+  if (s == VQC_OK) s = merge_into(&all, out);
+  vqc_findings_free(&all);
+  free(ranks);
+  return s;
+}

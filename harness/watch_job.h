@@ -1,0 +1,86 @@
+/* watch_job.h: what `vqcheck watch` (cmd_watch.c) knows of the job it ran,
+ * and what it makes of it for the analysis: run.json's "job" section and
+ * the command's own findings (a hang marker's deadlock, the rank_failure of
+ * a process that failed with nothing to explain it). cmd_watch.c starts and
+ * supervises the processes; watch_job.c only reads what they left (their
+ * exit statuses, stderr tails, and the hang markers in the run directory).
+ * The rules are in cmd_watch.c's file comment. */
+#ifndef VQC_WATCH_JOB_H
+#define VQC_WATCH_JOB_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "findings.h"
+
+/* The bytes of each process's stderr kept for run.json. */
+#define VQC_WATCH_TAIL_MAX 4096
+
+/* The command line of `vqcheck watch`. */
+typedef struct vqc_watch_opts {
+  int nproc;          /* 0: COMMAND is a launcher, started once */
+  long interval;
+  double timeout;
+  const char *out;
+  bool json;
+  bool quiet;
+  int cmd_argc;
+  char **cmd_argv;    /* NULL-terminated (argv's own terminator) */
+} vqc_watch_opts;
+
+/* One process of the job. */
+typedef struct vqc_watch_proc {
+  pid_t pid;
+  int rank;           /* -1: a launcher */
+  int err_fd;         /* read end of its stderr pipe; -1 once at EOF */
+  bool exited;
+  int status;         /* waitpid's, once exited */
+  bool stopped;       /* vqcheck signalled it while it ran */
+  int exit_order;     /* 1 for the first process seen ended, 2, ... */
+  char tail[VQC_WATCH_TAIL_MAX];
+  size_t ntail;
+} vqc_watch_proc;
+
+/* What the findings callback needs (analyze.h more_findings). */
+typedef struct vqc_watch_ctx {
+  const char *dir;
+  const vqc_watch_opts *o;
+  vqc_watch_proc *procs;
+  int nprocs;
+  bool interrupted;
+} vqc_watch_ctx;
+
+/* Whether name is "rank-<r><suffix>" with r in plain decimal (< 1000000);
+ * *rank gets r. */
+bool vqc_watch_rank_file(const char *name, const char *suffix, int *rank);
+
+/* Whether p ended other than with exit status 0. */
+bool vqc_watch_failed(const vqc_watch_proc *p);
+
+/* "rank 1 (pid 123)" or "the launcher (pid 123)". */
+void vqc_watch_proc_name(const vqc_watch_proc *p, char *buf, size_t n);
+
+/* "exited with status 3" / "was killed by signal 9 (Killed)". */
+void vqc_watch_end_text(const vqc_watch_proc *p, char *buf, size_t n);
+
+/* run.json's "job" section (new reference), `stopped` "" when vqcheck did
+ * not stop the job:
+ *   command     the argv array of COMMAND
+ *   nproc       --nproc, null for a launcher
+ *   interval, timeout_s, bridge_dir   what the bridge was given
+ *   stopped     why vqcheck stopped the job, null when it did not
+ *   processes   per process: rank (null for a launcher), pid, exit_code
+ *               (null when killed by a signal), signal (null when it
+ *               exited), stopped_by_vqcheck, stderr_tail (its last 4 KiB,
+ *               invalid UTF-8 and control characters as '?') */
+json_t *vqc_watch_job_json(const vqc_watch_opts *o, const char *bridge,
+                           const vqc_watch_proc *procs, int n,
+                           const char *stopped);
+
+/* analyze.h's more_findings for watch; ctx is a vqc_watch_ctx. */
+void vqc_watch_more_findings(void *ctx, vqc_findings *known,
+                             vqc_findings *out);
+
+#endif /* VQC_WATCH_JOB_H */

@@ -1,0 +1,397 @@
+"""`vqcheck watch` (harness/cmd_watch.c): the CLI that runs an unmodified
+job with the Python bridge loaded, supervises it and analyses what the
+bridge wrote.
+
+These tests never use the real bridge: VQC_BRIDGE_DIR points at a stub
+sitecustomize.py each test writes (a fake trace line per rank, a findings
+line, a hang marker, or nothing), and the jobs are tiny scripts written by
+the tests. They check the CLI's side of the contract: the environment every
+process gets, the exit codes, run.json's "job" section, the findings it
+adds (rank_failure, deadlock from a hang marker), the bridge's findings
+files merged, and that no process is left behind.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+# The stub bridge's pieces: each test joins the ones it needs.
+TRACE = '''
+import json, os
+# Only in a rank (a launcher's own Python has no RANK).
+_d = os.environ.get("VQC_WATCH_DIR") if "RANK" in os.environ else None
+_r = int(os.environ.get("RANK", "0"))
+if _d:
+    with open(os.path.join(_d, "rank-%d.trace.jsonl" % _r), "a") as _f:
+        _f.write(json.dumps({"schema": "vqcheck-trace/1", "rank": _r,
+                             "step": 0, "tensor": "w", "dtype": "float32",
+                             "shape": [2], "digest_algo": "vqc-xxh3-tree-1",
+                             "digest": "0123456789abcdef"}) + "\\n")
+'''
+
+FINDING = '''
+if _d:
+    with open(os.path.join(_d, "rank-%d.findings.jsonl" % _r), "a") as _f:
+        _f.write(json.dumps({"kind": "lost_inplace", "step": 3 - _r,
+                             "ranks": [_r], "tensor": "embed_sum",
+                             "site": {"file": "/abs/path/x.py", "line": 496,
+                                      "func": "forward"},
+                             "message": "rank %d lost an in-place update" % _r,
+                             "detail": {"rank": _r}}) + "\\n")
+'''
+
+HANG = '''
+import threading
+def _hang():
+    with open(os.path.join(_d, "rank-%d.hang" % _r), "w") as _f:
+        json.dump({"rank": _r, "step": 4, "op": "all_reduce"}, _f)
+if _d and _r == 0:
+    _t = threading.Timer(float(os.environ["VQC_WATCH_TIMEOUT"]), _hang)
+    _t.daemon = True
+    _t.start()
+'''
+
+# Records every process's environment for the test to read.
+ENV_JOB = '''
+import json, os, sys
+keys = ["RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+        "MASTER_PORT", "VQC_WATCH_DIR", "VQC_WATCH_INTERVAL",
+        "VQC_WATCH_TIMEOUT", "PYTHONPATH", "WATCH_TEST_KEEP"]
+out = sys.argv[1]
+with open(os.path.join(out, "env-%s.json" % os.environ.get("RANK", "x")),
+          "w") as f:
+    json.dump({k: os.environ.get(k) for k in keys}, f)
+print("hello from rank", os.environ.get("RANK"))
+'''
+
+FAIL_JOB = '''
+import os, sys, time
+if os.environ["RANK"] == "1":
+    print("Traceback (most recent call last):", file=sys.stderr)
+    print("RuntimeError: boom from rank 1", file=sys.stderr)
+    sys.exit(3)
+time.sleep(60)
+'''
+
+# Sleeps forever, with a child process of its own (in its process group)
+# whose pid it records: both must be gone when watch returns.
+SLEEP_JOB = '''
+import os, subprocess, sys, time
+out = sys.argv[1]
+child = subprocess.Popen(["sleep", "1000"])
+with open(os.path.join(out, "pids-%s" % os.environ.get("RANK", "x")),
+          "w") as f:
+    f.write("%d %d" % (os.getpid(), child.pid))
+while True:
+    time.sleep(1)
+'''
+
+# A launcher: starts two ranks itself, as torchrun would, and waits.
+LAUNCHER_JOB = '''
+import os, subprocess, sys
+procs = []
+for r in range(2):
+    env = dict(os.environ, RANK=str(r), WORLD_SIZE="2")
+    procs.append(subprocess.Popen([sys.executable, "-c", "print('rank up')"],
+                                  env=env))
+sys.exit(max(p.wait() for p in procs))
+'''
+
+
+def bridge(tmp_path, *parts):
+    d = tmp_path / "bridge"
+    d.mkdir(exist_ok=True)
+    (d / "sitecustomize.py").write_text("".join(parts))
+    return d
+
+
+def script(tmp_path, name, text):
+    p = tmp_path / name
+    p.write_text(text)
+    return p
+
+
+def watch(cli, bridge_dir, out, args, job, timeout=60, env_extra=None):
+    """Runs `vqcheck watch --out out args -- job...`; (returncode, stdout,
+    stderr, run.json or None)."""
+    env = dict(os.environ)
+    env["VQC_BRIDGE_DIR"] = str(bridge_dir)
+    env.update(env_extra or {})
+    p = subprocess.run([cli, "watch", "--out", str(out), *args, "--", *job],
+                       capture_output=True, text=True, timeout=timeout,
+                       env=env)
+    run_json = out / "run.json"
+    doc = json.loads(run_json.read_text()) if run_json.exists() else None
+    return p.returncode, p.stdout, p.stderr, doc
+
+
+def gone(pid):
+    """Whether no process pid exists (a zombie counts as gone)."""
+    try:
+        with open("/proc/%d/stat" % pid) as f:
+            state = f.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError, IndexError):
+        return True
+    return state in ("Z", "X")
+
+
+def test_env_reaches_every_rank_and_clean_traces_pass(cli, tmp_path):
+    b = bridge(tmp_path, TRACE)
+    out = tmp_path / "run"
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    job = script(tmp_path, "job.py", ENV_JOB)
+    rc, stdout, stderr, doc = watch(
+        cli, b, out, ["--nproc", "3", "--interval", "5", "--timeout", "7.5"],
+        [sys.executable, str(job), str(envs)],
+        env_extra={"PYTHONPATH": "/user/site", "WATCH_TEST_KEEP": "kept"})
+    assert rc == 0, stderr
+    assert "hello from rank 2" in stdout  # the job's stdout passes through
+    got = [json.loads((envs / f"env-{r}.json").read_text()) for r in range(3)]
+    ports = {e["MASTER_PORT"] for e in got}
+    assert len(ports) == 1 and 0 < int(ports.pop()) < 65536
+    for r, e in enumerate(got):
+        assert e["RANK"] == e["LOCAL_RANK"] == str(r)
+        assert e["WORLD_SIZE"] == e["LOCAL_WORLD_SIZE"] == "3"
+        assert e["MASTER_ADDR"] == "127.0.0.1"
+        assert e["VQC_WATCH_DIR"] == str(out.resolve())
+        assert e["VQC_WATCH_INTERVAL"] == "5"
+        assert e["VQC_WATCH_TIMEOUT"] == "7.5"
+        assert e["PYTHONPATH"] == f"{b.resolve()}:/user/site"
+        assert e["WATCH_TEST_KEEP"] == "kept"
+    assert doc["exit_code"] == 0 and doc["findings"] == []
+    job_doc = doc["job"]
+    assert job_doc["command"] == [sys.executable, str(job), str(envs)]
+    assert job_doc["nproc"] == 3 and job_doc["stopped"] is None
+    assert [p["rank"] for p in job_doc["processes"]] == [0, 1, 2]
+    for p in job_doc["processes"]:
+        assert p["exit_code"] == 0 and p["signal"] is None
+        assert p["stopped_by_vqcheck"] is False and p["pid"] > 0
+    assert (out / ".vqcheck-run").exists()
+    assert "## Job" in (out / "report.md").read_text()
+
+
+def test_defaults_without_nproc_start_a_launcher_once(cli, tmp_path):
+    b = bridge(tmp_path, TRACE)
+    out = tmp_path / "run"
+    envs = tmp_path / "envs"
+    envs.mkdir()
+    launcher = script(tmp_path, "launcher.py", LAUNCHER_JOB)
+    rc, _, stderr, doc = watch(cli, b, out, [],
+                               [sys.executable, str(launcher)])
+    assert rc == 0, stderr
+    assert sorted(p.name for p in out.glob("rank-*.trace.jsonl")) == [
+        "rank-0.trace.jsonl", "rank-1.trace.jsonl"]
+    assert doc["job"]["nproc"] is None
+    assert doc["job"]["interval"] == 1 and doc["job"]["timeout_s"] == 60
+    (proc,) = doc["job"]["processes"]
+    assert proc["rank"] is None and proc["exit_code"] == 0
+
+
+def test_rank_exiting_3_is_a_rank_failure_with_its_stderr(cli, tmp_path):
+    b = bridge(tmp_path, TRACE)
+    out = tmp_path / "run"
+    job = script(tmp_path, "fail.py", FAIL_JOB)
+    t0 = time.monotonic()
+    rc, stdout, stderr, doc = watch(cli, b, out,
+                                    ["--nproc", "2", "--timeout", "2"],
+                                    [sys.executable, str(job)])
+    assert rc == 1, stderr
+    assert time.monotonic() - t0 < 2 + 10  # rank 0 stopped at the timeout
+    assert "boom from rank 1" in stderr  # stderr passes through
+    (f,) = [x for x in doc["findings"] if x["kind"] == "rank_failure"]
+    assert f["ranks"] == [1]
+    assert "exited with status 3" in f["message"]
+    assert "boom from rank 1" in f["message"]
+    procs = {p["rank"]: p for p in doc["job"]["processes"]}
+    assert procs[1]["exit_code"] == 3 and not procs[1]["stopped_by_vqcheck"]
+    assert "RuntimeError: boom from rank 1" in procs[1]["stderr_tail"]
+    assert procs[0]["stopped_by_vqcheck"] and procs[0]["signal"] is not None
+    report = (out / "report.md").read_text()
+    assert "## Job" in report and "boom from rank 1" in report
+    assert "exit 3" in report
+    assert "boom from rank 1" in (out / "report.html").read_text()
+    for p in doc["job"]["processes"]:
+        assert gone(p["pid"])
+
+
+def test_bridge_findings_are_merged_and_reported(cli, tmp_path):
+    b = bridge(tmp_path, TRACE, FINDING)
+    out = tmp_path / "run"
+    job = script(tmp_path, "job.py", "print('ok')\n")
+    rc, stdout, stderr, doc = watch(cli, b, out, ["--nproc", "2"],
+                                    [sys.executable, str(job)])
+    assert rc == 1, stderr
+    (f,) = doc["findings"]
+    assert f["kind"] == "lost_inplace"
+    assert f["ranks"] == [0, 1] and f["step"] == 2  # union, lowest step
+    assert f["tensor"] == "embed_sum"
+    assert f["site"] == "/abs/path/x.py:496 forward"
+    assert f["message"] == "rank 1 lost an in-place update"
+    assert f["detail"] == {"rank": 1}
+    assert "lost_inplace" in stdout
+    report = (out / "report.md").read_text()
+    assert "lost\\_inplace" in report or "lost_inplace" in report
+    assert "embed_sum" in report
+    # `vqcheck analyze` reads the same files and adds nothing new.
+    p = subprocess.run([cli, "analyze", str(out), "--json"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1, p.stderr
+    again = json.loads(p.stdout)
+    assert again["findings"] == doc["findings"]
+    assert again["analysis"]["findings_files"] == 2
+    assert again["job"] == doc["job"]
+
+
+def test_malformed_findings_line_is_exit_2_naming_it(cli, tmp_path):
+    b = bridge(tmp_path, TRACE, '''
+with open(os.path.join(_d, "rank-%d.findings.jsonl" % _r), "a") as _f:
+    _f.write('{"kind": "lost_inplace", "step": 1}\\n{"kind": oops}\\n')
+''')
+    out = tmp_path / "run"
+    job = script(tmp_path, "job.py", "pass\n")
+    rc, _, stderr, _ = watch(cli, b, out, ["--nproc", "1"],
+                             [sys.executable, str(job)])
+    assert rc == 2, stderr
+    assert "rank-0.findings.jsonl:2" in stderr
+
+
+def test_hang_marker_stops_the_job_and_leaves_no_process(cli, tmp_path):
+    b = bridge(tmp_path, TRACE, HANG)
+    out = tmp_path / "run"
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    job = script(tmp_path, "sleep.py", SLEEP_JOB)
+    t0 = time.monotonic()
+    rc, _, stderr, doc = watch(cli, b, out,
+                               ["--nproc", "2", "--timeout", "1"],
+                               [sys.executable, str(job), str(pids)],
+                               timeout=60)
+    took = time.monotonic() - t0
+    assert rc == 1, stderr
+    assert took < 1 + 10, took
+    (f,) = [x for x in doc["findings"] if x["kind"] == "deadlock"]
+    assert f["ranks"] == [0] and f["step"] == 4
+    assert "rank-0.hang" in f["message"]
+    assert "rank-0.hang" in doc["job"]["stopped"]
+    for p in doc["job"]["processes"]:
+        assert p["stopped_by_vqcheck"] is True
+    for r in range(2):
+        for pid in map(int, (pids / f"pids-{r}").read_text().split()):
+            assert gone(pid), pid
+
+
+def test_ctrl_c_stops_the_job_and_exits_130(cli, tmp_path):
+    b = bridge(tmp_path, TRACE)
+    out = tmp_path / "run"
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    job = script(tmp_path, "sleep.py", SLEEP_JOB)
+    env = dict(os.environ, VQC_BRIDGE_DIR=str(b))
+    p = subprocess.Popen([cli, "watch", "--nproc", "2", "--out", str(out),
+                          "--", sys.executable, str(job), str(pids)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=env)
+    try:
+        deadline = time.monotonic() + 30
+        while len(list(pids.iterdir())) < 2:
+            assert time.monotonic() < deadline, "the ranks did not start"
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.1)
+        time.sleep(0.3)
+        p.send_signal(signal.SIGINT)
+        _, stderr = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 130, stderr
+    doc = json.loads((out / "run.json").read_text())
+    assert doc["exit_code"] != 0  # not checked to its end: never clean
+    assert "interrupted" in doc["job"]["stopped"]
+    for r in range(2):
+        for pid in map(int, (pids / f"pids-{r}").read_text().split()):
+            assert gone(pid), pid
+
+
+def test_no_bridge_loaded_is_exit_3(cli, tmp_path):
+    b = bridge(tmp_path, "# a bridge that never writes anything\n")
+    out = tmp_path / "run"
+    job = script(tmp_path, "job.py", "print('ok')\n")
+    rc, _, stderr, doc = watch(cli, b, out, ["--nproc", "2"],
+                               [sys.executable, str(job)])
+    assert rc == 3, stderr
+    assert "bridge" in stderr
+    assert doc["exit_code"] == 3
+
+
+def test_out_onto_a_users_directory_is_refused(cli, tmp_path):
+    b = bridge(tmp_path, TRACE)
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    job = script(tmp_path, "job.py", "print('ok')\n")
+    rc, _, stderr, _ = watch(cli, b, out, ["--nproc", "1"],
+                             [sys.executable, str(job)])
+    assert rc == 2, stderr
+    assert "notes.txt" in stderr
+    assert (out / "notes.txt").read_text() == "keep me"
+    assert sorted(x.name for x in out.iterdir()) == ["notes.txt"]
+
+
+def test_rerun_clears_the_earlier_runs_bridge_files(cli, tmp_path):
+    out = tmp_path / "run"
+    job = script(tmp_path, "job.py", "print('ok')\n")
+    rc, _, _, _ = watch(cli, bridge(tmp_path, TRACE, FINDING), out,
+                        ["--nproc", "2"], [sys.executable, str(job)])
+    assert rc == 1
+    (out / "rank-0.hang").write_text("{}")
+    rc, _, stderr, doc = watch(cli, bridge(tmp_path, TRACE), out,
+                               ["--nproc", "2"], [sys.executable, str(job)])
+    assert rc == 0, stderr
+    assert doc["findings"] == []
+    assert not (out / "rank-0.hang").exists()
+
+
+@pytest.mark.parametrize("args", [
+    ["--nproc", "2"],                      # no command
+    ["--nproc", "2", "--"],                # no command after --
+    ["--nproc", "0", "--", "true"],
+    ["--nproc", "1025", "--", "true"],
+    ["--nproc", "x", "--", "true"],
+    ["--interval", "0", "--", "true"],
+    ["--timeout", "-1", "--", "true"],
+    ["--out", "", "--", "true"],
+    ["--bogus", "--", "true"],
+])
+def test_usage_errors_are_exit_2(cli, tmp_path, args):
+    p = subprocess.run([cli, "watch", *args], capture_output=True, text=True,
+                       timeout=30, cwd=tmp_path)
+    assert p.returncode == 2, p.stderr
+    assert "vqcheck watch --help" in p.stderr
+    assert not (tmp_path / "vqcheck-runs").exists()
+
+
+def test_command_that_cannot_run_is_exit_3(cli, tmp_path):
+    b = bridge(tmp_path, TRACE)
+    out = tmp_path / "run"
+    rc, _, stderr, _ = watch(cli, b, out, ["--nproc", "2"],
+                             ["no-such-command-vqcheck-test"])
+    assert rc == 3
+    assert "no-such-command-vqcheck-test" in stderr
+    assert not out.exists()
+
+
+def test_help(cli):
+    p = subprocess.run([cli, "watch", "--help"], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode == 0
+    assert "--nproc N" in p.stdout and "VQC_WATCH_DIR" in p.stdout
+    top = subprocess.run([cli, "--help"], capture_output=True, text=True,
+                         timeout=30)
+    assert "watch" in top.stdout

@@ -1,0 +1,155 @@
+/* job.c: the "Job" section of report.md and report.html, for a run
+ * directory `vqcheck watch` wrote (run.json's "job" section,
+ * harness/cmd_watch.c): the command, each process's exit status, and the
+ * stderr tails of those that failed. Nothing for other run directories.
+ * Read leniently: a member of the wrong type is left out, never an error
+ * (the section is informative; findings carry the verdict). */
+#include <string.h>
+
+#include "report_internal.h"
+
+/* "exit 0", "exit 3", "signal 9", "(running)" for a process object. */
+static void status_text(const json_t *p, char *buf, size_t n) {
+  const json_t *code = json_object_get(p, "exit_code");
+  const json_t *sig = json_object_get(p, "signal");
+  if (json_is_integer(code))
+    snprintf(buf, n, "exit %lld", (long long)json_integer_value(code));
+  else if (json_is_integer(sig))
+    snprintf(buf, n, "signal %lld", (long long)json_integer_value(sig));
+  else
+    snprintf(buf, n, "(unknown)");
+}
+
+/* Whether the process ended other than with exit 0. */
+static bool proc_failed(const json_t *p) {
+  const json_t *code = json_object_get(p, "exit_code");
+  return !(json_is_integer(code) && json_integer_value(code) == 0);
+}
+
+/* "rank 1" or "launcher" into buf. */
+static void who_text(const json_t *p, char *buf, size_t n) {
+  const json_t *rank = json_object_get(p, "rank");
+  if (json_is_integer(rank))
+    snprintf(buf, n, "rank %lld", (long long)json_integer_value(rank));
+  else
+    snprintf(buf, n, "launcher");
+}
+
+/* The command line as one string (arguments joined by spaces; a caller
+ * escapes it). */
+static void command_text(const json_t *job, char *buf, size_t n) {
+  size_t k = 0;
+  buf[0] = '\0';
+  size_t i;
+  const json_t *a;
+  json_array_foreach(json_object_get(job, "command"), i, a) {
+    const char *s = json_string_value(a);
+    if (!s) continue;
+    int w = snprintf(buf + k, n - k, "%s%s", k ? " " : "", s);
+    if (w < 0 || k + (size_t)w >= n) break;
+    k += (size_t)w;
+  }
+}
+
+void rep_render_md_job(FILE *f, const rep_run *r) {
+  const json_t *job = json_object_get(r->root, "job");
+  if (!json_is_object(job)) return;
+  char cmd[2048];
+  command_text(job, cmd, sizeof cmd);
+  fprintf(f, "## Job\n\n- command: ");
+  rep_md_code(f, cmd, false);
+  const json_t *nproc = json_object_get(job, "nproc");
+  if (json_is_integer(nproc))
+    fprintf(f, "\n- processes started by vqcheck watch: %lld",
+            (long long)json_integer_value(nproc));
+  else
+    fprintf(f, "\n- started once (a launcher)");
+  const char *stopped = json_string_value(json_object_get(job, "stopped"));
+  if (stopped) {
+    fprintf(f, "\n- stopped: ");
+    rep_md(f, stopped);
+  }
+  fprintf(f, "\n\n| process | pid | ended | stopped by vqcheck |\n"
+          "|---|---|---|---|\n");
+  const json_t *procs = json_object_get(job, "processes");
+  size_t i;
+  const json_t *p;
+  json_array_foreach(procs, i, p) {
+    char who[48], st[48];
+    who_text(p, who, sizeof who);
+    status_text(p, st, sizeof st);
+    const json_t *pid = json_object_get(p, "pid");
+    fprintf(f, "| %s | %lld | %s | %s |\n", who,
+            json_is_integer(pid) ? (long long)json_integer_value(pid) : -1LL,
+            st, json_is_true(json_object_get(p, "stopped_by_vqcheck"))
+                    ? "yes" : "no");
+  }
+  fprintf(f, "\n");
+  json_array_foreach(procs, i, p) {
+    const char *tail = json_string_value(json_object_get(p, "stderr_tail"));
+    if (!proc_failed(p) || !tail || !tail[0]) continue;
+    char who[48], st[48];
+    who_text(p, who, sizeof who);
+    status_text(p, st, sizeof st);
+    fprintf(f, "### stderr of %s (%s), last lines\n\n", who, st);
+    int n = rep_md_backtick_run(tail) + 1;
+    if (n < 3) n = 3;
+    for (int k = 0; k < n; k++) fputc('`', f);
+    fprintf(f, "text\n%s%s", tail,
+            tail[strlen(tail) - 1] == '\n' ? "" : "\n");
+    for (int k = 0; k < n; k++) fputc('`', f);
+    fprintf(f, "\n\n");
+  }
+}
+
+void rep_render_html_job(FILE *f, const rep_run *r) {
+  const json_t *job = json_object_get(r->root, "job");
+  if (!json_is_object(job)) return;
+  char cmd[2048];
+  command_text(job, cmd, sizeof cmd);
+  fprintf(f, "<section id=\"job\"><h2>Job</h2>\n<table class=\"kv\">\n"
+          "<tr><th>command</th><td><code>");
+  rep_html(f, cmd);
+  fprintf(f, "</code></td></tr>\n");
+  const json_t *nproc = json_object_get(job, "nproc");
+  if (json_is_integer(nproc))
+    fprintf(f, "<tr><th>processes</th><td>%lld, started by vqcheck watch"
+            "</td></tr>\n", (long long)json_integer_value(nproc));
+  else
+    fprintf(f, "<tr><th>processes</th><td>started once (a launcher)"
+            "</td></tr>\n");
+  const char *stopped = json_string_value(json_object_get(job, "stopped"));
+  if (stopped) {
+    fprintf(f, "<tr><th>stopped</th><td>");
+    rep_html(f, stopped);
+    fprintf(f, "</td></tr>\n");
+  }
+  fprintf(f, "</table>\n<table><thead><tr><th>process</th><th>pid</th>"
+          "<th>ended</th><th>stopped by vqcheck</th></tr></thead><tbody>\n");
+  const json_t *procs = json_object_get(job, "processes");
+  size_t i;
+  const json_t *p;
+  json_array_foreach(procs, i, p) {
+    char who[48], st[48];
+    who_text(p, who, sizeof who);
+    status_text(p, st, sizeof st);
+    const json_t *pid = json_object_get(p, "pid");
+    fprintf(f, "<tr><td>%s</td><td>%lld</td><td>%s</td><td>%s</td></tr>\n",
+            who,
+            json_is_integer(pid) ? (long long)json_integer_value(pid) : -1LL,
+            st, json_is_true(json_object_get(p, "stopped_by_vqcheck"))
+                    ? "yes" : "no");
+  }
+  fprintf(f, "</tbody></table>\n");
+  json_array_foreach(procs, i, p) {
+    const char *tail = json_string_value(json_object_get(p, "stderr_tail"));
+    if (!proc_failed(p) || !tail || !tail[0]) continue;
+    char who[48], st[48];
+    who_text(p, who, sizeof who);
+    status_text(p, st, sizeof st);
+    fprintf(f, "<h3>stderr of %s (%s), last lines</h3>\n<pre>", who, st);
+    rep_html(f, tail);
+    fprintf(f, "</pre>\n");
+  }
+  fprintf(f, "</section>\n");
+}
