@@ -100,9 +100,40 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _site_text(finding):
-    """file:line of a finding's call site, however run.json spells it."""
-    site = finding.get("site")
-    if isinstance(site, dict):
-        return f"{site.get('file')}:{site.get('line')}"
-    return str(site)
+# ---- end to end: `vqcheck watch --nproc N -- python job.py`
+
+
+def test_vector_quantize_pytorch_1_12_10_lost_all_reduce(cli, tmp_path):
+    rc, run, err = watch(cli, tmp_path / "run", 2, [JOBS / "vq_job.py"],
+                         pythonpath=thirdparty("vector-quantize-pytorch-1.12.10"))
+    assert rc == 1, err
+    kinds = {f["kind"]: f for f in run["findings"]}
+    lost = kinds["lost_inplace"]
+    assert lost["ranks"] == [0, 1]
+    assert "/vector_quantize_pytorch.py:496 forward" in lost["site"], lost
+    div = kinds["divergence"]
+    assert div["step"] == 0
+    codebook = [div["tensor"]] + div["detail"].get("also_differing", [])
+    assert "VectorQuantize._codebook.embed" in codebook, div
+
+
+def test_vector_quantize_pytorch_1_12_11_is_clean(cli, tmp_path):
+    rc, run, err = watch(cli, tmp_path / "run", 2, [JOBS / "vq_job.py"],
+                         pythonpath=thirdparty("vector-quantize-pytorch-1.12.11"))
+    assert rc == 0, (err, run and run["findings"])
+    assert run["findings"] == []
+
+
+def test_learning_rate_change_diverges_at_step_3(cli, tmp_path):
+    rc, run, err = watch(cli, tmp_path / "run", 3,
+                         [JOBS / "plain_ddp.py", "lr_change"])
+    assert rc == 1, err
+    [f] = run["findings"]
+    assert (f["kind"], f["step"], f["ranks"]) == ("divergence", 3, [1])
+    assert f["tensor"] == "Sequential.0.weight"
+
+
+def test_clean_ddp_job_is_clean(cli, tmp_path):
+    rc, run, err = watch(cli, tmp_path / "run", 2,
+                         [JOBS / "plain_ddp.py", "clean"])
+    assert rc == 0, (err, run and run["findings"])
