@@ -51,9 +51,10 @@ static const char *const run_files[] = {"run.json", "report.md",
 
 /* What follows "rank-<r>." in a rank file (trace.h, ledger_analysis.h,
  * harness/bridge_findings.h): the digest trace, the ledger dumps, the Python
- * bridge's findings and hang marker, the status dump, the live ledger. */
+ * bridge's findings, hang marker and stack dumps, the status dump, the live
+ * ledger. */
 static const char *const rank_suffixes[] = {"trace.jsonl", "ledger.jsonl",
-                                            "findings.jsonl", "hang",
+                                            "findings.jsonl", "hang", "stacks.txt",
                                             "status.json", "live.jsonl"};
 
 /* The length of the plain decimal number at s ("0", "17"; not "01", not
@@ -244,7 +245,8 @@ static vqc_status mark(const char *dir) {
       "removes from it only the files it writes (run.json, report.md,\n"
       "report.html, junit.xml, rank-<r>.trace.jsonl, rank-<r>.ledger.jsonl,\n"
       "rank-<r>.status.json, rank-<r>.live.jsonl, rank-<r>.findings.jsonl,\n"
-      "rank-<r>.hang); everything else here is left alone.\n",
+      "rank-<r>.stacks.txt, rank-<r>.hang); everything else here is left\n"
+      "alone.\n",
       VQC_VERSION_STRING, holder);
   return vqc_write_file_atomic(path, text, (size_t)(k > 0 ? k : 0));
 }

@@ -137,3 +137,36 @@ def test_clean_ddp_job_is_clean(cli, tmp_path):
     rc, run, err = watch(cli, tmp_path / "run", 2,
                          [JOBS / "plain_ddp.py", "clean"])
     assert rc == 0, (err, run and run["findings"])
+
+
+def test_hang_is_a_deadlock_naming_the_waiting_line(cli, tmp_path):
+    """Rank 1 waits in an all_reduce rank 0 never reaches: the job is ended
+    within timeout + 10 s, nothing is left running, and the deadlock names
+    rank 1's line and the collective it last completed."""
+    import time
+    job = JOBS / "hang_job.py"
+    start = time.monotonic()
+    env_timeout = 3
+    p = subprocess.run([cli, "watch", "--nproc", "2", "--timeout",
+                        str(env_timeout), "--out", str(tmp_path / "run"),
+                        "--json", "--", sys.executable, str(job)],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    elapsed = time.monotonic() - start
+    assert p.returncode == 1, p.stderr
+    assert elapsed < env_timeout + 10, elapsed
+    run = json.loads(p.stdout)
+    [dead] = [f for f in run["findings"] if f["kind"] == "deadlock"]
+    lines = job.read_text().splitlines()
+    waiting = next(i + 1 for i, t in enumerate(lines)
+                   if "rank 1 waits here" in t)
+    completed = next(i + 1 for i, t in enumerate(lines)
+                     if "both ranks: completes" in t)
+    marker = dead["detail"]["hang_markers"]["1"]
+    assert marker["site"].endswith(f"hang_job.py:{waiting} main")
+    assert marker["last_completed"]["site"].endswith(
+        f"hang_job.py:{completed} main")
+    assert 1 in dead["ranks"]
+    left = subprocess.run(["pgrep", "-f", str(job)], capture_output=True,
+                          text=True)
+    assert left.stdout.strip() == "", f"processes left: {left.stdout}"

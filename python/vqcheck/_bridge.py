@@ -151,6 +151,18 @@ class _Bridge:
         self.disabled: set = set()            # parts turned off by an error
         self.patched = False
         self.baseline_refs = 0
+        try:
+            self.timeout = float(os.environ.get("VQC_WATCH_TIMEOUT", "60"))
+        except ValueError:
+            self.timeout = 60.0
+        # Collectives: a sequence number per call; those in flight (seq ->
+        # (op, site text, monotonic start, step)), the last one completed.
+        self.seq = 0
+        self.in_flight: Dict[int, Tuple[str, str, float, int]] = {}
+        self.last_completed: Optional[Dict[str, Any]] = None
+        self.watchdog: Optional[threading.Thread] = None
+        self.hang_reported = False
+        self.stacks_file: Any = None
 
     # -- where this process writes
 
@@ -188,6 +200,24 @@ class _Bridge:
         self.live_event({"event": "start", "rank": self.rank,
                          "size": self.world_size(), "pid": os.getpid(),
                          "host": os.uname().nodename})
+        self.register_stack_dumps()
+
+    def register_stack_dumps(self) -> None:
+        """SIGUSR1 makes this rank write every thread's Python stack to
+        rank-<r>.stacks.txt (faulthandler, safe in any state), so that
+        `vqcheck watch` can say where a rank is when another one hangs. Not
+        when the program handles SIGUSR1 itself."""
+        import faulthandler
+        import signal
+        try:
+            if signal.getsignal(signal.SIGUSR1) not in (signal.SIG_DFL, None):
+                return
+        except ValueError:
+            return
+        path = os.path.join(self.out, f"rank-{self.rank}.stacks.txt")
+        self.stacks_file = open(path, "a")
+        faulthandler.register(signal.SIGUSR1, file=self.stacks_file,
+                              all_threads=True, chain=False)
 
     def live_event(self, event: Dict[str, Any]) -> None:
         if self.live_fd is None:
@@ -283,15 +313,77 @@ class _Bridge:
             return
         c10d = dist.distributed_c10d
         self.baseline_refs = _probe_refcount(torch)
-        for name in ("all_reduce", "broadcast", "reduce",
-                     "all_reduce_coalesced"):
+        for name in _COLLECTIVES:
             original = getattr(c10d, name, None)
             if original is None or getattr(original, "_vqcheck", False):
                 continue
-            wrapper = _inplace_wrapper(self, name, original)
+            wrapper = _collective_wrapper(self, name, original,
+                                          name in _INPLACE)
             setattr(c10d, name, wrapper)
             if getattr(dist, name, None) is original:
                 setattr(dist, name, wrapper)
+
+    # -- collectives in flight, and the watchdog that reports a hang
+
+    def enter(self, op: str, frame: Any) -> int:
+        site = _outside(frame)
+        text = (f"{site.f_code.co_filename}:{site.f_lineno} "
+                f"{site.f_code.co_name}") if site is not None else "?"
+        with self.lock:
+            self.open_live()
+            self.seq += 1
+            step = self.watch.steps if self.watch is not None else 0
+            self.in_flight[self.seq] = (op, text, time.monotonic(), step)
+            if self.watchdog is None:
+                self.watchdog = threading.Thread(
+                    target=self.watch_for_hangs, name="vqcheck-watchdog",
+                    daemon=True)
+                self.watchdog.start()
+            return self.seq
+
+    def leave(self, seq: int) -> None:
+        with self.lock:
+            entry = self.in_flight.pop(seq, None)
+            if entry is not None:
+                self.last_completed = {"op": entry[0], "seq": seq,
+                                       "site": entry[1]}
+
+    def watch_for_hangs(self) -> None:
+        """Every 0.2 s: a collective in flight longer than the timeout
+        makes this rank dump its stacks, then write rank-<r>.hang, once.
+        `vqcheck watch` then asks the other ranks for their stacks and
+        stops the job."""
+        while not self.hang_reported:
+            time.sleep(0.2)
+            with self.lock:
+                if not self.in_flight:
+                    continue
+                seq = min(self.in_flight)
+                op, site, start, step = self.in_flight[seq]
+                waited = time.monotonic() - start
+                if waited <= self.timeout:
+                    continue
+                self.hang_reported = True
+                marker = {"rank": self.rank, "op": op, "seq": seq,
+                          "site": site, "step": step,
+                          "waited_s": round(waited, 3),
+                          "last_completed": self.last_completed}
+            try:
+                self.write_hang(marker)
+            except Exception as e:
+                self.fail("hang", e)
+
+    def write_hang(self, marker: Dict[str, Any]) -> None:
+        import faulthandler
+        stacks = os.path.join(self.out, f"rank-{self.rank}.stacks.txt")
+        with open(stacks, "a") as f:
+            faulthandler.dump_traceback(file=f, all_threads=True)
+        # The marker last, whole (a rename), so the stacks are there first.
+        path = os.path.join(self.out, f"rank-{self.rank}.hang")
+        tmp = path + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(marker, f)
+        os.replace(tmp, path)
 
     # -- step ends
 
@@ -395,31 +487,60 @@ def _root_modules(modules: List[Any]) -> List[Tuple[str, Any]]:
 
 def _probe_refcount(torch: Any) -> int:
     """The reference count a temporary argument has inside a wrapper made by
-    _inplace_wrapper (the CPython version decides it)."""
-    def probe(tensor: Any, *args: Any, **kwargs: Any) -> int:
+    _collective_wrapper (the CPython version decides it): the same code
+    shape, called with a fresh tensor."""
+    def probe(*args: Any, **kwargs: Any) -> int:
+        tensor = args[0] if args else kwargs.get("tensor")
         return sys.getrefcount(tensor)
     return probe(torch.empty(1))
 
 
-def _inplace_wrapper(bridge: _Bridge, op: str, original: Any) -> Any:
+# The collectives the bridge follows (torch.distributed names; those a torch
+# version lacks are skipped), and the in-place ones whose first argument
+# receives the result.
+_COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "all_gather",
+                "all_gather_into_tensor", "_all_gather_base",
+                "all_gather_object", "reduce_scatter",
+                "reduce_scatter_tensor", "_reduce_scatter_base", "broadcast",
+                "broadcast_object_list", "barrier", "all_to_all",
+                "all_to_all_single", "reduce", "gather", "scatter",
+                "gather_object", "scatter_object_list", "send", "recv")
+_INPLACE = ("all_reduce", "broadcast", "reduce", "all_reduce_coalesced")
+
+
+def _collective_wrapper(bridge: _Bridge, op: str, original: Any,
+                        inplace: bool) -> Any:
     import inspect
     try:
         signature: Any = inspect.signature(original)
     except (TypeError, ValueError):
         signature = None
 
-    def wrapper(tensor: Any, *args: Any, **kwargs: Any) -> Any:
-        if "lost_inplace" not in bridge.disabled:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        tensor = args[0] if args else kwargs.get("tensor")
+        if inplace and tensor is not None and \
+                "lost_inplace" not in bridge.disabled:
             try:
-                refs = sys.getrefcount(tensor)
-                if refs <= bridge.baseline_refs:
+                # args and the local name hold it, beside the caller's refs
+                if sys.getrefcount(tensor) <= bridge.baseline_refs:
                     _check_lost(bridge, op, tensor, sys._getframe(1))
             except Exception as e:
                 bridge.fail("lost_inplace", e)
-        work = original(tensor, *args, **kwargs)
-        if work is not None and "lost_inplace" not in bridge.disabled:
+        seq = 0
+        if "hang" not in bridge.disabled:
             try:
-                if _is_async(signature, tensor, args, kwargs):
+                seq = bridge.enter(op, sys._getframe(1))
+            except Exception as e:
+                bridge.fail("hang", e)
+        try:
+            work = original(*args, **kwargs)
+        finally:
+            if seq:
+                bridge.leave(seq)
+        if inplace and work is not None and tensor is not None and \
+                "lost_inplace" not in bridge.disabled:
+            try:
+                if _is_async(signature, args, kwargs):
                     _watch_work(bridge, op, tensor, work, sys._getframe(1))
             except Exception as e:
                 bridge.fail("lost_inplace", e)
@@ -431,12 +552,12 @@ def _inplace_wrapper(bridge: _Bridge, op: str, original: Any) -> Any:
     return wrapper
 
 
-def _is_async(signature: Any, tensor: Any, args: Any, kwargs: Any) -> bool:
+def _is_async(signature: Any, args: Any, kwargs: Any) -> bool:
     if "async_op" in kwargs:
         return bool(kwargs["async_op"])
     if signature is None:
         return False
-    bound = signature.bind_partial(tensor, *args, **kwargs)
+    bound = signature.bind_partial(*args, **kwargs)
     return bool(bound.arguments.get("async_op", False))
 
 
