@@ -18,7 +18,13 @@
  *     run does (trace.h, ledger_analysis.h);
  *   rank-<r>.findings.jsonl: what it found in-process (bridge_findings.h);
  *   rank-<r>.hang: a small JSON object, written when one of its collectives
- *     has been in flight longer than VQC_WATCH_TIMEOUT, after its dumps.
+ *     has been in flight longer than VQC_WATCH_TIMEOUT, after its dumps:
+ *     {"rank", "op", "seq", "site": "/abs/job.py:15 main", "step",
+ *     "waited_s", "last_completed": {"op", "seq", "site"} or null};
+ *   rank-<r>.stacks.txt: Python's faulthandler dumps of all its threads,
+ *     appended: before its hang marker, and at SIGUSR1, which the bridge
+ *     handles so (the program having no SIGUSR1 handler of its own) once
+ *     it has written its live record.
  *
  * BRIDGE_DIR, the first that holds sitecustomize.py: $VQC_BRIDGE_DIR;
  * <this executable's directory>/../share/vqcheck/bridge (`pip install .`);
@@ -28,9 +34,13 @@
  * in a process group of its own, stdin /dev/null, stdout passed through
  * (to our stderr with --json), stderr passed through with its last 4 KiB
  * kept. SIGINT/SIGTERM/SIGHUP are forwarded to every group (SIGKILL 5 s
- * later, or at a second signal). The first rank-*.hang: the other ranks get
- * up to 2 s to write theirs, then every group gets SIGTERM, and SIGKILL 3 s
- * after. A process that fails while others run: the others get --timeout
+ * later, or at a second signal). The first rank-*.hang: with --nproc,
+ * each rank still running that has written no marker, and whose live
+ * record shows the bridge loaded, is sent SIGUSR1 (its process, not its
+ * group: a DataLoader worker need not answer; never a launcher, which it
+ * would kill) to dump its stacks; the ranks get up to 2 s to write their
+ * markers or stacks (less once every rank has, or never will), then every
+ * group gets SIGTERM, and SIGKILL 3 s after. A process that fails while others run: the others get --timeout
  * seconds to end on their own (they usually fail in a collective), then
  * the same. This process is the job's subreaper, so descendants a launcher
  * left behind are killed and reaped at the end: nothing survives.
@@ -38,7 +48,18 @@
  * Then the analysis (vqc_analyze_run_dir) with run.json's "job" section
  * (watch_job.h) and two findings of this command's own (watch_job.c):
  *   deadlock      from the rank-*.hang markers, when no deadlock or
- *                 collective_mismatch was found otherwise;
+ *                 collective_mismatch was found otherwise, naming where
+ *                 every rank is: a rank with a marker in its collective
+ *                 (op, site, seconds, its number, the last it completed),
+ *                 another at the top frame of its last stack dump's current
+ *                 thread that is not torch's or vqcheck's, else "no stack":
+ *                 "deadlock: rank 1 waits in all_reduce at job.py:15 (main)
+ *                 for 5.1 s (its collective #7; last completed: all_reduce
+ *                 at job.py:14); rank 0 never entered it: it is at
+ *                 job.py:12 (main)". Its ranks: those waiting and those
+ *                 elsewhere (not those without a stack: a rank that died
+ *                 keeps its rank_failure); its site: the first waiting
+ *                 rank's;
  *   rank_failure  the processes that failed (exit status != 0, or a signal)
  *                 that no finding explains: a rank_failure, deadlock or
  *                 collective_mismatch naming its rank explains a rank; any
@@ -133,6 +154,12 @@ static void watch_help(FILE *f) {
           "BRIDGE_DIR:\n$VQC_BRIDGE_DIR, else the one 'pip install .' "
           "installs beside this program.\nCtrl-C is forwarded to the job; "
           "the run is still analysed.\n\n"
+          "At a hang (a rank's collective in flight longer than S), with "
+          "--nproc the\nother ranks are sent SIGUSR1, which the bridge "
+          "answers by dumping its\nPython stacks (rank-<r>.stacks.txt); the "
+          "deadlock then says where each\nrank is: in which collective at "
+          "which line, or at which line instead.\nThe job is then stopped "
+          "(SIGTERM, then SIGKILL).\n\n"
           "exit: 0 clean, 1 findings (a process that failed is a "
           "rank_failure),\n      2 usage or bad input, 3 environment (no "
           "bridge, COMMAND cannot run,\n      nothing written: the bridge "
@@ -441,6 +468,76 @@ static void signal_all(vqc_watch_proc *procs, int n, int sig) {
 
 
 
+/* rank-<r>.stacks.txt's size in dir, -1 when there is none. */
+static long long stacks_size(const char *dir, int r) {
+  char path[4200];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/rank-%d.stacks.txt", dir, r);
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (long long)st.st_size
+                                                      : -1;
+}
+
+/* With --nproc, at the first hang marker: asks every rank still running
+ * that has written no marker where it is, by SIGUSR1 to its process alone
+ * (not the group: a DataLoader worker need not answer), whose bridge then
+ * appends every thread's Python stack to rank-<r>.stacks.txt. Only a rank
+ * whose live record shows the bridge loaded, and to the process the record
+ * names when that is the rank's process or one of its group (a wrapper's
+ * Python child); another would die of SIGUSR1 (what became of each rank:
+ * p->at_hang). A launcher's processes are never sent it. */
+static void ask_for_stacks(const char *dir, vqc_watch_proc *procs, int n) {
+  for (int i = 0; i < n; i++) {
+    vqc_watch_proc *p = &procs[i];
+    if (p->rank < 0) continue;
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/rank-%d.hang", dir, p->rank);
+    vqc_live_info info;
+    if (p->exited) {
+      p->at_hang = VQC_WATCH_AT_HANG_ENDED;
+    } else if (lstat(path, &st) == 0) {
+      p->at_hang = VQC_WATCH_AT_HANG_MARKED;
+    } else if (vqc_live_scan(dir, p->rank, &info) != VQC_OK ||
+               !info.exists) {
+      p->at_hang = VQC_WATCH_AT_HANG_NO_BRIDGE;
+    } else if (info.finished) {
+      p->at_hang = VQC_WATCH_AT_HANG_FINISHED;
+    } else {
+      pid_t target = p->pid;
+      if (info.pid > 0 && (pid_t)info.pid != p->pid) {
+        const pid_t g = getpgid((pid_t)info.pid);
+        target = g == p->pid ? (pid_t)info.pid : 0;
+      }
+      p->stacks_size0 = stacks_size(dir, p->rank);
+      if (target > 0 && kill(target, SIGUSR1) == 0) {
+        p->at_hang = VQC_WATCH_AT_HANG_ASKED;
+        p->asked_pid = target;
+      } else {
+        p->at_hang = VQC_WATCH_AT_HANG_NO_BRIDGE;
+      }
+    }
+  }
+}
+
+/* After ask_for_stacks: whether every rank has told where it is (its hang
+ * marker, or stacks grown since it was asked), or never will (it ended, or
+ * was not asked). hung: scratch, one per rank. */
+static bool all_placed(const char *dir, const vqc_watch_proc *procs, int n,
+                       bool *hung, int nproc) {
+  memset(hung, 0, (size_t)nproc * sizeof *hung);
+  count_files(dir, ".hang", hung, nproc);
+  for (int i = 0; i < n; i++) {
+    const vqc_watch_proc *p = &procs[i];
+    if (p->rank < 0 || p->rank >= nproc || p->exited || hung[p->rank])
+      continue;
+    if (p->at_hang == VQC_WATCH_AT_HANG_ASKED &&
+        stacks_size(dir, p->rank) <= p->stacks_size0)
+      return false;
+    if (p->at_hang == VQC_WATCH_AT_HANG_NONE) return false;
+  }
+  return true;
+}
+
 /* Starts process i of the job (rank, or -1 for a launcher) with its stderr
  * on a pipe. 0, or the errno of the failure (fork, pipe, or the exec
  * itself, reported back through a close-on-exec pipe). */
@@ -682,7 +779,12 @@ int vqc_cmd_watch(int argc, char **argv) {
       if (r == p->pid) {
         p->exited = true;
         p->exit_order = ++nexited;
-        if (vqc_watch_failed(p) && !fail_seen && !term_sent) {
+        /* Asked for its stacks, it died of the asking: vqcheck's doing. */
+        if (p->asked_pid == p->pid && WIFSIGNALED(p->status) &&
+            WTERMSIG(p->status) == SIGUSR1)
+          p->stopped = true;
+        if (vqc_watch_failed(p) && !p->stopped && !fail_seen &&
+            !term_sent) {
           /* The others get the timeout to end on their own. */
           fail_seen = true;
           char who[64], how[96];
@@ -724,15 +826,13 @@ int vqc_cmd_watch(int argc, char **argv) {
                  "stopped the job", hr, hr, o.timeout);
         if (term_at == 0.0 || now + HANG_GRACE_S < term_at)
           term_at = now + HANG_GRACE_S;
+        if (o.nproc > 0) ask_for_stacks(dir, procs, started);
       }
     } else if (hang_at > 0.0 && !term_sent && hung &&
                now - last_scan >= HANG_SCAN_S) {
-      /* Every rank wrote its marker: no need to wait longer. */
+      /* Every rank told where it is: no need to wait longer. */
       last_scan = now;
-      memset(hung, 0, (size_t)o.nproc * sizeof *hung);
-      bool all = count_files(dir, ".hang", hung, o.nproc) >= o.nproc;
-      for (int r = 0; r < o.nproc && all; r++) all = hung[r];
-      if (all) term_at = now;
+      if (all_placed(dir, procs, started, hung, o.nproc)) term_at = now;
     }
     if (term_at > 0.0 && !term_sent && now >= term_at) {
       signal_all(procs, started, SIGTERM);

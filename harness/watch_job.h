@@ -3,7 +3,8 @@
  * the command's own findings (a hang marker's deadlock, the rank_failure of
  * a process that failed with nothing to explain it). cmd_watch.c starts and
  * supervises the processes; watch_job.c only reads what they left (their
- * exit statuses, stderr tails, and the hang markers in the run directory).
+ * exit statuses, stderr tails, and the hang markers and stack dumps in the
+ * run directory).
  * The rules are in cmd_watch.c's file comment. */
 #ifndef VQC_WATCH_JOB_H
 #define VQC_WATCH_JOB_H
@@ -30,6 +31,18 @@ typedef struct vqc_watch_opts {
   char **cmd_argv;    /* NULL-terminated (argv's own terminator) */
 } vqc_watch_opts;
 
+/* What vqcheck watch did with a rank at the first hang marker (--nproc
+ * only; cmd_watch.c). */
+typedef enum vqc_watch_at_hang {
+  VQC_WATCH_AT_HANG_NONE = 0, /* no hang, or a launcher's job */
+  VQC_WATCH_AT_HANG_MARKED,   /* it had written its own marker */
+  VQC_WATCH_AT_HANG_ASKED,    /* SIGUSR1 sent: asked for its stacks */
+  VQC_WATCH_AT_HANG_NO_BRIDGE, /* not asked: no live record of it (the
+                                * bridge had not started there) */
+  VQC_WATCH_AT_HANG_FINISHED, /* not asked: its live record says finished */
+  VQC_WATCH_AT_HANG_ENDED     /* not asked: it had ended */
+} vqc_watch_at_hang;
+
 /* One process of the job. */
 typedef struct vqc_watch_proc {
   pid_t pid;
@@ -39,9 +52,19 @@ typedef struct vqc_watch_proc {
   int status;         /* waitpid's, once exited */
   bool stopped;       /* vqcheck signalled it while it ran */
   int exit_order;     /* 1 for the first process seen ended, 2, ... */
+  vqc_watch_at_hang at_hang;
+  pid_t asked_pid;    /* the process sent SIGUSR1 (its live record's) */
+  long long stacks_size0; /* rank-<r>.stacks.txt's size then, -1: none */
   char tail[VQC_WATCH_TAIL_MAX];
   size_t ntail;
 } vqc_watch_proc;
+
+/* A Python frame: "file:line func". */
+typedef struct vqc_watch_frame {
+  char file[1024];
+  long line;          /* 0 when unknown */
+  char func[128];
+} vqc_watch_frame;
 
 /* What the findings callback needs (analyze.h more_findings). */
 typedef struct vqc_watch_ctx {
@@ -78,6 +101,17 @@ void vqc_watch_end_text(const vqc_watch_proc *p, char *buf, size_t n);
 json_t *vqc_watch_job_json(const vqc_watch_opts *o, const char *bridge,
                            const vqc_watch_proc *procs, int n,
                            const char *stopped);
+
+/* Where a rank is, from its rank-<r>.stacks.txt at path: faulthandler's
+ * dumps of every thread, possibly several appended. In the LAST dump, the
+ * "Current thread" block (else the thread running "<module>", else the
+ * first with a frame): *top gets its top frame, *where its top frame not in
+ * torch or vqcheck code (no "/torch/" or "/vqcheck/" in the path), its top
+ * frame when every frame is. Only the file's last MiB is read, lines are
+ * bounded, anything else is skipped; false (the rank has "no stack") when
+ * the file is missing or holds no frame. Strings are valid UTF-8. */
+bool vqc_watch_stack_position(const char *path, vqc_watch_frame *where,
+                              vqc_watch_frame *top);
 
 /* analyze.h's more_findings for watch; ctx is a vqc_watch_ctx. */
 void vqc_watch_more_findings(void *ctx, vqc_findings *known,

@@ -142,7 +142,8 @@ def test_clean_ddp_job_is_clean(cli, tmp_path):
 def test_hang_is_a_deadlock_naming_the_waiting_line(cli, tmp_path):
     """Rank 1 waits in an all_reduce rank 0 never reaches: the job is ended
     within timeout + 10 s, nothing is left running, and the deadlock names
-    rank 1's line and the collective it last completed."""
+    rank 1's line, the collective it last completed, and where rank 0 is
+    (from the stacks it dumped on SIGUSR1)."""
     import time
     job = JOBS / "hang_job.py"
     start = time.monotonic()
@@ -166,7 +167,12 @@ def test_hang_is_a_deadlock_naming_the_waiting_line(cli, tmp_path):
     assert marker["site"].endswith(f"hang_job.py:{waiting} main")
     assert marker["last_completed"]["site"].endswith(
         f"hang_job.py:{completed} main")
-    assert 1 in dead["ranks"]
+    elsewhere = next(i + 1 for i, t in enumerate(lines)
+                     if "rank 0 is here" in t)
+    assert f"hang_job.py:{waiting} (main)" in dead["message"], dead
+    assert f"rank 0 never entered it: it is at hang_job.py:{elsewhere} " \
+        "(somewhere_else)" in dead["message"], dead
+    assert dead["ranks"] == [0, 1]
     left = subprocess.run(["pgrep", "-f", str(job)], capture_output=True,
                           text=True)
     assert left.stdout.strip() == "", f"processes left: {left.stdout}"

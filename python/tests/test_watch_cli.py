@@ -56,6 +56,66 @@ if _d and _r == 0:
     _t.start()
 '''
 
+# Both ranks write a live record (the bridge is loaded). Rank 0 dumps its
+# stacks on SIGUSR1 as the bridge does under `--nproc`; rank 1, after the
+# timeout, writes its stacks and a hang marker as the bridge does for a
+# collective in flight too long (a site in another file: train.py).
+STACKS = '''
+import faulthandler, signal, threading
+if _d:
+    with open(os.path.join(_d, "rank-%d.live.jsonl" % _r), "a") as _f:
+        _f.write(json.dumps({"event": "start", "rank": _r, "size": 2,
+                             "pid": os.getpid(), "host": "h"}) + "\\n")
+if _d and _r == 0:
+    _stacks = open(os.path.join(_d, "rank-0.stacks.txt"), "a")
+    faulthandler.register(signal.SIGUSR1, file=_stacks, all_threads=True)
+def _hang():
+    with open(os.path.join(_d, "rank-1.stacks.txt"), "a") as _f:
+        faulthandler.dump_traceback(file=_f, all_threads=True)
+    with open(os.path.join(_d, "rank-1.hang"), "w") as _f:
+        json.dump({"rank": 1, "op": "all_reduce", "seq": 7,
+                   "site": "/abs/train.py:15 main", "step": 2,
+                   "waited_s": 5.1,
+                   "last_completed": {"op": "all_reduce", "seq": 6,
+                                      "site": "/abs/train.py:14 main"}}, _f)
+if _d and _r == 1:
+    _t = threading.Timer(float(os.environ["VQC_WATCH_TIMEOUT"]), _hang)
+    _t.daemon = True
+    _t.start()
+'''
+
+# Records its pid, then sleeps in a function at a known line (marked).
+ELSEWHERE_JOB = '''
+import os, sys, time
+
+
+def somewhere_else():
+    while True:
+        time.sleep(0.2)  # rank 0 is here
+
+
+def main():
+    with open(os.path.join(sys.argv[1], "pid-%s" % os.environ["RANK"]),
+              "w") as f:
+        f.write(str(os.getpid()))
+    somewhere_else()
+
+
+main()
+'''
+
+# A launcher that starts two ranks of the job given and waits for them;
+# SIGUSR1 would kill it (Python's default).
+LAUNCHER_OF = '''
+import os, subprocess, sys
+procs = []
+for r in range(2):
+    env = dict(os.environ, RANK=str(r), WORLD_SIZE="2")
+    procs.append(subprocess.Popen([sys.executable] + sys.argv[1:], env=env))
+sys.exit(max(p.wait() for p in procs))
+'''
+
+
 # Records every process's environment for the test to read.
 ENV_JOB = '''
 import json, os, sys
@@ -277,13 +337,144 @@ def test_hang_marker_stops_the_job_and_leaves_no_process(cli, tmp_path):
     assert took < 1 + 10, took
     (f,) = [x for x in doc["findings"] if x["kind"] == "deadlock"]
     assert f["ranks"] == [0] and f["step"] == 4
-    assert "rank-0.hang" in f["message"]
+    # A marker with neither site nor seq; rank 1 has no live record (the
+    # bridge never started there), so it is not sent SIGUSR1, which would
+    # have killed it, and has no stack.
+    assert f["message"] == (
+        "deadlock: rank 0 waits in all_reduce; rank 1: no stack (the bridge "
+        "had not started there: no live record)"), f["message"]
+    assert "site" not in f
+    assert f["detail"]["ranks_without_stack"] == [
+        {"rank": 1, "why": "the bridge had not started there: no live "
+                           "record"}]
     assert "rank-0.hang" in doc["job"]["stopped"]
     for p in doc["job"]["processes"]:
         assert p["stopped_by_vqcheck"] is True
+        assert p["signal"] == signal.SIGTERM
     for r in range(2):
         for pid in map(int, (pids / f"pids-{r}").read_text().split()):
             assert gone(pid), pid
+
+
+def marked_line(text, mark):
+    return next(i + 1 for i, t in enumerate(text.splitlines()) if mark in t)
+
+
+def test_hang_names_both_sides_from_marker_and_sigusr1_stacks(cli,
+                                                              tmp_path):
+    """Rank 1 hangs (marker); rank 0, asked by SIGUSR1, dumps its stacks:
+    the deadlock says where each is, and the job still ends promptly with
+    nothing left."""
+    b = bridge(tmp_path, TRACE, STACKS)
+    out = tmp_path / "run"
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    job = script(tmp_path, "job.py", ELSEWHERE_JOB)
+    line = marked_line(ELSEWHERE_JOB, "rank 0 is here")
+    timeout = 1
+    t0 = time.monotonic()
+    rc, stdout, stderr, doc = watch(
+        cli, b, out, ["--nproc", "2", "--timeout", str(timeout)],
+        [sys.executable, str(job), str(pids)], timeout=60)
+    took = time.monotonic() - t0
+    assert rc == 1, stderr
+    assert took < timeout + 10, took
+    deadlocks = [x for x in doc["findings"] if x["kind"] == "deadlock"]
+    assert len(deadlocks) == 1, doc["findings"]
+    (f,) = deadlocks
+    assert f["message"] == (
+        "deadlock: rank 1 waits in all_reduce at train.py:15 (main) for "
+        "5.1 s (its collective #7; last completed: all_reduce at "
+        "train.py:14); rank 0 never entered it: it is at job.py:%d "
+        "(somewhere_else)" % line), f["message"]
+    assert f["site"] == "/abs/train.py:15 main"
+    assert f["ranks"] == [0, 1] and f["step"] == 2
+    d = f["detail"]
+    assert d["ranks_waiting"] == [{
+        "rank": 1, "op": "all_reduce", "seq": 7,
+        "site": "/abs/train.py:15 main", "waited_s": 5.1,
+        "last_completed": {"op": "all_reduce", "seq": 6,
+                           "site": "/abs/train.py:14 main"}}]
+    (e,) = d["ranks_elsewhere"]
+    assert e["rank"] == 0
+    assert e["site"] == "%s:%d somewhere_else" % (job, line)
+    assert e["stack_file"] == str(out.resolve() / "rank-0.stacks.txt")
+    assert d["ranks_without_stack"] == []
+    assert sorted(d["stacks"]) == [
+        str(out.resolve() / f"rank-{r}.stacks.txt") for r in range(2)]
+    assert d["timeout_s"] == timeout
+    assert d["hang_markers"]["1"]["seq"] == 7
+    assert "Current thread" in (out / "rank-0.stacks.txt").read_text()
+    assert "job.py:%d" % line in stdout  # the summary shows it
+    assert "somewhere_else" in (out / "report.md").read_text()
+    # Rank 0 answered SIGUSR1 and lived on until vqcheck stopped the job.
+    for p in doc["job"]["processes"]:
+        assert p["stopped_by_vqcheck"] is True
+        assert p["signal"] == signal.SIGTERM, p
+        assert gone(p["pid"])
+    assert not [x for x in doc["findings"] if x["kind"] == "rank_failure"]
+    for r in range(2):
+        assert gone(int((pids / f"pid-{r}").read_text()))
+
+
+def test_hang_stacks_file_of_garbage_is_no_stack(cli, tmp_path):
+    """A stacks file that holds no frame (garbage, a NUL, a huge line)
+    leaves the rank without a stack; the finding is still made."""
+    b = bridge(tmp_path, TRACE, STACKS, """
+if _d and _r == 0:
+    faulthandler.unregister(signal.SIGUSR1)
+    signal.signal(signal.SIGUSR1, lambda *a: None)  # answers nothing
+    with open(os.path.join(_d, "rank-0.stacks.txt"), "wb") as _g:
+        _g.write(b"Current thread 0x1 (most recent call first):\\n"
+                 b"  File \\"x\\0y.py\\", line 3 in f\\n"
+                 b"  File \\"" + b"z" * 100000 + b"\\", line 4 in g\\n"
+                 b"  File \\"/a.py\\", line x in h\\n\\xff\\xfe garbage\\n")
+""")
+    out = tmp_path / "run"
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    job = script(tmp_path, "job.py", ELSEWHERE_JOB)
+    rc, _, stderr, doc = watch(cli, b, out, ["--nproc", "2", "--timeout",
+                                             "1"],
+                               [sys.executable, str(job), str(pids)])
+    assert rc == 1, stderr
+    (f,) = [x for x in doc["findings"] if x["kind"] == "deadlock"]
+    assert f["message"].endswith(
+        "; rank 0: no stack (the bridge did not answer)"), f["message"]
+    assert f["ranks"] == [1]
+    assert f["detail"]["ranks_elsewhere"] == []
+    for r in range(2):
+        assert gone(int((pids / f"pid-{r}").read_text()))
+
+
+def test_launcher_is_never_sent_sigusr1(cli, tmp_path):
+    """Without --nproc the command is a launcher, which SIGUSR1 would kill:
+    at a hang it is stopped by SIGTERM as before, recorded as stopped by
+    vqcheck, not as a failure; its ranks are not asked for stacks."""
+    b = bridge(tmp_path, TRACE, STACKS)
+    out = tmp_path / "run"
+    pids = tmp_path / "pids"
+    pids.mkdir()
+    job = script(tmp_path, "job.py", ELSEWHERE_JOB)
+    launcher = script(tmp_path, "launcher.py", LAUNCHER_OF)
+    rc, _, stderr, doc = watch(cli, b, out, ["--timeout", "1"],
+                               [sys.executable, str(launcher),
+                                str(job), str(pids)], timeout=60)
+    assert rc == 1, stderr
+    (proc,) = doc["job"]["processes"]
+    assert proc["rank"] is None
+    assert proc["stopped_by_vqcheck"] is True
+    assert proc["signal"] == signal.SIGTERM, proc
+    assert not [x for x in doc["findings"] if x["kind"] == "rank_failure"]
+    (f,) = [x for x in doc["findings"] if x["kind"] == "deadlock"]
+    assert f["message"].startswith("deadlock: rank 1 waits in all_reduce at "
+                                   "train.py:15 (main)"), f["message"]
+    assert f["message"].endswith(
+        "; rank 0: no stack (vqcheck watch does not signal a launcher's "
+        "ranks)"), f["message"]
+    assert "Thread" not in (out / "rank-0.stacks.txt").read_text()
+    for r in range(2):
+        assert gone(int((pids / f"pid-{r}").read_text()))
 
 
 def test_ctrl_c_stops_the_job_and_exits_130(cli, tmp_path):

@@ -195,12 +195,14 @@ class _Bridge:
         self.rank = self.current_rank()
         os.makedirs(self.out, exist_ok=True)
         path = os.path.join(self.out, f"rank-{self.rank}.live.jsonl")
+        # Stacks on SIGUSR1 before the start line: `vqcheck watch` asks
+        # only ranks with a live record for their stacks.
+        self.register_stack_dumps()
         self.live_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
                                os.O_APPEND | os.O_CLOEXEC, 0o644)
         self.live_event({"event": "start", "rank": self.rank,
                          "size": self.world_size(), "pid": os.getpid(),
                          "host": os.uname().nodename})
-        self.register_stack_dumps()
 
     def register_stack_dumps(self) -> None:
         """SIGUSR1 makes this rank write every thread's Python stack to
