@@ -176,3 +176,23 @@ def test_hang_is_a_deadlock_naming_the_waiting_line(cli, tmp_path):
     left = subprocess.run(["pgrep", "-f", str(job)], capture_output=True,
                           text=True)
     assert left.stdout.strip() == "", f"processes left: {left.stdout}"
+
+
+@pytest.mark.parametrize("mode", ["dropped", "reinserted", "autograd"])
+def test_openclip_gather_without_gradient(cli, tmp_path, mode):
+    """dist.all_gather of features that require grad, used as gathered, is
+    a gradient_mismatch at the gather; putting the local features back
+    (OpenCLIP's fix) or the differentiable torch.distributed.nn.all_gather
+    is clean."""
+    job = JOBS / "clip_job.py"
+    rc, run, err = watch(cli, tmp_path / "run", 2, [job, mode])
+    if mode != "dropped":
+        assert rc == 0, (err, run and run["findings"])
+        return
+    assert rc == 1, err
+    [f] = run["findings"]
+    line = next(i + 1 for i, t in enumerate(job.read_text().splitlines())
+                if "dist.all_gather(gathered, text)" in t)
+    assert f["kind"] == "gradient_mismatch" and f["ranks"] == [0, 1]
+    assert f["site"].endswith(f"clip_job.py:{line} gather_text"), f
+    assert f["tensor"] == "text"

@@ -13,13 +13,23 @@ process. Nothing happens until the job imports torch; then the bridge hooks:
 - torch.optim.Optimizer.__init__: every optimizer's step() ends a training
   step (wrapped per instance, as vqcheck.torch.watch does); its state is
   digested too. vqcheck.torch.step() ends a step in a program without one.
-- torch.distributed in-place collectives (all_reduce, broadcast, reduce,
-  all_reduce_coalesced), under both names libraries use
+- torch.distributed collectives, every one, under both names libraries use
   (torch.distributed.X, torch.distributed.distributed_c10d.X), hooked
-  before the user's imports: a call on a tensor nobody else can read
-  afterwards is a `lost_inplace` finding at the call site (rule below), and
-  so is an async_op=True call whose Work is garbage-collected without
-  wait() (or get_future(), result(), synchronize()).
+  before the user's imports, numbered with their call sites:
+  - an in-place one (all_reduce, broadcast, reduce, all_reduce_coalesced)
+    on a tensor nobody else can read afterwards is a `lost_inplace` finding
+    at the call site (rule below), and so is an async_op=True call whose
+    Work is garbage-collected without wait() (or get_future(), result(),
+    synchronize());
+  - one in flight longer than VQC_WATCH_TIMEOUT makes the rank dump its
+    stacks and a hang marker (watch_for_hangs), and SIGUSR1 dumps stacks;
+  - all_gather of a tensor that requires grad while autograd records, whose
+    list entry for this rank is not the local tensor (or another tensor
+    with a grad_fn) at the next step end, is a `gradient_mismatch` finding:
+    the gathered copies carry no gradient (OpenCLIP's bug; OpenCLIP's own
+    `gathered[rank] = features` is the accepted fix). Limits: only the
+    list form is checked (not all_gather_into_tensor), and a program that
+    gathers grad-requiring tensors for metrics only is reported too.
 
 What it writes into VQC_WATCH_DIR, per rank r (the rank is
 torch.distributed's once initialised, else $RANK, else 0), lazily, so a
@@ -163,6 +173,10 @@ class _Bridge:
         self.watchdog: Optional[threading.Thread] = None
         self.hang_reported = False
         self.stacks_file: Any = None
+        # all_gather calls whose input required grad: (output list, the
+        # local tensor, its index in the list, site, step), checked at the
+        # next step end for the local tensor put back (see _check_gathers).
+        self.pending_gathers: List[Tuple[Any, Any, int, Any, int]] = []
 
     # -- where this process writes
 
@@ -387,6 +401,78 @@ class _Bridge:
             json.dump(marker, f)
         os.replace(tmp, path)
 
+    # -- gradients through gathers (the OpenCLIP pattern)
+
+    def note_gather(self, args: Any, kwargs: Any, frame: Any) -> None:
+        """all_gather(tensor_list, tensor, group) of a tensor that requires
+        grad while autograd records: the gathered copies carry no gradient
+        (torch.distributed.all_gather is not differentiable). Remembered
+        until the step end, when the program has had the chance to put its
+        own tensor back (gathered[rank] = tensor), as OpenCLIP does."""
+        torch = sys.modules["torch"]
+        out = args[0] if args else kwargs.get("tensor_list")
+        local = args[1] if len(args) > 1 else kwargs.get("tensor")
+        group = args[2] if len(args) > 2 else kwargs.get("group")
+        if not isinstance(out, list) or not isinstance(local, torch.Tensor):
+            return
+        if not (torch.is_grad_enabled() and local.requires_grad):
+            return
+        site = _outside(frame)
+        if site is None:
+            return
+        index = torch.distributed.get_rank(group)
+        where = (site.f_code.co_filename, site.f_lineno, site.f_code.co_name)
+        step = self.watch.steps if self.watch is not None else 0
+        with self.lock:
+            self.pending_gathers.append((out, local, index, where, step))
+
+    def check_gathers(self) -> None:
+        with self.lock:
+            pending, self.pending_gathers = self.pending_gathers, []
+        for out, local, index, where, step in pending:
+            try:
+                back = 0 <= index < len(out) and (
+                    out[index] is local or
+                    getattr(out[index], "grad_fn", None) is not None)
+                if not back:
+                    self.report_gather(local, where, step)
+            except Exception as e:
+                self.fail("gradient", e)
+
+    def report_gather(self, local: Any, where: Tuple[str, int, str],
+                      step: int) -> None:
+        file, line, func = where
+        key = ("gather", file, line)
+        if key in self.reported_sites:
+            return
+        self.reported_sites.add(key)
+        source = linecache.getline(file, line).strip()
+        self.add_finding({
+            "kind": "gradient_mismatch",
+            "step": step,
+            "ranks": [self.current_rank()],
+            "tensor": _argument_text(source, "all_gather", 1) or "all_gather",
+            "site": {"file": file, "line": line, "func": func},
+            "message": (
+                f"all_gather at {os.path.basename(file)}:{line} ({func}) "
+                "gathered a tensor that requires grad while autograd was "
+                "recording, and the program did not put its own tensor back "
+                "into the gathered list: torch.distributed.all_gather is not "
+                "differentiable, so no gradient flows through the gathered "
+                "features and the distributed gradient differs from the "
+                "single-process one. Use torch.distributed.nn.all_gather, or "
+                "put the local tensor back: gathered[rank] = features"),
+            "detail": {"op": "all_gather", "cause": "non-differentiable gather",
+                       "dtype": str(local.dtype).replace("torch.", ""),
+                       "shape": list(local.shape), "source": source,
+                       "source_of_finding": "python bridge",
+                       "rule": "input.requires_grad and grad mode on, and at "
+                               "the next step end the list's entry for this "
+                               "rank is neither the input nor a tensor with "
+                               "a grad_fn (vqcheck._bridge)"},
+            "time": time.time(),
+        })
+
     # -- step ends
 
     def live_modules(self) -> List[Any]:
@@ -400,6 +486,7 @@ class _Bridge:
         return alive
 
     def step_end(self) -> None:
+        self.check_gathers()
         if "state" in self.disabled:
             return
         try:
@@ -414,6 +501,7 @@ class _Bridge:
             self.fail("state", e)
 
     def at_exit(self) -> None:
+        self.check_gathers()
         try:
             if self.watch is not None and not self.watch.closed:
                 self.watch.close()
@@ -539,6 +627,11 @@ def _collective_wrapper(bridge: _Bridge, op: str, original: Any,
         finally:
             if seq:
                 bridge.leave(seq)
+        if op == "all_gather" and "gradient" not in bridge.disabled:
+            try:
+                bridge.note_gather(args, kwargs, sys._getframe(1))
+            except Exception as e:
+                bridge.fail("gradient", e)
         if inplace and work is not None and tensor is not None and \
                 "lost_inplace" not in bridge.disabled:
             try:
@@ -682,14 +775,14 @@ def _check_lost(bridge: _Bridge, op: str, tensor: Any, frame: Any) -> None:
     })
 
 
-def _argument_text(source: str, op: str) -> str:
-    """The first argument's text in a call line such as
+def _argument_text(source: str, op: str, index: int = 0) -> str:
+    """The text of argument `index` in a call line such as
     `self.all_reduce_fn(embed_sum.contiguous())`: best effort, '' if the
-    line is not one call."""
+    line is not one call or has fewer arguments."""
     start = source.find("(")
     if start < 0:
         return ""
-    depth, begin = 0, start + 1
+    depth, begin, args = 0, start + 1, []
     for i in range(start, len(source)):
         ch = source[i]
         if ch in "([{":
@@ -697,7 +790,9 @@ def _argument_text(source: str, op: str) -> str:
         elif ch in ")]}":
             depth -= 1
             if depth == 0:
-                return source[begin:i].strip()
+                args.append(source[begin:i].strip())
+                break
         elif ch == "," and depth == 1:
-            return source[begin:i].strip()
-    return ""
+            args.append(source[begin:i].strip())
+            begin = i + 1
+    return args[index] if index < len(args) else ""
