@@ -9,6 +9,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -64,6 +65,14 @@ static size_t decimal_len(const char *s) {
   while (s[i] >= '0' && s[i] <= '9') i++;
   if (i > 1 && s[0] == '0') return 0;
   return i;
+}
+
+bool vqc_run_dir_rank_file(const char *name, const char *suffix, int *rank) {
+  if (strncmp(name, "rank-", 5) != 0) return false;
+  const size_t d = decimal_len(name + 5);
+  if (d == 0 || d > 6 || strcmp(name + 5 + d, suffix) != 0) return false;
+  *rank = atoi(name + 5); /* at most 6 digits: < 1000000 */
+  return true;
 }
 
 /* Whether s is "" or ".tmp.<pid>" (vqc/fsutil.h's temporaries). */

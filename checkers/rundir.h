@@ -160,4 +160,9 @@ vqc_status vqc_json_write_atomic(const char *path, const json_t *j,
  * run.json writer uses, so the files diff cleanly). */
 vqc_status vqc_run_json_write(const char *run_dir, const json_t *j);
 
+/* Whether name (a directory entry) is "rank-<r><suffix>", e.g.
+ * suffix ".findings.jsonl", with r in plain decimal as the writers print it
+ * ("0", "17"; not "01" or "+1") and below 1000000; *rank gets r. */
+bool vqc_run_dir_rank_file(const char *name, const char *suffix, int *rank);
+
 #endif /* VQC_RUNDIR_H */

@@ -10,30 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "rundir.h"
 #include "trace.h"
-
-/* The largest rank a file name may carry (as count_rank_files). */
-#define MAX_FILE_RANK 1000000
-
-/* Whether name is "rank-<r>.findings.jsonl" with r in plain decimal (no
- * sign, no leading zero); *rank gets r. */
-static bool findings_name(const char *name, int *rank) {
-  static const char suffix[] = ".findings.jsonl";
-  const size_t len = strlen(name), ls = sizeof suffix - 1;
-  if (strncmp(name, "rank-", 5) != 0 || len <= 5 + ls ||
-      strcmp(name + len - ls, suffix) != 0)
-    return false;
-  const char *d = name + 5, *end = name + len - ls;
-  if (d[0] == '0' && end - d > 1) return false;
-  long r = 0;
-  for (const char *p = d; p < end; p++) {
-    if (*p < '0' || *p > '9') return false;
-    r = r * 10 + (*p - '0');
-    if (r > MAX_FILE_RANK) return false;
-  }
-  *rank = (int)r;
-  return true;
-}
 
 static int cmp_int(const void *a, const void *b) {
   const int x = *(const int *)a, y = *(const int *)b;
@@ -169,7 +147,7 @@ vqc_status vqc_bridge_findings_read(const char *dir, vqc_findings *out,
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     int r;
-    if (!findings_name(e->d_name, &r)) continue;
+    if (!vqc_run_dir_rank_file(e->d_name, ".findings.jsonl", &r)) continue;
     if (n == cap) {
       int ncap = cap ? 2 * cap : 16;
       int *g = realloc(ranks, (size_t)ncap * sizeof *g);

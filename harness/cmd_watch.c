@@ -361,7 +361,7 @@ static int count_files(const char *dir, const char *suffix, bool *seen,
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     int r;
-    if (!vqc_watch_rank_file(e->d_name, suffix, &r)) continue;
+    if (!vqc_run_dir_rank_file(e->d_name, suffix, &r)) continue;
     n++;
     if (seen && r < nseen) seen[r] = true;
   }
@@ -377,7 +377,7 @@ static int lowest_rank_file(const char *dir, const char *suffix) {
   struct dirent *e;
   while ((e = readdir(d)) != NULL) {
     int r;
-    if (vqc_watch_rank_file(e->d_name, suffix, &r) && (low < 0 || r < low))
+    if (vqc_run_dir_rank_file(e->d_name, suffix, &r) && (low < 0 || r < low))
       low = r;
   }
   closedir(d);

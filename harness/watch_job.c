@@ -1,6 +1,7 @@
 /* watch_job.c: run.json's "job" section and `vqcheck watch`'s own findings
  * (see watch_job.h; the rules are in cmd_watch.c's file comment). */
 #include "watch_job.h"
+#include "rundir.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -13,25 +14,6 @@
 
 /* The largest hang marker read. */
 #define HANG_MAX_BYTES 65536
-
-/* Whether name is "rank-<r><suffix>" with r in plain decimal (< 1000000);
- * *rank gets r. */
-bool vqc_watch_rank_file(const char *name, const char *suffix, int *rank) {
-  const size_t len = strlen(name), ls = strlen(suffix);
-  if (strncmp(name, "rank-", 5) != 0 || len <= 5 + ls ||
-      strcmp(name + len - ls, suffix) != 0)
-    return false;
-  const char *d = name + 5, *end = name + len - ls;
-  if (d[0] == '0' && end - d > 1) return false;
-  long r = 0;
-  for (const char *p = d; p < end; p++) {
-    if (*p < '0' || *p > '9') return false;
-    r = r * 10 + (*p - '0');
-    if (r >= 1000000) return false;
-  }
-  *rank = (int)r;
-  return true;
-}
 
 bool vqc_watch_failed(const vqc_watch_proc *p) {
   return p->exited &&
@@ -459,9 +441,9 @@ static int *ranks_to_place(const vqc_watch_ctx *c, int *n) {
   struct dirent *e;
   while (d && (e = readdir(d)) != NULL) {
     int r;
-    bool any = vqc_watch_rank_file(e->d_name, ".hang", &r);
+    bool any = vqc_run_dir_rank_file(e->d_name, ".hang", &r);
     for (size_t k = 0; !any && c->o->nproc == 0 && k < 3; k++)
-      any = vqc_watch_rank_file(e->d_name, launched[k], &r);
+      any = vqc_run_dir_rank_file(e->d_name, launched[k], &r);
     if (any) seen[r] = true;
   }
   if (d) closedir(d);
@@ -620,7 +602,7 @@ static void hang_finding(const vqc_watch_ctx *c, vqc_findings *known,
   struct dirent *e;
   while (d && !any && (e = readdir(d)) != NULL) {
     int r;
-    any = vqc_watch_rank_file(e->d_name, ".hang", &r);
+    any = vqc_run_dir_rank_file(e->d_name, ".hang", &r);
   }
   if (d) closedir(d);
   if (!any) return;

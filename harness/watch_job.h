@@ -75,10 +75,6 @@ typedef struct vqc_watch_ctx {
   bool interrupted;
 } vqc_watch_ctx;
 
-/* Whether name is "rank-<r><suffix>" with r in plain decimal (< 1000000);
- * *rank gets r. */
-bool vqc_watch_rank_file(const char *name, const char *suffix, int *rank);
-
 /* Whether p ended other than with exit status 0. */
 bool vqc_watch_failed(const vqc_watch_proc *p);
 

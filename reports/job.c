@@ -35,6 +35,28 @@ static void who_text(const json_t *p, char *buf, size_t n) {
     snprintf(buf, n, "launcher");
 }
 
+/* What a row and a stderr block show of one process object. */
+typedef struct {
+  char who[48];     /* "rank 1" | "launcher" */
+  char status[48];  /* "exit 3" | "signal 9" | "(unknown)" */
+  long long pid;    /* -1 when not recorded */
+  const char *stopped; /* "yes" | "no" (stopped by vqcheck) */
+  const char *tail; /* its stderr tail when it failed and has one; else NULL */
+} proc_view;
+
+static proc_view view_of(const json_t *p) {
+  proc_view v;
+  who_text(p, v.who, sizeof v.who);
+  status_text(p, v.status, sizeof v.status);
+  const json_t *pid = json_object_get(p, "pid");
+  v.pid = json_is_integer(pid) ? (long long)json_integer_value(pid) : -1LL;
+  v.stopped = json_is_true(json_object_get(p, "stopped_by_vqcheck")) ? "yes"
+                                                                     : "no";
+  v.tail = json_string_value(json_object_get(p, "stderr_tail"));
+  if (!proc_failed(p) || !v.tail || !v.tail[0]) v.tail = NULL;
+  return v;
+}
+
 /* The command line as one string (arguments joined by spaces; a caller
  * escapes it). */
 static void command_text(const json_t *job, char *buf, size_t n) {
@@ -75,28 +97,20 @@ void rep_render_md_job(FILE *f, const rep_run *r) {
   size_t i;
   const json_t *p;
   json_array_foreach(procs, i, p) {
-    char who[48], st[48];
-    who_text(p, who, sizeof who);
-    status_text(p, st, sizeof st);
-    const json_t *pid = json_object_get(p, "pid");
-    fprintf(f, "| %s | %lld | %s | %s |\n", who,
-            json_is_integer(pid) ? (long long)json_integer_value(pid) : -1LL,
-            st, json_is_true(json_object_get(p, "stopped_by_vqcheck"))
-                    ? "yes" : "no");
+    proc_view v = view_of(p);
+    fprintf(f, "| %s | %lld | %s | %s |\n", v.who, v.pid, v.status,
+            v.stopped);
   }
   fprintf(f, "\n");
   json_array_foreach(procs, i, p) {
-    const char *tail = json_string_value(json_object_get(p, "stderr_tail"));
-    if (!proc_failed(p) || !tail || !tail[0]) continue;
-    char who[48], st[48];
-    who_text(p, who, sizeof who);
-    status_text(p, st, sizeof st);
-    fprintf(f, "### stderr of %s (%s), last lines\n\n", who, st);
-    int n = rep_md_backtick_run(tail) + 1;
+    proc_view v = view_of(p);
+    if (!v.tail) continue;
+    fprintf(f, "### stderr of %s (%s), last lines\n\n", v.who, v.status);
+    int n = rep_md_backtick_run(v.tail) + 1;
     if (n < 3) n = 3;
     for (int k = 0; k < n; k++) fputc('`', f);
-    fprintf(f, "text\n%s%s", tail,
-            tail[strlen(tail) - 1] == '\n' ? "" : "\n");
+    fprintf(f, "text\n%s%s", v.tail,
+            v.tail[strlen(v.tail) - 1] == '\n' ? "" : "\n");
     for (int k = 0; k < n; k++) fputc('`', f);
     fprintf(f, "\n\n");
   }
@@ -130,25 +144,17 @@ void rep_render_html_job(FILE *f, const rep_run *r) {
   size_t i;
   const json_t *p;
   json_array_foreach(procs, i, p) {
-    char who[48], st[48];
-    who_text(p, who, sizeof who);
-    status_text(p, st, sizeof st);
-    const json_t *pid = json_object_get(p, "pid");
+    proc_view v = view_of(p);
     fprintf(f, "<tr><td>%s</td><td>%lld</td><td>%s</td><td>%s</td></tr>\n",
-            who,
-            json_is_integer(pid) ? (long long)json_integer_value(pid) : -1LL,
-            st, json_is_true(json_object_get(p, "stopped_by_vqcheck"))
-                    ? "yes" : "no");
+            v.who, v.pid, v.status, v.stopped);
   }
   fprintf(f, "</tbody></table>\n");
   json_array_foreach(procs, i, p) {
-    const char *tail = json_string_value(json_object_get(p, "stderr_tail"));
-    if (!proc_failed(p) || !tail || !tail[0]) continue;
-    char who[48], st[48];
-    who_text(p, who, sizeof who);
-    status_text(p, st, sizeof st);
-    fprintf(f, "<h3>stderr of %s (%s), last lines</h3>\n<pre>", who, st);
-    rep_html(f, tail);
+    proc_view v = view_of(p);
+    if (!v.tail) continue;
+    fprintf(f, "<h3>stderr of %s (%s), last lines</h3>\n<pre>", v.who,
+            v.status);
+    rep_html(f, v.tail);
     fprintf(f, "</pre>\n");
   }
   fprintf(f, "</section>\n");

@@ -68,7 +68,6 @@ import os
 import sys
 import threading
 import time
-import types
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -253,6 +252,25 @@ class _Bridge:
         line = json.dumps(finding, separators=(",", ":")) + "\n"
         os.write(self.findings_fd, line.encode("utf-8", "replace"))
 
+    def report_once(self, key: Any, kind: str, where: Tuple[str, int, str],
+                    tensor: str, message: str, detail: Dict[str, Any],
+                    step: Optional[int] = None) -> None:
+        """A finding at the call site where = (file, line, function), once
+        per key in this process; step defaults to the current one."""
+        if key in self.reported_sites:
+            return
+        self.reported_sites.add(key)
+        file, line, func = where
+        if step is None:
+            step = self.watch.steps if self.watch is not None else 0
+        self.add_finding({
+            "kind": kind, "step": step, "ranks": [self.current_rank()],
+            "tensor": tensor,
+            "site": {"file": file, "line": line, "func": func},
+            "message": message,
+            "detail": dict(detail, source_of_finding="python bridge"),
+            "time": time.time()})
+
     def fail(self, part: str, error: BaseException) -> None:
         """Turns a part of the bridge off after an error in it: the job goes
         on unchecked there, and says so once."""
@@ -310,18 +328,9 @@ class _Bridge:
         torch.optim.Optimizer.__init__ = __init__
 
     def hook_step(self, opt: Any) -> None:
-        """opt.step() then the step end; a bound method, as LR schedulers
-        expect (see vqcheck.torch.Watch._hook_optimizer)."""
-        original = opt.step
-        bridge = self
-
-        def step_and_check(self_opt: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
-            bridge.step_end()
-            return result
-        if getattr(original, "_with_counter", False):
-            step_and_check._with_counter = True  # type: ignore[attr-defined]
-        opt.step = types.MethodType(step_and_check, opt)
+        """opt.step() then the step end (vqcheck.torch's optimizer hook)."""
+        from .torch import _call_after_step
+        _call_after_step(opt, self.step_end)
 
     def _patch_collectives(self, torch: Any) -> None:
         import torch.distributed as dist
@@ -442,36 +451,26 @@ class _Bridge:
     def report_gather(self, local: Any, where: Tuple[str, int, str],
                       step: int) -> None:
         file, line, func = where
-        key = ("gather", file, line)
-        if key in self.reported_sites:
-            return
-        self.reported_sites.add(key)
         source = linecache.getline(file, line).strip()
-        self.add_finding({
-            "kind": "gradient_mismatch",
-            "step": step,
-            "ranks": [self.current_rank()],
-            "tensor": _argument_text(source, "all_gather", 1) or "all_gather",
-            "site": {"file": file, "line": line, "func": func},
-            "message": (
-                f"all_gather at {os.path.basename(file)}:{line} ({func}) "
-                "gathered a tensor that requires grad while autograd was "
-                "recording, and the program did not put its own tensor back "
-                "into the gathered list: torch.distributed.all_gather is not "
-                "differentiable, so no gradient flows through the gathered "
-                "features and the distributed gradient differs from the "
-                "single-process one. Use torch.distributed.nn.all_gather, or "
-                "put the local tensor back: gathered[rank] = features"),
-            "detail": {"op": "all_gather", "cause": "non-differentiable gather",
-                       "dtype": str(local.dtype).replace("torch.", ""),
-                       "shape": list(local.shape), "source": source,
-                       "source_of_finding": "python bridge",
-                       "rule": "input.requires_grad and grad mode on, and at "
-                               "the next step end the list's entry for this "
-                               "rank is neither the input nor a tensor with "
-                               "a grad_fn (vqcheck._bridge)"},
-            "time": time.time(),
-        })
+        self.report_once(
+            ("gather", file, line), "gradient_mismatch", where,
+            _argument_text(source, "all_gather", 1) or "all_gather",
+            f"all_gather at {os.path.basename(file)}:{line} ({func}) "
+            "gathered a tensor that requires grad while autograd was "
+            "recording, and the program did not put its own tensor back "
+            "into the gathered list: torch.distributed.all_gather is not "
+            "differentiable, so no gradient flows through the gathered "
+            "features and the distributed gradient differs from the "
+            "single-process one. Use torch.distributed.nn.all_gather, or "
+            "put the local tensor back: gathered[rank] = features",
+            {"op": "all_gather", "cause": "non-differentiable gather",
+             "dtype": str(local.dtype).replace("torch.", ""),
+             "shape": list(local.shape), "source": source,
+             "rule": "input.requires_grad and grad mode on, and at the next "
+                     "step end the list's entry for this rank is neither "
+                     "the input nor a tensor with a grad_fn "
+                     "(vqcheck._bridge)"},
+            step)
 
     # -- step ends
 
@@ -702,30 +701,19 @@ def _patch_work_class(cls: Any) -> None:
 def _report_unwaited(bridge: _Bridge, op: str, where: Tuple[str, int, str],
                      described: str) -> None:
     file, line, func = where
-    key = ("unwaited", op, file, line)
-    if key in bridge.reported_sites:
-        return
-    bridge.reported_sites.add(key)
     source = linecache.getline(file, line).strip()
-    step = bridge.watch.steps if bridge.watch is not None else 0
-    bridge.add_finding({
-        "kind": "lost_inplace",
-        "step": step,
-        "ranks": [bridge.current_rank()],
-        "tensor": _argument_text(source, op) or f"the {op} input",
-        "site": {"file": file, "line": line, "func": func},
-        "message": (
-            f"{op}(..., async_op=True) at {os.path.basename(file)}:{line} "
-            f"({func}) returned a Work that was never waited on"
-            f"{': `' + source + '`' if source else ''}; nothing orders the "
-            "program's reads of the tensor after the result arrives. Call "
-            "work.wait() before using the tensor"),
-        "detail": {"op": op, "result": "not waited", "tensor": described,
-                   "source": source, "source_of_finding": "python bridge",
-                   "rule": "the Work was garbage-collected without wait(), "
-                           "get_future(), result() or synchronize()"},
-        "time": time.time(),
-    })
+    bridge.report_once(
+        ("unwaited", op, file, line), "lost_inplace", where,
+        _argument_text(source, op) or f"the {op} input",
+        f"{op}(..., async_op=True) at {os.path.basename(file)}:{line} "
+        f"({func}) returned a Work that was never waited on"
+        f"{': `' + source + '`' if source else ''}; nothing orders the "
+        "program's reads of the tensor after the result arrives. Call "
+        "work.wait() before using the tensor",
+        {"op": op, "result": "not waited", "tensor": described,
+         "source": source,
+         "rule": "the Work was garbage-collected without wait(), "
+                 "get_future(), result() or synchronize()"})
 
 
 def _outside(frame: Any) -> Any:
@@ -744,35 +732,23 @@ def _check_lost(bridge: _Bridge, op: str, tensor: Any, frame: Any) -> None:
     site = _outside(frame)
     if site is None:
         return
-    key = (op, site.f_code.co_filename, site.f_lineno)
-    if key in bridge.reported_sites:
-        return
-    bridge.reported_sites.add(key)
-    source = linecache.getline(site.f_code.co_filename, site.f_lineno).strip()
-    step = bridge.watch.steps if bridge.watch is not None else 0
-    where = f"{os.path.basename(site.f_code.co_filename)}:{site.f_lineno}"
-    bridge.add_finding({
-        "kind": "lost_inplace",
-        "step": step,
-        "ranks": [bridge.current_rank()],
-        "tensor": _argument_text(source, op) or f"a temporary {op} input",
-        "site": {"file": site.f_code.co_filename, "line": site.f_lineno,
-                 "func": site.f_code.co_name},
-        "message": (
-            f"{op} at {where} ({site.f_code.co_name}) writes its result into "
-            f"a temporary tensor that nothing else references"
-            f"{': `' + source + '`' if source else ''}; the result is "
-            "thrown away when the call returns and every rank keeps its own "
-            "values. Keep the tensor and use it: `t = x.contiguous(); "
-            f"{op}(t)`, then read t"),
-        "detail": {"op": op, "result": "temporary",
-                   "dtype": str(tensor.dtype).replace("torch.", ""),
-                   "shape": list(tensor.shape), "source": source,
-                   "source_of_finding": "python bridge",
-                   "rule": "the tensor object had no reference but the "
-                           "call's and is not a view (vqcheck._bridge)"},
-        "time": time.time(),
-    })
+    code = site.f_code
+    file, line, func = code.co_filename, site.f_lineno, code.co_name
+    source = linecache.getline(file, line).strip()
+    bridge.report_once(
+        (op, file, line), "lost_inplace", (file, line, func),
+        _argument_text(source, op) or f"a temporary {op} input",
+        f"{op} at {os.path.basename(file)}:{line} ({func}) writes its "
+        "result into a temporary tensor that nothing else references"
+        f"{': `' + source + '`' if source else ''}; the result is thrown "
+        "away when the call returns and every rank keeps its own values. "
+        f"Keep the tensor and use it: `t = x.contiguous(); {op}(t)`, then "
+        "read t",
+        {"op": op, "result": "temporary",
+         "dtype": str(tensor.dtype).replace("torch.", ""),
+         "shape": list(tensor.shape), "source": source,
+         "rule": "the tensor object had no reference but the call's and is "
+                 "not a view (vqcheck._bridge)"})
 
 
 def _argument_text(source: str, op: str, index: int = 0) -> str:

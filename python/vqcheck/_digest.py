@@ -91,7 +91,7 @@ def digest(
                             "a numpy array carries its own")
         return _digest_numpy(numpy, x, label, threads)
     try:
-        memoryview(x)
+        view = memoryview(x)
     except TypeError:
         raise TypeError(
             f"{label}: vqcheck.digest takes a torch tensor, a numpy array or "
@@ -101,7 +101,6 @@ def digest(
         raise TypeError(f"{label}: a raw buffer needs dtype= (e.g. "
                         "dtype='float32') and shape=")
     code, size = _type_info(_dtype_name(dtype), label)
-    view = memoryview(x)
     nbytes = view.nbytes
     if shape is not None:
         dims = tuple(int(d) for d in shape)

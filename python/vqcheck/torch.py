@@ -177,26 +177,13 @@ class Watch:
     # ---- the optimizer hook
 
     def _hook_optimizer(self, optimizer: Any) -> None:
-        """Replaces optimizer.step (an instance attribute over the class's
-        method; torch 1.13 has no step post-hook) with a bound method that
-        calls the original and then ends the step. It is a bound method, as
-        LR schedulers expect (they rebind optimizer.step.__func__), and it
-        keeps a scheduler's `_with_counter` mark."""
-        original = optimizer.step
         watch_ref = self
 
-        def step_and_digest(opt: Any, *args: Any, **kwargs: Any) -> Any:
-            result = original(*args, **kwargs)
+        def after_step() -> None:
             if not watch_ref._closed:
                 watch_ref.step()
-            return result
-
-        if getattr(original, "_with_counter", False):
-            step_and_digest._with_counter = True  # type: ignore[attr-defined]
-        step_and_digest.__doc__ = getattr(original, "__doc__", None)
-        self._original_step = original
-        self._hooked_step = types.MethodType(step_and_digest, optimizer)
-        optimizer.step = self._hooked_step
+        self._original_step = optimizer.step
+        self._hooked_step = _call_after_step(optimizer, after_step)
 
     def _unhook_optimizer(self) -> None:
         """Puts the original step back when ours is still the one installed
@@ -305,6 +292,29 @@ class Watch:
     def _optimizers(self) -> List[Any]:
         """The optimizers whose state is watched, in order."""
         return [self.optimizer] if self.optimizer is not None else []
+
+
+# ---- the optimizer hook (shared with vqcheck._bridge)
+
+
+def _call_after_step(optimizer: Any, after: Any) -> Any:
+    """Replaces optimizer.step (an instance attribute over the class's
+    method; torch 1.13 has no step post-hook) with a bound method that calls
+    the current step and then after(). It is a bound method, as LR
+    schedulers expect (they rebind optimizer.step.__func__), and it keeps a
+    scheduler's `_with_counter` mark. Returns the installed method."""
+    original = optimizer.step
+
+    def step_then(opt: Any, *args: Any, **kwargs: Any) -> Any:
+        result = original(*args, **kwargs)
+        after()
+        return result
+
+    if getattr(original, "_with_counter", False):
+        step_then._with_counter = True  # type: ignore[attr-defined]
+    step_then.__doc__ = getattr(original, "__doc__", None)
+    optimizer.step = types.MethodType(step_then, optimizer)
+    return optimizer.step
 
 
 # ---- argument checks
