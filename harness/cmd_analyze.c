@@ -245,9 +245,10 @@ int vqc_cmd_analyze(int argc, char **argv) {
   return vqc_analyze_run_dir(&ao);
 }
 
-/* Ranks 0..size-1 that left a live record but no "finished" line (and no
- * status dump, which a rank writes at its end too), as "0, 2" into buf;
- * how many. *nlive gets how many ranks left a live record. */
+/* Ranks 0..size-1 that left a live record but no clean end (a "finished"
+ * line with VQC_OK, or a status dump, which a rank writes at its end too),
+ * as "0, 2" into buf; how many. *nlive gets how many ranks left a live
+ * record. */
 static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
                             size_t n) {
   int count = 0;
@@ -262,7 +263,11 @@ static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
     struct stat st;
     bool status = vqc_status_dump_path(dir, r, path, sizeof path) == VQC_OK &&
                   stat(path, &st) == 0;
-    if (info.finished || status) continue;
+    /* A clean end: a status dump, or a "finished" line with VQC_OK (the
+     * Python bridge ends with another status when one of its checks had
+     * to stop, e.g. on a full disk: the rest of that rank went unchecked). */
+    if ((info.finished && strcmp(info.status, "VQC_OK") == 0) || status)
+      continue;
     count++;
     int w = snprintf(buf + k, k < n ? n - k : 0, "%s%d", k ? ", " : "", r);
     if (w > 0 && k + (size_t)w < n) k += (size_t)w;
@@ -362,7 +367,8 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
     if (nlive > 0 && nun > 0) {
       char msg[1024];
       snprintf(msg, sizeof msg, "%s%sthe job ended before rank%s %s "
-               "finished, and wrote no run.json",
+               "reached a clean end (no end record, or one with a status "
+               "other than VQC_OK), and wrote no run.json",
                ao->why ? ao->why : "", ao->why ? ": " : "",
                nun == 1 ? "" : "s", which);
       json_t *tr0 = json_object_get(doc, "training");

@@ -196,3 +196,13 @@ def test_openclip_gather_without_gradient(cli, tmp_path, mode):
     assert f["kind"] == "gradient_mismatch" and f["ranks"] == [0, 1]
     assert f["site"].endswith(f"clip_job.py:{line} gather_text"), f
     assert f["tensor"] == "text"
+
+
+def test_a_check_that_stops_mid_run_is_never_clean(cli, tmp_path):
+    """Every rank's state check stops at step 3 (state the digest refuses;
+    a full disk does the same): the traces agree as far as they go, but the
+    job trained on unchecked, so watch does not exit 0."""
+    rc, run, err = watch(cli, tmp_path / "run", 2, [JOBS / "broken_state.py"])
+    assert rc == 3, (run and run["findings"], err)
+    assert "the bridge's state check failed" in err
+    assert "clean end" in run["training"]["message"]

@@ -158,6 +158,7 @@ class _Bridge:
         self.reported_sites: set = set()
         self.failed = False                   # an unhandled exception
         self.disabled: set = set()            # parts turned off by an error
+        self.disabled_by_io = False           # one of them by an OSError
         self.patched = False
         self.baseline_refs = 0
         try:
@@ -277,6 +278,7 @@ class _Bridge:
         if part in self.disabled:
             return
         self.disabled.add(part)
+        self.disabled_by_io = self.disabled_by_io or isinstance(error, OSError)
         sys.stderr.write(f"vqcheck watch: the bridge's {part} check failed "
                          f"and is off for this process: "
                          f"{type(error).__name__}: {error}\n")
@@ -508,9 +510,22 @@ class _Bridge:
             self.fail("state", e)
         if self.live_fd is not None:
             steps = self.watch.steps if self.watch is not None else 0
-            self.live_event({"event": "finished",
-                             "status": "VQC_EINTERNAL" if self.failed
-                             else "VQC_OK", "step": steps - 1})
+            try:
+                self.live_event({"event": "finished", "status": self.status(),
+                                 "step": steps - 1})
+            except OSError:
+                pass  # no end line: the analysis reports the rank unfinished
+
+    def status(self) -> str:
+        """The rank's end status: VQC_OK only when the program ended
+        normally and every check ran to the end. A check turned off by an
+        error (a full disk) left the rest of the run unchecked, so the
+        analysis must not call it clean."""
+        if self.failed:
+            return "VQC_EINTERNAL"
+        if self.disabled:
+            return "VQC_EIO" if self.disabled_by_io else "VQC_EINTERNAL"
+        return "VQC_OK"
 
 
 # ---- the state watch: vqcheck.torch.Watch over the roots and optimizers

@@ -1,0 +1,28 @@
+"""An unmodified 2-rank gloo DDP job that, from step 3, holds state the
+digest refuses (a quantized buffer) on every rank: the bridge's state check
+stops there on both ranks while the job trains on, so its traces end early
+on every rank alike. The run must not come out clean."""
+import datetime
+
+import torch
+import torch.distributed as dist
+
+
+def main():
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
+    torch.manual_seed(0)
+    model = torch.nn.parallel.DistributedDataParallel(torch.nn.Linear(4, 2))
+    extra = torch.nn.Module()  # a second root, outside DDP
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for step in range(6):
+        if step == 3:
+            extra.register_buffer("q", torch.quantize_per_tensor(
+                torch.ones(2), 0.1, 0, torch.qint8))
+        opt.zero_grad()
+        model(torch.randn(8, 4)).square().mean().backward()
+        opt.step()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
