@@ -277,13 +277,79 @@ static vqc_site site_of(const site_table *t, uint32_t id) {
   return (vqc_site){e->file, e->line, e->func};
 }
 
+/* ---- reading: what a ledger line may name
+ *
+ * A dump line is compared, never replayed, so it may name collectives that
+ * vqcheck's comm does not have: the Python bridge (`vqcheck watch`) records
+ * torch.distributed's in the same format. The first entries are vqcheck's
+ * own, in VQC_COLL_LIST order (a record's op is its index here); `redop` and
+ * `root` say which fields take part in the fingerprint (the others hold ""
+ * and -1). For object collectives and all_to_all the bridge writes count 0:
+ * their sizes may legitimately differ by rank. */
+typedef struct record_op {
+  const char *name;
+  bool redop, root;
+} record_op;
+
+static const record_op record_ops[] = {
+    {"all_reduce", true, false},
+    {"all_gather", false, false},
+    {"all_gatherv", false, false},
+    {"broadcast", false, true},
+    {"barrier", false, false},
+    /* torch.distributed (and its private aliases torch itself calls) */
+    {"all_reduce_coalesced", true, false},
+    {"all_gather_into_tensor", false, false},
+    {"_all_gather_base", false, false},
+    {"all_gather_object", false, false},
+    {"reduce_scatter", true, false},
+    {"reduce_scatter_tensor", true, false},
+    {"_reduce_scatter_base", true, false},
+    {"broadcast_object_list", false, true},
+    {"all_to_all", false, false},
+    {"all_to_all_single", false, false},
+    {"reduce", true, true},
+    {"gather", false, true},
+    {"scatter", false, true},
+    {"gather_object", false, true},
+    {"scatter_object_list", false, true},
+};
+#define NRECORD_OPS ((int)(sizeof record_ops / sizeof record_ops[0]))
+
+/* Reductions: vqcheck's (VQC_REDOP_LIST order), then torch's ReduceOp
+ * names in lower case. */
+static const char *const record_redops[] = {
+    "sum", "min", "max", "product", "avg", "band", "bor", "bxor",
+    "premul_sum"};
+#define NRECORD_REDOPS ((int)(sizeof record_redops / sizeof record_redops[0]))
+
+static int name_index(const char *const *names, int n, const char *s) {
+  for (int k = 0; k < n; k++)
+    if (strcmp(s, names[k]) == 0) return k;
+  return -1;
+}
+
+static int record_op_index(const char *s) {
+  for (int k = 0; k < NRECORD_OPS; k++)
+    if (strcmp(s, record_ops[k].name) == 0) return k;
+  return -1;
+}
+
+/* Element type names: the digest's (vqcheck's dtypes and every other
+ * framework's, lib/include/vqc/digest.h), by code; 0 is "" (no data). */
+static const char *dtype_text(uint8_t code) {
+  vqc_digest_type t;
+  if (code == 0 || vqc_digest_type_by_code(code, &t) != VQC_OK) return "";
+  return t.name;
+}
+
 /* ---- reading: one rank's dump */
 
 typedef struct drec {
   uint64_t seq;
-  vqc_coll_op op;
-  vqc_redop redop;
-  vqc_dtype dtype;
+  int32_t op;             /* index into record_ops */
+  int32_t redop;          /* index into record_redops; -1 if none */
+  uint8_t dtype;          /* digest type code; 0 for none */
   uint64_t count;
   int root;
   uint32_t site;          /* index into the site table */
@@ -345,32 +411,36 @@ static vqc_status parse_record(const json_t *j, int rank, const char *path,
                      path, line, v, rank);
 
   VQC_TRY(get_str(j, "op", path, line, &s));
-  int op = -1;
-  for (int k = 0; k < VQC_COLL_COUNT; k++)
-    if (strcmp(s, vqc_coll_name((vqc_coll_op)k)) == 0) op = k;
-  if (op < 0)
+  r->op = record_op_index(s);
+  if (r->op < 0)
     return vqc_error(VQC_EPARSE, "%s:%ld: field 'op': unknown collective "
-                     "'%s' (expected all_reduce, all_gather, all_gatherv, "
-                     "broadcast or barrier)",
+                     "'%s' (expected one of vqcheck's, all_reduce, "
+                     "all_gather, all_gatherv, broadcast or barrier, or a "
+                     "torch.distributed collective such as reduce_scatter)",
                      path, line, s);
-  r->op = (vqc_coll_op)op;
+  const record_op *kind = &record_ops[r->op];
 
   VQC_TRY(get_str(j, "redop", path, line, &s));
-  r->redop = VQC_SUM;
-  if (r->op == VQC_COLL_ALL_REDUCE) {
-    int ro = -1;
-    for (int k = 0; k < VQC_REDOP_COUNT; k++)
-      if (strcmp(s, vqc_redop_name((vqc_redop)k)) == 0) ro = k;
-    if (ro < 0)
+  r->redop = -1;
+  if (kind->redop) {
+    r->redop = name_index(record_redops, NRECORD_REDOPS, s);
+    if (r->redop < 0)
       return vqc_error(VQC_EPARSE, "%s:%ld: field 'redop': unknown reduction "
-                       "'%s' (expected sum, min or max)",
+                       "'%s' (expected sum, min, max, product, avg, band, "
+                       "bor, bxor or premul_sum)",
                        path, line, s);
-    r->redop = (vqc_redop)ro;
   }
 
   VQC_TRY(get_str(j, "dtype", path, line, &s));
-  if (vqc_dtype_from_name(s, &r->dtype) != VQC_OK)
-    return vqc_error(VQC_EPARSE, "%s:%ld: field 'dtype': unknown dtype '%s'",
+  vqc_digest_type dt;
+  if (s[0] == '\0')
+    r->dtype = 0;
+  else if (vqc_digest_type_by_name(s, &dt) == VQC_OK)
+    r->dtype = dt.code;
+  else
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'dtype': unknown dtype '%s' "
+                     "(expected float32, bfloat16, int64, ... or \"\" for "
+                     "none)",
                      path, line, s);
   VQC_TRY(get_int(j, "count", 0, INT64_MAX, path, line, &v));
   r->count = (uint64_t)v;
@@ -396,11 +466,15 @@ static vqc_status parse_record(const json_t *j, int rank, const char *path,
   VQC_TRY(get_str(j, "status", path, line, &s));
   snprintf(r->status, sizeof r->status, "%s", s);
 
-  /* The same fingerprint strict mode computes from the live record. */
-  vqc_ledger_record lr = {.op = r->op, .redop = r->redop, .dtype = r->dtype,
-                          .count = (size_t)r->count, .root = r->root,
-                          .site = site_of(sites, r->site)};
-  vqc_fingerprint_of(&lr, &r->fp);
+  /* The fields strict mode compares (vqc_fingerprint_of); for vqcheck's own
+   * collectives the same values, as op and dtype codes coincide. */
+  memset(&r->fp, 0, sizeof r->fp);
+  r->fp.op = r->op;
+  r->fp.dtype = r->dtype;
+  r->fp.redop = r->redop;
+  r->fp.root = kind->root ? r->root : -1;
+  r->fp.count = r->count;
+  r->fp.site_hash = vqc_site_hash(site_of(sites, r->site));
   return VQC_OK;
 }
 
@@ -828,11 +902,6 @@ static long find_seq(const rank_dump *d, uint64_t seq) {
   return lo < d->n && d->recs[lo].seq == seq ? (long)lo : -1;
 }
 
-static void describe_rec(const drec *r, char *buf, size_t n) {
-  vqc_coll_describe(r->op, r->dtype, (size_t)r->count, r->root, r->redop, buf,
-                    n);
-}
-
 /* "0, 2, 3" */
 static void rank_list(const int *ranks, int n, char *buf, size_t len) {
   size_t k = 0;
@@ -855,6 +924,32 @@ static void appendf(char *buf, size_t *k, size_t n, const char *fmt, ...) {
   if (w > 0) *k = *k + (size_t)w < n ? *k + (size_t)w : n - 1;
 }
 
+/* vqc_coll_describe's text for any record: "all_reduce(float32, count 16)",
+ * "reduce_scatter(bfloat16, count 8, avg)", "barrier()". */
+static void describe_rec(const drec *r, char *buf, size_t n) {
+  const record_op *kind = &record_ops[r->op];
+  if (r->op < VQC_COLL_COUNT && r->dtype != 0) {
+    vqc_dtype dt = VQC_F32;
+    if (vqc_dtype_from_name(dtype_text(r->dtype), &dt) == VQC_OK) {
+      vqc_coll_describe((vqc_coll_op)r->op, dt, (size_t)r->count, r->root,
+                        r->redop >= 0 ? (vqc_redop)r->redop : VQC_SUM, buf, n);
+      return;
+    }
+  }
+  size_t k = 0;
+  appendf(buf, &k, n, "%s(", kind->name);
+  if (r->op == VQC_COLL_BARRIER) {
+    appendf(buf, &k, n, ")");
+    return;
+  }
+  if (r->dtype != 0) appendf(buf, &k, n, "%s, ", dtype_text(r->dtype));
+  appendf(buf, &k, n, "count %" PRIu64, r->count);
+  if (kind->root) appendf(buf, &k, n, ", root %d", r->root);
+  if (kind->redop && r->redop > 0)
+    appendf(buf, &k, n, ", %s", record_redops[r->redop]);
+  appendf(buf, &k, n, ")");
+}
+
 /* The state of one analysis (everything read from the run directory). */
 typedef struct analysis {
   const char *run_dir;
@@ -869,13 +964,13 @@ static json_t *record_detail(const analysis *a, const drec *r) {
   vqc_site_text(site_of(&a->sites, r->site), site, sizeof site);
   json_t *j = json_object();
   json_object_set_new(j, "seq", json_integer((json_int_t)r->seq));
-  json_object_set_new(j, "op", json_string(vqc_coll_name(r->op)));
-  json_object_set_new(j, "dtype", json_string(vqc_dtype_name(r->dtype)));
+  json_object_set_new(j, "op", json_string(record_ops[r->op].name));
+  json_object_set_new(j, "dtype", json_string(dtype_text(r->dtype)));
   json_object_set_new(j, "count", json_integer((json_int_t)r->count));
-  if (r->op == VQC_COLL_BROADCAST)
+  if (record_ops[r->op].root)
     json_object_set_new(j, "root", json_integer(r->root));
-  if (r->op == VQC_COLL_ALL_REDUCE)
-    json_object_set_new(j, "redop", json_string(vqc_redop_name(r->redop)));
+  if (record_ops[r->op].redop)
+    json_object_set_new(j, "redop", json_string(record_redops[r->redop]));
   json_object_set_new(j, "site", json_string(site));
   json_object_set_new(j, "state", json_string(vqc_record_state_name(r->state)));
   json_object_set_new(j, "status", json_string(r->status));
@@ -1138,6 +1233,25 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
   }
   bool only_failed = ngroups <= 1 && nexcused == nmissing &&
                      (nfailed > 0 || nmissing == 0);
+  /* Different collectives at seq that every rank completed, in a run where
+   * no rank was left waiting in any collective: the backend paired calls
+   * that do not match (gloo and NCCL check neither op, root nor call site,
+   * and the size only sometimes), so their results are not what the
+   * program asked for and nothing hung. That is a collective_mismatch at
+   * the odd call's site. When the misalignment did end in a hang (or
+   * vqcheck's comm refused it) it stays a deadlock, as the catalogue's
+   * skipped collective (spec/bugs.md #3). */
+  bool returned_apart = stuck && ngroups > 1;
+  for (int r = 0; r < size && returned_apart; r++) {
+    const rank_dump *d = &a->dumps[r];
+    if (!d->present) continue;
+    long i = find_seq(d, seq);
+    if (i >= 0 && d->recs[i].state != VQC_REC_DONE) returned_apart = false;
+    for (size_t j = 0; j < d->n && returned_apart; j++)
+      if (d->recs[j].state == VQC_REC_ENTERED) returned_apart = false;
+    if (d->has_status && strcmp(d->status, "VQC_OK") != 0)
+      returned_apart = false;
+  }
   if (stuck && expected >= 0 && !only_failed) {
     const drec *x = grec[expected];
     vqc_site site = site_of(&a->sites, x->site);
@@ -1147,14 +1261,37 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
     rank_list(entered, nentered, ent, sizeof ent);
     rank_list(missing, nmissing, mis, sizeof mis);
     size_t k = 0;
-    appendf(msg, &k, sizeof msg, "collective #%" PRIu64 " %s at %s was "
-            "entered by rank%s %s but never by rank%s %s",
-            seq, desc, stext, nentered == 1 ? "" : "s", ent,
-            nmissing == 1 ? "" : "s", nmissing ? mis : "(none)");
+    const drec *odd = NULL; /* the first call of another group */
+    for (int i = 0; i < nmissing && !odd; i++) {
+      const rank_dump *d = &a->dumps[missing[i]];
+      long j = d->present ? find_seq(d, seq) : -1;
+      if (j >= 0) odd = &d->recs[j];
+    }
+    if (returned_apart && odd) {
+      char odesc[128], otext[512];
+      describe_rec(odd, odesc, sizeof odesc);
+      vqc_site_text(site_of(&a->sites, odd->site), otext, sizeof otext);
+      appendf(msg, &k, sizeof msg, "collective #%" PRIu64 " differs across "
+              "ranks: rank%s %s called %s at %s where rank%s %s called %s at "
+              "%s; every rank returned from it, so the backend paired calls "
+              "that do not match and their results are not what the program "
+              "asked for",
+              seq, nmissing == 1 ? "" : "s", mis, odesc, otext,
+              nentered == 1 ? "" : "s", ent, desc, stext);
+      site = site_of(&a->sites, odd->site);
+    } else {
+      returned_apart = false;
+      appendf(msg, &k, sizeof msg, "collective #%" PRIu64 " %s at %s was "
+              "entered by rank%s %s but never by rank%s %s",
+              seq, desc, stext, nentered == 1 ? "" : "s", ent,
+              nmissing == 1 ? "" : "s", nmissing ? mis : "(none)");
+    }
     bool same_where = true;
     for (int i = 1; i < nmissing; i++)
       if (strcmp(where[i], where[0]) != 0) same_where = false;
-    if (nmissing > 0 && same_where) {
+    if (returned_apart) {
+      /* the message already says where each group was */
+    } else if (nmissing > 0 && same_where) {
       appendf(msg, &k, sizeof msg, " (%s)", where[0]);
     } else if (nmissing > 0) {
       appendf(msg, &k, sizeof msg, " (");
@@ -1173,9 +1310,15 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
     for (int r = 0; fstep < 0 && r < size; r++)
       if (a->dumps[r].has_status && a->dumps[r].step >= 0)
         fstep = a->dumps[r].step;
+    /* Live records only (the Python bridge): the step they were in. */
+    for (int i = 0; fstep < 0 && i < nentered; i++)
+      if (a->dumps[entered[i]].live.started)
+        fstep = a->dumps[entered[i]].live.steps_done;
 
     vqc_finding f;
-    vqc_finding_init(&f, VQC_FINDING_DEADLOCK, fstep, "%s", msg);
+    vqc_finding_init(&f, returned_apart ? VQC_FINDING_COLLECTIVE_MISMATCH
+                                        : VQC_FINDING_DEADLOCK,
+                     fstep, "%s", msg);
     vqc_finding_set_site(&f, site);
     for (int i = 0; i < nmissing; i++) vqc_finding_add_rank(&f, missing[i]);
     json_t *det = record_detail(a, x);

@@ -28,8 +28,18 @@
  *                 stuck collective are such ranks (or, once a rank failed,
  *                 ranks that others then terminated), rank_failure is the
  *                 whole story and no deadlock is reported.
+ *   collective_mismatch  ranks that completed DIFFERENT collectives at
+ *                 that sequence number in a run where no rank was left
+ *                 waiting (a backend that pairs any calls, gloo or NCCL):
+ *                 named at the odd call's site. Misaligned collectives that
+ *                 did end in a wait stay a deadlock ("misaligned": true).
  * A rank whose dump exists but has fewer collectives than the others (it
  * left its training loop) is "missing" from the deadlock, not failed.
+ *
+ * Ledger lines may name torch.distributed's collectives, dtypes and
+ * reductions as well as vqcheck's own: the Python bridge (`vqcheck watch`,
+ * python/vqcheck/_bridge.py) writes them in the same format. They are
+ * compared, never replayed (ledger_analysis.c, record_ops).
  *
  * The live record. A dump is written at the end, by a rank that is still
  * alive; a rank killed with SIGKILL (or stopped, or a whole job killed by its

@@ -676,3 +676,58 @@ Test(collective, analysis_of_consistent_dumps) {
                    "f");
   run_fini(&t);
 }
+
+/* ---- the Python bridge's records: torch.distributed's collectives */
+
+#define TORCH_LINE(rank, seq, op, redop, dtype, count, root, line)           \
+  "{\"seq\":" #seq ",\"rank\":" #rank ",\"op\":\"" op "\",\"redop\":\""      \
+  redop "\",\"dtype\":\"" dtype "\",\"count\":" #count ",\"root\":" #root    \
+  ",\"file\":\"/home/u/train.py\",\"line\":" #line ",\"func\":\"step\","     \
+  "\"t_enter_ns\":1,\"t_exit_ns\":2,\"state\":\"done\",\"status\":"          \
+  "\"VQC_OK\"}\n"
+
+/* torch's collectives, dtypes and reductions are read like vqcheck's own;
+ * a reduction that differs is a collective_mismatch described in them. */
+Test(collective, torch_records) {
+  test_run t;
+  run_init(&t, 2, 0);
+  write_file(t.run_dir, "rank-0.ledger.jsonl",
+             TORCH_LINE(0, 1, "reduce_scatter_tensor", "avg", "bfloat16", 8,
+                        -1, 10)
+             TORCH_LINE(0, 2, "all_gather_object", "", "", 0, -1, 11)
+             TORCH_LINE(0, 3, "reduce", "product", "float16", 4, 1, 12));
+  write_file(t.run_dir, "rank-1.ledger.jsonl",
+             TORCH_LINE(1, 1, "reduce_scatter_tensor", "avg", "bfloat16", 8,
+                        -1, 10)
+             TORCH_LINE(1, 2, "all_gather_object", "", "", 0, -1, 11)
+             TORCH_LINE(1, 3, "reduce", "product", "float16", 4, 1, 12));
+  int n = -1;
+  cr_expect_eq(vqc_ledger_analyze(t.run_dir, 2, -1, &t.findings, &n), VQC_OK,
+               "%s", vqc_last_error());
+  cr_expect_eq(n, 0);
+  /* Rank 1 reduces to another root: the same line, another collective. */
+  write_file(t.run_dir, "rank-1.ledger.jsonl",
+             TORCH_LINE(1, 1, "reduce_scatter_tensor", "avg", "bfloat16", 8,
+                        -1, 10)
+             TORCH_LINE(1, 2, "all_gather_object", "", "", 0, -1, 11)
+             TORCH_LINE(1, 3, "reduce", "product", "float16", 4, 0, 12));
+  cr_expect_eq(vqc_ledger_analyze(t.run_dir, 2, -1, &t.findings, &n), VQC_OK,
+               "%s", vqc_last_error());
+  cr_expect_eq(n, 1);
+  const vqc_finding *x =
+      the_finding(&t.findings, VQC_FINDING_COLLECTIVE_MISMATCH);
+  cr_expect(strstr(x->message, "reduce(float16, count 4, root 0, product)") &&
+                strstr(x->message, "reduce(float16, count 4, root 1, "
+                                   "product)"),
+            "%s", x->message);
+  run_fini(&t);
+}
+
+Test(collective, torch_garbage) {
+  expect_parse_error(TORCH_LINE(1, 0, "all_reduce", "mean", "float32", 4, -1,
+                                3),
+                     "rank-1.ledger.jsonl:1:", "field 'redop'");
+  expect_parse_error(TORCH_LINE(1, 0, "all_reduce", "sum", "float128", 4, -1,
+                                3),
+                     "rank-1.ledger.jsonl:1:", "field 'dtype'");
+}
