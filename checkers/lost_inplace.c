@@ -252,6 +252,11 @@ static vqc_status report(lost_impl *li, const kept_result *k, int64_t step) {
   json_object_set_new(d, "dtype", json_string(vqc_dtype_name(k->dtype)));
   json_object_set_new(d, "count", json_integer((json_int_t)k->count));
   json_object_set_new(d, "out_of_place", json_boolean(k->out_of_place));
+  /* The same words as the Python bridge's findings (vqcheck._bridge):
+   * "temporary" (an in-place result written into a copy nobody reads),
+   * "discarded" (an out-of-place result never read), "not waited". */
+  json_object_set_new(d, "result",
+                      json_string(copy ? "temporary" : "discarded"));
   if (copy) {
     json_object_set_new(d, "origin_shape",
                         dims_json(k->origin.ndim, k->origin.shape));

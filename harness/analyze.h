@@ -32,6 +32,12 @@ typedef struct vqc_analyze_opts {
    * NULL: none. */
   void (*more_findings)(void *ctx, vqc_findings *known, vqc_findings *out);
   void *more_ctx;
+  /* The caller reports hangs itself from better evidence (watch: the hang
+   * markers and every rank's stacks): the ledger's deadlock findings in
+   * which the ranks agree on the collective (not "misaligned") are left
+   * out. Misaligned ones and collective_mismatch stay: only the ledger sees
+   * which calls were paired. */
+  bool caller_reports_hangs;
   /* Non-NULL: the job was not checked, and why (watch: no rank wrote
    * anything, the bridge never loaded). training.status becomes
    * VQC_EUNSUPPORTED with this message, and the exit code 3 whatever the

@@ -389,6 +389,9 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   int added = 0, repeated = 0;
   for (int i = 0; i < fresh.count; i++) {
     const vqc_finding *x = &fresh.items[i];
+    if (ao->caller_reports_hangs && x->kind == VQC_FINDING_DEADLOCK &&
+        !json_is_true(json_object_get(x->detail, "misaligned")))
+      continue;
     bool dup = false;
     for (int k = 0; k < known.count && !dup; k++)
       dup = same_problem(x, &known.items[k]);

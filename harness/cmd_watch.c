@@ -906,6 +906,8 @@ int vqc_cmd_watch(int argc, char **argv) {
                                  .job = job,
                                  .more_findings = vqc_watch_more_findings,
                                  .more_ctx = &ctx,
+                                 .caller_reports_hangs =
+                                     vqc_watch_any_hang(dir),
                                  .unchecked = unchecked[0] ? unchecked
                                                            : NULL};
     code = vqc_analyze_run_dir(&ao);

@@ -589,6 +589,18 @@ static void place_other(const vqc_watch_ctx *c, rank_place *p,
   }
 }
 
+bool vqc_watch_any_hang(const char *dir) {
+  bool any = false;
+  DIR *d = opendir(dir);
+  struct dirent *e;
+  while (d && !any && (e = readdir(d)) != NULL) {
+    int r;
+    any = vqc_run_dir_rank_file(e->d_name, ".hang", &r);
+  }
+  if (d) closedir(d);
+  return any;
+}
+
 /* A deadlock finding from the hang markers, if any: where every rank is,
  * those in a collective (their markers) and the others (the stacks they
  * dumped when vqcheck watch sent them SIGUSR1). */
@@ -597,15 +609,7 @@ static void hang_finding(const vqc_watch_ctx *c, vqc_findings *known,
   if (has_kind(known, out, VQC_FINDING_DEADLOCK) ||
       has_kind(known, out, VQC_FINDING_COLLECTIVE_MISMATCH))
     return;
-  bool any = false; /* a marker at all? */
-  DIR *d = opendir(c->dir);
-  struct dirent *e;
-  while (d && !any && (e = readdir(d)) != NULL) {
-    int r;
-    any = vqc_run_dir_rank_file(e->d_name, ".hang", &r);
-  }
-  if (d) closedir(d);
-  if (!any) return;
+  if (!vqc_watch_any_hang(c->dir)) return;
   int n = 0;
   int *ranks = ranks_to_place(c, &n);
   rank_place *pl = ranks && n > 0 ? calloc((size_t)n, sizeof *pl) : NULL;

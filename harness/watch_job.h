@@ -109,6 +109,9 @@ json_t *vqc_watch_job_json(const vqc_watch_opts *o, const char *bridge,
 bool vqc_watch_stack_position(const char *path, vqc_watch_frame *where,
                               vqc_watch_frame *top);
 
+/* Whether a rank left a hang marker (rank-<r>.hang) in dir. */
+bool vqc_watch_any_hang(const char *dir);
+
 /* analyze.h's more_findings for watch; ctx is a vqc_watch_ctx. */
 void vqc_watch_more_findings(void *ctx, vqc_findings *known,
                              vqc_findings *out);

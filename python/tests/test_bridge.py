@@ -70,7 +70,14 @@ def test_lost_result_rule_reports_only_temporaries(tmp_path):
         assert f["site"]["func"] == "main"
     assert {(f["tensor"], f["detail"]["result"]) for f in found} == {
         ("x.t().contiguous()", "temporary"), ("x + 1", "temporary"),
-        ("y", "not waited")}
+        ("y", "not waited"), ("z", "discarded")}
+    # The fields the C checker's lost_inplace findings have too.
+    for f in found:
+        for key in ("op", "dtype", "count", "out_of_place", "result",
+                    "reason"):
+            assert key in f["detail"], (key, f)
+        assert f["detail"]["out_of_place"] == \
+            (f["detail"]["result"] == "discarded")
 
 
 def test_no_bridge_without_vqcheck_watch(tmp_path):
@@ -206,3 +213,103 @@ def test_a_check_that_stops_mid_run_is_never_clean(cli, tmp_path):
     assert rc == 3, (run and run["findings"], err)
     assert "the bridge's state check failed" in err
     assert "clean end" in run["training"]["message"]
+
+
+def _line_of(job, text):
+    return next(i + 1 for i, t in enumerate(job.read_text().splitlines())
+                if text in t)
+
+
+def _ledger_lines(run_dir, rank):
+    path = Path(run_dir) / f"rank-{rank}.live.jsonl"
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    return [x for x in lines if "event" not in x]
+
+
+def test_collectives_are_in_the_ledger_and_agree(cli, tmp_path):
+    """Every default-group collective is an entered line then a done line
+    in rank-<r>.live.jsonl, with torch's dtype, the count and the call
+    site; the ranks' ledgers agree, so the job is clean. Sub-group calls
+    and send/recv, which rank 2 never makes, are not in the ledger (they
+    would misalign it)."""
+    job = JOBS / "extra_collective.py"
+    rc, run, err = watch(cli, tmp_path / "run", 3, [job, "subgroup", "3"])
+    assert rc == 0, (err, run and run["findings"])
+    stats = _line_of(job, "dist.all_reduce(stats)")
+    for rank in range(3):
+        lines = _ledger_lines(tmp_path / "run", rank)
+        done = [x for x in lines if x["state"] == "done"]
+        assert [x["state"] for x in lines] == ["entered", "done"] * 12
+        assert [x["seq"] for x in done] == list(range(1, 13))
+        first = done[0]
+        assert (first["op"], first["redop"], first["dtype"], first["count"],
+                first["root"], first["rank"]) == \
+            ("all_reduce", "sum", "float32", 4, -1, rank)
+        assert (first["line"], first["func"]) == (stats, "sync_stats")
+        assert first["file"] == str(job)
+        assert first["t_exit_ns"] >= first["t_enter_ns"] > 0
+
+
+def test_an_extra_collective_on_one_rank_names_its_line(cli, tmp_path):
+    """Rank 1 makes one all_reduce the others do not: gloo pairs it with
+    rank 0's next all_reduce (of another size) and rank 0 then waits
+    forever. The finding is the misaligned collective from the ledgers:
+    rank 0 waiting in sync_stats, rank 1's extra call at its line."""
+    job = JOBS / "extra_collective.py"
+    p = subprocess.run([cli, "watch", "--nproc", "2", "--timeout", "3",
+                        "--out", str(tmp_path / "run"), "--json", "--",
+                        sys.executable, str(job), "extra"],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode == 1, p.stderr
+    run = json.loads(p.stdout)
+    [dead] = [f for f in run["findings"] if f["kind"] == "deadlock"]
+    extra = _line_of(job, "# EXTRA")
+    stats = _line_of(job, "dist.all_reduce(stats)")
+    assert dead["detail"]["misaligned"] is True
+    assert dead["ranks"] == [1] and dead["step"] == 2
+    assert dead["site"].endswith(f"extra_collective.py:{stats} sync_stats")
+    [missing] = dead["detail"]["missing"]
+    assert missing["record"]["site"].endswith(
+        f"extra_collective.py:{extra} main"), missing
+    assert missing["record"]["count"] == 1
+    assert f"all_reduce(float32, count 1) at {job}:{extra} main" in \
+        dead["message"], dead["message"]
+    # Besides: the extra call's temporary. gloo sometimes writes rank 0's 4
+    # floats into rank 1's 1-float buffer and rank 1 dies of SIGSEGV in its
+    # next call; that rank is then a rank_failure too.
+    others = sorted(f["kind"] for f in run["findings"] if f is not dead)
+    assert others in (["lost_inplace"], ["lost_inplace", "rank_failure"]), \
+        run["findings"]
+    for f in run["findings"]:
+        if f["kind"] == "rank_failure":
+            assert f["ranks"] == [1], f
+
+
+@pytest.mark.parametrize("mode", ["dropped", "fixed", "async_dropped",
+                                  "async_waited"])
+def test_discarded_out_of_place_result(cli, tmp_path, mode):
+    """torch.distributed.nn's all_reduce returns its result: dropping it is
+    lost_inplace at the call (detail result "discarded"), although the
+    replicas never diverge; `t = dist_nn.all_reduce(t)` is clean. An
+    async_op=True Work never waited on is reported, a waited one is not."""
+    job = JOBS / "distributed_mean.py"
+    rc, run, err = watch(cli, tmp_path / "run", 2, [job, mode])
+    if mode in ("fixed", "async_waited"):
+        assert rc == 0, (err, run and run["findings"])
+        assert run["findings"] == []
+        return
+    assert rc == 1, err
+    [f] = run["findings"]
+    assert f["kind"] == "lost_inplace" and f["ranks"] == [0, 1], f
+    if mode == "dropped":
+        line = _line_of(job, "# DROPPED")
+        assert f["site"].endswith(f"distributed_mean.py:{line} "
+                                  "distributed_mean"), f
+        assert f["detail"]["result"] == "discarded"
+        assert f["detail"]["out_of_place"] is True
+        assert f["detail"]["op"] == "all_reduce"
+    else:
+        line = _line_of(job, "# ASYNC")
+        assert f["site"].endswith(f"distributed_mean.py:{line} log_loss"), f
+        assert f["detail"]["result"] == "not waited"

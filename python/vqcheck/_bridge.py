@@ -14,13 +14,18 @@ process. Nothing happens until the job imports torch; then the bridge hooks:
   step (wrapped per instance, as vqcheck.torch.watch does); its state is
   digested too. vqcheck.torch.step() ends a step in a program without one.
 - torch.distributed collectives, every one, under both names libraries use
-  (torch.distributed.X, torch.distributed.distributed_c10d.X), hooked
+  (torch.distributed.X, torch.distributed.distributed_c10d.X), and the
+  out-of-place ones of torch.distributed.nn (and .functional), hooked
   before the user's imports, numbered with their call sites:
-  - an in-place one (all_reduce, broadcast, reduce, all_reduce_coalesced)
-    on a tensor nobody else can read afterwards is a `lost_inplace` finding
-    at the call site (rule below), and so is an async_op=True call whose
-    Work is garbage-collected without wait() (or get_future(), result(),
-    synchronize());
+  - those of the default group are written to the rank's ledger lines in
+    rank-<r>.live.jsonl (entered before the call, done or failed after it),
+    which the C analysis compares across ranks (deadlock,
+    collective_mismatch); point-to-point and sub-group calls are followed
+    for hangs only;
+  - an in-place one on a tensor nobody else can read afterwards, an
+    out-of-place one whose result is dropped, and an async_op=True call
+    whose Work is never waited on are `lost_inplace` findings at the call
+    site (rules below);
   - one in flight longer than VQC_WATCH_TIMEOUT makes the rank dump its
     stacks and a hang marker (watch_for_hangs), and SIGUSR1 dumps stacks;
   - all_gather of a tensor that requires grad while autograd records, whose
@@ -37,22 +42,42 @@ process that never trains (a DataLoader worker) writes nothing:
   rank-<r>.trace.jsonl     digests at every VQC_WATCH_INTERVAL-th step end
                            and the last (docs/trace-format.md)
   rank-<r>.live.jsonl      start / step / finished events, so a rank that
-                           died is told from one that finished
+                           died is told from one that finished, and the
+                           ledger lines of its collectives
   rank-<r>.findings.jsonl  findings made in the process (run.json's finding
                            format), one line each, reported once per site
 
-The lost-result rule. An in-place collective writes its result into the
-tensor it is given. If, at the call, that tensor object is referenced only
-by the call itself (CPython's reference count, measured against a probe
-made at install time), is not a view of another tensor (`_base` is None),
-and so shares storage with nothing the program holds, then nothing can read
-the result once the call returns: `all_reduce(x.contiguous())` where the
-contiguous() copied, `all_reduce(a + b)`. Not reported: a named tensor, a
-view of one (`all_reduce(x[0])`), an element of a list, a contiguous() that
-returned its input. Limits: a tensor that shares memory with a numpy array
-or another framework (torch.from_numpy, dlpack) passed as a temporary is
-reported although the array sees the result; a call through the user's own
-wrappers that hold extra references is not reported.
+The lost-result rules (docs/pytorch.md has the examples), decided at the
+call, from what holds the tensor and what the caller's next instruction is
+(a backend may hold a tensor for a moment after the call, in a gloo worker
+thread, so nothing is inferred from when objects die):
+- In-place collectives (all_reduce, broadcast, reduce, all_reduce_coalesced)
+  write their result into the tensor they are given. It is lost when, at
+  the call, nothing but the call references that tensor object (CPython's
+  reference count against a probe made at install time), C++ does not hold
+  it either (the TensorImpl's use count: a parameter's .grad, a tensor saved
+  for backward), it is not a view (`_base` is None) and no other tensor
+  shares its storage (the storage's use count): `all_reduce(x.contiguous())`
+  where contiguous() copied, `all_reduce(a + b)`. Not reported: a named
+  tensor, a view, a list element, `p.grad`, `p.data`, `x.detach()`, a
+  contiguous() that returned its input. The use counts are read where
+  c10::intrusive_ptr_target keeps them, checked on probes (_use_counter);
+  where that check fails, the program's parameters, buffers and gradients
+  stand in for "shares its storage".
+- Out-of-place collectives (torch.distributed.nn's all_reduce, all_gather,
+  broadcast, ...; torch.distributed._functional_collectives where present)
+  return a new tensor and leave their input alone. The result is discarded
+  when the caller's next instruction after the call is POP_TOP (an
+  expression statement: `dist_nn.all_reduce(t)` on a line of its own).
+  Assigned (even to `_`), returned, passed on or used in an expression, it
+  is never reported.
+- An async_op=True collective whose Work is garbage-collected without
+  wait() (or get_future(), result(), synchronize()) is reported.
+Limits: memory shared with numpy or another framework (torch.from_numpy,
+dlpack) is not seen, so such a temporary is reported although the array
+sees the result; a result dropped by the caller of the user's own helper
+that returned it is not reported (only the frame that made the call is
+looked at).
 
 The bridge never stops the job: an error inside it is printed once on
 stderr and that part of the bridge turns itself off.
@@ -88,10 +113,10 @@ def install() -> None:
     except ValueError:
         interval = 1
     _state = _Bridge(os.path.abspath(out), interval)
-    if "torch" in sys.modules:
-        _state.patch_torch()
-    else:
-        sys.meta_path.insert(0, _TorchImportHook())
+    sys.meta_path.insert(0, _TorchImportHook())
+    for name in _PATCHED_MODULES:
+        if name in sys.modules:
+            _state.patch_module(name)
     atexit.register(_state.at_exit)
 
 
@@ -106,14 +131,15 @@ def step_end() -> None:
 
 
 class _TorchImportHook(importlib.abc.MetaPathFinder):
-    """Finds `torch` the normal way and wraps its loader so that the bridge
-    patches torch once its import has run."""
+    """Finds the modules the bridge patches (_PATCHED_MODULES) the normal
+    way and wraps their loaders, so that the bridge patches each once its
+    import has run (before the importer binds any of its names)."""
 
     def __init__(self) -> None:
         self._busy = False
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name != "torch" or self._busy:
+        if name not in _PATCHED_MODULES or self._busy:
             return None
         self._busy = True
         try:
@@ -122,23 +148,27 @@ class _TorchImportHook(importlib.abc.MetaPathFinder):
             self._busy = False
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _PatchingLoader(spec.loader, self)
+        spec.loader = _PatchingLoader(spec.loader, name)
         return spec
 
 
 class _PatchingLoader(importlib.abc.Loader):
-    def __init__(self, inner: Any, hook: _TorchImportHook) -> None:
-        self._inner, self._hook = inner, hook
+    def __init__(self, inner: Any, name: str) -> None:
+        self._inner, self._name = inner, name
 
     def create_module(self, spec: Any) -> Any:
         return self._inner.create_module(spec)
 
     def exec_module(self, module: Any) -> None:
         self._inner.exec_module(module)
-        if self._hook in sys.meta_path:
-            sys.meta_path.remove(self._hook)
         if _state is not None:
-            _state.patch_torch()
+            _state.patch_module(self._name)
+
+
+# torch itself, and the packages of out-of-place collectives, which torch
+# does not import by itself.
+_PATCHED_MODULES = ("torch", "torch.distributed.nn",
+                    "torch.distributed._functional_collectives")
 
 
 # ---- the bridge's state in one process
@@ -159,8 +189,10 @@ class _Bridge:
         self.failed = False                   # an unhandled exception
         self.disabled: set = set()            # parts turned off by an error
         self.disabled_by_io = False           # one of them by an OSError
-        self.patched = False
+        self.patched: set = set()           # modules hooked
         self.baseline_refs = 0
+        self.tensor_holders: Any = None       # see _use_counter
+        self.storage_holders: Any = None
         try:
             self.timeout = float(os.environ.get("VQC_WATCH_TIMEOUT", "60"))
         except ValueError:
@@ -169,6 +201,10 @@ class _Bridge:
         # (op, site text, monotonic start, step)), the last one completed.
         self.seq = 0
         self.in_flight: Dict[int, Tuple[str, str, float, int]] = {}
+        # The ledger: collectives of the default (world) group only, so that
+        # sequence numbers line up across ranks (see _ledger_fields).
+        self.ledger_seq = 0
+        self.nesting = threading.local()  # collectives inside collectives
         self.last_completed: Optional[Dict[str, Any]] = None
         self.watchdog: Optional[threading.Thread] = None
         self.hang_reported = False
@@ -285,15 +321,25 @@ class _Bridge:
 
     # -- hooks into torch
 
-    def patch_torch(self) -> None:
+    def patch_module(self, name: str) -> None:
+        """Hooks into module `name` (of _PATCHED_MODULES), once."""
         with self.lock:
-            if self.patched:
+            if name in self.patched:
                 return
-            self.patched = True
+            self.patched.add(name)
+        if name == "torch":
+            self.patch_torch()
+        else:
+            self._patch_out_of_place(sys.modules[name])
+
+    def patch_torch(self) -> None:
         torch = sys.modules["torch"]
         self._patch_module_init(torch)
         self._patch_optimizer_init(torch)
         self._patch_collectives(torch)
+        for name in _PATCHED_MODULES[1:]:
+            if name in sys.modules:
+                self.patch_module(name)
         excepthook = sys.excepthook
 
         def note_failure(*args: Any) -> None:
@@ -340,19 +386,49 @@ class _Bridge:
             return
         c10d = dist.distributed_c10d
         self.baseline_refs = _probe_refcount(torch)
+        self.tensor_holders = _use_counter(torch, "tensor")
+        self.storage_holders = _use_counter(torch, "storage")
         for name in _COLLECTIVES:
             original = getattr(c10d, name, None)
             if original is None or getattr(original, "_vqcheck", False):
                 continue
-            wrapper = _collective_wrapper(self, name, original,
-                                          name in _INPLACE)
+            wrapper = _collective_wrapper(
+                self, name, original,
+                "inplace" if name in _INPLACE else "other")
             setattr(c10d, name, wrapper)
             if getattr(dist, name, None) is original:
                 setattr(dist, name, wrapper)
 
+    def _patch_out_of_place(self, module: Any) -> None:
+        """torch.distributed.nn (its names, and .functional's, which it
+        re-exports) or torch.distributed._functional_collectives: the
+        collectives that return their result."""
+        targets = [module]
+        functional = getattr(module, "functional", None)
+        if functional is not None and hasattr(functional, "all_reduce"):
+            targets.append(functional)
+        for target in targets:
+            for name in _OUT_OF_PLACE:
+                original = getattr(target, name, None)
+                if not callable(original):
+                    continue
+                if getattr(original, "_vqcheck", False):
+                    continue
+                wrapper = _WRAPPED.get(id(original))
+                if wrapper is None:
+                    wrapper = _collective_wrapper(self, name, original,
+                                                  "out_of_place")
+                    _WRAPPED[id(original)] = wrapper
+                setattr(target, name, wrapper)
+
     # -- collectives in flight, and the watchdog that reports a hang
 
-    def enter(self, op: str, frame: Any) -> int:
+    def enter(self, op: str, frame: Any,
+              fields: Optional[Dict[str, Any]]) -> Tuple[int, Any]:
+        """Collective `op` called from frame: in flight for the watchdog and,
+        with ledger fields, an "entered" line in rank-<r>.live.jsonl (written
+        before the call, so a process killed in it keeps the line). Returns
+        (seq, the ledger line or None) for leave()."""
         site = _outside(frame)
         text = (f"{site.f_code.co_filename}:{site.f_lineno} "
                 f"{site.f_code.co_name}") if site is not None else "?"
@@ -366,14 +442,36 @@ class _Bridge:
                     target=self.watch_for_hangs, name="vqcheck-watchdog",
                     daemon=True)
                 self.watchdog.start()
-            return self.seq
+            record = None
+            if fields is not None and "ledger" not in self.disabled:
+                self.ledger_seq += 1
+                record = {"seq": self.ledger_seq, "rank": self.rank,
+                          "op": op, **fields,
+                          "file": site.f_code.co_filename if site else "?",
+                          "line": site.f_lineno if site else 0,
+                          "func": site.f_code.co_name if site else "?",
+                          "t_enter_ns": time.monotonic_ns(), "t_exit_ns": 0,
+                          "state": "entered", "status": ""}
+                self.live_event(record)
+            return self.seq, record
 
-    def leave(self, seq: int) -> None:
+    def leave(self, seq: int, record: Any,
+              error: Optional[BaseException]) -> None:
+        """The call returned (or raised error): its "done" or "failed"
+        line, which replaces the "entered" one."""
         with self.lock:
             entry = self.in_flight.pop(seq, None)
             if entry is not None:
                 self.last_completed = {"op": entry[0], "seq": seq,
                                        "site": entry[1]}
+            if record is not None:
+                record["t_exit_ns"] = time.monotonic_ns()
+                if error is None:
+                    record["state"], record["status"] = "done", "VQC_OK"
+                else:
+                    record["state"] = "failed"
+                    record["status"] = type(error).__name__[:23]
+                self.live_event(record)
 
     def watch_for_hangs(self) -> None:
         """Every 0.2 s: a collective in flight longer than the timeout
@@ -612,53 +710,183 @@ _COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "all_gather",
 _INPLACE = ("all_reduce", "broadcast", "reduce", "all_reduce_coalesced")
 
 
+# Out-of-place collectives (torch.distributed.nn and _functional_collectives
+# names; those a torch version lacks are skipped). Their wrappers, by the
+# id of the function wrapped, so that a name re-exported by two modules gets
+# one wrapper.
+_OUT_OF_PLACE = ("all_reduce", "all_gather", "all_gather_tensor",
+                 "all_reduce_coalesced", "all_gather_into_tensor_coalesced",
+                 "broadcast", "reduce", "reduce_scatter",
+                 "reduce_scatter_tensor", "reduce_scatter_tensor_coalesced",
+                 "all_to_all", "all_to_all_single", "gather", "scatter")
+_WRAPPED: Dict[int, Any] = {}
+
+
 def _collective_wrapper(bridge: _Bridge, op: str, original: Any,
-                        inplace: bool) -> Any:
+                        kind: str) -> Any:
+    """The wrapper of collective `op`; kind is "inplace" (the result is
+    written into the first argument), "out_of_place" (it is returned) or
+    "other"."""
     import inspect
     try:
         signature: Any = inspect.signature(original)
     except (TypeError, ValueError):
         signature = None
+    inplace = kind == "inplace"
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        nesting = bridge.nesting
+        if getattr(nesting, "depth", 0):
+            # Called by another collective (all_gather_object calls
+            # all_gather; torch.distributed.nn's all_reduce calls
+            # dist.all_reduce): the outer call stands for it.
+            return original(*args, **kwargs)
+        caller = sys._getframe(1)
         tensor = args[0] if args else kwargs.get("tensor")
         if inplace and tensor is not None and \
                 "lost_inplace" not in bridge.disabled:
             try:
                 # args and the local name hold it, beside the caller's refs
                 if sys.getrefcount(tensor) <= bridge.baseline_refs:
-                    _check_lost(bridge, op, tensor, sys._getframe(1))
+                    _check_temporary(bridge, op, tensor, caller)
             except Exception as e:
                 bridge.fail("lost_inplace", e)
-        seq = 0
+        seq, record = 0, None
         if "hang" not in bridge.disabled:
+            fields = None
             try:
-                seq = bridge.enter(op, sys._getframe(1))
+                if "ledger" not in bridge.disabled:
+                    fields = _ledger_fields(op, signature, args, kwargs)
+            except Exception as e:
+                bridge.fail("ledger", e)
+            try:
+                seq, record = bridge.enter(op, caller, fields)
             except Exception as e:
                 bridge.fail("hang", e)
+        nesting.depth = 1
+        error: Optional[BaseException] = None
         try:
-            work = original(*args, **kwargs)
+            result = original(*args, **kwargs)
+        except BaseException as e:
+            error = e
+            raise
         finally:
+            nesting.depth = 0
             if seq:
-                bridge.leave(seq)
-        if op == "all_gather" and "gradient" not in bridge.disabled:
+                try:
+                    bridge.leave(seq, record, error)
+                except Exception as e:
+                    bridge.fail("hang", e)
+        if op == "all_gather" and kind != "out_of_place" and \
+                "gradient" not in bridge.disabled:
             try:
-                bridge.note_gather(args, kwargs, sys._getframe(1))
+                bridge.note_gather(args, kwargs, caller)
             except Exception as e:
                 bridge.fail("gradient", e)
-        if inplace and work is not None and tensor is not None and \
-                "lost_inplace" not in bridge.disabled:
+        if "lost_inplace" not in bridge.disabled:
             try:
-                if _is_async(signature, args, kwargs):
-                    _watch_work(bridge, op, tensor, work, sys._getframe(1))
+                if kind == "out_of_place":
+                    _check_result(bridge, op, result, caller,
+                                  str(getattr(original, "__module__", "")))
+                elif inplace and result is not None and \
+                        tensor is not None and \
+                        _is_async(signature, args, kwargs):
+                    _watch_work(bridge, op, tensor, result, caller)
             except Exception as e:
                 bridge.fail("lost_inplace", e)
-        return work
+        return result
     wrapper._vqcheck = True  # type: ignore[attr-defined]
     wrapper.__wrapped__ = original  # type: ignore[attr-defined]
     wrapper.__name__ = getattr(original, "__name__", op)
+    wrapper.__qualname__ = getattr(original, "__qualname__", op)
+    wrapper.__module__ = getattr(original, "__module__", wrapper.__module__)
     wrapper.__doc__ = getattr(original, "__doc__", None)
     return wrapper
+
+
+# What the ledger records of each collective: the argument whose elements
+# are counted (None: count 0, for collectives whose sizes may differ by rank:
+# objects, all_to_all) and whether it takes a reduction and a root.
+_LEDGER_ARGS: Dict[str, Tuple[Optional[str], bool, Optional[str]]] = {
+    "all_reduce": ("tensor", True, None),
+    "all_reduce_coalesced": ("tensors", True, None),
+    "all_gather": ("tensor", False, None),
+    "all_gather_into_tensor": ("input_tensor", False, None),
+    "_all_gather_base": ("input_tensor", False, None),
+    "all_gather_object": (None, False, None),
+    "reduce_scatter": ("output", True, None),
+    "reduce_scatter_tensor": ("output", True, None),
+    "_reduce_scatter_base": ("output", True, None),
+    "broadcast": ("tensor", False, "src"),
+    "broadcast_object_list": (None, False, "src"),
+    "barrier": (None, False, None),
+    "all_to_all": (None, False, None),
+    "all_to_all_single": (None, False, None),
+    "reduce": ("tensor", True, "dst"),
+    "gather": ("tensor", False, "dst"),
+    "scatter": ("tensor", False, "src"),
+    "gather_object": (None, False, "dst"),
+    "scatter_object_list": (None, False, "src"),
+}
+_REDOPS = ("SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "AVG")
+
+
+def _ledger_fields(op: str, signature: Any, args: Any,
+                   kwargs: Any) -> Optional[Dict[str, Any]]:
+    """The ledger fields of a call (redop, dtype, count, root), or None when
+    it is not compared across ranks: point-to-point (send, recv) and
+    collectives on a group other than the default one, whose calls only
+    that group's ranks make, in their own order. Those are still followed
+    for hangs."""
+    spec = _LEDGER_ARGS.get(op)
+    if spec is None or signature is None:
+        return None
+    bound = signature.bind_partial(*args, **kwargs)
+    bound.apply_defaults()
+    given = bound.arguments
+    group = given.get("group")
+    if group is not None:
+        dist = sys.modules["torch.distributed"]
+        if group is not dist.GroupMember.WORLD:
+            return None
+    counted, reduces, root = spec
+    dtype, count = "", 0
+    value = given.get(counted) if counted else None
+    if isinstance(value, (list, tuple)):  # all_reduce_coalesced
+        count = sum(int(t.numel()) for t in value)
+        value = value[0] if value else None
+    elif value is not None:
+        count = int(value.numel())
+    if value is not None:
+        dtype = str(value.dtype).replace("torch.", "")
+    return {"redop": _redop_name(given.get("op")) if reduces else "",
+            "dtype": dtype, "count": count,
+            "root": _root_of(given.get(root)) if root else -1}
+
+
+def _root_of(value: Any) -> int:
+    try:
+        return int(value) if value is not None else 0
+    except (TypeError, ValueError):
+        return -1
+
+
+def _redop_name(op: Any) -> str:
+    """torch.distributed.ReduceOp X as the ledger's "x" (premul_sum for the
+    per-call reductions torch makes)."""
+    if op is None:
+        return "sum"
+    name = getattr(op, "name", None)  # ReduceOp.RedOpType, newer torch
+    if isinstance(name, str):
+        return name.lower()
+    reduce_op = sys.modules["torch.distributed"].ReduceOp
+    for candidate in _REDOPS:
+        try:
+            if op == getattr(reduce_op, candidate):
+                return candidate.lower()
+        except (TypeError, AttributeError):
+            continue
+    return "premul_sum"
 
 
 def _is_async(signature: Any, args: Any, kwargs: Any) -> bool:
@@ -673,7 +901,7 @@ def _is_async(signature: Any, args: Any, kwargs: Any) -> bool:
 # Works of async collectives not yet waited on: id(work) -> (op, site,
 # tensor description). A Work that is garbage-collected while still here was
 # never waited on: nothing ordered the program's reads after the result.
-_pending_works: Dict[int, Tuple[str, Any, str]] = {}
+_pending_works: Dict[int, Tuple[str, Any, Dict[str, Any]]] = {}
 _work_patched = False
 
 
@@ -687,7 +915,8 @@ def _watch_work(bridge: _Bridge, op: str, tensor: Any, work: Any,
     if site is None:
         return
     where = (site.f_code.co_filename, site.f_lineno, site.f_code.co_name)
-    described = f"{str(tensor.dtype).replace('torch.', '')} {list(tensor.shape)}"
+    described = {"dtype": str(tensor.dtype).replace("torch.", ""),
+                 "shape": list(tensor.shape), "count": int(tensor.numel())}
     key = id(work)
     _pending_works[key] = (op, where, described)
 
@@ -714,7 +943,7 @@ def _patch_work_class(cls: Any) -> None:
 
 
 def _report_unwaited(bridge: _Bridge, op: str, where: Tuple[str, int, str],
-                     described: str) -> None:
+                     described: Dict[str, Any]) -> None:
     file, line, func = where
     source = linecache.getline(file, line).strip()
     bridge.report_once(
@@ -725,8 +954,9 @@ def _report_unwaited(bridge: _Bridge, op: str, where: Tuple[str, int, str],
         f"{': `' + source + '`' if source else ''}; nothing orders the "
         "program's reads of the tensor after the result arrives. Call "
         "work.wait() before using the tensor",
-        {"op": op, "result": "not waited", "tensor": described,
-         "source": source,
+        {"op": op, "out_of_place": False, "result": "not waited",
+         "reason": "async collective's Work never waited on",
+         **described, "source": source,
          "rule": "the Work was garbage-collected without wait(), "
                  "get_future(), result() or synchronize()"})
 
@@ -740,18 +970,140 @@ def _outside(frame: Any) -> Any:
     return frame
 
 
-def _check_lost(bridge: _Bridge, op: str, tensor: Any, frame: Any) -> None:
+# ---- lost results: who else holds a tensor, what the caller does next
+
+
+_instructions: Dict[Any, List[Tuple[int, str]]] = {}
+
+
+def _code_instructions(code: Any) -> List[Tuple[int, str]]:
+    """(offset, opname) of every instruction of code, CACHE entries
+    included (f_lasti points at one during a call in CPython 3.11)."""
+    found = _instructions.get(code)
+    if found is None:
+        import dis
+        try:
+            found = [(i.offset, i.opname) for i in
+                     dis.get_instructions(code, show_caches=True)]
+        except TypeError:  # Python < 3.11: no caches
+            found = [(i.offset, i.opname) for i in dis.get_instructions(code)]
+        _instructions[code] = found
+    return found
+
+
+def _result_dropped(caller: Any) -> bool:
+    """Whether frame `caller`, now in a call, pops the call's value right
+    after it: the first instruction after the call (past its CACHE
+    entries) is POP_TOP, which is what an expression statement compiles
+    to. An assignment, a return, an argument or an operand is not."""
+    code, lasti = caller.f_code, caller.f_lasti
+    for offset, name in _code_instructions(code):
+        if offset > lasti and name != "CACHE":
+            return name == "POP_TOP"
+    return False
+
+
+def _use_counter(torch: Any, of: str) -> Any:
+    """A function telling how many holders a tensor's TensorImpl (of=
+    "tensor") or storage (of="storage") has, beside the caller's Python
+    object; None when this torch does not let it be read reliably.
+
+    Both are c10::intrusive_ptr_target objects: a vtable pointer, then the
+    atomic reference count, read at that offset from the address torch
+    gives (`tensor._cdata`, `storage._cdata`). torch's own
+    `_storage_Use_Count` is used where it exists. The reading is checked on
+    probes whose holders are known (a fresh tensor; the same tensor held
+    once more by C++: as a parameter's .grad, or by a detach()ed tensor
+    sharing its storage); any surprise turns the reader off."""
+    import ctypes
+
+    def storage_of(t: Any) -> Any:
+        st = t.untyped_storage() if hasattr(t, "untyped_storage") \
+            else t.storage()
+        return getattr(st, "_storage", st)  # TypedStorage -> Untyped
+
+    official = getattr(torch._C, "_storage_Use_Count", None)
+
+    def raw(t: Any) -> int:
+        if of == "tensor":
+            address = t._cdata
+        else:
+            st = storage_of(t)  # alive while its count is read
+            if official is not None:
+                return int(official(st._cdata))
+            address = st._cdata
+        return int(ctypes.c_size_t.from_address(
+            address + ctypes.sizeof(ctypes.c_void_p)).value)
+    try:
+        fresh = torch.zeros(4)
+        base = raw(fresh)
+        if raw(torch.zeros(2)) != base:
+            return None
+        if of == "tensor":
+            holder = torch.nn.Parameter(torch.zeros(4))
+            holder.grad = fresh
+            held = raw(fresh)
+            holder.grad = None
+        else:
+            holder = fresh.detach()
+            held = raw(fresh)
+            del holder
+        if held != base + 1 or raw(fresh) != base:
+            return None
+    except Exception:
+        return None
+    return lambda t: raw(t) - base + 1
+
+
+def _held_elsewhere(bridge: _Bridge, tensor: Any) -> bool:
+    """Whether something besides the call can read what is written into
+    tensor: C++ holds the tensor itself (a parameter's .grad, a tensor
+    saved for backward) or another tensor shares its storage (p.data,
+    x.detach()). Without use counts: the program's parameters, buffers and
+    gradients, by address."""
+    if bridge.tensor_holders is not None and \
+            bridge.tensor_holders(tensor) > 1:
+        return True
+    if bridge.storage_holders is not None:
+        return bool(bridge.storage_holders(tensor) > 1)
+    ptr = tensor.data_ptr()
+    for module in bridge.live_modules():
+        for t in list(module.parameters(recurse=False)) + \
+                list(module.buffers(recurse=False)):
+            if t.data_ptr() == ptr or \
+                    (t.grad is not None and t.grad.data_ptr() == ptr):
+                return True
+    return False
+
+
+def _check_temporary(bridge: _Bridge, op: str, tensor: Any,
+                     caller: Any) -> None:
+    """An in-place collective's tensor that only the call references (the
+    caller checked the Python reference count): reported unless it is a
+    view or something else holds it (see the rules above). Decided before
+    the call runs: afterwards the backend may still hold the tensor for a
+    moment (a gloo worker thread), which would blur any later sign."""
     torch = sys.modules["torch"]
     if not isinstance(tensor, torch.Tensor) or tensor._base is not None:
         return
-    site = _outside(frame)
+    if _held_elsewhere(bridge, tensor):
+        return
+    site = _outside(caller)
     if site is None:
         return
-    code = site.f_code
-    file, line, func = code.co_filename, site.f_lineno, code.co_name
+    where = (site.f_code.co_filename, site.f_lineno, site.f_code.co_name)
+    _report_temporary(bridge, op, where,
+                      {"dtype": str(tensor.dtype).replace("torch.", ""),
+                       "shape": list(tensor.shape),
+                       "count": int(tensor.numel())})
+
+
+def _report_temporary(bridge: _Bridge, op: str, where: Tuple[str, int, str],
+                      described: Dict[str, Any]) -> None:
+    file, line, func = where
     source = linecache.getline(file, line).strip()
     bridge.report_once(
-        (op, file, line), "lost_inplace", (file, line, func),
+        (op, file, line), "lost_inplace", where,
         _argument_text(source, op) or f"a temporary {op} input",
         f"{op} at {os.path.basename(file)}:{line} ({func}) writes its "
         "result into a temporary tensor that nothing else references"
@@ -759,11 +1111,48 @@ def _check_lost(bridge: _Bridge, op: str, tensor: Any, frame: Any) -> None:
         "away when the call returns and every rank keeps its own values. "
         f"Keep the tensor and use it: `t = x.contiguous(); {op}(t)`, then "
         "read t",
-        {"op": op, "result": "temporary",
-         "dtype": str(tensor.dtype).replace("torch.", ""),
-         "shape": list(tensor.shape), "source": source,
-         "rule": "the tensor object had no reference but the call's and is "
-                 "not a view (vqcheck._bridge)"})
+        dict(described, op=op, out_of_place=False, result="temporary",
+             reason="reduced a temporary tensor; the result never reached "
+                    "the program",
+             source=source,
+             rule="at the call, nothing but the call referenced the tensor "
+                  "(Python or C++), it was not a view and shared its storage "
+                  "with no other tensor (vqcheck._bridge)"))
+
+
+def _check_result(bridge: _Bridge, op: str, result: Any, caller: Any,
+                  module: str) -> None:
+    """An out-of-place collective's result that the caller pops unread (an
+    expression statement) is reported. A tuple result (all_gather) is
+    described by its first tensor."""
+    torch = sys.modules["torch"]
+    first = result
+    if isinstance(result, (tuple, list)):
+        first = result[0] if result else None
+    if not isinstance(first, torch.Tensor) or not _result_dropped(caller):
+        return
+    site = _outside(caller)
+    if site is None:
+        return
+    file, line, func = (site.f_code.co_filename, site.f_lineno,
+                        site.f_code.co_name)
+    source = linecache.getline(file, line).strip()
+    bridge.report_once(
+        ("discarded", op, file, line), "lost_inplace", (file, line, func),
+        _argument_text(source, op) or f"the {op} input",
+        f"{op} at {os.path.basename(file)}:{line} ({func}) returns its "
+        "result as a new tensor and leaves its input unchanged, but the "
+        f"result is discarded{': `' + source + '`' if source else ''}; "
+        "the program goes on with this rank's own values. Use the "
+        f"result: `t = {op}(t)`",
+        {"op": op, "out_of_place": True, "result": "discarded",
+         "reason": "out-of-place collective result never read",
+         "source": source,
+         "dtype": str(first.dtype).replace("torch.", ""),
+         "shape": list(first.shape), "count": int(first.numel()),
+         "rule": f"the value returned by the out-of-place {op} ({module}) "
+                 "is popped by the instruction after the call: an "
+                 "expression statement (vqcheck._bridge)"})
 
 
 def _argument_text(source: str, op: str, index: int = 0) -> str:

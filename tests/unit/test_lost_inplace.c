@@ -305,6 +305,7 @@ Test(lost_inplace, a_discarded_out_of_place_result_is_flagged) {
   cr_expect_str_eq(detail_str(f, "reason"),
                    "out-of-place collective result never read");
   cr_expect(json_is_true(json_object_get(f->detail, "out_of_place")));
+  cr_expect_str_eq(detail_str(f, "result"), "discarded");
   vqc_findings_free(&w.findings);
 }
 

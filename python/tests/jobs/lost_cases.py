@@ -1,13 +1,27 @@
-"""One gloo rank (world 1) making in-place collectives on every kind of
-argument, for the bridge's lost-result rule. Only the two temporaries
-(lines marked LOST) may be reported; run under the bridge
-(VQC_WATCH_DIR set, python/bridge on PYTHONPATH)."""
+"""One gloo rank (world 1) making collectives on every kind of argument,
+for the bridge's lost-result rules. Only the lines marked LOST may be
+reported (two temporaries, a Work never waited on, two dropped out-of-place
+results); run under the bridge (VQC_WATCH_DIR set, python/bridge on
+PYTHONPATH)."""
 import datetime
 import os
 
 import torch
 import torch.distributed as dist
 from torch.distributed import all_reduce as aliased_all_reduce
+from torch.distributed import nn as dist_nn
+from torch.distributed.nn import functional as nn_functional
+
+
+kept_results = []
+
+
+def keep(t):
+    kept_results.append(t)
+
+
+def returned(t):
+    return dist_nn.all_reduce(t)
 
 
 def reduce_named(t):
@@ -38,6 +52,21 @@ def main():
         w.wait()
     dist.all_reduce(y, async_op=True)                   # LOST: never waited
     del works
+    model = torch.nn.Linear(3, 2)
+    model(x).sum().backward()
+    for p in model.parameters():
+        dist.all_reduce(p.grad)                         # torch keeps p.grad
+        dist.all_reduce(p.data)                         # shares p's storage
+        dist.broadcast(p.detach(), 0)                   # shares p's storage
+    dist.all_reduce(x.detach())                         # shares x's storage
+    for _ in range(2):
+        y = dist_nn.all_reduce(y)                       # rebound each time
+    _ = dist_nn.all_reduce(y)                           # assigned
+    z = dist_nn.all_reduce(y) / 2                       # used in an expression
+    keep(dist_nn.all_reduce(z))                         # passed on
+    z = returned(z)                                     # returned
+    dist_nn.all_reduce(z)                               # LOST: discarded
+    nn_functional.broadcast(z, 0)                       # LOST: discarded too
     dist.destroy_process_group()
 
 
