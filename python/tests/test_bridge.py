@@ -243,8 +243,8 @@ def test_collectives_are_in_the_ledger_and_agree(cli, tmp_path):
         assert [x["seq"] for x in done] == list(range(1, 13))
         first = done[0]
         assert (first["op"], first["redop"], first["dtype"], first["count"],
-                first["root"], first["rank"]) == \
-            ("all_reduce", "sum", "float32", 4, -1, rank)
+                first["root"], first["rank"], first["group_size"]) == \
+            ("all_reduce", "sum", "float32", 4, -1, rank, 3)
         assert (first["line"], first["func"]) == (stats, "sync_stats")
         assert first["file"] == str(job)
         assert first["t_exit_ns"] >= first["t_enter_ns"] > 0

@@ -204,6 +204,7 @@ class _Bridge:
         # The ledger: collectives of the default (world) group only, so that
         # sequence numbers line up across ranks (see _ledger_fields).
         self.ledger_seq = 0
+        self.middles: Dict[Any, str] = {}    # see ledger_middle
         self.nesting = threading.local()  # collectives inside collectives
         self.last_completed: Optional[Dict[str, Any]] = None
         self.watchdog: Optional[threading.Thread] = None
@@ -445,15 +446,45 @@ class _Bridge:
             record = None
             if fields is not None and "ledger" not in self.disabled:
                 self.ledger_seq += 1
-                record = {"seq": self.ledger_seq, "rank": self.rank,
-                          "op": op, **fields,
-                          "file": site.f_code.co_filename if site else "?",
-                          "line": site.f_lineno if site else 0,
-                          "func": site.f_code.co_name if site else "?",
-                          "t_enter_ns": time.monotonic_ns(), "t_exit_ns": 0,
-                          "state": "entered", "status": ""}
-                self.live_event(record)
+                middle = self.ledger_middle(op, fields, site)
+                record = (self.ledger_seq, middle, time.monotonic_ns())
+                self.write_ledger(record, 0, "entered", '""')
             return self.seq, record
+
+    def ledger_middle(self, op: str, fields: Dict[str, Any],
+                      site: Any) -> str:
+        """The part of a ledger line between "rank" and "t_enter_ns": the
+        same for every call of one collective at one site, so it is made
+        once (a training loop repeats a few thousand such lines)."""
+        file = site.f_code.co_filename if site is not None else "?"
+        line = site.f_lineno if site is not None else 0
+        func = site.f_code.co_name if site is not None else "?"
+        key = (op, fields["redop"], fields["dtype"], fields["count"],
+               fields["root"], file, line, func)
+        middle = self.middles.get(key)
+        if middle is None:
+            if len(self.middles) > 4096:
+                self.middles.clear()
+            # group_size: the default group's, the only one ledgered.
+            middle = json.dumps({"op": op, **fields,
+                                 "group_size": self.world_size(),
+                                 "file": file, "line": line, "func": func},
+                                separators=(",", ":"))[1:-1] + ","
+            self.middles[key] = middle
+        return middle
+
+    def write_ledger(self, record: Tuple[int, str, int], t_exit: int,
+                     state: str, status: str) -> None:
+        """One ledger line (ledger_analysis.h's format) in the live record,
+        one write(2) like every line there; status is JSON text."""
+        seq, middle, t_enter = record
+        if self.live_fd is None:
+            return
+        os.write(self.live_fd, (
+            f'{{"seq":{seq},"rank":{self.rank},{middle}'
+            f'"t_enter_ns":{t_enter},"t_exit_ns":{t_exit},'
+            f'"state":"{state}","status":{status}}}\n'
+        ).encode("utf-8", "replace"))
 
     def leave(self, seq: int, record: Any,
               error: Optional[BaseException]) -> None:
@@ -465,13 +496,12 @@ class _Bridge:
                 self.last_completed = {"op": entry[0], "seq": seq,
                                        "site": entry[1]}
             if record is not None:
-                record["t_exit_ns"] = time.monotonic_ns()
                 if error is None:
-                    record["state"], record["status"] = "done", "VQC_OK"
+                    self.write_ledger(record, time.monotonic_ns(), "done",
+                                      '"VQC_OK"')
                 else:
-                    record["state"] = "failed"
-                    record["status"] = type(error).__name__[:23]
-                self.live_event(record)
+                    self.write_ledger(record, time.monotonic_ns(), "failed",
+                                      json.dumps(type(error).__name__[:23]))
 
     def watch_for_hangs(self) -> None:
         """Every 0.2 s: a collective in flight longer than the timeout
@@ -729,9 +759,9 @@ def _collective_wrapper(bridge: _Bridge, op: str, original: Any,
     "other"."""
     import inspect
     try:
-        signature: Any = inspect.signature(original)
+        params = _parameters(inspect.signature(original))
     except (TypeError, ValueError):
-        signature = None
+        params = None
     inplace = kind == "inplace"
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
@@ -755,8 +785,10 @@ def _collective_wrapper(bridge: _Bridge, op: str, original: Any,
         if "hang" not in bridge.disabled:
             fields = None
             try:
-                if "ledger" not in bridge.disabled:
-                    fields = _ledger_fields(op, signature, args, kwargs)
+                if "ledger" not in bridge.disabled and params is not None \
+                        and op in _LEDGER_ARGS:
+                    fields = _ledger_fields(op, _arguments(params, args,
+                                                           kwargs))
             except Exception as e:
                 bridge.fail("ledger", e)
             try:
@@ -790,7 +822,7 @@ def _collective_wrapper(bridge: _Bridge, op: str, original: Any,
                                   str(getattr(original, "__module__", "")))
                 elif inplace and result is not None and \
                         tensor is not None and \
-                        _is_async(signature, args, kwargs):
+                        _is_async(params, args, kwargs):
                     _watch_work(bridge, op, tensor, result, caller)
             except Exception as e:
                 bridge.fail("lost_inplace", e)
@@ -831,19 +863,42 @@ _LEDGER_ARGS: Dict[str, Tuple[Optional[str], bool, Optional[str]]] = {
 _REDOPS = ("SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "AVG")
 
 
-def _ledger_fields(op: str, signature: Any, args: Any,
-                   kwargs: Any) -> Optional[Dict[str, Any]]:
-    """The ledger fields of a call (redop, dtype, count, root), or None when
-    it is not compared across ranks: point-to-point (send, recv) and
-    collectives on a group other than the default one, whose calls only
-    that group's ranks make, in their own order. Those are still followed
-    for hangs."""
-    spec = _LEDGER_ARGS.get(op)
-    if spec is None or signature is None:
+def _parameters(signature: Any) -> Optional[Tuple[List[str], Dict[str,
+                                                                   Any]]]:
+    """A function's parameter names in order and their defaults, for
+    _arguments (inspect's bind costs ~20 us a call; this ~1 us)."""
+    if signature is None:
         return None
-    bound = signature.bind_partial(*args, **kwargs)
-    bound.apply_defaults()
-    given = bound.arguments
+    names, defaults = [], {}
+    for name, p in signature.parameters.items():
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        names.append(name)
+        if p.default is not p.empty:
+            defaults[name] = p.default
+    return names, defaults
+
+
+def _arguments(params: Tuple[List[str], Dict[str, Any]], args: Any,
+               kwargs: Any) -> Dict[str, Any]:
+    """Every argument of a call by name, defaults included."""
+    names, defaults = params
+    given = dict(defaults)
+    given.update(zip(names, args))
+    given.update(kwargs)
+    return given
+
+
+def _ledger_fields(op: str, given: Optional[Dict[str, Any]]
+                   ) -> Optional[Dict[str, Any]]:
+    """The ledger fields of a call (redop, dtype, count, root) from its
+    arguments by name, or None when it is not compared across ranks:
+    point-to-point (send, recv) and collectives on a group other than the
+    default one, whose calls only that group's ranks make, in their own
+    order. Those are still followed for hangs."""
+    spec = _LEDGER_ARGS.get(op)
+    if spec is None or given is None:
+        return None
     group = given.get("group")
     if group is not None:
         dist = sys.modules["torch.distributed"]
@@ -858,10 +913,21 @@ def _ledger_fields(op: str, signature: Any, args: Any,
     elif value is not None:
         count = int(value.numel())
     if value is not None:
-        dtype = str(value.dtype).replace("torch.", "")
+        dtype = _dtype_name(value.dtype)
     return {"redop": _redop_name(given.get("op")) if reduces else "",
             "dtype": dtype, "count": count,
             "root": _root_of(given.get(root)) if root else -1}
+
+
+_dtype_names: Dict[Any, str] = {}
+
+
+def _dtype_name(dtype: Any) -> str:
+    """torch.float32 -> "float32" (the digest's names)."""
+    name = _dtype_names.get(dtype)
+    if name is None:
+        name = _dtype_names[dtype] = str(dtype).replace("torch.", "")
+    return name
 
 
 def _root_of(value: Any) -> int:
@@ -871,15 +937,33 @@ def _root_of(value: Any) -> int:
         return -1
 
 
+# ReduceOp's class constants by identity (kept alive here, so an id is never
+# reused): the common case without comparisons.
+_redop_constants: Dict[int, Tuple[Any, str]] = {}
+
+
 def _redop_name(op: Any) -> str:
     """torch.distributed.ReduceOp X as the ledger's "x" (premul_sum for the
     per-call reductions torch makes)."""
     if op is None:
         return "sum"
+    known = _redop_constants.get(id(op))
+    if known is not None:
+        return known[1]
     name = getattr(op, "name", None)  # ReduceOp.RedOpType, newer torch
     if isinstance(name, str):
         return name.lower()
     reduce_op = sys.modules["torch.distributed"].ReduceOp
+    if not _redop_constants:
+        for candidate in _REDOPS:
+            constant = getattr(reduce_op, candidate, None)
+            if constant is not None and \
+                    getattr(reduce_op, candidate) is constant:
+                _redop_constants[id(constant)] = (constant,
+                                                  candidate.lower())
+        known = _redop_constants.get(id(op))
+        if known is not None:
+            return known[1]
     for candidate in _REDOPS:
         try:
             if op == getattr(reduce_op, candidate):
@@ -889,13 +973,12 @@ def _redop_name(op: Any) -> str:
     return "premul_sum"
 
 
-def _is_async(signature: Any, args: Any, kwargs: Any) -> bool:
+def _is_async(params: Any, args: Any, kwargs: Any) -> bool:
     if "async_op" in kwargs:
         return bool(kwargs["async_op"])
-    if signature is None:
+    if params is None:
         return False
-    bound = signature.bind_partial(*args, **kwargs)
-    return bool(bound.arguments.get("async_op", False))
+    return bool(_arguments(params, args, kwargs).get("async_op", False))
 
 
 # Works of async collectives not yet waited on: id(work) -> (op, site,
