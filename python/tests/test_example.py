@@ -50,3 +50,28 @@ def test_planted_bug_is_found_at_its_step(cli, tmp_path):
     assert f["ranks"] == [0, 1] and f["detail"]["majority"] is False, f
     assert {"0.bias", "2.weight", "2.bias"} <= \
         set(f["detail"]["also_differing"]), f
+
+
+@pytest.mark.parametrize("bug", [False, True])
+def test_the_example_under_vqcheck_watch(cli, tmp_path, bug):
+    """The example as a launcher (it starts its 2 ranks itself with
+    torch.multiprocessing): `vqcheck watch -- python ddp_watch.py` checks
+    the ranks it spawns, with no --nproc. Clean: exit 0, no finding;
+    --bug: the same divergence at step 3 as its own traces show."""
+    import json
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("PYTHONPATH", None)
+    p = subprocess.run([cli, "watch", "--out", str(tmp_path / "run"),
+                        "--json", "--", sys.executable, str(EXAMPLE),
+                        "--nproc", "2", "--out", str(tmp_path / "traces"),
+                        *(["--bug"] if bug else [])],
+                       env=env, capture_output=True, text=True, timeout=300)
+    run = json.loads(p.stdout)
+    if not bug:
+        assert p.returncode == 0, (p.stderr[-4000:], run["findings"])
+        assert run["findings"] == []
+        return
+    assert p.returncode == 1, p.stderr[-4000:]
+    [f] = run["findings"]
+    assert (f["kind"], f["step"]) == ("divergence", 3), f
+    assert f["tensor"].endswith("0.weight"), f
