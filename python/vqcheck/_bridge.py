@@ -399,6 +399,12 @@ class _Bridge:
             setattr(c10d, name, wrapper)
             if getattr(dist, name, None) is original:
                 setattr(dist, name, wrapper)
+        original = getattr(c10d, "destroy_process_group", None)
+        if original is not None and not getattr(original, "_vqcheck", False):
+            wrapper = _settle_then(original)
+            c10d.destroy_process_group = wrapper
+            if getattr(dist, "destroy_process_group", None) is original:
+                dist.destroy_process_group = wrapper
 
     def _patch_out_of_place(self, module: Any) -> None:
         """torch.distributed.nn (its names, and .functional's, which it
@@ -715,6 +721,22 @@ def _root_modules(modules: List[Any]) -> List[Tuple[str, Any]]:
 
 
 # ---- lost results of in-place collectives
+
+
+def _settle_then(original: Any) -> Any:
+    """destroy_process_group, after 20 ms without the GIL. torch 1.13's gloo
+    can deadlock at teardown: a worker thread that just finished a call
+    frees its tensors, which needs the GIL, while the main thread joins that
+    worker in ~ProcessGroupGloo holding the GIL (seen with gdb; more likely
+    on a loaded machine, and the bridge's work between calls makes it no
+    less likely). The pause lets such frees happen first."""
+    def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+        time.sleep(0.02)
+        return original(*args, **kwargs)
+    destroy_process_group._vqcheck = True  # type: ignore[attr-defined]
+    destroy_process_group.__wrapped__ = original  # type: ignore
+    destroy_process_group.__doc__ = getattr(original, "__doc__", None)
+    return destroy_process_group
 
 
 def _probe_refcount(torch: Any) -> int:
