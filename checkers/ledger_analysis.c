@@ -924,18 +924,11 @@ static void appendf(char *buf, size_t *k, size_t n, const char *fmt, ...) {
   if (w > 0) *k = *k + (size_t)w < n ? *k + (size_t)w : n - 1;
 }
 
-/* vqc_coll_describe's text for any record: "all_reduce(float32, count 16)",
- * "reduce_scatter(bfloat16, count 8, avg)", "barrier()". */
+/* vqc_coll_describe's text, for any record (torch's collectives too):
+ * "all_reduce(float32, count 16)", "reduce_scatter(bfloat16, count 8, avg)",
+ * "broadcast(float32, count 4, root 0)", "barrier()". */
 static void describe_rec(const drec *r, char *buf, size_t n) {
   const record_op *kind = &record_ops[r->op];
-  if (r->op < VQC_COLL_COUNT && r->dtype != 0) {
-    vqc_dtype dt = VQC_F32;
-    if (vqc_dtype_from_name(dtype_text(r->dtype), &dt) == VQC_OK) {
-      vqc_coll_describe((vqc_coll_op)r->op, dt, (size_t)r->count, r->root,
-                        r->redop >= 0 ? (vqc_redop)r->redop : VQC_SUM, buf, n);
-      return;
-    }
-  }
   size_t k = 0;
   appendf(buf, &k, n, "%s(", kind->name);
   if (r->op == VQC_COLL_BARRIER) {

@@ -785,6 +785,7 @@ def _collective_wrapper(bridge: _Bridge, op: str, original: Any,
     except (TypeError, ValueError):
         params = None
     inplace = kind == "inplace"
+    module = str(getattr(original, "__module__", ""))
 
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         nesting = bridge.nesting
@@ -840,8 +841,7 @@ def _collective_wrapper(bridge: _Bridge, op: str, original: Any,
         if "lost_inplace" not in bridge.disabled:
             try:
                 if kind == "out_of_place":
-                    _check_result(bridge, op, result, caller,
-                                  str(getattr(original, "__module__", "")))
+                    _check_result(bridge, op, result, caller, module)
                 elif inplace and result is not None and \
                         tensor is not None and \
                         _is_async(params, args, kwargs):
