@@ -11,9 +11,21 @@
  *      pass over the bytes;
  *   2. appends one line per entry to run_dir/rank-<r>.trace.jsonl (trace.h)
  *      and flushes it, so a killed job keeps its trace;
- *   3. all_gathers (digest, NaN count, Inf count, first non-finite index) of
- *      every entry over the SIDE channel: 32 bytes per tensor per rank, the
- *      whole cost of a clean check besides reading the state once.
+ *   3. agrees with the other ranks in ONE all_reduce over the SIDE channel
+ *      whose size does not depend on the number of ranks (two-phase
+ *      agreement): per entry the minimum and maximum digest (the maximum is
+ *      sent as the minimum of ~digest, so one MIN reduction carries both),
+ *      and one word saying whether some rank holds non-finite values not yet
+ *      reported: 8 (2T + 1) bytes per rank per check for T entries, however
+ *      many ranks (vqc_comm_get_stats counts them; test_divergence checks it
+ *      stays flat from 2 to 1024 ranks).
+ *   4. only when that shows a problem, a second, localising exchange: the
+ *      digests of the first newly differing entry (8 bytes per rank), the
+ *      ranks' non-finite summaries (32 bytes per rank), then the entry's
+ *      layout and bytes (below). A clean check never pays for it.
+ *
+ * The registry itself (names, dtypes, order) is compared once, at the first
+ * check, with a 4-word all_reduce; a mismatch names the odd rank.
  *
  * Every rank then holds the same table and takes the same decisions, so the
  * extra exchanges below happen in lockstep without further agreement, and
@@ -32,17 +44,18 @@
  * every rank and says "no majority: ranks {0} and {1} differ", its detail
  * has "majority": false and no reference or outliers, and the bytes are
  * compared against the lowest rank's ("base_rank") only to show where they
- * differ. The tensor's bytes are
- * all_gathered in pieces of at most 1 MiB per rank (memory stays bounded on
- * the threads backend, where every rank's copy lives in one process), and the
- * reference group's lowest rank compares each outlier with itself: first
+ * differ. The reference group's lowest rank broadcasts the tensor's bytes in
+ * pieces (at most 1 MiB, less with many ranks, so the threads backend, where
+ * every rank's copy lives in one process, holds at most 64 MiB of them) and
+ * every outlier compares its own copy with them: first
  * differing flat index and its coordinates, the two values there, the number
  * of differing elements (bitwise, like the digest), max abs diff, max rel diff
  * (|a - b| / max(|a|, |b|) over differing elements, so 1 means one of them is
  * zero), and the max ULP distance for float dtypes (distance between the
- * ordered integer forms of the bit patterns; +0 and -0 are 0 apart). That
- * rank records the finding with ranks = the outliers (every rank without a
- * majority).
+ * ordered integer forms of the bit patterns; +0 and -0 are 0 apart). The
+ * outliers' summaries are all_gathered (one small struct per rank) and the
+ * reference rank records the finding with ranks = the outliers (every rank
+ * without a majority).
  *
  * Nonfinite: for each rank, the first check at which any float entry holds a
  * NaN or Inf gives one `nonfinite` finding for the first such entry in
@@ -69,26 +82,36 @@
 enum { W_DIGEST, W_NAN, W_INF, W_FIRST, W_COUNT };
 #define NO_INDEX UINT64_MAX
 
-/* Bytes per rank per localisation exchange: bounds the receive buffer to
- * size MiB however large the tensor. Only paid on a mismatch. */
-#define LOCALISE_PIECE_BYTES ((size_t)1 << 20)
+/* What each rank sends per rank in the non-finite exchange (i64 words). */
+enum { NF_TENSOR, NF_NAN, NF_INF, NF_FIRST, NF_COUNT };
+
+/* Bytes of one localisation broadcast: at most 1 MiB, and at most 64 MiB
+ * over all ranks (the threads backend holds every rank's buffer in one
+ * process), but not under 64 KiB. Only paid on a mismatch. */
+static size_t localise_piece_bytes(int size) {
+  size_t b = ((size_t)64 << 20) / (size_t)(size > 0 ? size : 1);
+  if (b > ((size_t)1 << 20)) b = (size_t)1 << 20;
+  if (b < ((size_t)64 << 10)) b = (size_t)64 << 10;
+  return b;
+}
 
 typedef struct div_impl {
   vqc_trace_writer *trace; /* NULL when ctx->run_dir is NULL */
   int size;
   int ntensors;            /* ctx->state->count at attach */
+  bool registry_agreed;    /* compared with the other ranks' registries */
   bool *reported;          /* (ntensors) divergence already reported */
   bool *nonfinite_done;    /* (size) rank's nonfinite already reported */
   uint64_t *local;         /* (ntensors, W_COUNT) this rank's words */
-  uint64_t *all;           /* (size, ntensors, W_COUNT) every rank's words */
+  int64_t *agree_send;     /* (2 ntensors + 1) the two-phase message */
+  int64_t *agree_min;      /* (2 ntensors + 1) its MIN over the ranks */
   int64_t last_seen;       /* last step passed to step_end; -1 none */
   int64_t last_checked;    /* last step checked; -1 none */
 } div_impl;
 
-/* Word w of tensor t from rank r in the gathered table. */
-static uint64_t word(const div_impl *d, int r, int t, int w) {
-  return d->all[((size_t)r * (size_t)d->ntensors + (size_t)t) * W_COUNT +
-                (size_t)w];
+/* Word w of tensor t on this rank. */
+static uint64_t local_word(const div_impl *d, int t, int w) {
+  return d->local[(size_t)t * W_COUNT + (size_t)w];
 }
 
 static bool is_float(vqc_dtype dt) { return dt == VQC_F32 || dt == VQC_F64; }
@@ -248,46 +271,58 @@ static void ranks_str(const int *ranks, int n, char *buf, size_t cap) {
 
 /* ---- nonfinite */
 
+/* This rank's non-finite summary for the exchange: its first float entry
+ * holding NaN or Inf, unless it was reported before (then -1). */
+static void nonfinite_summary(const div_impl *d, int rank, int64_t *w) {
+  w[NF_TENSOR] = -1;
+  w[NF_NAN] = w[NF_INF] = 0;
+  w[NF_FIRST] = -1;
+  if (d->nonfinite_done[rank]) return;
+  for (int t = 0; t < d->ntensors; t++) {
+    if (local_word(d, t, W_NAN) + local_word(d, t, W_INF) == 0) continue;
+    w[NF_TENSOR] = t;
+    w[NF_NAN] = (int64_t)local_word(d, t, W_NAN);
+    w[NF_INF] = (int64_t)local_word(d, t, W_INF);
+    w[NF_FIRST] = (int64_t)local_word(d, t, W_FIRST);
+    return;
+  }
+}
+
+/* Phase 2 for non-finite values (some rank has new ones): the ranks'
+ * summaries are all_gathered and every rank takes the same decisions. */
 static vqc_status report_nonfinite(div_impl *d, const vqc_check_ctx *ctx,
                                    int64_t step) {
-  /* first[r]: the first float entry with NaN/Inf on rank r, if r has not
-   * been reported yet; -1 otherwise. Same table on every rank. */
-  int *first = malloc((size_t)d->size * sizeof *first);
+  int64_t mine[NF_COUNT];
+  nonfinite_summary(d, ctx->rank, mine);
+  int64_t *all = malloc((size_t)d->size * NF_COUNT * sizeof *all);
   int *group = malloc((size_t)d->size * sizeof *group);
-  if (first == NULL || group == NULL) {
-    free(first);
+  if (all == NULL || group == NULL) {
+    free(all);
     free(group);
     return vqc_error(VQC_ENOMEM, "divergence: no memory for %d ranks",
                      d->size);
   }
-  for (int r = 0; r < d->size; r++) {
-    first[r] = -1;
-    if (d->nonfinite_done[r]) continue;
-    for (int t = 0; t < d->ntensors; t++) {
-      if (word(d, r, t, W_NAN) + word(d, r, t, W_INF) > 0) {
-        first[r] = t;
-        break;
-      }
-    }
-  }
+  vqc_status s = vqc_all_gather(vqc_comm_side(ctx->comm), mine, all, NF_COUNT,
+                                VQC_I64);
+  if (s != VQC_OK) goto done;
+#define NF(r, w) all[(size_t)(r) * NF_COUNT + (w)]
   for (int r = 0; r < d->size; r++)
-    if (first[r] >= 0) d->nonfinite_done[r] = true;
+    if (NF(r, NF_TENSOR) >= 0) d->nonfinite_done[r] = true;
 
-  vqc_status s = VQC_OK;
-  int me = ctx->rank, t = first[me];
+  int me = ctx->rank, t = (int)NF(me, NF_TENSOR);
   /* Record only if no lower rank shares this (step, tensor). */
   bool lowest = t >= 0;
   for (int r = 0; r < me && lowest; r++)
-    if (first[r] == t) lowest = false;
+    if (NF(r, NF_TENSOR) == t) lowest = false;
   if (lowest) {
     int n = 0;
     for (int r = 0; r < d->size; r++)
-      if (first[r] == t) group[n++] = r;
+      if (NF(r, NF_TENSOR) == t) group[n++] = r;
     const vqc_param *p = &ctx->state->items[t];
-    uint64_t nan = word(d, me, t, W_NAN), inf = word(d, me, t, W_INF);
-    uint64_t at = word(d, me, t, W_FIRST);
+    uint64_t nan = (uint64_t)NF(me, NF_NAN), inf = (uint64_t)NF(me, NF_INF);
+    int64_t at = NF(me, NF_FIRST);
     char where[96], who[128];
-    coords_str((int64_t)at, p->ndim, p->shape, where, sizeof where);
+    coords_str(at, p->ndim, p->shape, where, sizeof where);
     ranks_str(group, n, who, sizeof who);
 
     vqc_finding f;
@@ -303,27 +338,27 @@ static vqc_status report_nonfinite(div_impl *d, const vqc_check_ctx *ctx,
     json_t *per_rank = json_array();
     for (int i = 0; i < n; i++) {
       int r = group[i];
-      uint64_t fi = word(d, r, t, W_FIRST);
+      int64_t fi = NF(r, NF_FIRST);
       json_array_append_new(
           per_rank,
           json_pack("{s:i,s:I,s:I,s:I,s:I,s:o}", "rank", r, "count",
-                    (json_int_t)(word(d, r, t, W_NAN) + word(d, r, t, W_INF)),
-                    "nan", (json_int_t)word(d, r, t, W_NAN), "inf",
-                    (json_int_t)word(d, r, t, W_INF), "first_index",
-                    (json_int_t)fi, "coords",
-                    coords_json((int64_t)fi, p->ndim, p->shape)));
+                    (json_int_t)(NF(r, NF_NAN) + NF(r, NF_INF)), "nan",
+                    (json_int_t)NF(r, NF_NAN), "inf",
+                    (json_int_t)NF(r, NF_INF), "first_index", (json_int_t)fi,
+                    "coords", coords_json(fi, p->ndim, p->shape)));
     }
+#undef NF
     json_object_set_new(f.detail, "count", json_integer((json_int_t)(nan + inf)));
     json_object_set_new(f.detail, "nan", json_integer((json_int_t)nan));
     json_object_set_new(f.detail, "inf", json_integer((json_int_t)inf));
     json_object_set_new(f.detail, "first_index", json_integer((json_int_t)at));
-    json_object_set_new(f.detail, "coords",
-                        coords_json((int64_t)at, p->ndim, p->shape));
+    json_object_set_new(f.detail, "coords", coords_json(at, p->ndim, p->shape));
     json_object_set_new(f.detail, "numel", json_integer(p->numel));
     json_object_set_new(f.detail, "ranks", per_rank);
     s = vqc_findings_add(ctx->findings, &f);
   }
-  free(first);
+done:
+  free(all);
   free(group);
   return s;
 }
@@ -462,13 +497,13 @@ static json_t *layout_json(const uint64_t *l) {
  * *majority is true; without one *majority is false and *ref is group 0
  * (the lowest rank's), which only anchors the comparison, blaming no one.
  * trace_compare.c applies the same rule to traces. */
-static void group_ranks(const div_impl *d, int t, int *group_of, int *ngroups,
-                        int *ref, bool *majority) {
+static void group_ranks(const uint64_t *digests, int size, int *group_of,
+                        int *ngroups, int *ref, bool *majority) {
   int n = 0;
-  for (int r = 0; r < d->size; r++) {
+  for (int r = 0; r < size; r++) {
     group_of[r] = -1;
     for (int q = 0; q < r; q++) {
-      if (word(d, q, t, W_DIGEST) == word(d, r, t, W_DIGEST)) {
+      if (digests[q] == digests[r]) {
         group_of[r] = group_of[q];
         break;
       }
@@ -478,7 +513,7 @@ static void group_ranks(const div_impl *d, int t, int *group_of, int *ngroups,
   int best = 0, best_count = 0, nbest = 0;
   for (int g = 0; g < n; g++) {
     int count = 0;
-    for (int r = 0; r < d->size; r++) count += group_of[r] == g;
+    for (int r = 0; r < size; r++) count += group_of[r] == g;
     if (count > best_count) {
       best = g;
       best_count = count;
@@ -492,15 +527,15 @@ static void group_ranks(const div_impl *d, int t, int *group_of, int *ngroups,
   *ref = *majority ? best : 0;
 }
 
-static json_t *groups_json(const div_impl *d, int t, const int *group_of,
-                           int ngroups) {
+static json_t *groups_json(const uint64_t *digests, int size,
+                           const int *group_of, int ngroups) {
   json_t *a = json_array();
   for (int g = 0; g < ngroups; g++) {
     json_t *ranks = json_array();
     uint64_t digest = 0;
-    for (int r = 0; r < d->size; r++) {
+    for (int r = 0; r < size; r++) {
       if (group_of[r] != g) continue;
-      digest = word(d, r, t, W_DIGEST);
+      digest = digests[r];
       json_array_append_new(ranks, json_integer(r));
     }
     char hex[17];
@@ -511,11 +546,12 @@ static json_t *groups_json(const div_impl *d, int t, const int *group_of,
   return a;
 }
 
-/* Localises the divergence of tensor t and, on the reference group's lowest
- * rank, records the finding. Every rank runs it (the exchanges are
- * collective). `also` lists other tensors that started to differ now. */
+/* Localises the divergence of tensor t (digests: every rank's digest of it)
+ * and, on the reference group's lowest rank, records the finding. Every rank
+ * runs it (the exchanges are collective). `also` lists other tensors that
+ * started to differ now. */
 static vqc_status localise(div_impl *d, const vqc_check_ctx *ctx, int64_t step,
-                           int t, json_t *also) {
+                           int t, const uint64_t *digests, json_t *also) {
   const vqc_param *p = &ctx->state->items[t];
   vqc_comm *side = vqc_comm_side(ctx->comm);
   int size = d->size, me = ctx->rank;
@@ -525,7 +561,7 @@ static vqc_status localise(div_impl *d, const vqc_check_ctx *ctx, int64_t step,
   int *outliers = malloc((size_t)size * sizeof *outliers);
   uint64_t *layouts = malloc((size_t)size * L_COUNT * sizeof *layouts);
   elem_diff *diffs = calloc((size_t)size, sizeof *diffs);
-  unsigned char *recv = NULL;
+  unsigned char *piece_buf = NULL;
   if (!group_of || !outliers || !layouts || !diffs) {
     s = vqc_error(VQC_ENOMEM, "divergence: no memory to localise '%s'",
                   p->name);
@@ -533,7 +569,7 @@ static vqc_status localise(div_impl *d, const vqc_check_ctx *ctx, int64_t step,
   }
   int ngroups = 0, refg = 0, nout = 0, ref_rank = -1;
   bool majority = true;
-  group_ranks(d, t, group_of, &ngroups, &refg, &majority);
+  group_ranks(digests, size, group_of, &ngroups, &refg, &majority);
   for (int r = 0; r < size; r++) {
     if (group_of[r] != refg) outliers[nout++] = r;
     else if (ref_rank < 0) ref_rank = r;
@@ -550,29 +586,37 @@ static vqc_status localise(div_impl *d, const vqc_check_ctx *ctx, int64_t step,
       same_layout = false;
 
   if (same_layout) {
-    /* The bytes, piece by piece: every rank sends, the recorder compares. */
+    /* The bytes, piece by piece: the reference rank broadcasts, each
+     * outlier compares its own copy, then the summaries are gathered. */
     size_t es = vqc_dtype_size(p->dtype);
-    size_t piece = LOCALISE_PIECE_BYTES / es;
+    size_t piece = localise_piece_bytes(size) / es;
     if (piece == 0) piece = 1;
-    recv = malloc((size_t)size * piece * es);
-    if (recv == NULL) {
+    piece_buf = malloc(piece * es);
+    if (piece_buf == NULL) {
       s = vqc_error(VQC_ENOMEM, "divergence: no memory to exchange '%s'",
                     p->name);
       goto done;
     }
-    for (int i = 0; i < nout; i++) diffs[i].first_index = -1;
+    elem_diff mine_diff;
+    memset(&mine_diff, 0, sizeof mine_diff);
+    mine_diff.first_index = -1;
+    const bool outlier = group_of[me] != refg;
     const unsigned char *data = p->data;
     for (int64_t off = 0; off < p->numel; off += (int64_t)piece) {
       size_t n = (size_t)(p->numel - off) < piece ? (size_t)(p->numel - off)
                                                    : piece;
-      s = vqc_all_gather(side, data + (size_t)off * es, recv, n * es, VQC_U8);
+      if (me == ref_rank) memcpy(piece_buf, data + (size_t)off * es, n * es);
+      s = vqc_broadcast(side, piece_buf, n * es, VQC_U8, ref_rank);
       if (s != VQC_OK) goto done;
-      if (!recorder) continue;
-      const unsigned char *ref = recv + (size_t)ref_rank * n * es;
-      for (int i = 0; i < nout; i++)
-        compare_piece(ref, recv + (size_t)outliers[i] * n * es, n, p->dtype,
-                      off, &diffs[i]);
+      if (outlier)
+        compare_piece(piece_buf, data + (size_t)off * es, n, p->dtype, off,
+                      &mine_diff);
     }
+    /* diffs (size entries) first holds every rank's summary by rank, then
+     * is packed to the outliers' in outlier order. */
+    s = vqc_all_gather(side, &mine_diff, diffs, sizeof mine_diff, VQC_U8);
+    if (s != VQC_OK) goto done;
+    for (int i = 0; i < nout; i++) diffs[i] = diffs[outliers[i]];
   }
   if (!recorder) goto done;
 
@@ -660,7 +704,8 @@ static vqc_status localise(div_impl *d, const vqc_check_ctx *ctx, int64_t step,
     json_object_set_new(det, "reference_rank", json_integer(ref_rank));
   else
     json_object_set_new(det, "base_rank", json_integer(ref_rank));
-  json_object_set_new(det, "groups", groups_json(d, t, group_of, ngroups));
+  json_object_set_new(det, "groups",
+                      groups_json(digests, size, group_of, ngroups));
   json_object_set(det, "also_differing", also);
   s = vqc_findings_add(ctx->findings, &f);
 
@@ -669,25 +714,39 @@ done:
   free(outliers);
   free(layouts);
   free(diffs);
-  free(recv);
+  free(piece_buf);
   return s;
 }
 
+/* Whether tensor t's digests differ across ranks, from the phase-1 MIN:
+ * the minimum digest, and the maximum sent as the minimum of ~digest. */
+static bool digests_differ(const div_impl *d, int t) {
+  return d->agree_min[2 * t] != ~d->agree_min[2 * t + 1];
+}
+
+/* Phase 2 for divergence: the first newly differing entry's digests are
+ * all_gathered (8 bytes per rank) and it is localised. */
 static vqc_status report_divergence(div_impl *d, const vqc_check_ctx *ctx,
                                     int64_t step) {
   int first = -1;
   json_t *also = json_array();
   for (int t = 0; t < d->ntensors; t++) {
-    if (d->reported[t]) continue;
-    bool differ = false;
-    for (int r = 1; r < d->size && !differ; r++)
-      differ = word(d, r, t, W_DIGEST) != word(d, 0, t, W_DIGEST);
-    if (!differ) continue;
+    if (d->reported[t] || !digests_differ(d, t)) continue;
     d->reported[t] = true;
     if (first < 0) first = t;
     else json_array_append_new(also, json_string(ctx->state->items[t].name));
   }
-  vqc_status s = first >= 0 ? localise(d, ctx, step, first, also) : VQC_OK;
+  vqc_status s = VQC_OK;
+  if (first >= 0) {
+    uint64_t mine = local_word(d, first, W_DIGEST);
+    uint64_t *digests = malloc((size_t)d->size * sizeof *digests);
+    if (digests == NULL)
+      s = vqc_error(VQC_ENOMEM, "divergence: no memory for %d ranks", d->size);
+    else
+      s = vqc_all_gather(vqc_comm_side(ctx->comm), &mine, digests, 1, VQC_I64);
+    if (s == VQC_OK) s = localise(d, ctx, step, first, digests, also);
+    free(digests);
+  }
   json_decref(also);
   return s;
 }
@@ -707,16 +766,41 @@ static uint64_t registry_signature(const vqc_param_list *l) {
   return h;
 }
 
-static vqc_status check_step(div_impl *d, const vqc_check_ctx *ctx,
-                             int64_t step) {
-  const vqc_param_list *state = ctx->state;
-  if (state->count != d->ntensors)
-    return vqc_error(VQC_EINVAL,
-                     "divergence: the registry had %d entries at attach and "
-                     "has %d at step %" PRId64 " (register everything first)",
-                     d->ntensors, state->count, step);
-  d->last_checked = step;
+/* Once per run: every rank registered the same entries. A 4-word MIN
+ * all_reduce (signature and entry count, each with its complement) says
+ * whether they agree; only when they do not are the signatures gathered, to
+ * name a rank that differs. */
+static vqc_status agree_registry(div_impl *d, const vqc_check_ctx *ctx) {
+  vqc_comm *side = vqc_comm_side(ctx->comm);
+  uint64_t sig = registry_signature(ctx->state);
+  int64_t mine[4] = {(int64_t)sig, ~(int64_t)sig, d->ntensors, ~d->ntensors};
+  int64_t min[4];
+  VQC_TRY(vqc_all_reduce(side, mine, min, 4, VQC_I64, VQC_MIN));
+  if (min[0] == ~min[1] && min[2] == ~min[3]) {
+    d->registry_agreed = true;
+    return VQC_OK;
+  }
+  uint64_t *sigs = malloc((size_t)d->size * sizeof *sigs);
+  if (sigs == NULL)
+    return vqc_error(VQC_ENOMEM, "divergence: no memory for %d ranks", d->size);
+  vqc_status s = vqc_all_gather(side, &sig, sigs, 1, VQC_I64);
+  int odd = -1;
+  for (int r = 0; s == VQC_OK && r < d->size && odd < 0; r++)
+    if (sigs[r] != sig) odd = r;
+  free(sigs);
+  if (s != VQC_OK) return s;
+  return vqc_error(VQC_EINVAL,
+                   "divergence: rank %d registered other tensors (names, "
+                   "dtypes or order) than rank %d; the replicated state "
+                   "must be registered identically on every rank",
+                   odd >= 0 ? odd : ctx->rank, ctx->rank);
+}
 
+/* Step 1 and 2: this rank's digests and non-finite counts, and its trace
+ * lines. Reads the state; no exchange. */
+static vqc_status digest_state(div_impl *d, const vqc_check_ctx *ctx,
+                               int64_t step) {
+  const vqc_param_list *state = ctx->state;
   for (int t = 0; t < d->ntensors; t++) {
     const vqc_param *p = &state->items[t];
     nonfinite_count c;
@@ -741,30 +825,42 @@ static vqc_status check_step(div_impl *d, const vqc_check_ctx *ctx,
     }
   }
   if (d->trace) VQC_TRY(vqc_trace_flush(d->trace));
+  return VQC_OK;
+}
 
-  vqc_comm *side = vqc_comm_side(ctx->comm);
-  uint64_t sig = registry_signature(state);
-  uint64_t *sigs = malloc((size_t)d->size * sizeof *sigs);
-  if (sigs == NULL)
-    return vqc_error(VQC_ENOMEM, "divergence: no memory for %d ranks", d->size);
-  vqc_status s = vqc_all_gather(side, &sig, sigs, 1, VQC_I64);
-  int odd = -1;
-  for (int r = 0; s == VQC_OK && r < d->size && odd < 0; r++)
-    if (sigs[r] != sig) odd = r;
-  free(sigs);
-  if (s != VQC_OK) return s;
-  if (odd >= 0)
-    return vqc_error(VQC_EINVAL,
-                     "divergence: rank %d registered other tensors (names, "
-                     "dtypes or order) than rank %d; the replicated state "
-                     "must be registered identically on every rank",
-                     odd, ctx->rank);
-
+/* Steps 3 and 4: the two-phase agreement over the side channel. */
+static vqc_status exchange(div_impl *d, const vqc_check_ctx *ctx,
+                           int64_t step) {
+  if (!d->registry_agreed) VQC_TRY(agree_registry(d, ctx));
   if (d->ntensors == 0) return VQC_OK; /* nothing registered, on every rank */
-  VQC_TRY(vqc_all_gather(side, d->local, d->all,
-                         (size_t)d->ntensors * W_COUNT, VQC_I64));
-  VQC_TRY(report_nonfinite(d, ctx, step));
+
+  const int nt = d->ntensors;
+  for (int t = 0; t < nt; t++) {
+    int64_t digest = (int64_t)local_word(d, t, W_DIGEST);
+    d->agree_send[2 * t] = digest;
+    d->agree_send[2 * t + 1] = ~digest;
+  }
+  int64_t nf[NF_COUNT];
+  nonfinite_summary(d, ctx->rank, nf);
+  int64_t new_nonfinite = nf[NF_TENSOR] >= 0 ? 1 : 0;
+  d->agree_send[2 * nt] = ~new_nonfinite; /* MIN of ~x is ~MAX of x */
+  VQC_TRY(vqc_all_reduce(vqc_comm_side(ctx->comm), d->agree_send,
+                         d->agree_min, (size_t)(2 * nt + 1), VQC_I64,
+                         VQC_MIN));
+  if (~d->agree_min[2 * nt] != 0) VQC_TRY(report_nonfinite(d, ctx, step));
   return report_divergence(d, ctx, step);
+}
+
+static vqc_status check_step(div_impl *d, const vqc_check_ctx *ctx,
+                             int64_t step) {
+  if (ctx->state->count != d->ntensors)
+    return vqc_error(VQC_EINVAL,
+                     "divergence: the registry had %d entries at attach and "
+                     "has %d at step %" PRId64 " (register everything first)",
+                     d->ntensors, ctx->state->count, step);
+  d->last_checked = step;
+  VQC_TRY(digest_state(d, ctx, step));
+  return exchange(d, ctx, step);
 }
 
 /* ---- the checker interface */
@@ -775,7 +871,8 @@ static void div_free(div_impl *d) {
   free(d->reported);
   free(d->nonfinite_done);
   free(d->local);
-  free(d->all);
+  free(d->agree_send);
+  free(d->agree_min);
   free(d);
 }
 
@@ -794,8 +891,11 @@ static vqc_status div_attach(vqc_checker *self, vqc_check_ctx *ctx) {
   d->reported = calloc(nt + 1, sizeof *d->reported);
   d->nonfinite_done = calloc(nr + 1, sizeof *d->nonfinite_done);
   d->local = calloc(nt * W_COUNT + 1, sizeof *d->local);
-  d->all = calloc(nr * nt * W_COUNT + 1, sizeof *d->all);
-  if (!d->reported || !d->nonfinite_done || !d->local || !d->all) goto nomem;
+  d->agree_send = calloc(2 * nt + 1, sizeof *d->agree_send);
+  d->agree_min = calloc(2 * nt + 1, sizeof *d->agree_min);
+  if (!d->reported || !d->nonfinite_done || !d->local || !d->agree_send ||
+      !d->agree_min)
+    goto nomem;
   if (ctx->run_dir != NULL) {
     char path[4096];
     if ((s = vqc_trace_path(ctx->run_dir, ctx->rank, path, sizeof path)) !=

@@ -95,11 +95,14 @@ static void report_error(rank_report *rep, vqc_status s, const char *what) {
            vqc_last_error()[0] ? vqc_last_error() : vqc_status_message(s));
 }
 
-/* The step agreement: every rank tells every other how its training is
- * going, over the side channel, as one all_gather of a fixed size. A rank
- * calls it at every check step (when the checkers' own exchanges are due:
- * step % interval == 0, and the last step), before those exchanges, and
- * once more when its step fails. Calls pair up whatever the ranks were
+/* The step agreement: the ranks learn whether every one of them is fine,
+ * over the side channel, with a fixed-size exchange whose size does not
+ * depend on the number of ranks: a MIN all_reduce of one word (the rank's
+ * number when its training failed, else `size`) names the lowest failed
+ * rank; only then does that rank broadcast its status and step (2 words).
+ * A rank calls it at every check step (when the checkers' own exchanges are
+ * due: step % interval == 0, and the last step), before those exchanges,
+ * and once more when its step fails. Calls pair up whatever the ranks were
  * doing: a rank that failed meets the others at their next check step (or
  * at their own failure), never inside a checker's exchange, whose messages
  * differ in size (on MPI a mismatched exchange is not recoverable). Between
@@ -110,23 +113,20 @@ static void report_error(rank_report *rep, vqc_status s, const char *what) {
 static vqc_status agree(vqc_comm *c, vqc_status mine, int64_t step,
                         char *why, size_t why_n) {
   const int size = vqc_comm_size(c);
-  int64_t msg[2] = {(int64_t)mine, step};
-  int64_t *all = calloc((size_t)size * 2, sizeof *all);
-  if (!all) return vqc_error(VQC_ENOMEM, "runner: %d ranks", size);
-  vqc_status s = vqc_all_gather(vqc_comm_side(c), msg, all, 2, VQC_I64);
+  vqc_comm *side = vqc_comm_side(c);
+  int64_t key = mine == VQC_OK ? size : vqc_comm_rank(c), first = size;
+  vqc_status s = vqc_all_reduce(side, &key, &first, 1, VQC_I64, VQC_MIN);
+  int64_t what[2] = {(int64_t)mine, step};
+  if (s == VQC_OK && first < size)
+    s = vqc_broadcast(side, what, 2, VQC_I64, (int)first);
   if (s != VQC_OK) {
     snprintf(why, why_n, "the step agreement failed: %s", vqc_last_error());
-  } else {
-    for (int r = 0; r < size; r++) {
-      if (all[2 * r] == VQC_OK) continue;
-      snprintf(why, why_n, "rank %d stopped at step %" PRId64 " (%s)", r,
-               all[2 * r + 1], vqc_status_name((vqc_status)all[2 * r]));
-      s = vqc_error(VQC_EABORTED, "%s", why);
-      break;
-    }
+    return s;
   }
-  free(all);
-  return s;
+  if (first == size) return VQC_OK;
+  snprintf(why, why_n, "rank %d stopped at step %" PRId64 " (%s)",
+           (int)first, what[1], vqc_status_name((vqc_status)what[0]));
+  return vqc_error(VQC_EABORTED, "%s", why);
 }
 
 static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {

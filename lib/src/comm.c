@@ -198,8 +198,38 @@ static void call_init(coll_call *call, vqc_coll_op op, vqc_dtype dt,
   call->counts = NULL;
 }
 
+/* Adds the call's logical bytes to c->stats (see vqc_comm_stats). */
+static void count_traffic(vqc_comm *c, const coll_call *call) {
+  const vqc_ledger_record *r = &call->rec;
+  const uint64_t esz = vqc_dtype_size(r->dtype);
+  uint64_t sent = 0, received = 0;
+  switch (r->op) {
+    case VQC_COLL_ALL_REDUCE:
+      sent = received = r->count * esz;
+      break;
+    case VQC_COLL_ALL_GATHER:
+      sent = r->count * esz;
+      received = (uint64_t)c->size * r->count * esz;
+      break;
+    case VQC_COLL_ALL_GATHERV:
+      sent = r->count * esz;
+      for (int k = 0; k < c->size; k++) received += call->counts[k] * esz;
+      break;
+    case VQC_COLL_BROADCAST:
+      if (c->rank == r->root) sent = r->count * esz;
+      else received = r->count * esz;
+      break;
+    default:
+      break;
+  }
+  c->stats.calls++;
+  c->stats.bytes_sent += sent;
+  c->stats.bytes_received += received;
+}
+
 static vqc_status dispatch(vqc_comm *c, const coll_call *call) {
   const vqc_ledger_record *r = &call->rec;
+  count_traffic(c, call);
   switch (r->op) {
     case VQC_COLL_ALL_REDUCE:
       return c->ops->all_reduce(c, r->sendbuf, r->recvbuf, r->count, r->dtype,
@@ -216,6 +246,11 @@ static vqc_status dispatch(vqc_comm *c, const coll_call *call) {
     default:
       return vqc_error(VQC_EINTERNAL, "unknown collective %d", (int)r->op);
   }
+}
+
+vqc_comm_stats vqc_comm_get_stats(const vqc_comm *c) {
+  vqc_comm_stats none = {0, 0, 0};
+  return c ? c->stats : none;
 }
 
 static vqc_status run_collective(vqc_comm *c, coll_call *call) {

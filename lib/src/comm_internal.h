@@ -50,6 +50,7 @@ struct vqc_comm {
   /* probe handlers (probe.c), data comms only */
   struct { vqc_probe_fn fn; void *user; } probes[VQC_MAX_PROBE_SUBSCRIBERS];
   int nprobes;
+  vqc_comm_stats stats; /* this rank's traffic on this comm, comm.c counts */
 };
 
 #define VQC_COMM_DEFAULT_TIMEOUT_S 60.0

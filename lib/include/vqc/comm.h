@@ -90,6 +90,19 @@ vqc_ledger *vqc_comm_ledger(vqc_comm *c);
 /* Deadline for every wait, in seconds (default 60; <= 0 restores it). */
 void vqc_comm_set_timeout(vqc_comm *c, double seconds);
 double vqc_comm_timeout(const vqc_comm *c);
+/* What this rank moved through a comm since it was created: collective
+ * calls and their LOGICAL bytes, the same on every backend whatever its
+ * algorithm: all_reduce sends and receives count elements; all_gather(v)
+ * sends its block and receives every rank's; broadcast sends (root) or
+ * receives (others) count elements; barrier moves none. This is what the
+ * checkers' scale claims are stated in (bytes per rank per step on the side
+ * channel: read it from vqc_comm_side(c)). Read by the comm's own rank. */
+typedef struct vqc_comm_stats {
+  uint64_t calls;
+  uint64_t bytes_sent;
+  uint64_t bytes_received;
+} vqc_comm_stats;
+vqc_comm_stats vqc_comm_get_stats(const vqc_comm *c);
 /* How a collective waits for its peers.
  *   VQC_WAIT_POLL (the default): every wait polls against the comm's
  *     deadline and returns VQC_ETIMEOUT when it passes. On the mpi backend
