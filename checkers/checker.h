@@ -22,6 +22,11 @@ typedef struct vqc_check_options {
   double timeout_s;    /* collective watchdog deadline */
   double tolerance;    /* equivalence: relative tolerance on gradients */
   bool strict;         /* exchange collective fingerprints before each one */
+  bool overlap;        /* divergence: digest the state on a helper thread
+                          after step_end, while training goes on; the
+                          caller then MUST raise settle(failed = false)
+                          before the state is next written (the runner and
+                          vqc_instr_state_will_change do) */
 } vqc_check_options;
 
 /* Single-process recomputation for the equivalence checker: fill `grads`
@@ -53,6 +58,14 @@ struct vqc_checker {
    * codebook updates). A non-OK return stops the run (e.g. a divergence
    * found in strict mode need not stop it: return VQC_OK). */
   vqc_status (*step_end)(vqc_checker *self, vqc_check_ctx *ctx, int64_t step);
+  /* Optional (NULL: nothing to settle). Finishes work the checker left
+   * running after step_end, with its exchange: raised on every rank before
+   * the rank next writes its replicated state (failed = false), and on a
+   * rank whose training failed before it reports the failure (failed =
+   * true), so the exchange pairs up with the other ranks' whatever each was
+   * doing. Returns VQC_EABORTED when another rank settled with failed =
+   * true (this rank must stop too), VQC_OK when there was nothing to do. */
+  vqc_status (*settle)(vqc_checker *self, vqc_check_ctx *ctx, bool failed);
   /* End of the run; run_status is how the rank's training ended (VQC_OK, or
    * the error that stopped it, e.g. VQC_ETIMEOUT). */
   vqc_status (*finish)(vqc_checker *self, vqc_check_ctx *ctx,

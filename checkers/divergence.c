@@ -69,6 +69,7 @@
 #include <float.h>
 #include <inttypes.h>
 #include <math.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -103,11 +104,43 @@ typedef struct div_impl {
   bool *reported;          /* (ntensors) divergence already reported */
   bool *nonfinite_done;    /* (size) rank's nonfinite already reported */
   uint64_t *local;         /* (ntensors, W_COUNT) this rank's words */
-  int64_t *agree_send;     /* (2 ntensors + 1) the two-phase message */
-  int64_t *agree_min;      /* (2 ntensors + 1) its MIN over the ranks */
+  int64_t *agree_send;     /* (AGREE_WORDS) the two-phase message */
+  int64_t *agree_min;      /* (AGREE_WORDS) its MIN over the ranks */
   int64_t last_seen;       /* last step passed to step_end; -1 none */
   int64_t last_checked;    /* last step checked; -1 none */
+  /* Overlap (opts.overlap): step_end starts `worker` digesting the state
+   * of `pending_step`; settle joins it and runs the exchange. */
+  bool pending;            /* a step was digested (or is being) and awaits
+                              its exchange */
+  bool worker_running;     /* worker started and not joined */
+  int64_t pending_step;
+  const vqc_check_ctx *worker_ctx; /* the caller's, alive for the run */
+  pthread_t worker;
+  vqc_status worker_status;
+  char worker_error[512];
+  int insert_at;           /* where the next finding goes in the list: the
+                              count at the pending step's end, so findings
+                              keep the synchronous order; -1: append */
 } div_impl;
+
+/* Records f where the synchronous check would have (see insert_at). */
+static vqc_status add_finding(div_impl *d, const vqc_check_ctx *ctx,
+                              const vqc_finding *f) {
+  if (d->insert_at < 0) return vqc_findings_add(ctx->findings, f);
+  return vqc_findings_insert(ctx->findings, d->insert_at, f);
+}
+
+/* The two-phase message, in i64 words, all reduced with MIN:
+ *   [2t], [2t+1]   digest of entry t and its complement (min and max)
+ *   [2T]           ~(this rank has non-finite values not yet reported)
+ *   [2T+1]         this rank's number if its training failed, else size
+ *   [2T+2]         ~(this rank could not digest its state)
+ *   [2T+3]         ~(where an overlapped check's findings go: insert_at);
+ *                  the threads backend's ranks share one findings list and
+ *                  take the largest, where the synchronous check's
+ *                  findings would have landed (after every rank's step
+ *                  end) */
+#define AGREE_WORDS(nt) (2 * (size_t)(nt) + 4)
 
 /* Word w of tensor t on this rank. */
 static uint64_t local_word(const div_impl *d, int t, int w) {
@@ -355,7 +388,7 @@ static vqc_status report_nonfinite(div_impl *d, const vqc_check_ctx *ctx,
     json_object_set_new(f.detail, "coords", coords_json(at, p->ndim, p->shape));
     json_object_set_new(f.detail, "numel", json_integer(p->numel));
     json_object_set_new(f.detail, "ranks", per_rank);
-    s = vqc_findings_add(ctx->findings, &f);
+    s = add_finding(d, ctx, &f);
   }
 done:
   free(all);
@@ -707,7 +740,7 @@ static vqc_status localise(div_impl *d, const vqc_check_ctx *ctx, int64_t step,
   json_object_set_new(det, "groups",
                       groups_json(digests, size, group_of, ngroups));
   json_object_set(det, "also_differing", also);
-  s = vqc_findings_add(ctx->findings, &f);
+  s = add_finding(d, ctx, &f);
 
 done:
   free(group_of);
@@ -828,39 +861,114 @@ static vqc_status digest_state(div_impl *d, const vqc_check_ctx *ctx,
   return VQC_OK;
 }
 
-/* Steps 3 and 4: the two-phase agreement over the side channel. */
+/* Steps 3 and 4: the two-phase agreement over the side channel, for the
+ * digests of `step` in d->local. `failed`: this rank's training stopped
+ * (it still takes part, so the others learn it and its digests still count:
+ * they are of the state before the failure). `digested`: this rank's
+ * digests are valid; if any rank's are not, nothing is reported. */
 static vqc_status exchange(div_impl *d, const vqc_check_ctx *ctx,
-                           int64_t step) {
+                           int64_t step, bool failed, bool digested) {
   if (!d->registry_agreed) VQC_TRY(agree_registry(d, ctx));
-  if (d->ntensors == 0) return VQC_OK; /* nothing registered, on every rank */
 
   const int nt = d->ntensors;
   for (int t = 0; t < nt; t++) {
     int64_t digest = (int64_t)local_word(d, t, W_DIGEST);
-    d->agree_send[2 * t] = digest;
-    d->agree_send[2 * t + 1] = ~digest;
+    d->agree_send[2 * t] = digested ? digest : 0;
+    d->agree_send[2 * t + 1] = digested ? ~digest : ~(int64_t)0;
   }
   int64_t nf[NF_COUNT];
   nonfinite_summary(d, ctx->rank, nf);
-  int64_t new_nonfinite = nf[NF_TENSOR] >= 0 ? 1 : 0;
+  int64_t new_nonfinite = digested && nf[NF_TENSOR] >= 0 ? 1 : 0;
   d->agree_send[2 * nt] = ~new_nonfinite; /* MIN of ~x is ~MAX of x */
+  d->agree_send[2 * nt + 1] = failed ? ctx->rank : d->size;
+  d->agree_send[2 * nt + 2] = ~(int64_t)(digested ? 0 : 1);
+  d->agree_send[2 * nt + 3] = ~(int64_t)d->insert_at;
   VQC_TRY(vqc_all_reduce(vqc_comm_side(ctx->comm), d->agree_send,
-                         d->agree_min, (size_t)(2 * nt + 1), VQC_I64,
-                         VQC_MIN));
+                         d->agree_min, AGREE_WORDS(nt), VQC_I64, VQC_MIN));
+  if (~d->agree_min[2 * nt + 2] != 0)
+    return digested ? vqc_error(VQC_EABORTED, "divergence: another rank "
+                                "could not digest its state at step %" PRId64,
+                                step)
+                    : VQC_OK; /* the caller reports its own error */
+  if (d->insert_at >= 0 &&
+      vqc_comm_backend(ctx->comm) == VQC_BACKEND_THREADS)
+    d->insert_at = (int)~d->agree_min[2 * nt + 3];
   if (~d->agree_min[2 * nt] != 0) VQC_TRY(report_nonfinite(d, ctx, step));
-  return report_divergence(d, ctx, step);
+  if (nt > 0) VQC_TRY(report_divergence(d, ctx, step));
+  int64_t first_failed = d->agree_min[2 * nt + 1];
+  if (!failed && first_failed < d->size)
+    return vqc_error(VQC_EABORTED, "rank %d stopped training after step %"
+                     PRId64, (int)first_failed, step);
+  return VQC_OK;
 }
 
+static vqc_status check_registry_size(const div_impl *d,
+                                      const vqc_check_ctx *ctx, int64_t step) {
+  if (ctx->state->count == d->ntensors) return VQC_OK;
+  return vqc_error(VQC_EINVAL,
+                   "divergence: the registry had %d entries at attach and "
+                   "has %d at step %" PRId64 " (register everything first)",
+                   d->ntensors, ctx->state->count, step);
+}
+
+/* The synchronous check: digest, then exchange. A rank whose digest failed
+ * still takes part in the exchange, so its peers do not wait for it. */
 static vqc_status check_step(div_impl *d, const vqc_check_ctx *ctx,
                              int64_t step) {
-  if (ctx->state->count != d->ntensors)
-    return vqc_error(VQC_EINVAL,
-                     "divergence: the registry had %d entries at attach and "
-                     "has %d at step %" PRId64 " (register everything first)",
-                     d->ntensors, ctx->state->count, step);
+  VQC_TRY(check_registry_size(d, ctx, step));
   d->last_checked = step;
-  VQC_TRY(digest_state(d, ctx, step));
-  return exchange(d, ctx, step);
+  vqc_status ds = digest_state(d, ctx, step);
+  if (ds == VQC_OK) return exchange(d, ctx, step, false, true);
+  char why[512];
+  snprintf(why, sizeof why, "%s", vqc_last_error());
+  exchange(d, ctx, step, false, false);
+  return vqc_error(ds, "%s", why);
+}
+
+/* ---- the overlapped check */
+
+static void *worker_main(void *arg) {
+  div_impl *d = arg;
+  d->worker_status = digest_state(d, d->worker_ctx, d->pending_step);
+  if (d->worker_status != VQC_OK)
+    snprintf(d->worker_error, sizeof d->worker_error, "%s", vqc_last_error());
+  return NULL;
+}
+
+/* Starts digesting `step` on the worker thread; digests in place if no
+ * thread can be started. */
+static vqc_status start_overlapped(div_impl *d, const vqc_check_ctx *ctx,
+                                   int64_t step) {
+  VQC_TRY(check_registry_size(d, ctx, step));
+  d->last_checked = step;
+  d->pending = true;
+  d->pending_step = step;
+  d->worker_ctx = ctx;
+  d->worker_status = VQC_OK;
+  d->worker_error[0] = '\0';
+  d->insert_at = vqc_findings_count(ctx->findings);
+  if (pthread_create(&d->worker, NULL, worker_main, d) == 0) {
+    d->worker_running = true;
+    return VQC_OK;
+  }
+  worker_main(d);
+  return VQC_OK;
+}
+
+static vqc_status settle_pending(div_impl *d, const vqc_check_ctx *ctx,
+                                 bool failed) {
+  if (!d->pending) return VQC_OK;
+  if (d->worker_running) {
+    pthread_join(d->worker, NULL);
+    d->worker_running = false;
+  }
+  d->pending = false;
+  bool digested = d->worker_status == VQC_OK;
+  vqc_status s = exchange(d, ctx, d->pending_step, failed, digested);
+  d->insert_at = -1;
+  if (!digested)
+    return vqc_error(d->worker_status, "%s", d->worker_error);
+  return s;
 }
 
 /* ---- the checker interface */
@@ -886,13 +994,14 @@ static vqc_status div_attach(vqc_checker *self, vqc_check_ctx *ctx) {
   d->size = ctx->size;
   d->ntensors = ctx->state->count;
   d->last_seen = d->last_checked = -1;
+  d->insert_at = -1;
   size_t nt = (size_t)d->ntensors, nr = (size_t)d->size;
   /* +1: calloc(0) may return NULL, which is not a failure here */
   d->reported = calloc(nt + 1, sizeof *d->reported);
   d->nonfinite_done = calloc(nr + 1, sizeof *d->nonfinite_done);
   d->local = calloc(nt * W_COUNT + 1, sizeof *d->local);
-  d->agree_send = calloc(2 * nt + 1, sizeof *d->agree_send);
-  d->agree_min = calloc(2 * nt + 1, sizeof *d->agree_min);
+  d->agree_send = calloc(AGREE_WORDS(nt), sizeof *d->agree_send);
+  d->agree_min = calloc(AGREE_WORDS(nt), sizeof *d->agree_min);
   if (!d->reported || !d->nonfinite_done || !d->local || !d->agree_send ||
       !d->agree_min)
     goto nomem;
@@ -918,13 +1027,24 @@ static int interval_of(const vqc_check_ctx *ctx) {
   return ctx->opts.interval >= 1 ? ctx->opts.interval : 1;
 }
 
+/* With overlap, a check still pending here was not settled before the
+ * state changed: that is only sound when nothing was written since (a step
+ * that updates nothing); it is settled now, before the next one starts. */
 static vqc_status div_step_end(vqc_checker *self, vqc_check_ctx *ctx,
                                int64_t step) {
   div_impl *d = self->impl;
   if (d == NULL) return vqc_error(VQC_EINVAL, "divergence: not attached");
+  VQC_TRY(settle_pending(d, ctx, false));
   d->last_seen = step;
   if (step % interval_of(ctx) != 0) return VQC_OK;
+  if (ctx->opts.overlap) return start_overlapped(d, ctx, step);
   return check_step(d, ctx, step);
+}
+
+static vqc_status div_settle(vqc_checker *self, vqc_check_ctx *ctx,
+                             bool failed) {
+  div_impl *d = self->impl;
+  return d ? settle_pending(d, ctx, failed) : VQC_OK;
 }
 
 /* After a clean run, checks the last step if the interval skipped it. After
@@ -935,8 +1055,8 @@ static vqc_status div_finish(vqc_checker *self, vqc_check_ctx *ctx,
                              vqc_status run_status) {
   div_impl *d = self->impl;
   if (d == NULL) return VQC_OK;
-  vqc_status s = VQC_OK;
-  if (run_status == VQC_OK && d->last_seen > d->last_checked)
+  vqc_status s = settle_pending(d, ctx, run_status != VQC_OK);
+  if (s == VQC_OK && run_status == VQC_OK && d->last_seen > d->last_checked)
     s = check_step(d, ctx, d->last_seen);
   vqc_trace_writer_close(d->trace);
   d->trace = NULL;
@@ -946,7 +1066,9 @@ static vqc_status div_finish(vqc_checker *self, vqc_check_ctx *ctx,
 static void div_destroy(vqc_checker *self, vqc_check_ctx *ctx) {
   (void)ctx;
   if (self == NULL) return;
-  div_free(self->impl);
+  div_impl *d = self->impl;
+  if (d != NULL && d->worker_running) pthread_join(d->worker, NULL);
+  div_free(d);
   self->impl = NULL;
 }
 
@@ -956,6 +1078,7 @@ vqc_status vqc_checker_divergence(vqc_checker *out) {
   out->name = "divergence";
   out->attach = div_attach;
   out->step_end = div_step_end;
+  out->settle = div_settle;
   out->finish = div_finish;
   out->destroy = div_destroy;
   return VQC_OK;

@@ -110,6 +110,11 @@ json_t *vqc_finding_to_json(const vqc_finding *x) {
   json_object_set_new(j, "kind", json_string(vqc_finding_kind_name(x->kind)));
   json_object_set_new(j, "step", json_integer(x->step));
   json_object_set_new(j, "ranks", ranks);
+  if (x->nranks > VQC_FINDING_RANGES_FROM) {
+    char text[1024];
+    vqc_rank_ranges_text(x->ranks, x->nranks, text, sizeof text);
+    json_object_set_new(j, "rank_ranges", json_string(text));
+  }
   if (x->tensor[0]) json_object_set_new(j, "tensor", json_string(x->tensor));
   if (x->site[0]) json_object_set_new(j, "site", json_string(x->site));
   json_object_set(j, "detail", x->detail ? x->detail : json_object());
@@ -268,4 +273,94 @@ void vqc_no_majority_text(const int *group_of, int n, int ngroups, char *buf,
     used += (size_t)snprintf(buf + used, cap - used, " and %d more groups",
                              ngroups - 8);
   if (used < cap) snprintf(buf + used, cap - used, " differ");
+}
+
+static int cmp_int(const void *a, const void *b) {
+  const int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* The next piece of the folded text of v[0..n) from *i (advanced past
+ * it) into piece: "a-b", "a-b (step s)" or "a", with ", " before all but
+ * the first. Returns its length. */
+static size_t next_piece(const int *v, int n, int *i, char *piece,
+                         size_t cap) {
+  const int a = *i;
+  int j = a; /* the longest run from a with one stride: v[a..j] */
+  const long stride = a + 1 < n ? (long)v[a + 1] - v[a] : 0;
+  while (j + 1 < n && (long)v[j + 1] - v[j] == stride) j++;
+  const char *sep = a ? ", " : "";
+  if (stride == 1 && j - a >= 2) {
+    snprintf(piece, cap, "%s%d-%d", sep, v[a], v[j]);
+    *i = j + 1;
+  } else if (stride > 1 && j - a >= 3) {
+    snprintf(piece, cap, "%s%d-%d (step %ld)", sep, v[a], v[j], stride);
+    *i = j + 1;
+  } else {
+    snprintf(piece, cap, "%s%d", sep, v[a]);
+    *i = a + 1;
+  }
+  return strlen(piece);
+}
+
+void vqc_rank_ranges_text(const int *ranks, int n, char *buf, size_t cap) {
+  if (cap == 0) return;
+  buf[0] = '\0';
+  if (!ranks || n <= 0) return;
+  /* The sorted set: callers pass a finding's ranks, in order of first
+   * appearance. A small copy sorts on the stack; more goes to the heap,
+   * and without memory the input order is used as it is. */
+  int local[64];
+  int *set = n <= 64 ? local : malloc((size_t)n * sizeof *set);
+  const int *v = ranks;
+  if (set) {
+    memcpy(set, ranks, (size_t)n * sizeof *set);
+    qsort(set, (size_t)n, sizeof *set, cmp_int);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+      if (m == 0 || set[i] != set[m - 1]) set[m++] = set[i];
+    n = m;
+    v = set;
+  }
+  char piece[64];
+  /* The whole text, if it fits. */
+  size_t total = 0;
+  for (int i = 0; i < n;) total += next_piece(v, n, &i, piece, sizeof piece);
+  const bool fits = total < cap;
+  char tail[48];
+  snprintf(tail, sizeof tail, ", ... (%d ranks)", n);
+  const size_t reserve = strlen(tail) + 1;
+  size_t used = 0;
+  for (int i = 0; i < n;) {
+    const size_t len = next_piece(v, n, &i, piece, sizeof piece);
+    /* When cut, keep room for the tail after every piece. */
+    if (!fits && used + len + reserve > cap) {
+      /* Nothing fits before it: the tail alone, without its comma. */
+      const char *t = used ? tail : tail + 2;
+      if (used + strlen(t) + 1 <= cap)
+        snprintf(buf + used, cap - used, "%s", t);
+      break;
+    }
+    memcpy(buf + used, piece, len + 1);
+    used += len;
+  }
+  if (set != local) free(set);
+}
+
+vqc_status vqc_findings_insert(vqc_findings *f, int at, const vqc_finding *x) {
+  VQC_TRY(vqc_findings_add(f, x));
+  pthread_mutex_lock(&f->lock);
+  if (at != f->insert_mark) {
+    f->insert_mark = at;
+    f->insert_next = at;
+  }
+  at = f->insert_next++;
+  if (at >= 0 && at < f->count - 1) {
+    vqc_finding added = f->items[f->count - 1];
+    memmove(&f->items[at + 1], &f->items[at],
+            (size_t)(f->count - 1 - at) * sizeof *f->items);
+    f->items[at] = added;
+  }
+  pthread_mutex_unlock(&f->lock);
+  return VQC_OK;
 }

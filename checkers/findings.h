@@ -40,7 +40,13 @@ typedef enum {
 const char *vqc_finding_kind_name(vqc_finding_kind k);
 vqc_status vqc_finding_kind_from_name(const char *name, vqc_finding_kind *out);
 
-#define VQC_FINDING_MAX_RANKS 64
+/* The ranks a finding can name: every rank of the largest threads run
+ * (harness/scenario.h VQC_SCENARIO_MAX_RANKS). */
+#define VQC_FINDING_MAX_RANKS 1024
+/* A finding's JSON adds "rank_ranges" (vqc_rank_ranges_text of its ranks)
+ * when it names more ranks than this: "ranks" stays the full list that
+ * programs read, "rank_ranges" is what a person reads. */
+#define VQC_FINDING_RANGES_FROM 8
 
 typedef struct vqc_finding {
   vqc_finding_kind kind;
@@ -59,6 +65,9 @@ typedef struct vqc_findings {
   vqc_finding *items;
   int count;
   int capacity;
+  /* vqc_findings_insert: the last `at` asked for and where the next
+   * insertion at that same `at` goes (after the ones inserted before) */
+  int insert_mark, insert_next;
 } vqc_findings;
 
 void vqc_findings_init(vqc_findings *f);
@@ -104,7 +113,9 @@ vqc_status vqc_findings_gather(vqc_comm *side, vqc_findings *mine,
                                vqc_findings *out);
 
 /* The finding as a JSON object (new reference): {"kind","step","ranks",
- * "tensor","site","detail","message"} (tensor and site omitted when empty). */
+ * "tensor","site","detail","message"} (tensor and site omitted when empty),
+ * plus "rank_ranges" when ranks has more than VQC_FINDING_RANGES_FROM
+ * entries (vqc_rank_ranges_text; readers take "ranks" and may ignore it). */
 json_t *vqc_finding_to_json(const vqc_finding *x);
 /* Parses one; VQC_EPARSE with a message naming the field otherwise. */
 vqc_status vqc_finding_from_json(const json_t *j, vqc_finding *out);
@@ -120,5 +131,24 @@ json_t *vqc_findings_to_json(vqc_findings *f);
  * live divergence checker and `vqcheck compare`. */
 void vqc_no_majority_text(const int *group_of, int n, int ngroups, char *buf,
                           size_t cap);
+
+/* Adds x (as vqc_findings_add) at index `at` of the list, the later ones
+ * moving up; several insertions at the same `at` keep their order (each
+ * goes after the previous one); `at` past the end appends. For a checker
+ * that finishes a step's check later (the overlapped divergence check) but
+ * must list its findings where the synchronous check would have: at the
+ * count the list had at that step's end. */
+vqc_status vqc_findings_insert(vqc_findings *f, int at, const vqc_finding *x);
+
+/* A set of ranks as folded ranges into buf (cap bytes): ranks[0..n) ->
+ * "0-1021, 1023". A run of 3 or more consecutive ranks becomes "a-b" (two
+ * are "a, b"); a run of 4 or more with one larger stride s becomes
+ * "a-b (step s)" ("1-1023 (step 2)": the odd ranks). The input may be in
+ * any order and hold repeats (a finding's ranks are in order of first
+ * appearance): the text is of the sorted set. When the text does not fit,
+ * it ends with ", ... (N ranks)" so it never lies by omission. Every
+ * message that names many ranks (deadlocks, divergence outliers, rank
+ * failures) uses it: at 1024 ranks a plain list is noise. */
+void vqc_rank_ranges_text(const int *ranks, int n, char *buf, size_t cap);
 
 #endif /* VQC_FINDINGS_H */

@@ -137,6 +137,7 @@ vqc_status vqc_instr_create(vqc_comm *comm, const vqc_instr_options *opts,
   s->check_opts.timeout_s = o.timeout_s > 0 ? o.timeout_s : DEFAULT_TIMEOUT_S;
   s->check_opts.tolerance = o.tolerance;
   s->check_opts.strict = o.strict;
+  s->check_opts.overlap = o.overlap;
   s->reference_grads = o.reference_grads;
   s->reference_user = o.reference_user;
   s->collective = -1;
@@ -319,6 +320,24 @@ vqc_status vqc_instr_step_end(vqc_instr *s, int64_t step) {
   return VQC_OK;
 }
 
+/* Settles every checker's background work (checker.h settle). */
+static vqc_status settle_all(vqc_instr *s, bool failed) {
+  vqc_status first = VQC_OK;
+  for (int i = 0; i < s->attached; i++) {
+    if (s->chk[i].settle == NULL) continue;
+    vqc_status r = s->chk[i].settle(&s->chk[i], &s->ctx, failed);
+    if (r != VQC_OK && first == VQC_OK) first = r;
+  }
+  return first;
+}
+
+vqc_status vqc_instr_state_will_change(vqc_instr *s) {
+  if (!s)
+    return vqc_error(VQC_EINVAL, "vqc_instr_state_will_change: NULL session");
+  if (!s->started || s->finished) return VQC_OK; /* nothing runs then */
+  return settle_all(s, false);
+}
+
 /* ---- finish */
 
 /* How one rank ended, as exchanged at finish (bytes, zeroed first). */
@@ -438,7 +457,11 @@ vqc_status vqc_instr_finish(vqc_instr *s, vqc_status training,
      * at their deadline; the side channel stays up for the checkers. */
     vqc_comm_abort(s->comm);
   }
-  vqc_status checks = VQC_OK;
+  /* Background checks first: their exchange pairs with the peers' settle
+   * (in their state_will_change or their own finish). */
+  vqc_status checks = s->started ? settle_all(s, training != VQC_OK) : VQC_OK;
+  if (checks != VQC_OK && training == VQC_OK)
+    snprintf(mine.message, sizeof mine.message, "%s", vqc_last_error());
   for (int i = 0; i < s->attached; i++) {
     vqc_status f = s->chk[i].finish(&s->chk[i], &s->ctx, training);
     if (f != VQC_OK && checks == VQC_OK) {

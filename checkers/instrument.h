@@ -130,6 +130,14 @@ typedef struct vqc_instr_options {
   bool strict;           /* exchange a fingerprint of every collective
                             before it runs (a side-channel all_gather per
                             collective; see bench/bench_overhead.c) */
+  bool overlap;          /* digest the registered state on a helper thread
+                            after vqc_instr_step_end while training goes
+                            on. You then MUST call
+                            vqc_instr_state_will_change before anything
+                            writes registered state (optimizer step,
+                            codebook update, a broadcast into weights);
+                            a write before it makes the digest read torn
+                            data. Needs a spare core to pay off. */
   vqc_instr_reference_fn reference_grads; /* with VQC_INSTR_EQUIVALENCE */
   void *reference_user;
 } vqc_instr_options;
@@ -172,6 +180,14 @@ vqc_status vqc_instr_start(vqc_instr *s);
  * differ between ranks): stop training and pass it to vqc_instr_finish.
  * Findings are not errors: training goes on, they are reported at finish. */
 vqc_status vqc_instr_step_end(vqc_instr *s, int64_t step);
+
+/* With opts.overlap: call it (collective: every rank, at the same point of
+ * the step) right before anything writes registered state, e.g. before
+ * optimizer.step(). It waits for the digest started at the last step end
+ * and exchanges it; returns VQC_EABORTED when another rank's training
+ * failed meanwhile (stop training and pass it to vqc_instr_finish).
+ * Without opts.overlap it does nothing and returns VQC_OK. */
+vqc_status vqc_instr_state_will_change(vqc_instr *s);
 
 /* Ends the run (collective). `training` is how training ended on this rank:
  * VQC_OK, or the error that stopped it (then the data comm is aborted first,

@@ -500,6 +500,8 @@ static vqc_status vq_device_ema(vq_device *g, vqc_comm *comm,
 
 struct vqc_run_model {
   const vqc_scenario *sc;
+  vqc_run_before_update_fn before_update; /* NULL: none */
+  void *before_update_user;
   vqc_comm *comm;
   vqc_device device;       /* where the hot path runs (run_models.h) */
   int rank, size;
@@ -814,11 +816,27 @@ static vqc_ddp_fault ddp_fault(const vqc_scenario *sc, int64_t step) {
   }
 }
 
+void vqc_run_model_set_before_update(vqc_run_model *m,
+                                     vqc_run_before_update_fn fn, void *user) {
+  m->before_update = fn;
+  m->before_update_user = user;
+}
+
+static vqc_status before_update(vqc_run_model *m) {
+  return m->before_update ? m->before_update(m->before_update_user) : VQC_OK;
+}
+
 vqc_status vqc_run_model_step(vqc_run_model *m, int64_t step, double *loss) {
   if (!m) return vqc_error(VQC_EINVAL, "runner: NULL model");
   double l = 0.0;
   VQC_TRY(shard(m, step));
   const vqc_scenario *sc = m->sc;
+  /* Every model writes its state somewhere in the step: the hook runs once,
+   * before the first write (run_models.h). */
+  const bool update_in_forward = sc->model == VQC_MODEL_VQ ||
+                                 sc->model == VQC_MODEL_RVQ ||
+                                 sc->model == VQC_MODEL_AUTOENCODER;
+  if (update_in_forward) VQC_TRY(before_update(m));
   if (sc->model == VQC_MODEL_VQ && m->device == VQC_DEVICE_CUDA) {
     float f = 0.0f;
     VQC_TRY(vq_device_step(m, step, &f));
@@ -849,6 +867,7 @@ vqc_status vqc_run_model_step(vqc_run_model *m, int64_t step, double *loss) {
                                  scale, &l));
     const vqc_ddp_options opt = {0, ddp_fault(sc, step)};
     VQC_TRY(vqc_ddp_average_grads(m->comm, m->main->params, &opt));
+    if (!update_in_forward) VQC_TRY(before_update(m));
     VQC_TRY(vqc_optim_step(m->opt));
   }
   if (loss) *loss = l;

@@ -115,6 +115,17 @@ const int64_t *vqc_run_model_indices(const vqc_run_model *m, int64_t *rows);
 vqc_status vqc_run_model_source_digest(const vqc_run_model *m,
                                        const char *name, uint64_t *out);
 
+/* Called by vqc_run_model_step right before the step first writes the
+ * replicated state (vqc_run_model_state), so the checkers can finish
+ * reading it (checker.h settle). Where that is: vq and rvq update their
+ * codebooks inside the forward, so before the forward (only the sharding
+ * overlaps); the autoencoder's bottleneck too; fsq and clip only in the
+ * optimizer step, so after forward, backward and the gradient all_reduce.
+ * A non-OK return stops the step with that status. fn NULL: none. */
+typedef vqc_status (*vqc_run_before_update_fn)(void *user);
+void vqc_run_model_set_before_update(vqc_run_model *m,
+                                     vqc_run_before_update_fn fn, void *user);
+
 /* One training step on this rank's shard of `step`: forward, loss,
  * backward, gradient all_reduce, optimizer step, codebook EMA and dead-code
  * expiry, as the model has them. *loss (may be NULL) receives this rank's

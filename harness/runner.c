@@ -129,6 +129,37 @@ static vqc_status agree(vqc_comm *c, vqc_status mine, int64_t step,
   return vqc_error(VQC_EABORTED, "%s", why);
 }
 
+/* The rank's attached checkers, for the settle hook. */
+typedef struct rank_checkers {
+  vqc_checker *chk;
+  int attached;
+  vqc_check_ctx *ctx;
+} rank_checkers;
+
+/* Settles what the checkers left running after step_end (checker.h): before
+ * the model writes its state (failed = false, from the model's hook), and
+ * on a failure before agree (failed = true), so the exchanges pair up. */
+static vqc_status settle_checkers(rank_checkers *rc, bool failed) {
+  vqc_status first = VQC_OK;
+  for (int i = 0; i < rc->attached; i++) {
+    if (rc->chk[i].settle == NULL) continue;
+    vqc_status s = rc->chk[i].settle(&rc->chk[i], rc->ctx, failed);
+    if (s != VQC_OK && first == VQC_OK) first = s;
+  }
+  return first;
+}
+
+static vqc_status settle_before_update(void *user) {
+  return settle_checkers(user, false);
+}
+
+/* The divergence checker digests on a helper thread while the next step
+ * trains (checker.h overlap) unless VQC_OVERLAP=0 is set. */
+static bool overlap_wanted(void) {
+  const char *v = getenv("VQC_OVERLAP");
+  return v == NULL || strcmp(v, "0") != 0;
+}
+
 static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
   const vqc_scenario *sc = w->sc;
   const int rank = vqc_comm_rank(c);
@@ -150,7 +181,8 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
       .size = vqc_comm_size(c),
       .state = vqc_run_model_state(m),
       .findings = w->findings,
-      .opts = {sc->interval, sc->timeout_s, sc->tolerance, sc->strict},
+      .opts = {sc->interval, sc->timeout_s, sc->tolerance, sc->strict,
+               overlap_wanted()},
       .run_dir = w->run_dir,
       .reference_grads =
           vqc_run_model_has_reference(m) ? vqc_run_model_reference_grads : NULL,
@@ -164,6 +196,8 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
     if (s == VQC_OK) attached++;
   }
   if (s != VQC_OK) report_error(rep, s, "attaching the checkers");
+  rank_checkers settle = {chk, attached, &ctx};
+  vqc_run_model_set_before_update(m, settle_before_update, &settle);
   /* Train only if every rank is ready: a rank that could not attach (its
    * run directory unwritable, say) must not leave the others training. */
   char why[512];
@@ -185,6 +219,7 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
        * on mpi only this rank's comm is marked) instead of at their
        * deadline. The side channel stays up for the checkers. */
       vqc_comm_abort(c);
+      settle_checkers(&settle, true);
       agree(c, s, step, why, sizeof why);
       break;
     }
@@ -205,6 +240,7 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
     }
     if (s != VQC_OK) {
       vqc_comm_abort(c);
+      settle_checkers(&settle, true);
       agree(c, s, step, why, sizeof why);
       break;
     }
