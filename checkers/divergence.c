@@ -118,6 +118,7 @@ typedef struct div_impl {
   pthread_t worker;
   vqc_status worker_status;
   char worker_error[512];
+  bool hooked;             /* side_hook set on the side channel */
   int insert_at;           /* where the next finding goes in the list: the
                               count at the pending step's end, so findings
                               keep the synchronous order; -1: append */
@@ -292,14 +293,11 @@ static void coords_str(int64_t i, int ndim, const int64_t *shape, char *buf,
   if (used < n) snprintf(buf + used, n - used, "]");
 }
 
-/* "rank 1" or "ranks 1, 3" (at most 8 named, then "and N more"). */
+/* "rank 1" or "ranks 1, 3" or "ranks 0-1021, 1023" (vqc_rank_ranges_text). */
 static void ranks_str(const int *ranks, int n, char *buf, size_t cap) {
-  size_t used = (size_t)snprintf(buf, cap, "%s", n == 1 ? "rank " : "ranks ");
-  for (int i = 0; i < n && i < 8 && used < cap; i++)
-    used += (size_t)snprintf(buf + used, cap - used, "%s%d", i ? ", " : "",
-                             ranks[i]);
-  if (n > 8 && used < cap)
-    snprintf(buf + used, cap - used, " and %d more", n - 8);
+  int used = snprintf(buf, cap, "%s", n == 1 ? "rank " : "ranks ");
+  if (used > 0 && (size_t)used < cap)
+    vqc_rank_ranges_text(ranks, n, buf + used, cap - (size_t)used);
 }
 
 /* ---- nonfinite */
@@ -984,6 +982,8 @@ static void div_free(div_impl *d) {
   free(d);
 }
 
+static vqc_status side_hook(void *user);
+
 static vqc_status div_attach(vqc_checker *self, vqc_check_ctx *ctx) {
   if (ctx == NULL || ctx->state == NULL || ctx->comm == NULL ||
       ctx->findings == NULL)
@@ -1012,6 +1012,11 @@ static vqc_status div_attach(vqc_checker *self, vqc_check_ctx *ctx) {
         (s = vqc_trace_writer_open(path, &d->trace)) != VQC_OK)
       goto fail;
   }
+  if (ctx->opts.overlap &&
+      (s = vqc_comm_set_before_collective(vqc_comm_side(ctx->comm), side_hook,
+                                          d)) != VQC_OK)
+    goto fail;
+  d->hooked = ctx->opts.overlap;
   self->impl = d;
   return VQC_OK;
 
@@ -1041,6 +1046,19 @@ static vqc_status div_step_end(vqc_checker *self, vqc_check_ctx *ctx,
   return check_step(d, ctx, step);
 }
 
+/* The side channel's hook (overlap only): a rank's first side collective
+ * after step_end settles the pending check first, so ranks that write no
+ * state this step (no settle from the model) still exchange in the same
+ * order as those that did. A peer's failure learned here is not this
+ * collective's error: the collective that follows (the runner's agreement,
+ * vqc_instr_finish) reports it in its own words. */
+static vqc_status side_hook(void *user) {
+  div_impl *d = user;
+  if (!d->pending) return VQC_OK;
+  vqc_status s = settle_pending(d, d->worker_ctx, false);
+  return s == VQC_EABORTED ? VQC_OK : s;
+}
+
 static vqc_status div_settle(vqc_checker *self, vqc_check_ctx *ctx,
                              bool failed) {
   div_impl *d = self->impl;
@@ -1064,10 +1082,11 @@ static vqc_status div_finish(vqc_checker *self, vqc_check_ctx *ctx,
 }
 
 static void div_destroy(vqc_checker *self, vqc_check_ctx *ctx) {
-  (void)ctx;
   if (self == NULL) return;
   div_impl *d = self->impl;
   if (d != NULL && d->worker_running) pthread_join(d->worker, NULL);
+  if (d != NULL && d->hooked)
+    vqc_comm_set_before_collective(vqc_comm_side(ctx->comm), NULL, NULL);
   div_free(d);
   self->impl = NULL;
 }

@@ -137,7 +137,7 @@ vqc_status vqc_instr_create(vqc_comm *comm, const vqc_instr_options *opts,
   s->check_opts.timeout_s = o.timeout_s > 0 ? o.timeout_s : DEFAULT_TIMEOUT_S;
   s->check_opts.tolerance = o.tolerance;
   s->check_opts.strict = o.strict;
-  s->check_opts.overlap = o.overlap;
+  s->check_opts.overlap = o.overlap && !o.strict; /* see runner.c */
   s->reference_grads = o.reference_grads;
   s->reference_user = o.reference_user;
   s->collective = -1;

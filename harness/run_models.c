@@ -820,6 +820,16 @@ void vqc_run_model_set_before_update(vqc_run_model *m,
                                      vqc_run_before_update_fn fn, void *user) {
   m->before_update = fn;
   m->before_update_user = user;
+  /* vq and rvq on the host: each codebook calls it itself (vq.h). */
+  if (m->device != VQC_DEVICE_CUDA && m->sc->model == VQC_MODEL_VQ) {
+    m->vq.before_update = fn;
+    m->vq.before_update_user = user;
+  }
+  if (m->sc->model == VQC_MODEL_RVQ)
+    for (int l = 0; l < m->sc->num_quantizers; l++) {
+      m->rvq.layers[l].before_update = fn;
+      m->rvq.layers[l].before_update_user = user;
+    }
 }
 
 static vqc_status before_update(vqc_run_model *m) {
@@ -833,10 +843,13 @@ vqc_status vqc_run_model_step(vqc_run_model *m, int64_t step, double *loss) {
   const vqc_scenario *sc = m->sc;
   /* Every model writes its state somewhere in the step: the hook runs once,
    * before the first write (run_models.h). */
+  const bool codebook_hooks =
+      sc->model == VQC_MODEL_RVQ ||
+      (sc->model == VQC_MODEL_VQ && m->device != VQC_DEVICE_CUDA);
   const bool update_in_forward = sc->model == VQC_MODEL_VQ ||
                                  sc->model == VQC_MODEL_RVQ ||
                                  sc->model == VQC_MODEL_AUTOENCODER;
-  if (update_in_forward) VQC_TRY(before_update(m));
+  if (update_in_forward && !codebook_hooks) VQC_TRY(before_update(m));
   if (sc->model == VQC_MODEL_VQ && m->device == VQC_DEVICE_CUDA) {
     float f = 0.0f;
     VQC_TRY(vq_device_step(m, step, &f));

@@ -117,10 +117,13 @@ vqc_status vqc_run_model_source_digest(const vqc_run_model *m,
 
 /* Called by vqc_run_model_step right before the step first writes the
  * replicated state (vqc_run_model_state), so the checkers can finish
- * reading it (checker.h settle). Where that is: vq and rvq update their
- * codebooks inside the forward, so before the forward (only the sharding
- * overlaps); the autoencoder's bottleneck too; fsq and clip only in the
- * optimizer step, so after forward, backward and the gradient all_reduce.
+ * reading it (checker.h settle). Where that is: vq and rvq (host) right
+ * before a codebook's k-means init or EMA update inside vqc_vq_forward
+ * (vqc_vq.before_update: the nearest-code search overlaps); vq on the
+ * device and the autoencoder (its bottleneck updates in the forward)
+ * before the forward; fsq and clip only in the optimizer step, so after
+ * forward, backward and the gradient all_reduce. It may run more than once
+ * in a step (once per codebook); later calls find nothing to settle.
  * A non-OK return stops the step with that status. fn NULL: none. */
 typedef vqc_status (*vqc_run_before_update_fn)(void *user);
 void vqc_run_model_set_before_update(vqc_run_model *m,

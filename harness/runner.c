@@ -154,7 +154,9 @@ static vqc_status settle_before_update(void *user) {
 }
 
 /* The divergence checker digests on a helper thread while the next step
- * trains (checker.h overlap) unless VQC_OVERLAP=0 is set. */
+ * trains (checker.h overlap) unless VQC_OVERLAP=0 is set, or in strict
+ * mode (its fingerprint exchanges on the side channel before every data
+ * collective could meet a failed peer's agreement, checker.h settle). */
 static bool overlap_wanted(void) {
   const char *v = getenv("VQC_OVERLAP");
   return v == NULL || strcmp(v, "0") != 0;
@@ -182,7 +184,7 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
       .state = vqc_run_model_state(m),
       .findings = w->findings,
       .opts = {sc->interval, sc->timeout_s, sc->tolerance, sc->strict,
-               overlap_wanted()},
+               overlap_wanted() && !sc->strict},
       .run_dir = w->run_dir,
       .reference_grads =
           vqc_run_model_has_reference(m) ? vqc_run_model_reference_grads : NULL,

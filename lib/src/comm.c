@@ -253,8 +253,23 @@ vqc_comm_stats vqc_comm_get_stats(const vqc_comm *c) {
   return c ? c->stats : none;
 }
 
+vqc_status vqc_comm_set_before_collective(vqc_comm *c, vqc_comm_hook_fn fn,
+                                          void *user) {
+  if (c == NULL || c->ledger != NULL)
+    return vqc_error(VQC_EINVAL, "the collective hook is for side channels");
+  if (fn != NULL && c->before_collective != NULL)
+    return vqc_error(VQC_EINVAL, "the side channel already has a hook");
+  c->before_collective = fn;
+  c->before_collective_user = fn ? user : NULL;
+  return VQC_OK;
+}
+
 static vqc_status run_collective(vqc_comm *c, coll_call *call) {
-  if (!c->ledger) return dispatch(c, call); /* side channel */
+  if (!c->ledger) { /* side channel */
+    if (c->before_collective)
+      VQC_TRY(c->before_collective(c->before_collective_user));
+    return dispatch(c, call);
+  }
 
   vqc_ledger_open(c->ledger, &call->rec);
   vqc_coll_event ev = {VQC_EVENT_BEFORE, c, &call->rec, call->tensor,

@@ -51,6 +51,8 @@ struct vqc_comm {
   struct { vqc_probe_fn fn; void *user; } probes[VQC_MAX_PROBE_SUBSCRIBERS];
   int nprobes;
   vqc_comm_stats stats; /* this rank's traffic on this comm, comm.c counts */
+  vqc_comm_hook_fn before_collective; /* side channels only; NULL: none */
+  void *before_collective_user;
 };
 
 #define VQC_COMM_DEFAULT_TIMEOUT_S 60.0

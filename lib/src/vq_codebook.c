@@ -204,8 +204,10 @@ vqc_status vqc_vq_forward(vqc_vq *vq, const vqc_vq_ctx *ctx, const float *x,
     return vqc_error(VQC_EINVAL, "vq_forward: NULL indices or quantized");
   const int64_t C = vq->p.codebook_size, D = vq->p.dim;
 
-  if (vq->p.kmeans_init && !vq->initted)
+  if (vq->p.kmeans_init && !vq->initted) {
+    if (vq->before_update) VQC_TRY(vq->before_update(vq->before_update_user));
     VQC_TRY(vqc_vq_kmeans_init(vq, ctx, x, M));
+  }
 
   const float *E = vqc_vq_embed(vq);
   VQC_TRY(vqc_vq_nearest(x, M, E, C, D, indices, NULL));
@@ -219,6 +221,7 @@ vqc_status vqc_vq_forward(vqc_vq *vq, const vqc_vq_ctx *ctx, const float *x,
   if (!train || vq->p.freeze_codebook) return VQC_OK;
 
   /* quantized already holds the pre-update rows, as the spec requires. */
+  if (vq->before_update) VQC_TRY(vq->before_update(vq->before_update_user));
   VQC_TRY(vqc_vq_ema_update(vq, ctx, x, M, indices));
   return vqc_vq_expire_codes(vq, ctx, x, M, NULL, NULL);
 }

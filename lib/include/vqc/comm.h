@@ -103,6 +103,16 @@ typedef struct vqc_comm_stats {
   uint64_t bytes_received;
 } vqc_comm_stats;
 vqc_comm_stats vqc_comm_get_stats(const vqc_comm *c);
+/* A side channel's hook, called on this rank before each of its
+ * collectives on that side channel (also ones made from inside the hook;
+ * the hook must cope). The overlapped divergence check uses it to settle
+ * its pending exchange first, so every rank's side traffic stays in the
+ * same order whoever reaches the side channel first. A non-OK return
+ * fails the collective. One hook per side channel: VQC_EINVAL when one is
+ * set (fn NULL clears it) or when c is not a side channel. */
+typedef vqc_status (*vqc_comm_hook_fn)(void *user);
+vqc_status vqc_comm_set_before_collective(vqc_comm *c, vqc_comm_hook_fn fn,
+                                          void *user);
 /* How a collective waits for its peers.
  *   VQC_WAIT_POLL (the default): every wait polls against the comm's
  *     deadline and returns VQC_ETIMEOUT when it passes. On the mpi backend

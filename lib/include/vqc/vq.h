@@ -126,6 +126,12 @@ typedef struct vqc_vq {
   vqc_tensor cluster_size; /* (C,)   f32: EMA counts */
   vqc_tensor embed_avg;    /* (C, D) f32: EMA sums */
   bool initted;            /* false until k-means init ran (kmeans_init) */
+  /* Optional: called by vqc_vq_forward right before it first writes the
+   * state above in a call (k-means init, EMA update), so a checker reading
+   * the state in the background can finish first (vqcheck's overlapped
+   * digest). A non-OK return stops the forward. NULL: none. */
+  vqc_status (*before_update)(void *user);
+  void *before_update_user;
 } vqc_vq;
 
 /* Builds a fresh codebook: cluster_size = 1, embed_avg = E. `embed` (C, D)
