@@ -1,58 +1,101 @@
 /* bench_quantizers.c: how fast the quantizers' hot loops run on one core,
  * each against a baseline measured in the same run.
  *
- *   (1) nearest-code search (vqc_vq_nearest: distances + argmin, fused) at
- *       M = 65536 rows, D = 64, C = 1024 codes, against OpenBLAS sgemm of
- *       the same shape (X (M, D) times E^T (D, C)), one thread each.
- *       GFLOP/s = 2*M*C*D / seconds for both (the dot products' multiply-
- *       adds; the norms, sqrt and argmin are not counted). Target: ratio =
- *       nearest / sgemm >= 1.0. The AVX2 kernel is shown too where the
- *       AVX-512 one is the default, and the core's FMA peak is measured so
- *       the figures can be read as a fraction of it.
- *   (2) FSQ quantize (levels 8,5,5,5, with indices) against memcpy of the
- *       same bytes: ratio of bytes/s (input bytes for FSQ).
- *   (3) the EMA update (vqc_vq_ema_update: per-code counts and sums of the
- *       rows given their indices, then the lerps and the renormalisation,
- *       which touch only C*D values) against a plain read of x: ratio of
- *       bytes/s of x.
+ * Figures (--json: one object per figure, bench_stats.h; names in quotes):
+ *   "nearest"   nearest-code search (vqc_vq_nearest: distances + argmin,
+ *               fused) at M = 65536 rows, D = 64, C = 1024 codes, against
+ *               OpenBLAS sgemm of the same shape (X (M, D) times E^T (D, C)),
+ *               one thread each. GFLOP/s = 2*M*C*D / seconds for both (the
+ *               dot products' multiply-adds; norms, sqrt and argmin are not
+ *               counted). ratio = nearest / sgemm; target >= 1.0. Also
+ *               "nearest_avx2" where AVX-512 is the default kernel, and
+ *               "fma_peak", the core's measured FMA peak, so the figures can
+ *               be read as a fraction of it.
+ *   "fsq"       FSQ quantize with indices (vqc_fsq_quantize: the best kernel
+ *               here, fsq_internal.h) at PyTorch's shape (64, 1024, 4),
+ *               levels 8,5,5,5, against PyTorch's FSQ forward on the same z
+ *               in a python3 child process (below). elem/s = 262144 / s;
+ *               ratio = ours / PyTorch's; target >= 2.0. "fsq_scalar": the
+ *               scalar reference kernel, same baseline.
+ *   "fsq_memcpy" FSQ on 32 MiB of z against memcpy of the same bytes: GB/s
+ *               of z, ratio = fsq / memcpy.
+ *   "tanh"      the correctly rounded tanh (tanh_exact.h, best kernel) on 8M
+ *               floats against glibc's tanhf loop: elem/s and ratio.
+ *   "ema"       the EMA update (vqc_vq_ema_update: per-code counts and sums
+ *               of the rows given their indices, then the lerps and the
+ *               renormalisation, which touch only C*D values) against a plain
+ *               read of x: GB/s of x and ratio.
+ *
+ * PyTorch baseline. The bench writes z to a temporary file, starts
+ * `python3 -c SCRIPT` (VQC_BENCH_PYTHON, else /usr/bin/python3, else
+ * python3 on PATH: the first that imports torch), which runs
+ * vector_quantize_pytorch's FSQ(levels).eval() when that package imports,
+ * else the same torch operations in the library's 1.31.0 order (bound:
+ * tanh(z + shift) * half_l - offset, round_ste, / half_width; then
+ * codes_to_indices: * half_width + half_width, * basis, sum, round, int32;
+ * the rearranges are views), with torch.set_num_threads(1). It writes its
+ * codes and indices once (validated against ours below), then on each
+ * "t K" line times K forwards with its thread's CPU clock and answers. The
+ * temporary files are removed as soon as the child has read and written
+ * them, and on every exit path. Without a python3 that has torch the
+ * "fsq" figure is printed without a baseline, and the bench says why.
  *
  * Validation comes first and exits 1 on any failure: the nearest search
  * equals the scalar reference bit for bit on slices of rows (indices and
  * distances); sgemm agrees with double-precision dot products within
  * D * FLT_EPSILON * sum|x_d e_d| (twice the textbook bound for a float32
- * sum of D products, whatever order the BLAS uses); FSQ's indices equal
- * codes_to_indices of its codes; the EMA counts equal a bincount of the
+ * sum of D products, whatever order the BLAS uses); FSQ's best kernel
+ * equals the scalar kernel bit for bit (codes and indices) and its indices
+ * equal codes_to_indices of its codes; PyTorch's codes and indices equal
+ * ours except where its tanh (not correctly rounded) moves a value across
+ * a rounding boundary: such elements must be one level apart and fewer
+ * than 1 in 10^4 (their count is printed); the tanh kernels equal the
+ * scalar definition bit for bit; the EMA counts equal a bincount of the
  * indices and the sums equal row-order double sums rounded once (decay 0,
  * so both are copied exactly).
  *
  * Timing: every kind runs on the calling thread (OpenBLAS set to one
- * thread computes in the caller), so each run is timed with the thread's
- * CPU clock (CLOCK_THREAD_CPUTIME_ID): on a machine shared with other jobs,
- * the time the core spends on them does not count. Best of REPS runs
- * (default 5, argv[1] to change), the kinds interleaved; the median and
- * the best wall-clock time are printed beside the best, and the ratios use
- * the best CPU times. Data is warm (each buffer was just written or used):
- * these loops are meant to run on data the training step has just
- * produced.
+ * thread computes in the caller; PyTorch's child too), so each run is timed
+ * with the thread's CPU clock (CLOCK_THREAD_CPUTIME_ID; the child uses
+ * time.thread_time): on a machine shared with other jobs, the time the
+ * core spends on them does not count. After one untimed warm-up round,
+ * REPS (default 7, at least 7) repetitions, the kinds interleaved within
+ * each; every figure is the
+ * median with min and max over the repetitions, and every ratio the median
+ * of the per-repetition ratios (bench_stats.h). The (64, 1024, 4) FSQ runs
+ * 10 times per repetition on both sides (one run is about a millisecond).
+ * Data is warm (each buffer was just written or used): these loops are
+ * meant to run on data the training step has just produced.
  *
- * OpenBLAS: forced to one thread with openblas_set_num_threads(1). Debian's
- * DYNAMIC_ARCH build picks its kernel set from the CPU model and falls back
- * to an old generic core ("Prescott", SSE only) on CPUs it does not know,
- * such as some virtual machines' ones. Measuring against that would flatter
- * us, so when OPENBLAS_CORETYPE is unset and OpenBLAS chose a core with
- * narrower vectors than this CPU has, the bench re-executes itself with
- * OPENBLAS_CORETYPE set to SkylakeX (AVX-512) or Haswell (AVX2), OpenBLAS's
- * best kernels for those features, and says so. To measure against another
- * core, set OPENBLAS_CORETYPE yourself. */
+ * OpenBLAS: forced to one thread with openblas_set_num_threads(1) (with
+ * more threads the caller's CPU clock would not see the helpers' work, and
+ * sgemm would look faster than it is). Debian's DYNAMIC_ARCH build picks
+ * its kernel set from the CPU model and falls back to an older core on CPUs
+ * it does not know, such as some virtual machines' ones ("Prescott", SSE
+ * only, or "Sandybridge", AVX without FMA: 27 and 55 GFLOP/s here against
+ * 70 for "Haswell"). Measuring against those would flatter us, so when
+ * OPENBLAS_CORETYPE is unset and OpenBLAS chose another core than SkylakeX
+ * (on CPUs with AVX-512) or Haswell (with AVX2 and FMA), the bench
+ * re-executes itself with that core set, and says so (on stderr with
+ * --json). That includes OpenBLAS 0.3.21's "Zen" choice on AMD Zen: on the
+ * Zen 3 this was measured on, its sgemm ran at 62-65 GFLOP/s and
+ * "Haswell"'s at 69-73 (one thread, this shape, 7 runs each). To measure
+ * against another core, set OPENBLAS_CORETYPE yourself. */
 #define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <float.h>
 #include <immintrin.h>
 #include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -60,22 +103,23 @@
 #include <cblas.h>
 #endif
 
+#include "bench_stats.h"
+#include "fsq_internal.h"
 #include "vq_nearest.h"
 #include "vqc/fsq.h"
 #include "vqc/rng.h"
 #include "vqc/vq.h"
 
 enum { M_ROWS = 65536, DIM = 64, CODES = 1024 };
-#define FSQ_FLOATS ((int64_t)8 << 20) /* 32 MiB of z */
-#define MAX_REPS 50
+#define FSQ_FLOATS ((int64_t)8 << 20) /* 32 MiB of z: fsq_memcpy and tanh */
+enum { TB = 64, TN = 1024, TD = 4 };  /* PyTorch's shape (B, N, d) */
+#define TORCH_ELEMS ((int64_t)TB * TN * TD)
+#define FSQ_INNER 10 /* (64, 1024, 4) runs per repetition, both sides */
+#define MAX_REPS 51 /* 50 repetitions and the warm-up's slot */
+#define DEFAULT_REPS 7
 
 static volatile uint64_t sink; /* keeps the read loops' results alive */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
+static int json;                /* --json: figures only on stdout */
 
 /* CPU time of the calling thread: see "Timing" at the top. */
 static double cpu_s(void) {
@@ -84,55 +128,29 @@ static double cpu_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* ---- timings: kinds x runs, CPU and wall clock */
-
-enum { T_SGEMM, T_NEAR, T_NEAR_AVX2, T_FSQ, T_MEMCPY, T_EMA, T_READ, NT };
-static double t_cpu[NT][MAX_REPS], t_wall[NT][MAX_REPS];
-static int n_reps;
-
-typedef struct {
-  double wall, cpu;
-} stamp;
-
-static stamp start(void) {
-  stamp s = {now_s(), cpu_s()};
-  return s;
-}
-static void stop(stamp s, int kind, int rep) {
-  t_cpu[kind][rep] = cpu_s() - s.cpu;
-  t_wall[kind][rep] = now_s() - s.wall;
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
+/* ---- timings: CPU seconds of each kind in each repetition */
 
-/* Best and median of one kind's runs. */
-typedef struct {
-  double best, median, best_wall;
-} summary;
+enum {
+  T_SGEMM, T_NEAR, T_NEAR_AVX2, T_PEAK, T_FSQ, T_FSQ_SCALAR, T_TORCH,
+  T_FSQ_BIG, T_MEMCPY, T_TANH, T_TANHF, T_EMA, T_READ, NT
+};
+static double t_cpu[NT][MAX_REPS];
+static double peak_gflops[MAX_REPS];
 
-static summary summarise(int kind) {
-  double c[MAX_REPS], w[MAX_REPS];
-  memcpy(c, t_cpu[kind], sizeof c);
-  memcpy(w, t_wall[kind], sizeof w);
-  qsort(c, (size_t)n_reps, sizeof c[0], cmp_double);
-  qsort(w, (size_t)n_reps, sizeof w[0], cmp_double);
-  const int n = n_reps;
-  summary s = {c[0], n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]), w[0]};
-  return s;
-}
-
-/* One line of the report: `work` units (flops, bytes) per best CPU time,
- * divided by `scale` (1e9 for G). Returns that rate. */
-static double report(const char *label, int kind, double work, double scale,
-                     const char *unit) {
-  const summary s = summarise(kind);
-  const double rate = work / s.best / scale;
-  printf("    %-30s %8.2f ms (median %8.2f, wall %8.2f) %8.2f %s\n", label,
-         1e3 * s.best, 1e3 * s.median, 1e3 * s.best_wall, rate, unit);
-  return rate;
+/* Text-mode note (stderr with --json, so stdout stays JSON). */
+static void note(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void note(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vfprintf(json ? stderr : stdout, fmt, ap);
+  va_end(ap);
+  fflush(json ? stderr : stdout);
 }
 
 /* ---- the FMA peak of this core */
@@ -237,7 +255,8 @@ static uint64_t read_sum(const void *p, size_t n) {
 #ifdef VQC_HAVE_OPENBLAS
 /* See the header comment: re-executes with OPENBLAS_CORETYPE set when
  * OpenBLAS picked a core with narrower vectors than this CPU has. Returns
- * only when no re-execution is needed or exec failed. */
+ * only when no re-execution is needed or exec failed. argv is the original
+ * one (--json included). */
 static void use_openblas_best_core(char **argv) {
   if (getenv("OPENBLAS_CORETYPE")) return; /* the user chose */
   const char *want = NULL;
@@ -248,24 +267,24 @@ static void use_openblas_best_core(char **argv) {
     want = "Haswell";
   if (!want) return;
   const char *core = openblas_get_corename();
-  /* Cores whose sgemm uses AVX-512 / at least AVX2 (OpenBLAS's names). */
+  /* Cores kept as they are: AVX-512 ones on AVX-512 CPUs, and on AVX2 CPUs
+   * Haswell (not "zen": slower here, see the top) or an AVX-512 one. */
   static const char *const avx512_cores[] = {"skylakex", "cooperlake",
                                              "sapphirerapids", NULL};
-  static const char *const avx2_cores[] = {"haswell", "zen", "skylakex",
+  static const char *const avx2_cores[] = {"haswell", "skylakex",
                                            "cooperlake", "sapphirerapids",
                                            NULL};
   const char *const *ok = strcmp(want, "SkylakeX") == 0 ? avx512_cores
                                                           : avx2_cores;
   for (int i = 0; ok[i]; i++)
     if (strcasecmp(core, ok[i]) == 0) return;
-  printf("note: OpenBLAS chose its '%s' kernels for this CPU, which has %s; "
-         "re-running with OPENBLAS_CORETYPE=%s so that the baseline is "
-         "OpenBLAS's best sgemm here\n", core,
-         strcmp(want, "SkylakeX") == 0 ? "AVX-512" : "AVX2 and FMA", want);
-  fflush(stdout);
+  note("note: OpenBLAS chose its '%s' kernels for this CPU, which has %s; "
+       "re-running with OPENBLAS_CORETYPE=%s so that the baseline is "
+       "OpenBLAS's best sgemm here\n", core,
+       strcmp(want, "SkylakeX") == 0 ? "AVX-512" : "AVX2 and FMA", want);
   setenv("OPENBLAS_CORETYPE", want, 1);
   execv("/proc/self/exe", argv);
-  printf("note: re-running failed; the baseline uses '%s'\n", core);
+  note("note: re-running failed; the baseline uses '%s'\n", core);
 }
 #endif
 
@@ -342,25 +361,292 @@ static int validate_sgemm(const float *x, const float *E, const float *out) {
 
 /* ---- (2) FSQ */
 
-static int validate_fsq(const vqc_fsq *q, const float *out,
-                        const int32_t *indices, int64_t rows) {
-  const int64_t n = rows < 4096 ? rows : 4096;
+/* The best kernel's codes and indices equal the scalar kernel's bit for
+ * bit, and its indices equal codes_to_indices of its codes. */
+static int validate_fsq(const vqc_fsq *q, const float *z, int64_t rows,
+                        const float *out, const int32_t *indices) {
+  const int64_t n = rows < 8192 ? rows : 8192;
+  const int w = vqc_fsq_width(q);
+  float *ref = malloc((size_t)(n * w) * sizeof(float));
+  int32_t *ref_idx = malloc((size_t)n * sizeof(int32_t));
   int32_t *again = malloc((size_t)n * sizeof(int32_t));
-  if (!again || vqc_fsq_codes_to_indices(q, out, n, again) != VQC_OK) {
-    fprintf(stderr, "bench_quantizers: fsq codes_to_indices failed: %s\n",
+  int ok = ref && ref_idx && again &&
+           fsq_quantize_with(FSQ_KERNEL_SCALAR, q, z, n, ref, ref_idx) ==
+               VQC_OK &&
+           vqc_fsq_codes_to_indices(q, out, n, again) == VQC_OK;
+  if (!ok) {
+    fprintf(stderr, "bench_quantizers: fsq validation failed: %s\n",
             vqc_last_error());
-    free(again);
+  } else {
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++)
+      bad += again[i] != indices[i] || ref_idx[i] != indices[i];
+    bad += memcmp(ref, out, (size_t)(n * w) * sizeof(float)) != 0;
+    if (bad) {
+      fprintf(stderr, "bench_quantizers: fsq (%s): %lld indices or codes "
+              "differ from the scalar kernel's\n",
+              fsq_kernel_name(fsq_kernel_best()), (long long)bad);
+      ok = 0;
+    }
+  }
+  free(ref);
+  free(ref_idx);
+  free(again);
+  return ok;
+}
+
+/* The tanh kernels equal the scalar definition on the timed input. */
+static int validate_tanh(const float *x, size_t n, float *y) {
+  const size_t m = n < (1u << 20) ? n : (1u << 20);
+  float *ref = malloc(m * sizeof(float));
+  if (!ref) return 0;
+  fsq_tanh_with(FSQ_KERNEL_SCALAR, x, ref, m);
+  fsq_tanh_with(fsq_kernel_best(), x, y, m);
+  const int ok = memcmp(ref, y, m * sizeof(float)) == 0;
+  if (!ok)
+    fprintf(stderr, "bench_quantizers: tanh (%s) differs from the scalar "
+            "definition\n", fsq_kernel_name(fsq_kernel_best()));
+  free(ref);
+  return ok;
+}
+
+/* ---- the PyTorch child (see "PyTorch baseline" at the top) */
+
+static const char torch_script[] =
+    "import sys, time\n"
+    "try:\n"
+    "    import torch\n"
+    "except Exception as e:\n"
+    "    print('notorch', repr(e).replace('\\n', ' '), flush=True)\n"
+    "    sys.exit(0)\n"
+    "torch.set_num_threads(1)\n"
+    "zpath, outpath, idxpath = sys.argv[1:4]\n"
+    "levels = [int(v) for v in sys.argv[4].split(',')]\n"
+    "B, N = int(sys.argv[5]), int(sys.argv[6])\n"
+    "d = len(levels)\n"
+    "z = torch.from_file(zpath, shared=False, size=B * N * d,\n"
+    "                    dtype=torch.float32).view(B, N, d)\n"
+    "try:\n"
+    "    from vector_quantize_pytorch import FSQ\n"
+    "    fsq = FSQ(levels).eval()\n"
+    "    impl = 'vector_quantize_pytorch'\n"
+    "    def run():\n"
+    "        return fsq(z)\n"
+    "except Exception:\n"
+    "    impl = 'torch_ops_of_vqpt_1.31.0'\n"
+    "    L = torch.tensor(levels, dtype=torch.int32)\n"
+    "    basis = torch.cumprod(torch.tensor([1] + levels[:-1]), dim=0,\n"
+    "                          dtype=torch.int32)\n"
+    "    def round_ste(x):\n"
+    "        return x + (x.round() - x).detach()\n"
+    "    def run():\n"
+    "        zz = z.view(B, N, 1, d)\n"
+    "        half_l = (L - 1) * (1 + 1e-3) / 2\n"
+    "        offset = torch.where(L % 2 == 0, 0.5, 0.0)\n"
+    "        shift = torch.atanh(offset / half_l)\n"
+    "        bounded = torch.tanh(zz + shift) * half_l - offset\n"
+    "        half_width = L // 2\n"
+    "        codes = round_ste(bounded) / half_width\n"
+    "        idx = ((codes * half_width + half_width) * basis).sum(dim=-1)\n"
+    "        idx = idx.round().to(torch.int32)\n"
+    "        return codes.view(B, N, d), idx.view(B, N)\n"
+    "out, idx = run()\n"
+    "out.contiguous().numpy().tofile(outpath)\n"
+    "idx.contiguous().to(torch.int32).numpy().tofile(idxpath)\n"
+    "for _ in range(3):\n"
+    "    run()\n"
+    "print('ready', impl, torch.__version__, flush=True)\n"
+    "for line in sys.stdin:\n"
+    "    w = line.split()\n"
+    "    if not w or w[0] != 't':\n"
+    "        break\n"
+    "    c0 = time.thread_time()\n"
+    "    for _ in range(int(w[1])):\n"
+    "        run()\n"
+    "    print(time.thread_time() - c0, flush=True)\n";
+
+typedef struct torch_child {
+  pid_t pid;
+  FILE *to;   /* its stdin */
+  int from;   /* its stdout */
+  char impl[128], python[256];
+} torch_child;
+
+/* Temporary files of the child's exchange; removed by tmp_cleanup. */
+static char tmp_path[3][64];
+
+static void tmp_cleanup(void) {
+  for (int i = 0; i < 3; i++)
+    if (tmp_path[i][0]) {
+      unlink(tmp_path[i]);
+      tmp_path[i][0] = '\0';
+    }
+}
+
+static void on_signal(int sig) {
+  tmp_cleanup();
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+
+static int make_tmp(int i) {
+  const char *dir = getenv("TMPDIR");
+  snprintf(tmp_path[i], sizeof tmp_path[i], "%s/vqc-bench-fsq-XXXXXX",
+           dir && strlen(dir) < 32 ? dir : "/tmp");
+  const int fd = mkstemp(tmp_path[i]);
+  if (fd < 0) tmp_path[i][0] = '\0';
+  return fd;
+}
+
+/* One line from fd into buf (without the newline), waiting until the
+ * monotonic deadline. Returns 1, or 0 on EOF, error or time-out. */
+static int read_line(int fd, char *buf, size_t size, double deadline) {
+  size_t n = 0;
+  while (n + 1 < size) {
+    const double left = deadline - mono_s();
+    if (left <= 0) return 0;
+    struct pollfd p = {fd, POLLIN, 0};
+    const int r = poll(&p, 1, (int)(left * 1000) + 1);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) return 0;
+    char c;
+    const ssize_t got = read(fd, &c, 1);
+    if (got <= 0) return 0;
+    if (c == '\n') break;
+    buf[n++] = c;
+  }
+  buf[n] = '\0';
+  return 1;
+}
+
+static void torch_stop(torch_child *c) {
+  if (c->pid <= 0) return;
+  if (c->to) {
+    fputs("q\n", c->to);
+    fclose(c->to);
+    c->to = NULL;
+  }
+  if (c->from >= 0) close(c->from);
+  c->from = -1;
+  /* it leaves on "q" or EOF; give it 10 s, then end it */
+  for (int i = 0; i < 1000; i++) {
+    if (waitpid(c->pid, NULL, WNOHANG) == c->pid) {
+      c->pid = 0;
+      return;
+    }
+    usleep(10000);
+  }
+  kill(c->pid, SIGKILL);
+  waitpid(c->pid, NULL, 0);
+  c->pid = 0;
+}
+
+/* Starts the child with `python`; 1 when it answered "ready" (codes and
+ * indices written to tmp_path[1], [2]), 0 with *why filled otherwise. */
+static int torch_start(torch_child *c, const char *python, char *why,
+                       size_t why_size) {
+  int in[2], out[2];
+  c->pid = 0;
+  c->to = NULL;
+  c->from = -1;
+  if (pipe(in) != 0 || pipe(out) != 0) {
+    snprintf(why, why_size, "pipe: %s", strerror(errno));
     return 0;
   }
-  int64_t bad = 0;
-  for (int64_t i = 0; i < n; i++) bad += again[i] != indices[i];
-  for (int64_t j = 0; j < n * vqc_fsq_width(q); j++)
-    bad += !(out[j] >= -1.0f && out[j] <= 1.0f);
-  free(again);
-  if (bad)
-    fprintf(stderr, "bench_quantizers: fsq: %lld indices or codes wrong\n",
-            (long long)bad);
-  return bad == 0;
+  char levels[] = "8,5,5,5", b[16], n[16];
+  snprintf(b, sizeof b, "%d", TB);
+  snprintf(n, sizeof n, "%d", TN);
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(why, why_size, "fork: %s", strerror(errno));
+    return 0;
+  }
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[0]);
+    close(in[1]);
+    close(out[0]);
+    close(out[1]);
+    char *args[] = {(char *)python, "-c", (char *)torch_script, tmp_path[0],
+                    tmp_path[1], tmp_path[2], levels, b, n, NULL};
+    execvp(python, args);
+    printf("noexec %s\n", strerror(errno));
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  c->pid = pid;
+  c->to = fdopen(in[1], "w");
+  c->from = out[0];
+  snprintf(c->python, sizeof c->python, "%s", python);
+  char line[512];
+  if (!c->to || !read_line(c->from, line, sizeof line, mono_s() + 300.0)) {
+    snprintf(why, why_size, "%s: no answer (no python3 or it failed)",
+             python);
+    torch_stop(c);
+    return 0;
+  }
+  if (strncmp(line, "ready ", 6) != 0) {
+    snprintf(why, why_size, "%.200s: %.300s", python, line);
+    torch_stop(c);
+    return 0;
+  }
+  snprintf(c->impl, sizeof c->impl, "%.120s", line + 6);
+  return 1;
+}
+
+/* One timed batch of k forwards in the child: its CPU seconds, or -1. */
+static double torch_time(torch_child *c, int k) {
+  fprintf(c->to, "t %d\n", k);
+  fflush(c->to);
+  char line[128];
+  if (!read_line(c->from, line, sizeof line, mono_s() + 600.0)) return -1;
+  char *end = NULL;
+  const double s = strtod(line, &end);
+  return end == line ? -1 : s;
+}
+
+/* PyTorch's codes and indices (in tmp_path[1], [2]) against ours: equal,
+ * except elements one level apart (a tanh an ulp off at a boundary), fewer
+ * than 1 in 10^4. */
+static int validate_torch(const vqc_fsq *q, const float *codes,
+                          const int32_t *indices, int64_t *n_diff) {
+  const int64_t n = TORCH_ELEMS, groups = TORCH_ELEMS / TD;
+  float *tc = malloc((size_t)n * sizeof(float));
+  int32_t *ti = malloc((size_t)groups * sizeof(int32_t));
+  FILE *fc = fopen(tmp_path[1], "rb"), *fi = fopen(tmp_path[2], "rb");
+  int ok = tc && ti && fc && fi &&
+           fread(tc, sizeof(float), (size_t)n, fc) == (size_t)n &&
+           fread(ti, sizeof(int32_t), (size_t)groups, fi) == (size_t)groups;
+  if (fc) fclose(fc);
+  if (fi) fclose(fi);
+  if (!ok) {
+    fprintf(stderr, "bench_quantizers: cannot read PyTorch's codes and "
+            "indices back\n");
+  } else {
+    int64_t diff = 0, far = 0;
+    for (int64_t e = 0; e < n; e++) {
+      if (tc[e] == codes[e]) continue; /* -0 == +0: same code */
+      diff++;
+      const float hw = q->half_width[e % TD];
+      far += !(fabsf(tc[e] - codes[e]) * hw <= 1.0f + 1e-6f);
+    }
+    int64_t idiff = 0;
+    for (int64_t g = 0; g < groups; g++) idiff += ti[g] != indices[g];
+    *n_diff = diff;
+    if (far || diff * 10000 > n || idiff > diff) {
+      fprintf(stderr, "bench_quantizers: PyTorch's FSQ differs from ours: "
+              "%lld codes (%lld more than one level apart), %lld indices\n",
+              (long long)diff, (long long)far, (long long)idiff);
+      ok = 0;
+    }
+  }
+  free(tc);
+  free(ti);
+  return ok;
 }
 
 /* ---- (3) EMA */
@@ -390,47 +676,101 @@ static int validate_ema(vqc_vq *vq, const float *x, const int64_t *idx) {
   return bad == 0;
 }
 
+/* ---- report */
+
+/* rate[rep] = work / t_cpu[kind][rep] / scale */
+static bench_summary rates(int kind, double work, double scale, int reps,
+                           double *rate) {
+  for (int r = 0; r < reps; r++) rate[r] = work / t_cpu[kind][r] / scale;
+  return bench_summarize(rate, reps);
+}
+
+/* One figure: text line (or JSON object), with its baseline and ratio when
+ * base_kind >= 0. */
+static void figure(const char *name, const char *label, const char *shape,
+                   int kind, double work, double scale, const char *unit,
+                   int base_kind, const char *base_name,
+                   const char *base_label, int reps) {
+  double v[MAX_REPS], b[MAX_REPS];
+  bench_figure f = {.bench = "bench_quantizers", .figure = name,
+                    .shape = shape, .unit = unit};
+  f.value = rates(kind, work, scale, reps, v);
+  if (base_kind >= 0) {
+    f.baseline_name = base_name;
+    f.baseline = rates(base_kind, work, scale, reps, b);
+    f.ratio = bench_ratios(v, b, reps);
+  }
+  if (json) {
+    bench_print_figure(stdout, &f);
+    return;
+  }
+  printf("    %-34s %9.4g %s  [%.4g .. %.4g]\n", label, f.value.median, unit,
+         f.value.min, f.value.max);
+  if (base_kind >= 0) {
+    printf("    %-34s %9.4g %s  [%.4g .. %.4g]\n", base_label,
+           f.baseline.median, unit, f.baseline.min, f.baseline.max);
+    printf("    ratio = %s / %s: %.3fx  [%.3f .. %.3f]\n", name, base_name,
+           f.ratio.median, f.ratio.min, f.ratio.max);
+  }
+}
+
 int main(int argc, char **argv) {
+  for (int a = 1; a < argc; a++) json |= strcmp(argv[a], "--json") == 0;
+  __builtin_cpu_init();
+  have_avx2 = __builtin_cpu_supports("avx2");
+#ifdef VQC_HAVE_OPENBLAS
+  use_openblas_best_core(argv); /* before argv loses --json */
+  openblas_set_num_threads(1);
+#endif
+  bench_json_requested(&argc, argv);
   if (argc > 1 &&
       (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-    printf("usage: bench_quantizers [REPS]   (timed runs per kind, default 5, "
-           "best and median reported)\n");
+    printf("usage: bench_quantizers [REPS] [--json]\n"
+           "  REPS    interleaved repetitions, default %d, %d..%d; figures "
+           "are medians [min .. max]\n"
+           "  --json  one JSON object per figure instead of the text\n"
+           "  VQC_BENCH_PYTHON  python3 with torch for the FSQ baseline "
+           "(default /usr/bin/python3, then python3)\n",
+           DEFAULT_REPS, BENCH_MIN_REPS, MAX_REPS - 1);
     return 0;
   }
-  int reps = 5;
+  int reps = DEFAULT_REPS;
   if (argc > 1) {
     char *end = NULL;
     const long v = strtol(argv[1], &end, 10);
-    if (end == argv[1] || *end != '\0' || v < 1 || v > MAX_REPS) {
-      fprintf(stderr, "bench_quantizers: '%s' is not a count in 1..%d (try "
-              "--help)\n", argv[1], MAX_REPS);
+    if (end == argv[1] || *end != '\0' || v < BENCH_MIN_REPS || v > MAX_REPS - 1) {
+      fprintf(stderr, "bench_quantizers: '%s' is not a repetition count in "
+              "%d..%d (try --help)\n", argv[1], BENCH_MIN_REPS, MAX_REPS - 1);
       return 2;
     }
     reps = (int)v;
   }
-  __builtin_cpu_init();
-  have_avx2 = __builtin_cpu_supports("avx2");
-#ifdef VQC_HAVE_OPENBLAS
-  use_openblas_best_core(argv);
-  openblas_set_num_threads(1);
-#endif
+  if (argc > 2) {
+    fprintf(stderr, "bench_quantizers: too many arguments (try --help)\n");
+    return 2;
+  }
+  atexit(tmp_cleanup);
+  signal(SIGINT, on_signal);
+  signal(SIGTERM, on_signal);
+  signal(SIGPIPE, SIG_IGN); /* a child that died answers EOF instead */
 
   const vq_kernel kbest = vq_kernel_best();
   const int have512 = vq_kernel_available(VQ_KERNEL_AVX512);
   const int have256 = vq_kernel_available(VQ_KERNEL_AVX2);
-  printf("bench_quantizers: one thread, best (and median) of %d runs, "
-         "kinds interleaved\n", reps);
-  printf("cpu: avx2+fma %s, avx512f %s; nearest kernel: %s\n",
-         have256 ? "yes" : "no", have512 ? "yes" : "no",
-         vq_kernel_name(kbest));
+  const fsq_kernel fbest = fsq_kernel_best();
+  note("bench_quantizers: one thread, median [min .. max] of %d interleaved "
+       "repetitions (CPU time of the thread)\n", reps);
+  note("cpu: avx2+fma %s, avx512f %s; nearest kernel: %s; fsq kernel: %s\n",
+       have256 ? "yes" : "no", have512 ? "yes" : "no", vq_kernel_name(kbest),
+       fsq_kernel_name(fbest));
 #ifdef VQC_HAVE_OPENBLAS
-  printf("OpenBLAS: %s; core %s; 1 thread\n", openblas_get_config(),
-         openblas_get_corename());
+  note("OpenBLAS: %s; core %s; 1 thread\n", openblas_get_config(),
+       openblas_get_corename());
 #else
-  printf("OpenBLAS: not found when this was configured; no sgemm baseline\n");
+  note("OpenBLAS: not found when this was configured; no sgemm baseline\n");
 #endif
 
-  /* ---- data: x (M, D) and E (C, D) uniform in [-1, 1) */
+  /* ---- data: x (M, D) and E (C, D) uniform in [-1, 1); z normal(0, 2) */
   const int64_t M = M_ROWS, D = DIM, C = CODES;
   float *x = aligned_alloc(64, (size_t)(M * D) * sizeof(float));
   float *E = aligned_alloc(64, (size_t)(C * D) * sizeof(float));
@@ -440,7 +780,11 @@ int main(int argc, char **argv) {
   float *z = aligned_alloc(64, (size_t)FSQ_FLOATS * sizeof(float));
   float *zq = aligned_alloc(64, (size_t)FSQ_FLOATS * sizeof(float));
   int32_t *zi = malloc((size_t)(FSQ_FLOATS / 4) * sizeof(int32_t));
-  if (!x || !E || !idx || !idx2 || !prod || !z || !zq || !zi) {
+  float *tz = aligned_alloc(64, (size_t)TORCH_ELEMS * sizeof(float));
+  float *tq = aligned_alloc(64, (size_t)TORCH_ELEMS * sizeof(float));
+  int32_t *ti = malloc((size_t)(TORCH_ELEMS / TD) * sizeof(int32_t));
+  if (!x || !E || !idx || !idx2 || !prod || !z || !zq || !zi || !tz || !tq ||
+      !ti) {
     fprintf(stderr, "bench_quantizers: out of memory\n");
     return 3;
   }
@@ -449,6 +793,7 @@ int main(int argc, char **argv) {
   vqc_rng_uniform(&r, x, M * D, -1.0f, 1.0f);
   vqc_rng_uniform(&r, E, C * D, -1.0f, 1.0f);
   vqc_rng_normal(&r, z, FSQ_FLOATS, 0.0f, 2.0f);
+  vqc_rng_normal(&r, tz, TORCH_ELEMS, 0.0f, 2.0f);
   memset(prod, 0, (size_t)(M * C) * sizeof(float));
   memset(zq, 0, (size_t)FSQ_FLOATS * sizeof(float));
 
@@ -463,7 +808,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_quantizers: set-up failed: %s\n", vqc_last_error());
     return 3;
   }
-  const int64_t fsq_rows = FSQ_FLOATS / 4;
+  const int64_t fsq_rows = FSQ_FLOATS / 4, t_rows = TORCH_ELEMS / TD;
 
   /* ---- validate */
   double ref_s = 0.0;
@@ -471,59 +816,129 @@ int main(int argc, char **argv) {
       !validate_nearest(x, E, 0, 200, idx, &ref_s) ||
       !validate_nearest(x, E, M - 56, 56, idx, &ref_s))
     return 1;
-  printf("validate: nearest (%s) == scalar reference on 256 rows, indices "
-         "and distances bit for bit: ok\n", vq_kernel_name(kbest));
+  note("validate: nearest (%s) == scalar reference on 256 rows, indices "
+       "and distances bit for bit: ok\n", vq_kernel_name(kbest));
 #ifdef VQC_HAVE_OPENBLAS
   sgemm_xet(x, E, prod);
   if (!validate_sgemm(x, E, prod)) return 1;
-  printf("validate: sgemm == double dot products within D*eps*sum|x*e| at "
-         "64 entries: ok\n");
+  note("validate: sgemm == double dot products within D*eps*sum|x*e| at "
+       "64 entries: ok\n");
 #endif
   if (vqc_fsq_quantize(&fsq, z, fsq_rows, zq, zi) != VQC_OK ||
-      !validate_fsq(&fsq, zq, zi, fsq_rows))
+      !validate_fsq(&fsq, z, fsq_rows, zq, zi) ||
+      vqc_fsq_quantize(&fsq, tz, t_rows, tq, ti) != VQC_OK ||
+      !validate_fsq(&fsq, tz, t_rows, tq, ti))
     return 1;
-  printf("validate: fsq indices == codes_to_indices(codes), codes in "
-         "[-1, 1]: ok\n");
+  note("validate: fsq (%s) == scalar kernel, codes and indices bit for bit; "
+       "indices == codes_to_indices(codes): ok\n", fsq_kernel_name(fbest));
+  if (!validate_tanh(z, (size_t)FSQ_FLOATS, zq)) return 1;
+  note("validate: tanh (%s) == scalar definition on 1M inputs: ok\n",
+       fsq_kernel_name(fbest));
   if (vqc_vq_ema_update(&vq, NULL, x, M, idx) != VQC_OK ||
       !validate_ema(&vq, x, idx))
     return 1;
-  printf("validate: ema counts == bincount, sums == double sums rounded "
-         "once: ok\n");
+  note("validate: ema counts == bincount, sums == double sums rounded "
+       "once: ok\n");
+
+  /* the PyTorch child: z to a file, its codes and indices back */
+  torch_child tc = {0};
+  int have_torch = 0;
+  char why[3][512] = {"", "", ""};
+  {
+    int fds[3];
+    for (int i = 0; i < 3; i++) fds[i] = make_tmp(i);
+    const size_t tz_bytes = (size_t)TORCH_ELEMS * sizeof(float);
+    if (fds[0] < 0 || fds[1] < 0 || fds[2] < 0 ||
+        write(fds[0], tz, tz_bytes) != (ssize_t)tz_bytes) {
+      snprintf(why[0], sizeof why[0], "cannot write temporary files: %s",
+               strerror(errno));
+    } else {
+      const char *env = getenv("VQC_BENCH_PYTHON");
+      const char *cands[3] = {env && *env ? env : "/usr/bin/python3",
+                              env && *env ? NULL : "python3", NULL};
+      for (int i = 0; i < 2 && cands[i] && !have_torch; i++)
+        have_torch = torch_start(&tc, cands[i], why[i], sizeof why[i]);
+    }
+    for (int i = 0; i < 3; i++)
+      if (fds[i] >= 0) close(fds[i]);
+  }
+  int64_t torch_diff = 0;
+  if (have_torch && !validate_torch(&fsq, tq, ti, &torch_diff)) {
+    torch_stop(&tc);
+    return 1;
+  }
+  tmp_cleanup(); /* the child has read z and written its results */
+  if (have_torch)
+    note("validate: PyTorch FSQ (%s via %s) == ours: codes and indices "
+         "equal, %lld elements a level apart (tanh not correctly rounded "
+         "there): ok\n", tc.impl, tc.python, (long long)torch_diff);
+  else
+    note("note: no PyTorch baseline: %s%s%s\n", why[0], why[1][0] ? "; " : "",
+         why[1]);
 
   /* ---- time */
   const size_t x_bytes = (size_t)(M * D) * sizeof(float);
   const size_t z_bytes = (size_t)FSQ_FLOATS * sizeof(float);
   const int show_avx2 = kbest == VQ_KERNEL_AVX512 && have256;
-  n_reps = reps;
-  for (int rep = 0; rep < reps; rep++) {
-    stamp t;
+  /* rep -1 is an untimed warm-up round: the first sgemm and the first
+   * child batch pay one-off costs (buffers, page faults, caches). */
+  for (int rep = -1; rep < reps; rep++) {
+    double t;
+    const int ri = rep < 0 ? MAX_REPS - 1 : rep; /* warm-up: a spare slot */
 #ifdef VQC_HAVE_OPENBLAS
-    t = start();
+    t = cpu_s();
     sgemm_xet(x, E, prod);
-    stop(t, T_SGEMM, rep);
+    t_cpu[T_SGEMM][ri] = cpu_s() - t;
 #endif
-    t = start();
+    t = cpu_s();
     if (vqc_vq_nearest(x, M, E, C, D, idx2, NULL) != VQC_OK) return 3;
-    stop(t, T_NEAR, rep);
+    t_cpu[T_NEAR][ri] = cpu_s() - t;
     if (show_avx2) {
-      t = start();
+      t = cpu_s();
       if (vq_nearest_with(VQ_KERNEL_AVX2, x, M, E, C, D, idx2, NULL)) return 3;
-      stop(t, T_NEAR_AVX2, rep);
+      t_cpu[T_NEAR_AVX2][ri] = cpu_s() - t;
     }
-    t = start();
+    if (have512 || have256)
+      peak_gflops[ri] = have512 ? peak_avx512(4000000L) : peak_avx2(4000000L);
+    t = cpu_s();
+    for (int k = 0; k < FSQ_INNER; k++)
+      if (vqc_fsq_quantize(&fsq, tz, t_rows, tq, ti) != VQC_OK) return 3;
+    t_cpu[T_FSQ][ri] = cpu_s() - t;
+    if (have_torch) {
+      t_cpu[T_TORCH][ri] = torch_time(&tc, FSQ_INNER);
+      if (t_cpu[T_TORCH][ri] <= 0) {
+        fprintf(stderr, "bench_quantizers: the PyTorch child stopped "
+                "answering\n");
+        torch_stop(&tc);
+        return 3;
+      }
+    }
+    t = cpu_s();
+    for (int k = 0; k < FSQ_INNER; k++)
+      if (fsq_quantize_with(FSQ_KERNEL_SCALAR, &fsq, tz, t_rows, tq, ti))
+        return 3;
+    t_cpu[T_FSQ_SCALAR][ri] = cpu_s() - t;
+    t = cpu_s();
     if (vqc_fsq_quantize(&fsq, z, fsq_rows, zq, zi) != VQC_OK) return 3;
-    stop(t, T_FSQ, rep);
-    t = start();
+    t_cpu[T_FSQ_BIG][ri] = cpu_s() - t;
+    t = cpu_s();
     memcpy(zq, z, z_bytes);
-    stop(t, T_MEMCPY, rep);
-    sink = ((const uint64_t *)(const void *)zq)[rep];
-    t = start();
+    t_cpu[T_MEMCPY][ri] = cpu_s() - t;
+    sink = ((const uint64_t *)(const void *)zq)[ri];
+    t = cpu_s();
+    fsq_tanh_with(fbest, z, zq, (size_t)FSQ_FLOATS);
+    t_cpu[T_TANH][ri] = cpu_s() - t;
+    t = cpu_s();
+    for (int64_t i = 0; i < FSQ_FLOATS; i++) zq[i] = tanhf(z[i]);
+    t_cpu[T_TANHF][ri] = cpu_s() - t;
+    t = cpu_s();
     if (vqc_vq_ema_update(&vq, NULL, x, M, idx) != VQC_OK) return 3;
-    stop(t, T_EMA, rep);
-    t = start();
+    t_cpu[T_EMA][ri] = cpu_s() - t;
+    t = cpu_s();
     sink = read_sum(x, x_bytes);
-    stop(t, T_READ, rep);
+    t_cpu[T_READ][ri] = cpu_s() - t;
   }
+  torch_stop(&tc);
   if (memcmp(idx, idx2, (size_t)M * sizeof(int64_t)) != 0) {
     fprintf(stderr, "bench_quantizers: the timed runs' indices changed\n");
     return 1;
@@ -531,60 +946,95 @@ int main(int argc, char **argv) {
 
   /* ---- report */
   const double flops = 2.0 * (double)M * (double)C * (double)D;
-  printf("\n(1) nearest code, M %lld x D %lld against C %lld codes; "
-         "GFLOP/s = 2*M*C*D / seconds\n", (long long)M, (long long)D,
-         (long long)C);
-#ifdef VQC_HAVE_OPENBLAS
-  char label[64];
-  snprintf(label, sizeof label, "sgemm, OpenBLAS %s", openblas_get_corename());
-  const double g_sgemm = report(label, T_SGEMM, flops, 1e9, "GFLOP/s");
-#endif
-  char klabel[64];
-  snprintf(klabel, sizeof klabel, "nearest, %s (fused argmin)",
+  char near_shape[64], label[96], base_name[64];
+  snprintf(near_shape, sizeof near_shape, "%lldx%lldx%lld", (long long)M,
+           (long long)D, (long long)C);
+  if (!json)
+    printf("\n(1) nearest code, M %lld x D %lld against C %lld codes; "
+           "GFLOP/s = 2*M*C*D / seconds\n", (long long)M, (long long)D,
+           (long long)C);
+  snprintf(label, sizeof label, "nearest, %s (fused argmin)",
            vq_kernel_name(kbest));
-  const double g_near = report(klabel, T_NEAR, flops, 1e9, "GFLOP/s");
-  if (show_avx2) report("nearest, avx2", T_NEAR_AVX2, flops, 1e9, "GFLOP/s");
-  printf("    %-74s  %8.2f GFLOP/s\n",
-         "nearest, scalar reference (256 rows, at validation)",
-         2.0 * 256 * (double)C * (double)D / ref_s / 1e9);
-  if (have512 || have256) {
-    double pk = 0.0; /* best of 3 */
-    for (int k = 0; k < 3; k++) {
-      const double g = have512 ? peak_avx512(10000000L) : peak_avx2(10000000L);
-      if (g > pk) pk = g;
-    }
-    printf("    %-74s  %8.2f GFLOP/s; nearest = %.0f%% of it\n",
-           have512 ? "FMA peak of this core (zmm FMAs, measured, best of 3)"
-                   : "FMA peak of this core (ymm FMAs, measured, best of 3)",
-           pk, 100.0 * g_near / pk);
-  }
 #ifdef VQC_HAVE_OPENBLAS
-  const double ratio = g_near / g_sgemm;
-  printf("    ratio = nearest GFLOP/s / sgemm GFLOP/s = %.2fx  (target >= "
-         "1.0x: %s)\n", ratio, ratio >= 1.0 ? "met" : "NOT met");
+  snprintf(base_name, sizeof base_name, "sgemm_openblas_%s",
+           openblas_get_corename());
+  char base_label[96];
+  snprintf(base_label, sizeof base_label, "sgemm, OpenBLAS %s",
+           openblas_get_corename());
+  figure("nearest", label, near_shape, T_NEAR, flops, 1e9, "GFLOP/s",
+         T_SGEMM, base_name, base_label, reps);
+  if (show_avx2)
+    figure("nearest_avx2", "nearest, avx2", near_shape, T_NEAR_AVX2, flops,
+           1e9, "GFLOP/s", T_SGEMM, base_name, base_label, reps);
+#else
+  figure("nearest", label, near_shape, T_NEAR, flops, 1e9, "GFLOP/s", -1,
+         NULL, NULL, reps);
 #endif
+  if (have512 || have256) {
+    bench_figure f = {.bench = "bench_quantizers", .figure = "fma_peak",
+                      .unit = "GFLOP/s",
+                      .value = bench_summarize(peak_gflops, reps)};
+    if (json) {
+      bench_print_figure(stdout, &f);
+    } else {
+      double v[MAX_REPS];
+      const bench_summary near = rates(T_NEAR, flops, 1e9, reps, v);
+      printf("    %-34s %9.4g GFLOP/s  [%.4g .. %.4g]; nearest = %.0f%% of "
+             "it\n", have512 ? "FMA peak (zmm FMAs, measured)"
+                             : "FMA peak (ymm FMAs, measured)",
+             f.value.median, f.value.min, f.value.max,
+             100.0 * near.median / f.value.median);
+      printf("    %-34s %9.4g GFLOP/s  (256 rows, at validation)\n",
+             "nearest, scalar reference", 2.0 * 256 * (double)C *
+             (double)D / ref_s / 1e9);
+    }
+  }
 
-  printf("\n(2) FSQ quantize, levels 8,5,5,5, %lld rows of 4 (%zu MiB of z)\n",
-         (long long)fsq_rows, z_bytes >> 20);
-  const double fsq_gbs =
-      report("fsq quantize (codes + indices)", T_FSQ, (double)z_bytes, 1e9,
-             "GB/s");
-  const double cpy_gbs =
-      report("memcpy of the same bytes", T_MEMCPY, (double)z_bytes, 1e9,
-             "GB/s");
-  printf("    fsq: %.1f M elements/s\n",
-         fsq_gbs * 1e9 / (double)sizeof(float) / 1e6);
-  printf("    ratio = fsq bytes/s / memcpy bytes/s = %.3f\n",
-         fsq_gbs / cpy_gbs);
+  char tshape[32];
+  snprintf(tshape, sizeof tshape, "%dx%dx%d", TB, TN, TD);
+  const double telems = (double)TORCH_ELEMS * FSQ_INNER;
+  if (!json)
+    printf("\n(2) FSQ quantize + indices, levels 8,5,5,5, shape (%d, %d, %d) "
+           "(%d runs per repetition); elem/s = elements / seconds\n", TB, TN,
+           TD, FSQ_INNER);
+  snprintf(label, sizeof label, "fsq, %s", fsq_kernel_name(fbest));
+  char tlabel[160];
+  snprintf(tlabel, sizeof tlabel, "PyTorch FSQ (%s)", have_torch ? tc.impl : "");
+  figure("fsq", label, tshape, T_FSQ, telems, 1.0, "elem/s",
+         have_torch ? T_TORCH : -1, "pytorch_fsq", tlabel, reps);
+  figure("fsq_scalar", "fsq, scalar kernel", tshape, T_FSQ_SCALAR, telems,
+         1.0, "elem/s", have_torch ? T_TORCH : -1, "pytorch_fsq", tlabel,
+         reps);
+  if (!json && !have_torch)
+    printf("    (no PyTorch baseline: see the note above)\n");
 
-  printf("\n(3) EMA update (counts + sums of %lld rows of %lld, then C*D "
-         "lerps), %zu MiB of x\n", (long long)M, (long long)D, x_bytes >> 20);
-  const double ema_gbs = report("vqc_vq_ema_update", T_EMA, (double)x_bytes,
-                                1e9, "GB/s");
-  const double read_gbs =
-      report(have_avx2 ? "plain read of x (avx2)" : "plain read of x",
-             T_READ, (double)x_bytes, 1e9, "GB/s");
-  printf("    ratio = ema bytes/s / read bytes/s = %.3f\n", ema_gbs / read_gbs);
+  char bshape[32];
+  snprintf(bshape, sizeof bshape, "%lldx4", (long long)fsq_rows);
+  if (!json)
+    printf("\n(3) FSQ on %zu MiB of z (%lld rows of 4) against memcpy of the "
+           "same bytes; GB/s of z\n", z_bytes >> 20, (long long)fsq_rows);
+  figure("fsq_memcpy", label, bshape, T_FSQ_BIG, (double)z_bytes, 1e9, "GB/s",
+         T_MEMCPY, "memcpy", "memcpy of the same bytes", reps);
+
+  char nshape[32];
+  snprintf(nshape, sizeof nshape, "%lld", (long long)FSQ_FLOATS);
+  if (!json)
+    printf("\n(4) tanh of %lld floats, normal(0, 2): the correctly rounded "
+           "one against glibc's tanhf; elem/s\n", (long long)FSQ_FLOATS);
+  snprintf(label, sizeof label, "tanh_exact, %s", fsq_kernel_name(fbest));
+  figure("tanh", label, nshape, T_TANH, (double)FSQ_FLOATS, 1.0, "elem/s",
+         T_TANHF, "glibc_tanhf", "glibc tanhf (scalar loop)", reps);
+
+  char eshape[48];
+  snprintf(eshape, sizeof eshape, "%lldx%lld,C=%lld", (long long)M,
+           (long long)D, (long long)C);
+  if (!json)
+    printf("\n(5) EMA update (counts + sums of %lld rows of %lld, then C*D "
+           "lerps), %zu MiB of x; GB/s of x\n", (long long)M, (long long)D,
+           x_bytes >> 20);
+  figure("ema", "vqc_vq_ema_update", eshape, T_EMA, (double)x_bytes, 1e9,
+         "GB/s", T_READ, "read",
+         have_avx2 ? "plain read of x (avx2)" : "plain read of x", reps);
 
   vqc_vq_free(&vq);
   free(x);
@@ -595,5 +1045,8 @@ int main(int argc, char **argv) {
   free(z);
   free(zq);
   free(zi);
+  free(tz);
+  free(tq);
+  free(ti);
   return 0;
 }

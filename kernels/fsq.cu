@@ -1,19 +1,21 @@
 /* fsq.cu: FSQ quantize + indices on the device (vqc/fsq.h); the CPU twin is
  * vqc_fsq_quantize (lib/src/fsq.c). Every float operation is the CPU's, in
  * the CPU's order, written with the _rn intrinsics (never contracted into a
- * fused multiply-add, whatever the flags) -- except tanh, which glibc does
- * not let a GPU reproduce. vqc/gpu.h ("FSQ and tanh") states the definition;
- * in short:
+ * fused multiply-add, whatever the flags), and tanh is the CPU's too:
+ * vqc_tanh_exact (lib/src/tanh_exact.h, correctly rounded, the same source
+ * compiled for the device), so the codes are the CPU's bit for bit. The
+ * exact tanh costs about 40 double operations, so most elements are
+ * screened with CUDA's tanhf first:
  *
- *   t = tanhf(x)                  CUDA's, error <= 2 ulp (fast path)
+ *   t = tanhf(x)                  CUDA's, error <= 2 ulp (fast screen)
  *   b = t * half_l - offset       (default mode; the bracket value in
  *                                  preserve_symmetry mode)
  *   if b lies within MARGIN of a rounding boundary (a .5 for rintf, an
- *   integer for floorf), recompute t = (float)tanh((double)x) and b from it
+ *   integer for floorf), recompute t = vqc_tanh_exact(x) and b from it
  *
- * Why the margin makes the fast path exact. Let t* be tanh correctly
- * rounded to float. |t - t*| <= 2.5 ulp(t) <= 2.5 * 2^-24 (|t| <= 1). In
- * default mode b = round(round(t * h) - off) moves by at most
+ * Why the screen gives the exact tanh's code. Let t* be tanh correctly
+ * rounded to float (vqc_tanh_exact). |t - t*| <= 2.5 ulp(t) <= 2.5 * 2^-24
+ * (|t| <= 1). In default mode b = round(round(t * h) - off) moves by at most
  * h * 2.5 * 2^-24 + ulp(t * h) + ulp(b) <= 2^-21 * (h + 1) when t moves to t*
  * (ulp(y) <= 2^-23 |y|, |t * h| <= h, |b| <= h + 1). So if the fast b is
  * farther than that from the boundary, the b of t* rounds the same way.
@@ -22,8 +24,10 @@
  * and 2^-18 * L. The same margin guards the sign of b when it rounds to 0:
  * rintf(-tiny) is -0, so the sign of a zero code is a decision too (b near
  * 0 happens for z = 0 with even L, where t * h is close to offset = 0.5).
- * Random inputs take the double path about 2^-17 of the time per boundary
- * crossed; the tests build inputs that take it on purpose.
+ * Random inputs take the exact path about 2^-17 of the time per boundary
+ * crossed ("refined"); the tests build inputs that take it on purpose.
+ * The screen's 2-ulp bound is CUDA's documented tanhf accuracy without
+ * fast math, which kernels/CMakeLists.txt forbids for these files.
  *
  * Layout: z (M, C*d) row-major, so element e belongs to dimension e % d and
  * group e / d. A block takes a tile of whole groups (at most TILE elements),

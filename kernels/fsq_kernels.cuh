@@ -1,8 +1,8 @@
 /* fsq_kernels.cuh: the device half of fsq.cu (read that file's top comment
  * first): the per-dimension constants, the code of one element with its
- * double-precision refinement near rounding boundaries, and
- * fsq_quantize_kernel. Kept apart from the host wrapper so that kernels/emu
- * can compile this very code for the CPU (tests without a GPU). */
+ * exact-tanh refinement near rounding boundaries, and fsq_quantize_kernel.
+ * Kept apart from the host wrapper so that kernels/emu can compile this
+ * very code for the CPU (tests without a GPU). */
 #ifndef VQC_KERNELS_FSQ_KERNELS_CUH
 #define VQC_KERNELS_FSQ_KERNELS_CUH
 
@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "tanh_exact.h" /* lib/src: the CPU's tanh, compiled for the device */
 #include "vqc/fsq.h"
 
 #define FSQ_THREADS 256
@@ -34,7 +35,7 @@ typedef struct fsq_consts {
 typedef struct fsq_flags {
   unsigned long long first_nan;       /* element index */
   unsigned long long first_bad_group; /* group index */
-  unsigned long long refined;         /* count of double-path elements */
+  unsigned long long refined;         /* count of exact-tanh elements */
 } fsq_flags;
 
 /* Distance from v to the nearest x.5 (for rintf), and to the nearest
@@ -56,7 +57,7 @@ __device__ __forceinline__ float fsq_code(const fsq_consts &k, int i, float z,
     float v = __fadd_rn(
         __fdiv_rn(__fmul_rn(k.lm1[i], __fadd_rn(t, 1.0f)), 2.0f), 0.5f);
     if (dist_to_integer(v) <= k.margin[i]) {
-      t = (float)tanh((double)z);
+      t = vqc_tanh_exact(z);
       v = __fadd_rn(__fdiv_rn(__fmul_rn(k.lm1[i], __fadd_rn(t, 1.0f)), 2.0f),
                     0.5f);
       (*refined)++;
@@ -70,7 +71,7 @@ __device__ __forceinline__ float fsq_code(const fsq_consts &k, int i, float z,
   /* Two decisions hang on b: which side of a .5 it lies (the level) and,
    * when it rounds to 0, its sign (rintf keeps it: a code of -0 or +0). */
   if (dist_to_half(b) <= k.margin[i] || fabsf(b) <= k.margin[i]) {
-    t = (float)tanh((double)x);
+    t = vqc_tanh_exact(x);
     b = __fsub_rn(__fmul_rn(t, k.half_l[i]), k.offset[i]);
     (*refined)++;
   }

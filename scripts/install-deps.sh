@@ -13,6 +13,7 @@ packages=(
   libjansson-dev                    # JSON (fixtures, run.json, traces)
   libyaml-dev                       # scenario files
   libopenblas-dev                   # sgemm baseline in bench/quantizers
+  libmpfr-dev                       # tests: FSQ's tanh against exact values
   libb2-dev                         # BLAKE2b: verifies fixture files
   python3-xxhash                    # tests: the README digest in pure Python
   python3-dev python3-venv          # the Python package (pip install .)

@@ -2,11 +2,23 @@
  *
  * Every float operation below is float32 and in the order the library
  * (vector-quantize-pytorch 1.31.0) performs it, because the golden cases
- * compare FSQ outputs exactly; fixtures/vqpt/README.md lists that order. */
+ * compare FSQ outputs exactly; fixtures/vqpt/README.md lists that order.
+ *
+ * tanh is vqc_tanh_exact (tanh_exact.h): correctly rounded, so the codes do
+ * not depend on the libm (glibc's tanhf is off by an ulp at some inputs,
+ * e.g. 1.1355606, where PyTorch's CPU tanh and this one agree) and equal
+ * the CUDA kernel's (kernels/fsq_kernels.cuh) bit for bit.
+ *
+ * vqc_fsq_quantize runs the fastest kernel this CPU has (fsq_internal.h:
+ * AVX2 in fsq_avx2.c, chosen at run time) on whole blocks of 8 groups and
+ * this file's scalar loop on the rest; both compute the same bits. */
 #include "vqc/fsq.h"
 
 #include <math.h>
 #include <stddef.h>
+
+#include "fsq_internal.h"
+#include "tanh_exact.h"
 
 /* torch rounds each product to float32 before the following add; a fused
  * multiply-add would not, and in preserve_symmetry mode (2/7 * k - 1) that
@@ -96,10 +108,12 @@ int vqc_fsq_width(const vqc_fsq *q) { return q->num_codebooks * q->d; }
 static float quantize_one(const vqc_fsq *q, int i, float z) {
   if (q->preserve_symmetry) {
     const float Lm1 = (float)(q->levels[i] - 1);
-    const float bracket = floorf(Lm1 * (tanhf(z) + 1.0f) / 2.0f + 0.5f);
+    const float bracket =
+        floorf(Lm1 * (vqc_tanh_exact(z) + 1.0f) / 2.0f + 0.5f);
     return q->sym_scale[i] * bracket - 1.0f;
   }
-  const float bounded = tanhf(z + q->shift[i]) * q->half_l[i] - q->offset[i];
+  const float bounded =
+      vqc_tanh_exact(z + q->shift[i]) * q->half_l[i] - q->offset[i];
   /* rintf rounds half to even in the default rounding mode, like
    * torch.round; roundf would round halves away from zero. */
   return rintf(bounded) / q->half_width[i];
@@ -143,26 +157,89 @@ static vqc_status check_rows(const vqc_fsq *q, int64_t M, const void *a,
   return VQC_OK;
 }
 
-vqc_status vqc_fsq_quantize(const vqc_fsq *q, const float *z, int64_t M,
-                            float *out, int32_t *indices) {
-  VQC_TRY(check_rows(q, M, z, out, "quantize"));
+/* The scalar loop over groups [g0, g1): the reference every kernel equals. */
+static vqc_status quantize_groups(const vqc_fsq *q, const float *z, int64_t g0,
+                                  int64_t g1, float *out, int32_t *indices) {
   const int d = q->d, C = q->num_codebooks;
-  for (int64_t m = 0; m < M; m++) {
-    for (int c = 0; c < C; c++) {
-      const int64_t g = m * C + c;
-      const size_t at = (size_t)g * (size_t)d;
-      for (int i = 0; i < d; i++) {
-        /* NaN has no code (and no index); +-inf saturate through tanh. */
-        if (isnan(z[at + i]))
-          return vqc_error(VQC_EINVAL,
-                           "fsq quantize: z[%lld][%d] is NaN",
-                           (long long)m, c * d + i);
-        out[at + i] = quantize_one(q, i, z[at + i]);
-      }
-      if (indices) VQC_TRY(group_index(q, out + at, g, &indices[g]));
+  for (int64_t g = g0; g < g1; g++) {
+    const size_t at = (size_t)g * (size_t)d;
+    for (int i = 0; i < d; i++) {
+      /* NaN has no code (and no index); +-inf saturate through tanh. */
+      if (isnan(z[at + i]))
+        return vqc_error(VQC_EINVAL, "fsq quantize: z[%lld][%d] is NaN",
+                         (long long)(g / C), (int)(g % C) * d + i);
+      out[at + i] = quantize_one(q, i, z[at + i]);
     }
+    if (indices) VQC_TRY(group_index(q, out + at, g, &indices[g]));
   }
   return VQC_OK;
+}
+
+bool fsq_kernel_available(fsq_kernel k) {
+  switch (k) {
+  case FSQ_KERNEL_SCALAR:
+    return true;
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+  case FSQ_KERNEL_AVX2:
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+#endif
+  default:
+    return false;
+  }
+}
+
+fsq_kernel fsq_kernel_best(void) {
+  static int best = -1; /* the CPU does not change under a process */
+  int b = __atomic_load_n(&best, __ATOMIC_RELAXED);
+  if (b < 0) {
+    b = fsq_kernel_available(FSQ_KERNEL_AVX2) ? FSQ_KERNEL_AVX2
+                                              : FSQ_KERNEL_SCALAR;
+    __atomic_store_n(&best, b, __ATOMIC_RELAXED);
+  }
+  return (fsq_kernel)b;
+}
+
+const char *fsq_kernel_name(fsq_kernel k) {
+  switch (k) {
+  case FSQ_KERNEL_SCALAR: return "scalar";
+  case FSQ_KERNEL_AVX2: return "avx2";
+  default: return "?";
+  }
+}
+
+vqc_status fsq_quantize_with(fsq_kernel k, const vqc_fsq *q, const float *z,
+                             int64_t M, float *out, int32_t *indices) {
+  VQC_TRY(check_rows(q, M, z, out, "quantize"));
+  if (!fsq_kernel_available(k))
+    return vqc_error(VQC_EUNSUPPORTED, "fsq quantize: kernel %s is not "
+                     "available on this CPU", fsq_kernel_name(k));
+  const int64_t groups = M * q->num_codebooks;
+  int64_t done = 0;
+  if (k == FSQ_KERNEL_AVX2) {
+    const fsq_avx2_stop stop =
+        fsq_avx2_quantize(q, z, groups, out, indices, &done);
+    /* The group after the done ones has codes but no int32 index: the
+     * scalar check names it (its codes are in out; z may be overwritten). */
+    if (stop == FSQ_AVX2_BAD_INDEX)
+      return group_index(q, out + (size_t)done * (size_t)q->d, done,
+                         &indices[done]);
+    /* FSQ_AVX2_NAN: the scalar loop meets the NaN and reports it. */
+  }
+  return quantize_groups(q, z, done, groups, out, indices);
+}
+
+int64_t fsq_tanh_with(fsq_kernel k, const float *x, float *y, size_t n) {
+  if (!fsq_kernel_available(k)) return -1;
+  if (k == FSQ_KERNEL_AVX2) return fsq_avx2_tanh(x, y, n);
+  unsigned slow = 0;
+  for (size_t i = 0; i < n; i++) y[i] = vqc_tanh_exact_counted(x[i], &slow);
+  return (int64_t)slow;
+}
+
+vqc_status vqc_fsq_quantize(const vqc_fsq *q, const float *z, int64_t M,
+                            float *out, int32_t *indices) {
+  return fsq_quantize_with(fsq_kernel_best(), q, z, M, out, indices);
 }
 
 vqc_status vqc_fsq_codes_to_indices(const vqc_fsq *q, const float *codes,
@@ -237,22 +314,35 @@ vqc_status vqc_fsq_backward(const vqc_fsq *q, const float *z,
     return vqc_error(VQC_EINVAL, "fsq backward: grad_z is NULL");
   const int d = q->d;
   const size_t n = (size_t)M * (size_t)vqc_fsq_width(q);
-  for (size_t e = 0; e < n; e++) {
-    const int i = (int)(e % (size_t)d);
-    const float g = grad_out[e];
-    /* Autograd's chain, link by link; the rounding (round_ste / floor_ste)
-     * passes the gradient through unchanged. */
-    float grad_tanh, t;
-    if (q->preserve_symmetry) {
-      /* out = scale * bracket - 1; bracket ~ (L-1) * (tanh(z) + 1) / 2 */
-      t = tanhf(z[e]);
-      grad_tanh = g * q->sym_scale[i] * (float)(q->levels[i] - 1) / 2.0f;
-    } else {
-      /* out = round(bounded) / hw; bounded = tanh(z + shift) * half_l - off */
-      t = tanhf(z[e] + q->shift[i]);
-      grad_tanh = g / q->half_width[i] * q->half_l[i];
+  const fsq_kernel k = fsq_kernel_best();
+  /* tanh of a chunk at a time with the fastest kernel (the same bits as
+   * vqc_tanh_exact), then the chain rule element by element. */
+  enum { CHUNK = 1024 };
+  float t[CHUNK];
+  for (size_t e0 = 0; e0 < n; e0 += CHUNK) {
+    const size_t len = n - e0 < CHUNK ? n - e0 : CHUNK;
+    for (size_t j = 0; j < len; j++) {
+      const size_t e = e0 + j;
+      t[j] = q->preserve_symmetry ? z[e] : z[e] + q->shift[e % (size_t)d];
     }
-    grad_z[e] = grad_tanh * (1.0f - t * t);
+    fsq_tanh_with(k, t, t, len);
+    for (size_t j = 0; j < len; j++) {
+      const size_t e = e0 + j;
+      const int i = (int)(e % (size_t)d);
+      const float g = grad_out[e];
+      /* Autograd's chain, link by link; the rounding (round_ste /
+       * floor_ste) passes the gradient through unchanged. */
+      float grad_tanh;
+      if (q->preserve_symmetry) {
+        /* out = scale * bracket - 1; bracket ~ (L-1) * (tanh(z) + 1) / 2 */
+        grad_tanh = g * q->sym_scale[i] * (float)(q->levels[i] - 1) / 2.0f;
+      } else {
+        /* out = round(bounded) / hw; bounded = tanh(z + shift) * half_l -
+         * off */
+        grad_tanh = g / q->half_width[i] * q->half_l[i];
+      }
+      grad_z[e] = grad_tanh * (1.0f - t[j] * t[j]);
+    }
   }
   return VQC_OK;
 }

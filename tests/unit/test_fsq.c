@@ -4,14 +4,19 @@
  * exact ties (the golden cases have no ties, so only these tests tell rintf
  * from roundf), index <-> code round trips over whole implicit codebooks,
  * several codebooks, the straight-through gradient against finite
- * differences, and argument validation. Expected codes and indices are exact
- * (codes are k/(L/2) or 2k/(L-1)-1 in float32, indices integers). */
+ * differences, argument validation, and that every kernel this CPU has
+ * (fsq_internal.h: scalar, AVX2) gives the scalar reference's bits, errors
+ * included. Expected codes and indices are exact (codes are k/(L/2) or
+ * 2k/(L-1)-1 in float32, indices integers). */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "fsq_internal.h"
+#include "tanh_exact.h"
 #include "vqc/fsq.h"
 #include "vqc/status.h"
 
@@ -68,13 +73,13 @@ Test(fsq, worked_example_symmetric_mode) {
 
 /* ---- round half to even on exact ties
  *
- * Ties are built from values tanhf returns exactly, so that they do not
- * depend on the libm's last bit: tanhf(0) = 0, and tanhf(z) = 1 for z >= 10
- * (1 - tanh(10) ~ 4e-9 is below half a float32 ulp of 1). */
+ * Ties are built from values tanh returns exactly: tanh(0) = 0, and the
+ * correctly rounded tanh(z) = 1 for z >= 10 (1 - tanh(10) ~ 4e-9 is below
+ * half a float32 ulp of 1). */
 
 /* The library's bounded value for dimension i, in fsq.c's operation order. */
 static float bounded(const vqc_fsq *q, int i, float z) {
-  return tanhf(z + q->shift[i]) * q->half_l[i] - q->offset[i];
+  return vqc_tanh_exact(z + q->shift[i]) * q->half_l[i] - q->offset[i];
 }
 
 /* A single-level FSQ with the given eps; z must give bounded == tie exactly,
@@ -330,6 +335,231 @@ Test(fsq, backward_in_place) {
   cr_assert_eq(vqc_fsq_backward(&q, z, g, 1, sep), VQC_OK);
   cr_assert_eq(vqc_fsq_backward(&q, z, g, 1, g), VQC_OK);
   cr_assert_eq(memcmp(g, sep, sizeof g), 0);
+}
+
+/* ---- every kernel equals the scalar reference */
+
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9E3779B97F4A7C15ULL);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+  return z ^ (z >> 31);
+}
+static float normal(uint64_t *s) {
+  const double u1 = ((double)(splitmix(s) >> 11) + 1.0) * 0x1p-53;
+  const double u2 = (double)(splitmix(s) >> 11) * 0x1p-53;
+  return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* An input of dimension i near a rounding boundary: within a few ulp of the
+ * z whose bounded value is a .5 (default mode) or whose bracket argument
+ * is an integer (symmetric mode), or of the z where bounded crosses 0. */
+static float near_boundary(const vqc_fsq *q, int i, uint64_t *s) {
+  const int L = q->levels[i];
+  const int64_t r = (int64_t)(splitmix(s) % (uint64_t)(L + 1));
+  double z;
+  if (q->preserve_symmetry) {
+    /* (L-1)(t+1)/2 + 0.5 = j  <=>  t = 2(j - 0.5)/(L-1) - 1 */
+    const double t = 2.0 * ((double)r - 0.5) / (L - 1) - 1.0;
+    z = atanh(fmax(-0.999, fmin(0.999, t)));
+  } else {
+    const double b = (r == (int64_t)L) ? 0.0 : (double)r - L / 2 + 0.5;
+    z = atanh(fmax(-0.999, fmin(0.999, (b + q->offset[i]) / q->half_l[i]))) -
+        q->shift[i];
+  }
+  float f = (float)z;
+  const int steps = (int)(splitmix(s) % 9) - 4;
+  for (int k = 0; k < abs(steps); k++)
+    f = nextafterf(f, steps > 0 ? INFINITY : -INFINITY);
+  return f;
+}
+
+static uint32_t fbits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static void kernels_case(const int32_t *levels, int d, int C, bool sym,
+                         int64_t M, uint64_t seed) {
+  vqc_fsq q;
+  cr_assert_eq(vqc_fsq_init(&q, levels, d, C, sym, 1e-3), VQC_OK, "%s",
+               vqc_last_error());
+  const int64_t groups = M * C;
+  const size_t n = (size_t)groups * (size_t)d;
+  float *z = malloc(n * sizeof(float)), *want = malloc(n * sizeof(float)),
+        *got = malloc(n * sizeof(float));
+  int32_t *want_idx = malloc((size_t)groups * sizeof(int32_t)),
+          *got_idx = malloc((size_t)groups * sizeof(int32_t));
+  cr_assert(z && want && got && want_idx && got_idx);
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, 1e30f, -1e30f,
+                            0x1p-149f, -0x1p-140f, 1.1355606f, 9.5f};
+  for (size_t e = 0; e < n; e++) {
+    const int i = (int)(e % (size_t)d);
+    switch (splitmix(&seed) % 4) {
+    case 0: z[e] = 3.0f * normal(&seed); break;
+    case 1: z[e] = near_boundary(&q, i, &seed); break;
+    case 2: z[e] = specials[splitmix(&seed) % 10]; break;
+    default: z[e] = 0.3f * normal(&seed); break;
+    }
+  }
+  cr_assert_eq(fsq_quantize_with(FSQ_KERNEL_SCALAR, &q, z, M, want, want_idx),
+               VQC_OK, "%s", vqc_last_error());
+  for (int k = 0; k < FSQ_KERNEL_COUNT; k++) {
+    if (!fsq_kernel_available((fsq_kernel)k)) {
+      cr_expect_eq(fsq_quantize_with((fsq_kernel)k, &q, z, M, got, got_idx),
+                   VQC_EUNSUPPORTED);
+      continue;
+    }
+    const char *name = fsq_kernel_name((fsq_kernel)k);
+    memset(got, 0xA5, n * sizeof(float));
+    memset(got_idx, 0xA5, (size_t)groups * sizeof(int32_t));
+    cr_assert_eq(fsq_quantize_with((fsq_kernel)k, &q, z, M, got, got_idx),
+                 VQC_OK, "%s: %s", name, vqc_last_error());
+    for (size_t e = 0; e < n; e++)
+      cr_assert_eq(fbits(got[e]), fbits(want[e]),
+                   "kernel %s, levels[0]=%d d=%d C=%d sym=%d: element %zu "
+                   "(z = %a): %a vs %a", name, (int)levels[0], d, C, (int)sym,
+                   e, (double)z[e], (double)got[e], (double)want[e]);
+    cr_assert_eq(memcmp(got_idx, want_idx, (size_t)groups * sizeof(int32_t)),
+                 0, "kernel %s: indices differ", name);
+    /* codes only, and in place (out == z) */
+    memcpy(got, z, n * sizeof(float));
+    cr_assert_eq(fsq_quantize_with((fsq_kernel)k, &q, got, M, got, NULL),
+                 VQC_OK);
+    cr_assert_eq(memcmp(got, want, n * sizeof(float)), 0,
+                 "kernel %s in place", name);
+  }
+  /* vqc_fsq_quantize is the best kernel */
+  cr_assert_eq(vqc_fsq_quantize(&q, z, M, got, got_idx), VQC_OK);
+  cr_assert_eq(memcmp(got, want, n * sizeof(float)), 0);
+  cr_assert_eq(memcmp(got_idx, want_idx, (size_t)groups * sizeof(int32_t)), 0);
+  free(z);
+  free(want);
+  free(got);
+  free(want_idx);
+  free(got_idx);
+}
+
+Test(fsq, kernels_equal_the_scalar_reference) {
+  /* whole blocks of 8 groups and tails; d from 1 to 30 (every lane/dimension
+   * pattern of the 8-wide kernel); several codebooks; both modes */
+  kernels_case(L8555, 4, 1, false, 4099, 1);
+  kernels_case(L8555, 4, 1, true, 4099, 2);
+  kernels_case((const int32_t[]){8, 6, 5}, 3, 2, false, 1001, 3);
+  kernels_case((const int32_t[]){7, 5, 5, 5, 5}, 5, 1, false, 803, 4);
+  kernels_case((const int32_t[]){16}, 1, 3, false, 1000, 5);
+  kernels_case((const int32_t[]){2, 2, 2, 2, 2, 2}, 6, 1, true, 517, 6);
+  kernels_case((const int32_t[]){4, 16, 3}, 3, 1, true, 999, 7);
+  int32_t many[30];
+  for (int i = 0; i < 30; i++) many[i] = 2;
+  for (int d = 1; d <= 30; d++) {
+    kernels_case(many, d, 1, true, 67, 100 + (uint64_t)d);
+    int32_t odd[30];
+    for (int i = 0; i < d; i++) odd[i] = 3;
+    if (d <= 19) kernels_case(odd, d, 2, false, 45, 200 + (uint64_t)d);
+  }
+  printf("fsq kernels checked against the scalar reference; best here: %s\n",
+         fsq_kernel_name(fsq_kernel_best()));
+}
+
+/* A NaN in a later block: every kernel reports the same element and writes
+ * the same outputs before it (the groups before the NaN's are done). */
+Test(fsq, kernels_report_nan_alike) {
+  vqc_fsq q = make(L8555, 4, false);
+  enum { M = 100 };
+  float z[M * 4], want[M * 4], got[M * 4];
+  int32_t want_idx[M], got_idx[M];
+  for (int e = 0; e < M * 4; e++) z[e] = 1.5f * sinf(0.37f * (float)e);
+  z[4 * 53 + 2] = NAN;
+  memset(want, 0, sizeof want);
+  memset(want_idx, 0, sizeof want_idx);
+  cr_assert_eq(fsq_quantize_with(FSQ_KERNEL_SCALAR, &q, z, M, want, want_idx),
+               VQC_EINVAL);
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s", vqc_last_error());
+  cr_expect(strstr(msg, "z[53][2] is NaN") != NULL, "%s", msg);
+  for (int k = 0; k < FSQ_KERNEL_COUNT; k++) {
+    if (!fsq_kernel_available((fsq_kernel)k)) continue;
+    memset(got, 0, sizeof got);
+    memset(got_idx, 0, sizeof got_idx);
+    cr_assert_eq(fsq_quantize_with((fsq_kernel)k, &q, z, M, got, got_idx),
+                 VQC_EINVAL);
+    cr_expect_str_eq(vqc_last_error(), msg);
+    cr_expect_eq(memcmp(got, want, sizeof got), 0, "kernel %s",
+                 fsq_kernel_name((fsq_kernel)k));
+    cr_expect_eq(memcmp(got_idx, want_idx, sizeof got_idx), 0);
+  }
+}
+
+/* Codes whose float32 index sum rounds to 2^31: one level of 2^31 - 1
+ * (the largest codebook; half_width rounds to 2^30 in float32, so the top
+ * code's level is 2^31). Every kernel names the same group. */
+Test(fsq, kernels_report_a_bad_index_alike) {
+  const int32_t L = 2147483647;
+  vqc_fsq q;
+  cr_assert_eq(vqc_fsq_init(&q, &L, 1, 1, false, 0.0), VQC_OK, "%s",
+               vqc_last_error());
+  enum { M = 20 };
+  float z[M], got[M];
+  int32_t idx[M];
+  for (int m = 0; m < M; m++) z[m] = m == 11 ? 50.0f : 0.0f;
+  cr_assert_eq(fsq_quantize_with(FSQ_KERNEL_SCALAR, &q, z, M, got, idx),
+               VQC_EINVAL);
+  char msg[256];
+  snprintf(msg, sizeof msg, "%s", vqc_last_error());
+  cr_expect(strstr(msg, "group 11") != NULL, "%s", msg);
+  for (int k = 0; k < FSQ_KERNEL_COUNT; k++) {
+    if (!fsq_kernel_available((fsq_kernel)k)) continue;
+    cr_assert_eq(fsq_quantize_with((fsq_kernel)k, &q, z, M, got, idx),
+                 VQC_EINVAL);
+    cr_expect_str_eq(vqc_last_error(), msg);
+    for (int m = 0; m < 11; m++) cr_expect_eq(idx[m], 1073741824, "group %d", m);
+  }
+}
+
+/* The backward's tanh comes from the fastest tanh kernel a chunk at a
+ * time: the result must be the element-wise chain with the scalar
+ * definition, bit for bit, across chunk boundaries and tails. */
+static void backward_exact(bool symmetric) {
+  const int32_t levels[3] = {8, 5, 6};
+  vqc_fsq q;
+  cr_assert_eq(vqc_fsq_init(&q, levels, 3, 2, symmetric, 1e-3), VQC_OK);
+  enum { M = 700, W = 6, N = M * W }; /* 4200 elements: 4 chunks + a tail */
+  static float z[N], g[N], got[N];
+  uint64_t seed = symmetric ? 9 : 8;
+  for (int e = 0; e < N; e++) {
+    z[e] = 3.0f * normal(&seed);
+    g[e] = normal(&seed);
+  }
+  z[5] = 1.1355606f;
+  z[6] = INFINITY;
+  z[7] = -0.0f;
+  cr_assert_eq(vqc_fsq_backward(&q, z, g, M, got), VQC_OK);
+  for (int e = 0; e < N; e++) {
+    const int i = e % 3;
+    float grad_tanh, t;
+    if (symmetric) {
+      t = vqc_tanh_exact(z[e]);
+      grad_tanh = g[e] * q.sym_scale[i] * (float)(q.levels[i] - 1) / 2.0f;
+    } else {
+      t = vqc_tanh_exact(z[e] + q.shift[i]);
+      grad_tanh = g[e] / q.half_width[i] * q.half_l[i];
+    }
+    const float want = grad_tanh * (1.0f - t * t);
+    cr_assert_eq(fbits(got[e]), fbits(want), "sym=%d e=%d z=%a: %a vs %a",
+                 (int)symmetric, e, (double)z[e], (double)got[e],
+                 (double)want);
+  }
+  static float in_place[N];
+  memcpy(in_place, g, sizeof in_place);
+  cr_assert_eq(vqc_fsq_backward(&q, z, in_place, M, in_place), VQC_OK);
+  cr_assert_eq(memcmp(in_place, got, sizeof got), 0, "in place");
+}
+
+Test(fsq, backward_is_the_elementwise_chain_with_the_exact_tanh) {
+  backward_exact(false);
+  backward_exact(true);
 }
 
 /* ---- argument validation: errors, with a message, never a crash */

@@ -18,21 +18,13 @@
  * (recorded with vqc_error). A build without CUDA (VQC_WITH_CUDA 0) has the
  * same functions; they return VQC_EUNSUPPORTED (gpu_absent.c).
  *
- * FSQ and tanh. glibc's tanhf is not reproducible on a GPU (and glibc's own
- * scalar and vector tanhf disagree on a few inputs), so the kernel defines
- * its tanh as the correctly rounded one: CUDA's tanhf (error <= 2 ulp) wherever
- * the rounding that follows cannot be affected, and tanh in double rounded
- * once to float for the elements whose bounded value lies within
- * 2^-18 * (half_l + 1) of a rounding boundary or of 0 ("refined" elements).
- * Its codes therefore equal the CPU's wherever glibc's tanhf is correctly
- * rounded, and can differ only where glibc's tanhf is off by an ulp AND the
- * bounded value lies within a few ulp of a .5 boundary (a neighbouring
- * level), or of 0 (a zero code of the other sign: -0 against +0, the same
- * index; z = 0 exactly hits this for some even L, e.g. 6 and 16 with
- * glibc 2.36). The tests count both kinds and require each difference to be
- * explained. Double-rounding "hard cases" (the exact tanh within 2^-53
- * relative of a float midpoint) are the one place where the device tanh
- * itself may be off by an ulp. */
+ * FSQ and tanh. The kernel compiles the CPU's correctly rounded tanh
+ * (vqc_tanh_exact, lib/src/tanh_exact.h; no fast-math for these files, which
+ * CMake enforces): a cheap tanhf screen decides the elements whose bounded
+ * value lies farther than 2^-18 * (half_l + 1) from a rounding boundary or
+ * from 0, and the others ("refined" elements) take the exact tanh. The codes
+ * therefore equal the CPU's bit for bit (only checked on the CPU emulation
+ * so far: no device has run it). */
 #ifndef VQC_GPU_H
 #define VQC_GPU_H
 
