@@ -23,14 +23,24 @@
  *    the collective with VQC_EMISMATCH, so no data moves anywhere.
  *
  * The side-channel protocol. Every exchange of this checker is the same
- * all_gather of one side_msg per rank, whatever its purpose (a fingerprint,
- * "I have finished training", "my dump is written"), so exchanges of ranks
- * doing different things still pair up and each rank reads what the others
- * are doing from the messages' kinds. A rank that left its training loop
- * early answers a peer's fingerprint exchange with FINISH: the peer then
- * knows at once that the collective will never complete and vetoes it
- * (VQC_EABORTED) instead of waiting out its timeout, and the finished rank
- * repeats its FINISH exchange until every rank has finished.
+ * all_reduce (VQC_MAX) of one fixed vector of NV int64 per rank, whatever
+ * its purpose (a fingerprint, "I have finished training", "my dump is
+ * written"), so exchanges of ranks doing different things still pair up.
+ * The vector holds each field of the message twice, as v and as ~v, so one
+ * MAX gives every field's maximum and (~ of the second) its minimum: all
+ * ranks sent the same value iff the two agree. Beside them: whether any
+ * rank ended badly, and the lowest rank that is not at a fingerprint
+ * (max of size - rank). So each rank reads what the others are doing from
+ * 144 bytes, whatever the rank count: at 1024 ranks an all_gather of the
+ * whole messages cost every rank 80 KiB per collective in strict mode, 80
+ * MiB in all. A rank that left its training loop early answers a peer's
+ * fingerprint exchange with FINISH: the peer then knows at once that the
+ * collective will never complete and vetoes it (VQC_EABORTED) instead of
+ * waiting out its timeout, and the finished rank repeats its FINISH
+ * exchange until every rank has finished. Only when fingerprints differ
+ * (a strict-mode mismatch, once per run) do the ranks gather each rank's
+ * fingerprint (48 bytes a rank) to tell the groups apart, and the call
+ * sites of one rank per group.
  *
  * 4. The live record (ledger_analysis.h). From attach to finish every rank
  *    appends its start (pid, host), each collective as it is entered and as
@@ -92,8 +102,6 @@ typedef struct coll_impl {
   bool strict;
   bool subscribed;
   _Atomic int64_t step;      /* the step being trained: last step_end + 1 */
-  side_msg *all;             /* size messages, the last exchange's */
-  char (*sites)[256];        /* size site texts (strict mismatch only) */
   bool mismatch_reported;    /* strict mode vetoed a mismatch (every rank) */
   vqc_watchdog *wd;
   vqc_live *live;            /* rank-<r>.live.jsonl; NULL if it failed */
@@ -112,8 +120,51 @@ static uint64_t now_ns(void) {
   return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static vqc_status exchange(coll_impl *im, const side_msg *mine) {
-  return vqc_all_gather(im->side, mine, im->all, sizeof *mine, VQC_U8);
+/* The fields of a side_msg that are compared across ranks. */
+enum { P_KIND, P_SEQ, P_OP, P_DTYPE, P_REDOP, P_ROOT, P_COUNT, P_SITE,
+       NPAIRS };
+/* The exchanged vector: each field as v and ~v, then two single maxima. */
+enum { V_BAD = 2 * NPAIRS, V_FIRST_OTHER, NV };
+
+/* What one exchange tells every rank (the same on all of them). */
+typedef struct side_view {
+  int64_t max[NPAIRS], min[NPAIRS];
+  bool bad;         /* a rank finished with an error or a stuck watchdog */
+  int first_other;  /* the lowest rank not at a fingerprint; -1: none */
+} side_view;
+
+/* Whether every rank sent the same value of field f. */
+static bool same(const side_view *v, int f) { return v->min[f] == v->max[f]; }
+
+/* Whether every rank sent a message of this kind. */
+static bool all_kind(const side_view *v, uint32_t kind) {
+  return same(v, P_KIND) && v->max[P_KIND] == (int64_t)kind;
+}
+
+static vqc_status exchange(coll_impl *im, const side_msg *mine,
+                           side_view *out) {
+  const int64_t f[NPAIRS] = {
+      (int64_t)mine->kind,     (int64_t)mine->seq,   mine->fp.op,
+      mine->fp.dtype,          mine->fp.redop,       mine->fp.root,
+      (int64_t)mine->fp.count, (int64_t)mine->fp.site_hash};
+  int64_t v[NV], r[NV];
+  for (int i = 0; i < NPAIRS; i++) {
+    v[2 * i] = f[i];
+    v[2 * i + 1] = ~f[i];
+  }
+  v[V_BAD] = mine->kind == MSG_FINISH &&
+             (mine->status != VQC_OK || mine->watchdog);
+  v[V_FIRST_OTHER] =
+      mine->kind != MSG_FINGERPRINT ? (int64_t)(im->size - im->rank) : 0;
+  VQC_TRY(vqc_all_reduce(im->side, v, r, NV, VQC_I64, VQC_MAX));
+  for (int i = 0; i < NPAIRS; i++) {
+    out->max[i] = r[2 * i];
+    out->min[i] = ~r[2 * i + 1];
+  }
+  out->bad = r[V_BAD] != 0;
+  out->first_other =
+      r[V_FIRST_OTHER] ? im->size - (int)r[V_FIRST_OTHER] : -1;
+  return VQC_OK;
 }
 
 /* ---- dumps and analysis */
@@ -183,51 +234,86 @@ static void fp_describe(const vqc_coll_fingerprint *fp, char *buf, size_t n) {
                     fp->redop >= 0 ? (vqc_redop)fp->redop : VQC_SUM, buf, n);
 }
 
+/* One rank's entry of the mismatch gather: what it was about to call. */
+typedef struct fp_entry {
+  uint64_t seq;
+  vqc_coll_fingerprint fp;
+} fp_entry;
+
 /* Same collective: seq and fingerprint. */
-static bool msg_same(const side_msg *a, const side_msg *b) {
+static bool entry_same(const fp_entry *a, const fp_entry *b) {
   return a->seq == b->seq && vqc_fingerprint_equal(&a->fp, &b->fp);
 }
 
-/* Every rank gets here with the same im->all. Exchanges the call sites'
- * text (only now: the hot path sends a hash), picks the expected collective,
- * has rank 0 record the finding, and returns VQC_EMISMATCH to veto. */
+/* Every rank gets here after the same exchange said the fingerprints of
+ * collective r->seq differ. Gathers each rank's fingerprint (48 bytes a
+ * rank, once per run) and the call-site text of the lowest rank of each
+ * group (only now: the hot path sends a hash), picks the expected
+ * collective, has rank 0 record the finding, and returns VQC_EMISMATCH to
+ * veto. */
 static vqc_status report_mismatch(coll_impl *im, const vqc_ledger_record *r) {
-  int size = im->size;
+  const int size = im->size;
+  fp_entry mine;
+  memset(&mine, 0, sizeof mine); /* sent as bytes: padding too */
+  mine.seq = r->seq;
+  vqc_fingerprint_of(r, &mine.fp);
   char mysite[256];
+  memset(mysite, 0, sizeof mysite);
   vqc_site_text(r->site, mysite, sizeof mysite);
-  if (!im->sites) im->sites = calloc((size_t)size, sizeof *im->sites);
-  vqc_status s = im->sites ? vqc_all_gather(im->side, mysite, im->sites,
-                                            sizeof mysite, VQC_U8)
-                           : VQC_ENOMEM;
-  if (s != VQC_OK)
-    return vqc_error(VQC_EMISMATCH, "strict mode: ranks disagree on "
-                     "collective #%" PRIu64 " (and the call-site exchange "
-                     "failed: %s)", r->seq, vqc_status_name(s));
-  for (int k = 0; k < size; k++) im->sites[k][255] = '\0';
 
-  /* Groups of ranks that called the same collective. */
+  fp_entry *all = calloc((size_t)size, sizeof *all);
   int *group = calloc((size_t)size, sizeof *group);
   int *gn = calloc((size_t)size, sizeof *gn);
   int *glow = calloc((size_t)size, sizeof *glow);
+  int *granks = calloc((size_t)size, sizeof *granks);
+  size_t *counts = calloc((size_t)size, sizeof *counts);
   vqc_coll_fingerprint *gfp = calloc((size_t)size, sizeof *gfp);
   vqc_ledger_record *hist = malloc(STRICT_HISTORY * sizeof *hist);
   vqc_coll_fingerprint *hfp = malloc(STRICT_HISTORY * sizeof *hfp);
-  if (!group || !gn || !glow || !gfp || !hist || !hfp) {
+  char (*sites)[256] = NULL; /* (ngroups) the groups' call sites */
+  vqc_status s = VQC_OK;
+  if (!all || !group || !gn || !glow || !granks || !counts || !gfp || !hist ||
+      !hfp) {
     s = vqc_error(VQC_ENOMEM, "strict mode: no memory to report a mismatch");
     goto done;
   }
+  s = vqc_all_gather(im->side, &mine, all, sizeof mine, VQC_U8);
+  if (s != VQC_OK) {
+    s = vqc_error(VQC_EMISMATCH, "strict mode: ranks disagree on "
+                  "collective #%" PRIu64 " (and the fingerprint exchange "
+                  "failed: %s)", r->seq, vqc_status_name(s));
+    goto done;
+  }
+
+  /* Groups of ranks that called the same collective, numbered by their
+   * lowest rank. */
   int ngroups = 0;
   for (int k = 0; k < size; k++) {
     int g = 0;
-    while (g < ngroups && !msg_same(&im->all[glow[g]], &im->all[k])) g++;
+    while (g < ngroups && !entry_same(&all[glow[g]], &all[k])) g++;
     if (g == ngroups) {
       glow[g] = k;
-      gfp[g] = im->all[k].fp;
+      gfp[g] = all[k].fp;
       ngroups++;
     }
     gn[g]++;
     group[k] = g;
   }
+  /* The call sites of each group's lowest rank, in group order. */
+  for (int g = 0; g < ngroups; g++) counts[glow[g]] = sizeof mysite;
+  sites = calloc((size_t)ngroups, sizeof *sites);
+  s = sites ? vqc_all_gatherv(im->side, mysite, counts[im->rank], sites,
+                              counts, VQC_U8)
+            : vqc_error(VQC_ENOMEM, "strict mode: no memory for %d call "
+                        "sites", ngroups);
+  if (s != VQC_OK) {
+    s = vqc_error(VQC_EMISMATCH, "strict mode: ranks disagree on "
+                  "collective #%" PRIu64 " (and the call-site exchange "
+                  "failed: %s)", r->seq, vqc_status_name(s));
+    goto done;
+  }
+  for (int g = 0; g < ngroups; g++) sites[g][255] = '\0';
+
   /* This rank's history: every rank agreed on it (each earlier collective
    * passed this same check), so every rank picks the same group. */
   size_t nh = vqc_ledger_snapshot(im->ledger, hist, STRICT_HISTORY);
@@ -236,7 +322,7 @@ static vqc_status report_mismatch(coll_impl *im, const vqc_ledger_record *r) {
     if (hist[i].seq < r->seq) vqc_fingerprint_of(&hist[i], &hfp[nhfp++]);
   int expected = vqc_pick_expected(gfp, gn, glow, ngroups, hfp, nhfp);
 
-  /* The message: what the majority called, then each other group. */
+  /* The message: each other group, then what the majority called. */
   char desc[128], msg[1024];
   size_t k = 0;
   fp_describe(&gfp[expected], desc, sizeof desc);
@@ -246,46 +332,68 @@ static vqc_status report_mismatch(coll_impl *im, const vqc_ledger_record *r) {
   for (int g = 0; g < ngroups && k < sizeof msg; g++) {
     if (g == expected) continue;
     char d[128], ranks[256];
-    size_t rk = 0;
-    ranks[0] = '\0';
-    for (int x = 0; x < size && rk + 16 < sizeof ranks; x++)
-      if (group[x] == g)
-        rk += (size_t)snprintf(ranks + rk, sizeof ranks - rk, "%s%d",
-                               rk ? ", " : "", x);
+    int n = 0;
+    for (int x = 0; x < size; x++)
+      if (group[x] == g) granks[n++] = x;
+    vqc_rank_ranges_text(granks, n, ranks, sizeof ranks);
     fp_describe(&gfp[g], d, sizeof d);
     k += (size_t)snprintf(msg + k, sizeof msg - k, "rank%s %s called %s at "
                           "%s; ",
-                          gn[g] == 1 ? "" : "s", ranks, d,
-                          im->sites[glow[g]]);
+                          gn[g] == 1 ? "" : "s", ranks, d, sites[g]);
   }
   if (k < sizeof msg)
     snprintf(msg + k, sizeof msg - k, "the others called %s at %s (vetoed "
              "before any data moved)",
-             desc, im->sites[glow[expected]]);
+             desc, sites[expected]);
 
   if (im->rank == 0) {
     vqc_finding f;
     vqc_finding_init(&f, VQC_FINDING_COLLECTIVE_MISMATCH,
                      atomic_load(&im->step), "%s", msg);
-    snprintf(f.site, sizeof f.site, "%s", im->sites[glow[expected]]);
+    snprintf(f.site, sizeof f.site, "%s", sites[expected]);
     for (int x = 0; x < size; x++)
       if (group[x] != expected) vqc_finding_add_rank(&f, x);
     json_t *det = f.detail;
     json_object_set_new(det, "seq", json_integer((json_int_t)r->seq));
     json_t *exp = json_object();
     fp_json(exp, &gfp[expected]);
-    json_object_set_new(exp, "site", json_string(im->sites[glow[expected]]));
+    json_object_set_new(exp, "site", json_string(sites[expected]));
     json_object_set_new(exp, "describe", json_string(desc));
     json_object_set_new(det, "expected", exp);
+    /* One entry per distinct collective, with its ranks (what a person
+     * reads at 1024 ranks), then one per rank. */
+    json_t *groups = json_array();
+    for (int g = 0; g < ngroups; g++) {
+      json_t *o = json_object();
+      char d[128], ranks[512];
+      int n = 0;
+      for (int x = 0; x < size; x++)
+        if (group[x] == g) granks[n++] = x;
+      json_t *jr = json_array();
+      for (int i = 0; i < n; i++) json_array_append_new(jr, json_integer(granks[i]));
+      vqc_rank_ranges_text(granks, n, ranks, sizeof ranks);
+      fp_describe(&gfp[g], d, sizeof d);
+      json_object_set_new(o, "ranks", jr);
+      json_object_set_new(o, "rank_ranges", json_string(ranks));
+      json_object_set_new(o, "seq", json_integer((json_int_t)all[glow[g]].seq));
+      fp_json(o, &gfp[g]);
+      json_object_set_new(o, "site", json_string(sites[g]));
+      json_object_set_new(o, "describe", json_string(d));
+      json_object_set_new(o, "expected", json_boolean(g == expected));
+      json_array_append_new(groups, o);
+    }
+    json_object_set_new(det, "groups", groups);
+    /* Each rank's own entry too (readers index it by rank): its group's
+     * site, which its own call shares (same site hash). */
     json_t *fps = json_array();
     for (int x = 0; x < size; x++) {
       json_t *o = json_object();
       char d[128];
-      fp_describe(&im->all[x].fp, d, sizeof d);
+      fp_describe(&all[x].fp, d, sizeof d);
       json_object_set_new(o, "rank", json_integer(x));
-      json_object_set_new(o, "seq", json_integer((json_int_t)im->all[x].seq));
-      fp_json(o, &im->all[x].fp);
-      json_object_set_new(o, "site", json_string(im->sites[x]));
+      json_object_set_new(o, "seq", json_integer((json_int_t)all[x].seq));
+      fp_json(o, &all[x].fp);
+      json_object_set_new(o, "site", json_string(sites[group[x]]));
       json_object_set_new(o, "describe", json_string(d));
       json_array_append_new(fps, o);
     }
@@ -299,12 +407,16 @@ static vqc_status report_mismatch(coll_impl *im, const vqc_ledger_record *r) {
   im->mismatch_reported = true;
   s = vqc_error(VQC_EMISMATCH, "rank %d: strict mode: %s", im->rank, msg);
 done:
+  free(all);
   free(group);
   free(gn);
   free(glow);
+  free(granks);
+  free(counts);
   free(gfp);
   free(hist);
   free(hfp);
+  free(sites);
   return s;
 }
 
@@ -320,7 +432,8 @@ static vqc_status on_event(const vqc_coll_event *ev, void *user) {
   mine.seq = r->seq;
   vqc_fingerprint_of(r, &mine.fp);
   mine.step = atomic_load_explicit(&im->step, memory_order_relaxed);
-  vqc_status s = exchange(im, &mine);
+  side_view v;
+  vqc_status s = exchange(im, &mine, &v);
   if (s != VQC_OK) {
     char d[128], site[256];
     fp_describe(&mine.fp, d, sizeof d);
@@ -330,22 +443,20 @@ static vqc_status on_event(const vqc_coll_event *ev, void *user) {
                      "did every rank reach a collective?",
                      im->rank, r->seq, d, site, vqc_status_name(s));
   }
-  bool same = true;
-  for (int k = 0; k < im->size; k++) {
-    if (im->all[k].kind != MSG_FINGERPRINT) {
-      /* A peer has left its training loop: it will never enter this
-       * collective, so do not wait out the deadline for it. */
-      char d[128], site[256];
-      fp_describe(&mine.fp, d, sizeof d);
-      vqc_site_text(r->site, site, sizeof site);
-      return vqc_error(VQC_EABORTED, "rank %d: collective #%" PRIu64 " %s at "
-                       "%s: rank %d has left its training loop and will "
-                       "never enter it",
-                       im->rank, r->seq, d, site, k);
-    }
-    if (!msg_same(&im->all[k], &mine)) same = false;
+  if (v.first_other >= 0) {
+    /* A peer has left its training loop: it will never enter this
+     * collective, so do not wait out the deadline for it. */
+    char d[128], site[256];
+    fp_describe(&mine.fp, d, sizeof d);
+    vqc_site_text(r->site, site, sizeof site);
+    return vqc_error(VQC_EABORTED, "rank %d: collective #%" PRIu64 " %s at "
+                     "%s: rank %d has left its training loop and will "
+                     "never enter it",
+                     im->rank, r->seq, d, site, v.first_other);
   }
-  return same ? VQC_OK : report_mismatch(im, r);
+  bool agree = true;
+  for (int f = 0; f < NPAIRS; f++) agree = agree && same(&v, f);
+  return agree ? VQC_OK : report_mismatch(im, r);
 }
 
 /* BEFORE and AFTER every collective: the live record. */
@@ -405,8 +516,6 @@ static void coll_destroy(vqc_checker *self, vqc_check_ctx *ctx) {
   if (im->live_subscribed) vqc_comm_unsubscribe(im->comm, on_live, im);
   vqc_live_close(im->live);
   pthread_mutex_destroy(&im->mu);
-  free(im->all);
-  free(im->sites);
   free(im);
   self->impl = NULL;
 }
@@ -439,12 +548,6 @@ static vqc_status coll_attach(vqc_checker *self, vqc_check_ctx *ctx) {
   if (n < 0 || (size_t)n >= sizeof im->run_dir) {
     s = vqc_error(VQC_EINVAL, "collective checker: run directory path too "
                   "long");
-    goto fail;
-  }
-  im->all = calloc((size_t)im->size, sizeof *im->all);
-  if (!im->all) {
-    s = vqc_error(VQC_ENOMEM, "collective checker: no memory for %d ranks",
-                  im->size);
     goto fail;
   }
   /* First, so the live record has every collective this rank entered,
@@ -497,15 +600,11 @@ static bool finish_exchange(coll_impl *im, vqc_status run_status,
   double wait_s = 2 * im->timeout_s + FINISH_SLACK_S;
   uint64_t until = now_ns() + (uint64_t)(wait_s * 1e9);
   for (;;) {
-    vqc_status s = exchange(im, &mine);
+    side_view v;
+    vqc_status s = exchange(im, &mine, &v);
     if (s == VQC_OK) {
-      bool all_finished = true, bad = false;
-      for (int k = 0; k < im->size; k++) {
-        if (im->all[k].kind != MSG_FINISH) all_finished = false;
-        else if (im->all[k].status != VQC_OK || im->all[k].watchdog) bad = true;
-      }
-      if (all_finished) {
-        *any_bad = bad;
+      if (all_kind(&v, MSG_FINISH)) {
+        *any_bad = v.bad;
         return true;
       }
     } else if (s != VQC_EMISMATCH) {
@@ -546,7 +645,8 @@ static vqc_status coll_finish(vqc_checker *self, vqc_check_ctx *ctx,
     memset(&mine, 0, sizeof mine);
     mine.kind = MSG_DUMPED;
     mine.rank = im->rank;
-    all_dumped = exchange(im, &mine) == VQC_OK;
+    side_view v;
+    all_dumped = exchange(im, &mine, &v) == VQC_OK;
   }
   vqc_comm_set_timeout(im->side, old_timeout);
 

@@ -902,14 +902,10 @@ static long find_seq(const rank_dump *d, uint64_t seq) {
   return lo < d->n && d->recs[lo].seq == seq ? (long)lo : -1;
 }
 
-/* "0, 2, 3" */
+/* "0, 2, 3", "0-1021, 1023": folded ranges (findings.h), so that a
+ * message about 1024 ranks stays a sentence. */
 static void rank_list(const int *ranks, int n, char *buf, size_t len) {
-  size_t k = 0;
-  buf[0] = '\0';
-  for (int i = 0; i < n && k + 16 < len; i++) {
-    int w = snprintf(buf + k, len - k, "%s%d", i ? ", " : "", ranks[i]);
-    if (w > 0) k += (size_t)w;
-  }
+  vqc_rank_ranges_text(ranks, n, buf, len);
 }
 
 /* Appends printf output to buf (length *k, capacity n), truncating. */
@@ -1058,6 +1054,11 @@ static vqc_coll_fingerprint *history_of(const rank_dump *d, uint64_t seq,
 /* How far back the skip heuristic looks: a few training steps' worth of
  * collectives, bounded so the analysis stays linear in practice. */
 #define HISTORY_MAX 4096
+/* How many distinct places of missing ranks a deadlock message names (the
+ * detail lists every rank's). */
+#define WHERE_SHOWN 4
+/* How many failed ranks a rank_failure message tells one by one. */
+#define FAILED_SHOWN 3
 
 static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
                          vqc_findings *out, int *nadded);
@@ -1162,9 +1163,11 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
   int *entered = malloc((size_t)size * sizeof *entered);
   int *missing = malloc((size_t)size * sizeof *missing);
   char (*where)[768] = malloc((size_t)size * sizeof *where);
+  int *wgroup = malloc((size_t)size * sizeof *wgroup);
+  int *wranks = malloc((size_t)size * sizeof *wranks);
   vqc_status s = VQC_OK;
   if (!failed || !group || !gfp || !gn || !glow || !grec || !entered ||
-      !missing || !where) {
+      !missing || !where || !wgroup || !wranks) {
     s = vqc_error(VQC_ENOMEM, "no memory for the analysis of %d ranks", size);
     goto done;
   }
@@ -1279,18 +1282,39 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
               seq, desc, stext, nentered == 1 ? "" : "s", ent,
               nmissing == 1 ? "" : "s", nmissing ? mis : "(none)");
     }
-    bool same_where = true;
-    for (int i = 1; i < nmissing; i++)
-      if (strcmp(where[i], where[0]) != 0) same_where = false;
+    /* The missing ranks grouped by where they are (wgroup[i]: the index
+     * of the first missing rank with the same text), so 1000 ranks waiting
+     * in the same place are one clause. */
+    int nwhere = 0;
+    for (int i = 0; i < nmissing; i++) {
+      int j = 0;
+      while (j < i && !(wgroup[j] == j && strcmp(where[j], where[i]) == 0))
+        j++;
+      wgroup[i] = j; /* i itself when its place is new */
+      nwhere += j == i;
+    }
     if (returned_apart) {
       /* the message already says where each group was */
-    } else if (nmissing > 0 && same_where) {
+    } else if (nmissing > 0 && nwhere == 1) {
       appendf(msg, &k, sizeof msg, " (%s)", where[0]);
     } else if (nmissing > 0) {
       appendf(msg, &k, sizeof msg, " (");
-      for (int i = 0; i < nmissing; i++)
-        appendf(msg, &k, sizeof msg, "%srank %d: %s", i ? "; " : "",
-                missing[i], where[i]);
+      int shown = 0;
+      for (int i = 0; i < nmissing; i++) {
+        if (wgroup[i] != i) continue;
+        if (shown == WHERE_SHOWN) {
+          appendf(msg, &k, sizeof msg, "; %d more places", nwhere - shown);
+          break;
+        }
+        int n = 0;
+        for (int j = i; j < nmissing; j++)
+          if (wgroup[j] == i) wranks[n++] = missing[j];
+        char rt[256];
+        rank_list(wranks, n, rt, sizeof rt);
+        appendf(msg, &k, sizeof msg, "%srank%s %s: %s", shown ? "; " : "",
+                n == 1 ? "" : "s", rt, where[i]);
+        shown++;
+      }
       appendf(msg, &k, sizeof msg, ")");
     } else {
       appendf(msg, &k, sizeof msg, "; every rank entered it and none "
@@ -1345,6 +1369,12 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
       json_array_append_new(jm, o);
     }
     json_object_set_new(det, "missing", jm);
+    /* The same sets as a person reads them ("0-1021", "1022, 1023"). */
+    char er[1024], mr[1024];
+    rank_list(entered, nentered, er, sizeof er);
+    rank_list(missing, nmissing, mr, sizeof mr);
+    json_object_set_new(det, "entered_ranges", json_string(er));
+    json_object_set_new(det, "missing_ranges", json_string(mr));
     json_decref(f.detail);
     f.detail = det;
     s = vqc_findings_add(out, &f);
@@ -1367,13 +1397,19 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
       appendf(msg, &k, sizeof msg, "rank%s %s left no ledger dump (crashed, "
               "killed or never finished)", nfailed == 1 ? "" : "s", fl);
     json_t *jlost = json_array();
+    /* Each failed rank's story, the first FAILED_SHOWN of them in the
+     * message (all in the detail); then the rest as ranges. */
     for (int i = 0; i < nfailed && nlive > 0; i++) {
       const rank_dump *d = &a->dumps[failed[i]];
       json_t *o = json_object();
       json_object_set_new(o, "rank", json_integer(failed[i]));
-      if (i > 0) appendf(msg, &k, sizeof msg, "; ");
+      /* Past FAILED_SHOWN, appendf gets a full position: it writes
+       * nothing. */
+      size_t full = sizeof msg;
+      size_t *kk = i < FAILED_SHOWN ? &k : &full;
+      if (i > 0) appendf(msg, kk, sizeof msg, "; ");
       if (!d->live.exists) {
-        appendf(msg, &k, sizeof msg, "rank %d left no ledger dump and no "
+        appendf(msg, kk, sizeof msg, "rank %d left no ledger dump and no "
                 "live record (it died before it started)", failed[i]);
         json_object_set_new(o, "why", json_string("no live record"));
         json_array_append_new(jlost, o);
@@ -1384,7 +1420,7 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
           : d->has_status ? "its status file is there, its dump is not"
                           : "no end record: killed (kill -9, the OOM "
                             "killer), crashed or stopped";
-      appendf(msg, &k, sizeof msg, "rank %d left no ledger dump and its "
+      appendf(msg, kk, sizeof msg, "rank %d left no ledger dump and its "
               "live record stops in step %" PRId64 " (%s)", failed[i],
               d->live.steps_done, why);
       json_object_set_new(o, "step", json_integer(d->live.steps_done));
@@ -1396,17 +1432,25 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
         char desc[128], stext[512];
         describe_rec(x, desc, sizeof desc);
         vqc_site_text(site_of(&a->sites, x->site), stext, sizeof stext);
-        appendf(msg, &k, sizeof msg, "; its last collective was #%" PRIu64
+        appendf(msg, kk, sizeof msg, "; its last collective was #%" PRIu64
                 " %s at %s (%s)", x->seq, desc, stext,
                 x->state == VQC_REC_DONE      ? "completed"
                 : x->state == VQC_REC_ENTERED ? "entered, never completed"
                                               : "failed");
         json_object_set_new(o, "last_collective", record_detail(a, x));
       } else {
-        appendf(msg, &k, sizeof msg, "; it never called a collective");
+        appendf(msg, kk, sizeof msg, "; it never called a collective");
         json_object_set_new(o, "last_collective", json_null());
       }
       json_array_append_new(jlost, o);
+    }
+    if (nlive > 0 && nfailed > FAILED_SHOWN) {
+      char rest[256];
+      rank_list(failed + FAILED_SHOWN, nfailed - FAILED_SHOWN, rest,
+                sizeof rest);
+      appendf(msg, &k, sizeof msg, "; rank%s %s left no ledger dump either "
+              "(%d failed ranks in all; the detail has each one)",
+              nfailed - FAILED_SHOWN == 1 ? "" : "s", rest, nfailed);
     }
     if (seq > 0)
       appendf(msg, &k, sizeof msg, "; the other ranks completed collectives "
@@ -1469,5 +1513,7 @@ done:
   free(entered);
   free(missing);
   free(where);
+  free(wgroup);
+  free(wranks);
   return s;
 }

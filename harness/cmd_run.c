@@ -138,9 +138,10 @@ static void print_summary(const vqc_scenario *sc, const vqc_run_result *r,
     printf("  %s at step %" PRId64, vqc_finding_kind_name(x->kind), x->step);
     if (x->tensor[0]) printf(" in %s", x->tensor);
     if (x->nranks > 0) {
-      printf(" (rank%s", x->nranks > 1 ? "s" : "");
-      for (int k = 0; k < x->nranks; k++) printf("%s%d", k ? ", " : " ", x->ranks[k]);
-      printf(")");
+      /* Folded ("ranks 0-1021, 1023"): at 1024 ranks a list is noise. */
+      char ranks[256];
+      vqc_rank_ranges_text(x->ranks, x->nranks, ranks, sizeof ranks);
+      printf(" (rank%s %s)", x->nranks > 1 ? "s" : "", ranks);
     }
     if (x->site[0]) printf(" at %s", x->site);
     printf(":\n    %s\n", x->message);

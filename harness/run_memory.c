@@ -35,14 +35,50 @@
  *                                     (clip_loss.c: the (G, G) similarity
  *                                     in double, the gathered features)
  *              + 10 P F               P = 2 (DH + H)
- *   every rank   + 1 MiB              checkers, trace writer, comm
+ *   every rank   + 1 MiB              checkers, trace writer, comm, the
+ *                                     touched part of its thread stack
+ *                                     (a rank measured 43 KiB)
+ *              + 64 N                 what grows with the rank count N on
+ *                                     every rank (so N^2 in all): the
+ *                                     side-channel all_gathers that still
+ *                                     hold a row per rank: the shape
+ *                                     checker's counts (40 B a rank), the
+ *                                     dead-code sampler's row counts (8 B),
+ *                                     strict mode's one mismatch report (40
+ *                                     B). (The step agreement and the
+ *                                     divergence, collective and
+ *                                     equivalence checkers' per-step
+ *                                     exchanges no longer grow with N; a
+ *                                     launched rank's end-of-run gathers
+ *                                     of every rank's report and findings
+ *                                     come after its model is freed.)
  *
  * The process: the sum of its ranks' peaks (threads: every rank at once;
  * mpi: one) + 16 MiB (code, libraries, findings) + 32 bytes per step
- * (rank 0's step summaries). For RLIMIT_AS, which counts reserved address
- * space, each rank adds its thread's stack (RLIMIT_STACK, 8 MiB when
- * unlimited) and its collective ledger ring (VQC_LEDGER_DEFAULT_CAPACITY
- * records), reserved but mostly never touched.
+ * (rank 0's step summaries) + 4 KiB per rank of the world (N of them, also
+ * with mpi: rank 0's analysis of every rank's dump, the per-rank detail of
+ * a deadlock in run.json, the threads world's per-rank comm state). For
+ * RLIMIT_AS, which counts reserved address space, each rank adds its
+ * thread's stack (threads: VQC_RUN_RANK_STACK, the explicit stack
+ * lib/src/comm_threads.c gives each rank thread; mpi: RLIMIT_STACK, 8 MiB
+ * when unlimited, the main thread's) and its collective ledger ring
+ * (VQC_LEDGER_DEFAULT_CAPACITY records), reserved but mostly never
+ * touched.
+ *
+ * At 1024 ranks (vqcheck run --ranks 1024, threads) a vq scenario of
+ * batch 4, dim 4, codebook 8 peaked at 154 MiB resident (150 KiB a rank;
+ * estimate 1.1 GiB: the 1 MiB a rank is the floor, sized for scenarios
+ * of ordinary sizes). The fsq, autoencoder and clip models hold the global
+ * batch on every rank, so their memory grows as N^2 x batch: the check
+ * refuses those at high rank counts before any rank starts.
+ *
+ * Open files. Each rank keeps its live record and its trace open, and
+ * writes its dumps: VQC_RUN_FILES_PER_RANK descriptors a rank, plus
+ * VQC_RUN_FILES_BASE. Where the soft limit (ulimit -n, often 1024) is
+ * below that and the hard limit is not, vqc_run_check_memory raises the
+ * soft limit, as a user would with `ulimit -n`; otherwise it refuses the
+ * scenario up front (1024 ranks would otherwise fail at rank ~340 with
+ * "Too many open files").
  *
  * Accuracy, measured (peak RSS by /usr/bin/time -f %M, 2 steps, threads
  * backend) against this estimate:
@@ -93,9 +129,22 @@
 #define STEP_SUMMARY 32u
 #define DEFAULT_STACK (8 * MIB)
 
-/* Every product below stays under 2^62 within scenario.c's ranges (batch
- * <= 2^20 per rank, 64 ranks, dim and hidden <= 2^16, dim x codebook <=
- * 2^28, Q <= 64): G^2 <= 2^52. */
+/* What grows with the rank count N on every rank (see the formula). */
+#define PER_PEER 64u
+/* ... and once per process for each rank of the world. */
+#define PER_WORLD_RANK (4 * 1024u)
+
+/* Within scenario.c's ranges (batch <= 2^20 per rank, 1024 ranks, dim and
+ * hidden <= 2^16, dim x codebook <= 2^28, Q <= 64) G <= 2^30, and clip's
+ * 8 G^2 alone reaches 2^63: sums saturate at UINT64_MAX (which no limit
+ * admits) instead of wrapping. */
+static uint64_t sat_add(uint64_t a, uint64_t b) {
+  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+static uint64_t sat_mul(uint64_t a, uint64_t b) {
+  return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
+}
 
 static uint64_t rank_bytes(const vqc_scenario *sc, uint64_t B, uint64_t G) {
   const uint64_t D = (uint64_t)sc->dim, C = (uint64_t)sc->codebook_size;
@@ -126,14 +175,15 @@ static uint64_t rank_bytes(const vqc_scenario *sc, uint64_t B, uint64_t G) {
     }
     case VQC_MODEL_CLIP: {
       const uint64_t P = 2 * (D * H + H);
-      b += 2 * B * D * F + 2 * G * D * F + 4 * (B + G) * H * F + 8 * G * G +
+      b += 2 * B * D * F + 2 * G * D * F + 4 * (B + G) * H * F +
            48 * G * H + 24 * G + 10 * P * F;
+      b = sat_add(b, sat_mul(8 * G, G));
       break;
     }
     default:
       break;
   }
-  return b;
+  return sat_add(b, PER_PEER * (uint64_t)sc->ranks);
 }
 
 void vqc_run_memory_estimate(const vqc_scenario *sc, int ranks_here,
@@ -153,24 +203,34 @@ void vqc_run_memory_estimate(const vqc_scenario *sc, int ranks_here,
   if (ranks_here == sc->ranks) {
     for (int r = 0; r < sc->ranks; r++) {
       const uint64_t one = rank_bytes(sc, (uint64_t)vqc_scenario_batch(sc, r), G);
-      sum += one;
+      sum = sat_add(sum, one);
       if (one > out->per_rank) out->per_rank = one;
     }
   } else {
     /* Which ranks these are is the launcher's choice: size by the largest. */
     out->per_rank = rank_bytes(sc, Bmax, G);
-    sum = out->per_rank * (uint64_t)ranks_here;
+    sum = sat_mul(out->per_rank, (uint64_t)ranks_here);
   }
-  out->resident = sum + PROCESS_BASE + STEP_SUMMARY * (uint64_t)(sc->steps + 1);
-  struct rlimit rl;
-  uint64_t stack = DEFAULT_STACK;
-  if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
-      rl.rlim_cur > 0)
-    stack = (uint64_t)rl.rlim_cur;
+  out->resident = sat_add(sum, PROCESS_BASE +
+                                   STEP_SUMMARY * (uint64_t)(sc->steps + 1) +
+                                   PER_WORLD_RANK * (uint64_t)sc->ranks);
+  /* Several ranks in this process: the threads backend's rank threads and
+   * their explicit stacks. One: a launched rank on the main thread. */
+  uint64_t stack = VQC_RUN_RANK_STACK;
+  if (ranks_here == 1) {
+    struct rlimit rl;
+    stack = DEFAULT_STACK;
+    if (getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY &&
+        rl.rlim_cur > 0)
+      stack = (uint64_t)rl.rlim_cur;
+  }
   uint64_t ring = 1;
   while (ring < VQC_LEDGER_DEFAULT_CAPACITY) ring *= 2;
   ring *= sizeof(vqc_ledger_record);
-  out->address = out->resident + (uint64_t)ranks_here * (stack + ring);
+  out->address =
+      sat_add(out->resident, sat_mul((uint64_t)ranks_here, stack + ring));
+  out->files = (uint64_t)ranks_here * VQC_RUN_FILES_PER_RANK +
+               VQC_RUN_FILES_BASE;
 }
 
 /* ---- limits */
@@ -257,57 +317,121 @@ static void human(uint64_t bytes, char *buf, size_t n) {
     snprintf(buf, n, "%.0f KiB", b / 1024.0);
 }
 
-vqc_status vqc_run_memory_fits(const vqc_scenario *sc,
-                               const vqc_run_memory *est,
-                               const vqc_run_memory_limits *lim) {
+/* The first limit of lim that est exceeds, described into have (what the
+ * process can get) with the figure compared against it in *need; false
+ * when est fits every memory limit. */
+static bool exceeded(const vqc_run_memory *est,
+                     const vqc_run_memory_limits *lim, char *have, size_t n,
+                     uint64_t *need) {
   /* Which limit is exceeded, and by which figure; the first in this order
    * that is exceeded is named (they are all "what this process can get"). */
-  char have[256] = "";
-  uint64_t need = est->resident;
+  *need = est->resident;
   /* What the process already maps replaces the estimate's own base. */
   const uint64_t base = est->resident > PROCESS_BASE ? PROCESS_BASE : 0;
   const uint64_t need_data =
-      lim->vm_data ? est->resident - base + lim->vm_data : est->resident;
+      lim->vm_data ? sat_add(est->resident - base, lim->vm_data)
+                   : est->resident;
   const uint64_t need_as =
-      lim->vm_size ? est->address - base + lim->vm_size : est->address;
+      lim->vm_size ? sat_add(est->address - base, lim->vm_size)
+                   : est->address;
   char a[32], b[32];
   if (est->resident > lim->mem_available) {
     human(lim->mem_available, b, sizeof b);
     if (lim->mem_total != VQC_MEMORY_UNLIMITED) {
       human(lim->mem_total, a, sizeof a);
-      snprintf(have, sizeof have, "this machine has %s total / %s available",
-               a, b);
+      snprintf(have, n, "this machine has %s total / %s available", a, b);
     } else {
-      snprintf(have, sizeof have, "this machine has %s available", b);
+      snprintf(have, n, "this machine has %s available", b);
     }
   } else if (est->resident > lim->cgroup_left) {
     human(lim->cgroup_left, b, sizeof b);
-    snprintf(have, sizeof have, "this process's memory cgroup (container "
-             "limit) leaves %s", b);
+    snprintf(have, n, "this process's memory cgroup (container limit) "
+             "leaves %s", b);
   } else if (need_data > lim->rlimit_data) {
-    need = need_data;
+    *need = need_data;
     human(lim->rlimit_data, b, sizeof b);
-    snprintf(have, sizeof have, "the data-segment limit (RLIMIT_DATA, "
-             "ulimit -d) is %s (the figure counts what this process already "
-             "holds)", b);
+    snprintf(have, n, "the data-segment limit (RLIMIT_DATA, ulimit -d) is "
+             "%s (the figure counts what this process already holds)", b);
   } else if (need_as > lim->rlimit_as) {
-    need = need_as;
+    *need = need_as;
     human(lim->rlimit_as, b, sizeof b);
-    snprintf(have, sizeof have, "the address-space limit (RLIMIT_AS, ulimit "
-             "-v) is %s (the figure counts the address space this process "
-             "already maps, its libraries, and each rank's reserved thread "
-             "stack and collective ledger)", b);
+    snprintf(have, n, "the address-space limit (RLIMIT_AS, ulimit -v) is %s "
+             "(the figure counts the address space this process already "
+             "maps, its libraries, and each rank's reserved thread stack and "
+             "collective ledger)", b);
   } else {
-    return VQC_OK;
+    return false;
   }
+  return true;
+}
+
+/* The most ranks (below sc->ranks) whose estimate fits lim with every rank
+ * in this process; 0 when not even one does, or when the scenario's batch
+ * list ties it to its rank count. */
+static int most_ranks_that_fit(const vqc_scenario *sc,
+                               const vqc_run_memory_limits *lim) {
+  if (sc->nbatch > 1 || sc->ranks <= 1) return 0;
+  vqc_scenario *t = malloc(sizeof *t);
+  if (!t) return 0;
+  memcpy(t, sc, sizeof *t);
+  int lo = 0, hi = sc->ranks - 1; /* lo fits (0: trivially), hi unknown */
+  while (lo < hi) {
+    const int mid = lo + (hi - lo + 1) / 2;
+    t->ranks = mid;
+    vqc_run_memory e;
+    vqc_run_memory_estimate(t, mid, &e);
+    char have[8];
+    uint64_t need;
+    if (exceeded(&e, lim, have, sizeof have, &need)) hi = mid - 1;
+    else lo = mid;
+  }
+  free(t);
+  return lo;
+}
+
+vqc_status vqc_run_memory_fits(const vqc_scenario *sc,
+                               const vqc_run_memory *est,
+                               const vqc_run_memory_limits *lim) {
+  char have[256] = "";
+  uint64_t need = 0;
+  if (!exceeded(est, lim, have, sizeof have, &need)) return VQC_OK;
+  char a[32], b[32], fit[96] = "";
   human(need, a, sizeof a);
   human(est->per_rank, b, sizeof b);
+  if (est->ranks_here == sc->ranks && sc->ranks > 1) {
+    const int most = most_ranks_that_fit(sc, lim);
+    if (most > 0)
+      snprintf(fit, sizeof fit, "; at most %d rank%s of this size fit",
+               most, most == 1 ? "" : "s");
+  }
+  /* The models that hold the global batch on every rank: their memory
+   * grows with the square of the rank count, so say why. */
+  const bool global = sc->model == VQC_MODEL_FSQ ||
+                      sc->model == VQC_MODEL_AUTOENCODER ||
+                      sc->model == VQC_MODEL_CLIP;
   return vqc_error(VQC_EINVAL, "%s: the scenario needs about %s (%d rank%s "
                    "x %s%s) but %s: lower ranks or batch (or the sizes) to "
-                   "fit", sc->path, a, est->ranks_here,
+                   "fit%s%s", sc->path, a, est->ranks_here,
                    est->ranks_here == 1 ? "" : "s", b,
                    est->ranks_here < sc->ranks ? " in this process" : "",
-                   have);
+                   have, fit,
+                   global && sc->ranks > 1
+                       ? "; every rank of this model also holds the global "
+                         "batch (ranks x batch), so its memory grows with "
+                         "the square of the rank count"
+                       : "");
+}
+
+vqc_status vqc_run_files_fit(const vqc_scenario *sc, const vqc_run_memory *est,
+                             uint64_t nofile) {
+  if (nofile == 0 || nofile == VQC_MEMORY_UNLIMITED || est->files <= nofile)
+    return VQC_OK;
+  return vqc_error(VQC_EINVAL, "%s: %d rank%s need about %" PRIu64 " open "
+                   "files (%d a rank: its live record, trace and dumps) but "
+                   "the open-file limit (ulimit -n) is %" PRIu64 ": raise it "
+                   "(ulimit -n %" PRIu64 ") or lower ranks",
+                   sc->path, est->ranks_here, est->ranks_here == 1 ? "" : "s",
+                   est->files, VQC_RUN_FILES_PER_RANK, nofile, est->files);
 }
 
 vqc_status vqc_run_check_memory(const vqc_scenario *sc) {
@@ -316,7 +440,18 @@ vqc_status vqc_run_check_memory(const vqc_scenario *sc) {
   vqc_run_memory_limits lim;
   vqc_run_memory_estimate(sc, sc->ranks, &est);
   vqc_run_memory_limits_read(&lim);
-  return vqc_run_memory_fits(sc, &est, &lim);
+  /* Too few open files where the hard limit allows enough: raise the soft
+   * one, as a user would (ulimit -n), instead of refusing. */
+  uint64_t nofile = rlimit_of(RLIMIT_NOFILE);
+  struct rlimit rl;
+  if (nofile != VQC_MEMORY_UNLIMITED && est.files > nofile &&
+      getrlimit(RLIMIT_NOFILE, &rl) == 0 &&
+      (rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= est.files)) {
+    rl.rlim_cur = (rlim_t)est.files;
+    if (setrlimit(RLIMIT_NOFILE, &rl) == 0) nofile = est.files;
+  }
+  VQC_TRY(vqc_run_memory_fits(sc, &est, &lim));
+  return vqc_run_files_fit(sc, &est, nofile);
 }
 
 vqc_status vqc_run_check_memory_comm(const vqc_scenario *sc, vqc_comm *c) {

@@ -22,6 +22,15 @@
 /* "No limit" in vqc_run_memory_limits. */
 #define VQC_MEMORY_UNLIMITED UINT64_MAX
 
+/* The stack each rank thread of the threads backend reserves: the same
+ * figure as lib/src/comm_threads.c's VQC_THREADS_RANK_STACK, which has no
+ * public name (tests/unit/test_threads_scale.c checks the two agree). */
+#define VQC_RUN_RANK_STACK ((uint64_t)256 * 1024)
+/* File descriptors a rank holds (its live record and trace open for the
+ * whole run, a dump written at the end) and the process besides them. */
+#define VQC_RUN_FILES_PER_RANK 3
+#define VQC_RUN_FILES_BASE 64
+
 /* A scenario's estimated peak, in bytes, for the ranks one process runs
  * (threads: every rank; mpi/nccl: one). */
 typedef struct vqc_run_memory {
@@ -32,6 +41,7 @@ typedef struct vqc_run_memory {
   uint64_t address;      /* resident + what is reserved but not touched
                             (thread stacks, collective ledgers): what
                             RLIMIT_AS (ulimit -v) counts */
+  uint64_t files;        /* file descriptors the ranks hold at once */
 } vqc_run_memory;
 
 /* What this process may use; VQC_MEMORY_UNLIMITED where no such limit is
@@ -61,13 +71,22 @@ void vqc_run_memory_limits_read(vqc_run_memory_limits *out);
 
 /* VQC_OK when est fits lim; otherwise VQC_EINVAL with a message naming the
  * scenario, the estimate (total and per rank), the limit it exceeds and
- * what to lower. Pure: tests pass made-up limits. */
+ * what to lower: with every rank in this process (threads), the most ranks
+ * that would fit. Pure: tests pass made-up limits. */
 vqc_status vqc_run_memory_fits(const vqc_scenario *sc,
                                const vqc_run_memory *est,
                                const vqc_run_memory_limits *lim);
 
+/* VQC_OK when est->files fit an open-file limit of `nofile` descriptors
+ * (0 or VQC_MEMORY_UNLIMITED: no limit); otherwise VQC_EINVAL naming both
+ * and the ulimit to raise. Pure. */
+vqc_status vqc_run_files_fit(const vqc_scenario *sc, const vqc_run_memory *est,
+                             uint64_t nofile);
+
 /* The runner's check (estimate, read limits, fits) for sc->ranks threads
- * in this process. */
+ * in this process. When the open-file soft limit is too low for the ranks
+ * and the hard limit is not, it first raises the soft limit (as `ulimit
+ * -n` would; the only change it makes to the process). */
 vqc_status vqc_run_check_memory(const vqc_scenario *sc);
 
 /* The same for one rank per process of c's world; every rank returns the

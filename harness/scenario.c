@@ -719,7 +719,7 @@ static vqc_status read_scenario(const loader *L, const yaml_node_t *root) {
   VQC_TRY(read_model(L, fs.value[F_MODEL]));
   VQC_TRY(read_sizes(L, fs.value[F_SIZES]));
   int64_t v;
-  REQUIRE(F_RANKS, "an integer 1..64");
+  REQUIRE(F_RANKS, "an integer 1..1024");
   VQC_TRY(read_int(L, fs.value[F_RANKS], "ranks", 1, VQC_SCENARIO_MAX_RANKS, &v));
   s->ranks = (int)v;
   REQUIRE(F_STEPS, "an integer 1..1000000");

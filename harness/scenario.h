@@ -24,7 +24,12 @@ typedef enum {
 } vqc_model_kind;
 const char *vqc_model_name(vqc_model_kind m);
 
-#define VQC_SCENARIO_MAX_RANKS 64
+/* The most ranks a scenario may have: the threads backend runs them all as
+ * threads of one process (lib/src/comm_threads.c: 256 KiB stacks, O(N n)
+ * all_reduce) and the checkers' per-step exchanges do not grow with the
+ * rank count; harness/run_memory.c refuses up front a scenario whose ranks
+ * the machine cannot hold. */
+#define VQC_SCENARIO_MAX_RANKS 1024
 #define VQC_SCENARIO_MAX_EXPECT 16
 #define VQC_SCENARIO_MAX_LEVELS 8
 

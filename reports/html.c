@@ -377,6 +377,28 @@ static void digest_section(FILE *f, const rep_data *d) {
       }
       fprintf(f, " First disagreement at step %lld: rank",
               (long long)g->steps[si]);
+      if (g->nranks > REP_FOLD_FROM) {
+        /* Folded: the ranks that differ as ranges, and how much. */
+        int *bad = malloc((size_t)g->nranks * sizeof *bad);
+        int n = 0, lo = 0, hi = 0;
+        for (int r = 0; r < g->nranks && bad; r++) {
+          int c = g->cell[(size_t)r * g->nsteps + si];
+          if (c <= 0) continue;
+          if (n == 0 || c < lo) lo = c;
+          if (c > hi) hi = c;
+          bad[n++] = r;
+        }
+        char list[512] = "";
+        if (bad) vqc_rank_ranges_text(bad, n, list, sizeof list);
+        free(bad);
+        fprintf(f, "%s ", n == 1 ? "" : "s");
+        rep_html(f, list);
+        if (lo == hi)
+          fprintf(f, " (%d of %d tensors).", lo, g->ntensors[si]);
+        else
+          fprintf(f, " (%d to %d of %d tensors).", lo, hi, g->ntensors[si]);
+        break;
+      }
       int shown = 0;
       for (int r = 0; r < g->nranks; r++) {
         int c = g->cell[(size_t)r * g->nsteps + si];
@@ -503,9 +525,29 @@ static void timeline_section(FILE *f, const rep_data *d) {
     fprintf(f, "<table class=\"stuck\"><thead><tr><th>rank</th><th>#%llu"
             "</th><th>collective</th><th>call site</th><th>status</th></tr>"
             "</thead><tbody>\n", (unsigned long long)t->focus);
+    /* Beyond REP_FOLD_FROM ranks, one row per group of ranks in the same
+     * state at #focus ("ranks 0-1022 (step 2)"), from its lowest rank. */
+    int *group_of = malloc((size_t)t->nranks * sizeof *group_of);
+    const bool folded = group_of && t->nranks > REP_FOLD_FROM;
+    const int ngroups = folded ? rep_timeline_groups(t, c, group_of) : 0;
+    int next_group = 0;
     for (int r = 0; r < t->nranks; r++) {
       const rep_coll *k = &t->cells[(size_t)r * t->ncols + c];
-      fprintf(f, "<tr><td>%d</td><td>", r);
+      if (folded) {
+        /* Groups are numbered by their lowest rank: r opens group
+         * next_group or belongs to one already shown. */
+        if (group_of[r] != next_group) continue;
+        next_group++;
+        char list[512];
+        int n = 0;
+        rep_group_text(group_of, t->nranks, group_of[r], list, sizeof list,
+                       &n);
+        fprintf(f, "<tr><td>%s", n == 1 ? "" : "ranks ");
+        rep_html(f, list);
+        fprintf(f, "</td><td>");
+      } else {
+        fprintf(f, "<tr><td>%d</td><td>", r);
+      }
       if (!t->has_dump[r]) {
         fprintf(f, "no ledger dump</td><td></td><td></td><td></td></tr>\n");
         continue;
@@ -531,6 +573,11 @@ static void timeline_section(FILE *f, const rep_data *d) {
       fprintf(f, "</td></tr>\n");
     }
     fprintf(f, "</tbody></table>\n");
+    if (folded)
+      fprintf(f, "<p class=\"explain\">%d ranks in %d rows: ranks in the "
+              "same state at #%llu share a row.</p>\n", t->nranks, ngroups,
+              (unsigned long long)t->focus);
+    free(group_of);
   }
   fprintf(f, "</section>\n");
 }

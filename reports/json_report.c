@@ -52,8 +52,18 @@ const char *rep_str(const json_t *root, const char *path, const char *fallback) 
 void rep_ranks_text(const json_t *ranks, char *buf, size_t n) {
   size_t used = 0;
   buf[0] = '\0';
+  const size_t count = json_array_size(ranks);
   size_t i;
   const json_t *v;
+  if (count > VQC_FINDING_RANGES_FROM) {
+    int *list = malloc(count * sizeof *list);
+    if (list) {
+      json_array_foreach(ranks, i, v) list[i] = (int)json_integer_value(v);
+      vqc_rank_ranges_text(list, (int)count, buf, n);
+      free(list);
+      return;
+    }
+  }
   json_array_foreach(ranks, i, v) {
     int w = snprintf(buf + used, n - used, "%s%lld", i ? ", " : "",
                      (long long)json_integer_value(v));

@@ -247,8 +247,22 @@ static void digests(FILE *f, const rep_grid *g) {
   else
     fprintf(f, "First disagreement at step %lld.\n\n",
             (long long)g->steps[first]);
-  for (int r = 0; r < g->nranks; r++)
-    if (!g->has_trace[r]) fprintf(f, "- rank %d left no trace\n", r);
+  if (g->nranks <= REP_FOLD_FROM) {
+    for (int r = 0; r < g->nranks; r++)
+      if (!g->has_trace[r]) fprintf(f, "- rank %d left no trace\n", r);
+  } else {
+    /* One line, folded: at 1024 ranks a line a rank is noise. */
+    int *none = malloc((size_t)g->nranks * sizeof *none);
+    int n = 0;
+    for (int r = 0; r < g->nranks && none; r++)
+      if (!g->has_trace[r]) none[n++] = r;
+    if (n > 0) {
+      char list[512];
+      vqc_rank_ranges_text(none, n, list, sizeof list);
+      fprintf(f, "- rank%s %s left no trace\n", n == 1 ? "" : "s", list);
+    }
+    free(none);
+  }
   /* A table where it stays readable: = equal, a number of differing
    * tensors, - not traced. */
   if (g->nranks <= 16 && g->nsteps <= 60) {
@@ -284,9 +298,24 @@ static void collectives(FILE *f, const rep_timeline *t) {
           "rank's ledger dump records it:\n\n| rank | state | collective | "
           "call site | status |\n|---|---|---|---|---|\n",
           (unsigned long long)t->focus, t->focus_why);
+  /* Beyond REP_FOLD_FROM ranks, one row per group of ranks in the same
+   * state at #focus, from its lowest rank. */
+  int *group_of = malloc((size_t)t->nranks * sizeof *group_of);
+  const bool folded = group_of && t->nranks > REP_FOLD_FROM;
+  if (folded) rep_timeline_groups(t, c, group_of);
+  int next_group = 0;
   for (int r = 0; r < t->nranks; r++) {
     const rep_coll *k = &t->cells[(size_t)r * t->ncols + c];
-    fprintf(f, "| %d | ", r);
+    if (folded) {
+      if (group_of[r] != next_group) continue; /* shown with its group */
+      next_group++;
+      char list[512];
+      int n = 0;
+      rep_group_text(group_of, t->nranks, group_of[r], list, sizeof list, &n);
+      fprintf(f, "| %s%s | ", n == 1 ? "" : "ranks ", list);
+    } else {
+      fprintf(f, "| %d | ", r);
+    }
     if (!t->has_dump[r]) {
       fprintf(f, "no ledger dump | | | |\n");
       continue;
@@ -307,6 +336,7 @@ static void collectives(FILE *f, const rep_timeline *t) {
     fprintf(f, " |\n");
   }
   fprintf(f, "\n");
+  free(group_of);
 }
 
 /* Instead of the stuck collective, for a comparison of traces without

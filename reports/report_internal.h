@@ -17,6 +17,11 @@
 /* The most ranks a report reads traces and dumps for (larger worlds are
  * cut, and the report says so). */
 #define REP_MAX_RANKS 4096
+/* Up to this many ranks the figures and tables give every rank its own
+ * row; beyond, ranks whose rows are identical share one, labelled with
+ * their ranges ("ranks 0-1021, 1023"), so a 1024-rank run shows the one
+ * rank that differs instead of a thousand thin rows. */
+#define REP_FOLD_FROM 32
 
 /* ---- run.json (json_report.c) */
 
@@ -83,7 +88,9 @@ const char *rep_verdict(const rep_run *r);
  * fallback. Never NULL when fallback is not. */
 const char *rep_str(const json_t *root, const char *path, const char *fallback);
 
-/* "1, 2, 3" from a finding's ranks array ("" when empty). */
+/* "1, 2, 3" from a finding's ranks array ("" when empty); a list of more
+ * than VQC_FINDING_RANGES_FROM ranks folded into ranges ("0-1021, 1023",
+ * vqc_rank_ranges_text), as run.json's "rank_ranges". */
 void rep_ranks_text(const json_t *ranks, char *buf, size_t n);
 
 /* A number from JSON: a real or an integer, or the strings "nan", "inf",
@@ -215,6 +222,24 @@ void rep_data_free(rep_data *d);
 /* The worst (largest) cell of a step over the ranks; REP_CELL_MISSING when
  * every rank is missing there. */
 int rep_grid_worst(const rep_grid *g, int step_index);
+
+/* ---- folding ranks (run_data.c)
+ *
+ * Ranks whose rows are identical form a group; groups are numbered from 0
+ * in the order of their lowest rank. Each fills group_of (nranks entries)
+ * and returns the number of groups. Without memory for the hashes every
+ * rank is its own group. */
+
+/* The digest grid: has_trace and every step's cell equal. */
+int rep_grid_groups(const rep_grid *g, int *group_of);
+/* The timeline: has_dump and, at column `col` (every column when col < 0),
+ * state, collective, site and status equal (and, where a rank never
+ * reached it, where its dump ends). */
+int rep_timeline_groups(const rep_timeline *t, int col, int *group_of);
+/* The ranks of group g as ranges into buf ("3", "0-1021, 1023"); *count
+ * (when not NULL) gets how many there are. */
+void rep_group_text(const int *group_of, int nranks, int g, char *buf,
+                    size_t n, int *count);
 
 /* ---- escaping (escape.c) */
 

@@ -353,6 +353,117 @@ int rep_grid_worst(const rep_grid *g, int si) {
   return worst;
 }
 
+/* ---- folding ranks */
+
+typedef uint64_t (*row_hash_fn)(const void *ctx, int r);
+typedef bool (*row_same_fn)(const void *ctx, int a, int b);
+
+/* Groups ranks 0..n-1 by identical rows: a row's hash first, then a full
+ * compare with each group's lowest rank where the hashes match, so a 1024
+ * ranks x 300 steps grid costs one pass plus O(n x groups) hash compares. */
+static int group_rows(int n, row_hash_fn hash, row_same_fn same,
+                      const void *ctx, int *group_of) {
+  uint64_t *h = malloc((size_t)(n > 0 ? n : 1) * sizeof *h);
+  int *low = malloc((size_t)(n > 0 ? n : 1) * sizeof *low);
+  if (!h || !low) {
+    free(h);
+    free(low);
+    for (int r = 0; r < n; r++) group_of[r] = r;
+    return n;
+  }
+  int ng = 0;
+  for (int r = 0; r < n; r++) h[r] = hash(ctx, r);
+  for (int r = 0; r < n; r++) {
+    int g = 0;
+    while (g < ng && !(h[low[g]] == h[r] && same(ctx, low[g], r))) g++;
+    if (g == ng) low[ng++] = r;
+    group_of[r] = g;
+  }
+  free(h);
+  free(low);
+  return ng;
+}
+
+static uint64_t grid_row_hash(const void *ctx, int r) {
+  const rep_grid *g = ctx;
+  uint64_t h = fnv1a(&g->has_trace[r], sizeof g->has_trace[r], FNV_OFFSET);
+  return fnv1a(&g->cell[(size_t)r * g->nsteps], (size_t)g->nsteps *
+               sizeof *g->cell, h);
+}
+
+static bool grid_row_same(const void *ctx, int a, int b) {
+  const rep_grid *g = ctx;
+  return g->has_trace[a] == g->has_trace[b] &&
+         memcmp(&g->cell[(size_t)a * g->nsteps],
+                &g->cell[(size_t)b * g->nsteps],
+                (size_t)g->nsteps * sizeof *g->cell) == 0;
+}
+
+int rep_grid_groups(const rep_grid *g, int *group_of) {
+  return group_rows(g->nranks, grid_row_hash, grid_row_same, g, group_of);
+}
+
+typedef struct tl_rows {
+  const rep_timeline *t;
+  int c0, c1; /* the columns compared: [c0, c1) */
+} tl_rows;
+
+static uint64_t coll_hash(const rep_coll *k, int64_t last_seq, uint64_t h) {
+  h = fnv1a(&k->state, sizeof k->state, h);
+  h = str_hash(k->describe, h);
+  h = str_hash(k->site, h);
+  h = str_hash(k->status, h);
+  if (k->state == REP_COLL_ABSENT) h = fnv1a(&last_seq, sizeof last_seq, h);
+  return h;
+}
+
+static uint64_t tl_row_hash(const void *ctx, int r) {
+  const tl_rows *x = ctx;
+  const rep_timeline *t = x->t;
+  uint64_t h = fnv1a(&t->has_dump[r], sizeof t->has_dump[r], FNV_OFFSET);
+  if (!t->has_dump[r]) return h;
+  for (int c = x->c0; c < x->c1; c++)
+    h = coll_hash(&t->cells[(size_t)r * t->ncols + c], t->last_seq[r], h);
+  return h;
+}
+
+static bool tl_row_same(const void *ctx, int a, int b) {
+  const tl_rows *x = ctx;
+  const rep_timeline *t = x->t;
+  if (t->has_dump[a] != t->has_dump[b]) return false;
+  if (!t->has_dump[a]) return true;
+  for (int c = x->c0; c < x->c1; c++) {
+    const rep_coll *p = &t->cells[(size_t)a * t->ncols + c];
+    const rep_coll *q = &t->cells[(size_t)b * t->ncols + c];
+    if (p->state != q->state || strcmp(p->describe, q->describe) != 0 ||
+        strcmp(p->site, q->site) != 0 || strcmp(p->status, q->status) != 0 ||
+        (p->state == REP_COLL_ABSENT && t->last_seq[a] != t->last_seq[b]))
+      return false;
+  }
+  return true;
+}
+
+int rep_timeline_groups(const rep_timeline *t, int col, int *group_of) {
+  tl_rows x = {t, col < 0 ? 0 : col, col < 0 ? t->ncols : col + 1};
+  return group_rows(t->nranks, tl_row_hash, tl_row_same, &x, group_of);
+}
+
+void rep_group_text(const int *group_of, int nranks, int g, char *buf,
+                    size_t n, int *count) {
+  int *list = malloc((size_t)(nranks > 0 ? nranks : 1) * sizeof *list);
+  int k = 0;
+  buf[0] = '\0';
+  for (int r = 0; r < nranks; r++)
+    if (group_of[r] == g) {
+      if (list) list[k] = r;
+      k++;
+    }
+  if (list) vqc_rank_ranges_text(list, k, buf, n);
+  else snprintf(buf, n, "(%d ranks)", k);
+  free(list);
+  if (count) *count = k;
+}
+
 /* ---- ledger dumps */
 
 /* What one pass over the dumps keeps of a line. */

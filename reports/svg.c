@@ -60,6 +60,64 @@ static void empty_svg(FILE *f, const char *id, const char *why) {
 
 /* ---- digest-agreement heatmap */
 
+/* The heatmap's rows: which ranks each row shows. Up to REP_FOLD_FROM
+ * ranks, one row a rank; beyond, one row per group of ranks with identical
+ * rows (rep_grid_groups), so the rank that differs keeps a row of its own;
+ * more than HEAT_MAX_ROWS groups are binned, consecutive groups together.
+ * members[start[row] .. start[row + 1]) are the row's ranks, ascending. */
+typedef struct heat_rows {
+  int rows;
+  int *start;   /* (rows + 1) */
+  int *members; /* (nranks) */
+} heat_rows;
+
+static bool heat_rows_make(const rep_grid *g, heat_rows *h) {
+  const int n = g->nranks;
+  int *row_of = malloc((size_t)n * sizeof *row_of);
+  h->start = NULL;
+  h->members = malloc((size_t)n * sizeof *h->members);
+  if (!row_of || !h->members) goto fail;
+  if (n <= REP_FOLD_FROM) {
+    h->rows = n;
+    for (int r = 0; r < n; r++) row_of[r] = r;
+  } else {
+    const int ng = rep_grid_groups(g, row_of);
+    h->rows = ng < HEAT_MAX_ROWS ? ng : HEAT_MAX_ROWS;
+    for (int r = 0; r < n; r++)
+      row_of[r] = (int)((long long)row_of[r] * h->rows / ng);
+  }
+  h->start = calloc((size_t)h->rows + 2, sizeof *h->start);
+  if (!h->start) goto fail;
+  for (int r = 0; r < n; r++) h->start[row_of[r] + 2]++;
+  for (int i = 2; i <= h->rows + 1; i++) h->start[i] += h->start[i - 1];
+  for (int r = 0; r < n; r++) h->members[h->start[row_of[r] + 1]++] = r;
+  free(row_of);
+  return true;
+fail:
+  free(row_of);
+  free(h->members);
+  free(h->start);
+  return false;
+}
+
+/* "rank 3" or "ranks 0-1021, 1023" for a row's ranks. */
+static void row_label(const heat_rows *h, int row, char *buf, size_t n) {
+  const int *m = h->members + h->start[row];
+  const int k = h->start[row + 1] - h->start[row];
+  if (k == 1) {
+    snprintf(buf, n, "rank %d", m[0]);
+    return;
+  }
+  /* Up to REP_FOLD_FROM ranks a bin is a plain span, as it always was. */
+  if (m[k - 1] - m[0] + 1 == k) {
+    snprintf(buf, n, "ranks %d-%d", m[0], m[k - 1]);
+    return;
+  }
+  int used = snprintf(buf, n, "ranks ");
+  if (used > 0 && (size_t)used < n)
+    vqc_rank_ranges_text(m, k, buf + used, n - (size_t)used);
+}
+
 void rep_svg_heatmap(FILE *f, const rep_grid *g) {
   if (!g->any) {
     empty_svg(f, "digest-heatmap", "No digest traces (rank-<r>.trace.jsonl) "
@@ -71,27 +129,37 @@ void rep_svg_heatmap(FILE *f, const rep_grid *g) {
               "stopped before the first step ended.");
     return;
   }
+  heat_rows h;
+  if (!heat_rows_make(g, &h)) {
+    empty_svg(f, "digest-heatmap", "Out of memory drawing this figure.");
+    return;
+  }
+  const bool folded = g->nranks > REP_FOLD_FROM;
   const int cols = g->nsteps < HEAT_MAX_COLS ? g->nsteps : HEAT_MAX_COLS;
-  const int rows = g->nranks < HEAT_MAX_ROWS ? g->nranks : HEAT_MAX_ROWS;
+  const int rows = h.rows;
   const int cw = clampi(880 / cols, 3, 48);
   const int ch = clampi(420 / rows, 4, 28);
-  const int left = 104, top = 10, bottom = 46;
+  /* Folded rows carry range labels: a wider margin, cut at LABEL_MAX. */
+  const int left = folded ? 168 : 104, top = 10, bottom = 46;
   const int width = left + cols * cw + 16, height = top + rows * ch + bottom;
   fprintf(f, "<svg id=\"digest-heatmap\" class=\"figure\" xmlns=\"http://www"
           ".w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" "
-          "role=\"img\" aria-label=\"digest agreement per step and rank\">\n",
-          width, height, width, height);
+          "role=\"img\" aria-label=\"digest agreement per step and rank\"%s>\n",
+          width, height, width, height,
+          folded ? " data-folded=\"ranks with identical rows share one\"" : "");
   fprintf(f, "<g class=\"cells\">\n");
+  char label[512];
   for (int row = 0; row < rows; row++) {
-    const int r0 = (int)((long long)row * g->nranks / rows);
-    const int r1 = (int)((long long)(row + 1) * g->nranks / rows);
+    const int *m = h.members + h.start[row];
+    const int k = h.start[row + 1] - h.start[row];
+    row_label(&h, row, label, sizeof label);
     for (int col = 0; col < cols; col++) {
       const int s0 = (int)((long long)col * g->nsteps / cols);
       const int s1 = (int)((long long)(col + 1) * g->nsteps / cols);
       int worst = REP_CELL_MISSING, tensors = 0, nomaj = 0;
-      for (int r = r0; r < r1; r++)
+      for (int i = 0; i < k; i++)
         for (int s = s0; s < s1; s++) {
-          int c = g->cell[(size_t)r * g->nsteps + s];
+          int c = g->cell[(size_t)m[i] * g->nsteps + s];
           if (c > worst) worst = c;
           if (g->ntensors[s] > tensors) tensors = g->ntensors[s];
           /* Only cells the rank traced: a gap stays a gap. */
@@ -113,8 +181,7 @@ void rep_svg_heatmap(FILE *f, const rep_grid *g) {
               "<title>", cls, x, y, cw, ch, fill, cw >= 8 && ch >= 8 ? "1" : "0");
       if (s1 - s0 == 1) fprintf(f, "step %" PRId64, g->steps[s0]);
       else fprintf(f, "steps %" PRId64 "-%" PRId64, g->steps[s0], g->steps[s1 - 1]);
-      if (r1 - r0 == 1) fprintf(f, ", rank %d: ", r0);
-      else fprintf(f, ", ranks %d-%d: ", r0, r1 - 1);
+      fprintf(f, ", %s: ", label);
       if (worst == REP_CELL_MISSING)
         fprintf(f, "no digests traced");
       else if (nomaj > 0)
@@ -135,13 +202,23 @@ void rep_svg_heatmap(FILE *f, const rep_grid *g) {
   fprintf(f, "</g>\n<g class=\"axis y\">\n");
   const int ystride = ch >= 12 ? 1 : (12 + ch - 1) / ch;
   for (int row = 0; row < rows; row += ystride) {
-    const int r0 = (int)((long long)row * g->nranks / rows);
-    const int r1 = (int)((long long)(row + 1) * g->nranks / rows);
+    const int *m = h.members + h.start[row];
+    const int k = h.start[row + 1] - h.start[row];
+    bool ref = false;
+    for (int i = 0; i < k; i++) ref = ref || m[i] == g->ref_rank;
+    row_label(&h, row, label, sizeof label);
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", left - 6,
             top + row * ch + ch / 2 + 4);
-    if (r1 - r0 == 1) fprintf(f, "rank %d", r0);
-    else fprintf(f, "ranks %d-%d", r0, r1 - 1);
-    if (g->ref_rank >= r0 && g->ref_rank < r1) fprintf(f, " (ref)");
+    /* A long range list is cut on the axis; its <title> has all of it. */
+    enum { LABEL_MAX = 24 };
+    if (strlen(label) > LABEL_MAX) {
+      fprintf(f, "<title>");
+      rep_html(f, label);
+      fprintf(f, "</title>");
+      snprintf(label + LABEL_MAX - 3, 4, "...");
+    }
+    rep_html(f, label);
+    if (ref) fprintf(f, " (ref)");
     fprintf(f, "</text>\n");
   }
   fprintf(f, "</g>\n<g class=\"axis x\">\n");
@@ -155,6 +232,8 @@ void rep_svg_heatmap(FILE *f, const rep_grid *g) {
   fprintf(f, "<text class=\"title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">"
           "step</text>\n</g>\n</svg>\n", left + cols * cw / 2,
           top + rows * ch + 38);
+  free(h.start);
+  free(h.members);
 }
 
 /* ---- a line plot */
@@ -508,6 +587,10 @@ static const char *state_name(rep_coll_state s) {
   }
 }
 
+/* At most this many rows of the timeline when ranks are folded; the
+ * ranks of further groups share a last row that says so. */
+#define TL_MAX_ROWS 48
+
 void rep_svg_timeline(FILE *f, const rep_timeline *t) {
   if (!t->any || t->ncols == 0) {
     empty_svg(f, "collective-timeline", "No ledger dumps: the collective "
@@ -515,75 +598,148 @@ void rep_svg_timeline(FILE *f, const rep_timeline *t) {
               "gets stuck or fails.");
     return;
   }
-  const int cw = 46, ch = clampi(320 / t->nranks, 6, 26);
-  const int left = 84, top = 40, bottom = 40;
+  /* The rows: every rank up to REP_FOLD_FROM; beyond, one per group of
+   * ranks with identical rows (rep_timeline_groups), drawn from the
+   * group's lowest rank. */
+  const bool folded = t->nranks > REP_FOLD_FROM;
+  int *group_of = malloc((size_t)t->nranks * sizeof *group_of);
+  int *low = malloc((size_t)t->nranks * sizeof *low);
+  if (!group_of || !low) {
+    free(group_of);
+    free(low);
+    empty_svg(f, "collective-timeline", "Out of memory drawing this figure.");
+    return;
+  }
+  int ngroups = t->nranks;
+  if (folded) {
+    ngroups = rep_timeline_groups(t, -1, group_of);
+  } else {
+    for (int r = 0; r < t->nranks; r++) group_of[r] = r;
+  }
+  for (int r = t->nranks - 1; r >= 0; r--) low[group_of[r]] = r;
+  const int shown = ngroups <= TL_MAX_ROWS || !folded ? ngroups
+                                                      : TL_MAX_ROWS - 1;
+  const int nrows = shown + (shown < ngroups);
+  const int cw = 46, ch = clampi(320 / nrows, 6, 26);
+  const int left = folded ? 168 : 84, top = 40, bottom = 40;
   const int width = left + t->ncols * cw + 24;
-  const int height = top + t->nranks * ch + bottom;
+  const int height = top + nrows * ch + bottom;
   fprintf(f, "<svg id=\"collective-timeline\" class=\"figure\" xmlns=\"http://"
           "www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d "
           "%d\" role=\"img\" aria-label=\"collectives per rank around the "
-          "stuck one\">\n<g class=\"cells\">\n", width, height, width, height);
-  for (int r = 0; r < t->nranks; r++) {
-    const int y = top + r * ch;
+          "stuck one\"%s>\n<g class=\"cells\">\n", width, height, width, height,
+          folded ? " data-folded=\"ranks with identical rows share one\"" : "");
+  char who[512];
+  for (int row = 0; row < shown; row++) {
+    const int r = low[row];
+    const int y = top + row * ch;
+    int k = 1;
+    if (folded) {
+      char list[480];
+      rep_group_text(group_of, t->nranks, row, list, sizeof list, &k);
+      snprintf(who, sizeof who, "%s %s", k == 1 ? "rank" : "ranks", list);
+    } else {
+      snprintf(who, sizeof who, "rank %d", r);
+    }
     if (!t->has_dump[r]) {
       fprintf(f, "<rect class=\"nodump\" x=\"%d\" y=\"%d\" width=\"%d\" height"
-              "=\"%d\" fill=\"" COLOR_NODUMP "\" stroke=\"#fff\"><title>rank %d "
-              "left no ledger dump (crashed, killed or never finished)</title>"
-              "</rect>\n", left, y, t->ncols * cw, ch, r);
+              "=\"%d\" fill=\"" COLOR_NODUMP "\" stroke=\"#fff\"><title>",
+              left, y, t->ncols * cw, ch);
+      rep_html(f, who);
+      fprintf(f, " left no ledger dump (crashed, killed or never finished)"
+              "</title></rect>\n");
       if (ch >= 12)
         fprintf(f, "<text class=\"nodump-label\" x=\"%d\" y=\"%d\">no ledger "
                 "dump</text>\n", left + 8, y + ch / 2 + 4);
       continue;
     }
     for (int c = 0; c < t->ncols; c++) {
-      const rep_coll *k = &t->cells[(size_t)r * t->ncols + c];
+      const rep_coll *kc = &t->cells[(size_t)r * t->ncols + c];
       const uint64_t seq = t->first + (uint64_t)c;
       const int x = left + c * cw;
-      const char *fill = k->state == REP_COLL_DONE      ? COLOR_DONE
-                         : k->state == REP_COLL_ENTERED ? COLOR_ENTERED
-                         : k->state == REP_COLL_FAILED  ? COLOR_FAILED
-                                                        : "#fff";
+      const char *fill = kc->state == REP_COLL_DONE      ? COLOR_DONE
+                         : kc->state == REP_COLL_ENTERED ? COLOR_ENTERED
+                         : kc->state == REP_COLL_FAILED  ? COLOR_FAILED
+                                                         : "#fff";
       fprintf(f, "<rect class=\"coll %s\" x=\"%d\" y=\"%d\" width=\"%d\" "
-              "height=\"%d\" fill=\"%s\" stroke=\"%s\"%s><title>rank %d, #%"
-              PRIu64 ": ", state_name(k->state), x + 1, y + 1, cw - 2, ch - 2,
-              fill, k->state == REP_COLL_ABSENT ? "#bbb" : "#fff",
-              k->state == REP_COLL_ABSENT ? " stroke-dasharray=\"3 2\"" : "",
-              r, seq);
-      if (k->state == REP_COLL_ABSENT) {
-        fprintf(f, "never reached (its dump ends at #%" PRId64 ")",
-                t->last_seq[r]);
+              "height=\"%d\" fill=\"%s\" stroke=\"%s\"%s><title>",
+              state_name(kc->state), x + 1, y + 1, cw - 2, ch - 2, fill,
+              kc->state == REP_COLL_ABSENT ? "#bbb" : "#fff",
+              kc->state == REP_COLL_ABSENT ? " stroke-dasharray=\"3 2\"" : "");
+      rep_html(f, who);
+      fprintf(f, ", #%" PRIu64 ": ", seq);
+      if (kc->state == REP_COLL_ABSENT) {
+        fprintf(f, "never reached (%s dump ends at #%" PRId64 ")",
+                k == 1 ? "its" : "their", t->last_seq[r]);
       } else {
-        rep_html(f, k->describe);
-        if (k->site[0]) {
+        rep_html(f, kc->describe);
+        if (kc->site[0]) {
           fprintf(f, " at ");
-          rep_html(f, k->site);
+          rep_html(f, kc->site);
         }
-        fprintf(f, ": %s", state_name(k->state));
-        if (k->status[0]) {
+        fprintf(f, ": %s", state_name(kc->state));
+        if (kc->status[0]) {
           fprintf(f, " (");
-          rep_html(f, k->status);
+          rep_html(f, kc->status);
           fprintf(f, ")");
         }
       }
       fprintf(f, "</title></rect>\n");
-      if (k->state != REP_COLL_ABSENT && ch >= 14)
+      if (kc->state != REP_COLL_ABSENT && ch >= 14)
         fprintf(f, "<text class=\"op\" x=\"%d\" y=\"%d\" text-anchor=\"middle"
-                "\">%s</text>\n", x + cw / 2, y + ch / 2 + 4, op_abbrev(k->op));
+                "\">%s</text>\n", x + cw / 2, y + ch / 2 + 4, op_abbrev(kc->op));
     }
+  }
+  if (shown < ngroups) {
+    /* The ranks of the groups not drawn, in one grey row. */
+    int nrest = 0;
+    for (int r = 0; r < t->nranks; r++) nrest += group_of[r] >= shown;
+    const int y = top + shown * ch;
+    fprintf(f, "<rect class=\"more\" x=\"%d\" y=\"%d\" width=\"%d\" height="
+            "\"%d\" fill=\"#eeeeee\" stroke=\"#fff\"><title>%d more ranks in "
+            "%d other patterns: see the stuck-collective table and the ledger "
+            "dumps</title></rect>\n", left, y, t->ncols * cw, ch, nrest,
+            ngroups - shown);
+    if (ch >= 12)
+      fprintf(f, "<text class=\"more-label\" x=\"%d\" y=\"%d\">%d more ranks "
+              "in %d other patterns</text>\n", left + 8, y + ch / 2 + 4, nrest,
+              ngroups - shown);
   }
   fprintf(f, "</g>\n<g class=\"axis y\">\n");
   const int ystride = ch >= 12 ? 1 : (12 + ch - 1) / ch;
-  for (int r = 0; r < t->nranks; r += ystride)
-    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">rank %d</text>\n",
-            left - 6, top + r * ch + ch / 2 + 4, r);
+  for (int row = 0; row < nrows; row += ystride) {
+    fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"end\">", left - 6,
+            top + row * ch + ch / 2 + 4);
+    if (!folded) {
+      fprintf(f, "rank %d</text>\n", low[row]);
+      continue;
+    }
+    if (row == shown) {
+      fprintf(f, "the others</text>\n");
+      continue;
+    }
+    int k = 0;
+    char list[480];
+    rep_group_text(group_of, t->nranks, row, list, sizeof list, &k);
+    snprintf(who, sizeof who, "%s %s", k == 1 ? "rank" : "ranks", list);
+    enum { LABEL_MAX = 24 };
+    if (strlen(who) > LABEL_MAX) {
+      fprintf(f, "<title>");
+      rep_html(f, who);
+      fprintf(f, "</title>");
+      snprintf(who + LABEL_MAX - 3, 4, "...");
+    }
+    rep_html(f, who);
+    fprintf(f, "</text>\n");
+  }
   fprintf(f, "</g>\n<g class=\"axis x\">\n");
   for (int c = 0; c < t->ncols; c++)
     fprintf(f, "<text x=\"%d\" y=\"%d\" text-anchor=\"middle\">#%" PRIu64
-            "</text>\n", left + c * cw + cw / 2, top + t->nranks * ch + 16,
+            "</text>\n", left + c * cw + cw / 2, top + nrows * ch + 16,
             t->first + (uint64_t)c);
   fprintf(f, "<text class=\"title\" x=\"%d\" y=\"%d\" text-anchor=\"middle\">"
           "collective sequence number</text>\n</g>\n",
-          left + t->ncols * cw / 2, top + t->nranks * ch + 34);
+          left + t->ncols * cw / 2, top + nrows * ch + 34);
   if (t->has_focus && t->focus >= t->first &&
       t->focus < t->first + (uint64_t)t->ncols) {
     const int x = left + (int)(t->focus - t->first) * cw;
@@ -591,7 +747,9 @@ void rep_svg_timeline(FILE *f, const rep_timeline *t) {
             "width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#212121\" "
             "stroke-width=\"3\"/><text class=\"stuck-label\" x=\"%d\" y=\"%d\" "
             "text-anchor=\"middle\">stuck: #%" PRIu64 "</text></g>\n", x - 1,
-            top - 4, cw + 2, t->nranks * ch + 8, x + cw / 2, top - 12, t->focus);
+            top - 4, cw + 2, nrows * ch + 8, x + cw / 2, top - 12, t->focus);
   }
   fprintf(f, "</svg>\n");
+  free(group_of);
+  free(low);
 }

@@ -1,46 +1,104 @@
 /* comm_threads.c: the threads backend: N ranks as threads of one process.
  *
  * A world holds two rendezvous "channels": one for the data comms and one for
- * their side channels. They share nothing (own mutex, condvar, slots, abort
- * and broken flags), so a data collective that hangs or times out never
- * blocks the digest exchange on the side channel.
+ * their side channels. They share nothing (own mutex, wait word, slots,
+ * abort and broken flags, shared result), so a data collective that hangs or
+ * times out never blocks the digest exchange on the side channel.
  *
- * One collective on a channel is a round in two phases, both under the
- * channel's mutex and condvar (a CLOCK_MONOTONIC condvar, so deadlines from
- * vqc_comm_deadline_ns can be used directly):
+ * One collective on a channel is a round in four phases:
  *
- *   1. arrive: each rank writes its descriptor (op, dtype, count, redop,
- *      root, buffers, counts) into its own slot; the last to arrive bumps
- *      `round` and wakes everyone. Waiting here honours the deadline and the
- *      abort / broken flags.
- *   2. every rank compares the descriptors the same way, so either all of
- *      them see a mismatch (and move no data) or none does; then each rank
- *      builds its OWN result by reading its peers' send buffers (reductions
- *      in rank order 0..N-1, so every rank gets identical bits) and writes
- *      only its own recv buffer.
+ *   1. arrive (under the channel's mutex): each rank writes its descriptor
+ *      (op, dtype, count, redop, root, buffers, counts) into its own slot.
+ *      The last to arrive judges the round once for everyone: it compares
+ *      every descriptor with rank 0's (the verdict: the first rank that
+ *      differs, or none) and, for an all_reduce, sizes the channel's shared
+ *      result buffer; then it bumps `round` and wakes everyone. Waiting here
+ *      honours the deadline and the abort / broken flags.
+ *   2. move (no lock): with a mismatch verdict nobody moves data. Otherwise
+ *      an all_reduce is reduced ONCE, in parallel: rank k reduces its slice
+ *      of the elements (see slice_of) over every rank's send buffer, in rank
+ *      order 0, 1, ..., N-1, into the shared result. Each element is still
+ *      send_0[i] op send_1[i] op ... op send_{N-1}[i], evaluated left to
+ *      right, so the bits are the same as when every rank reduced
+ *      everything itself (which cost N times the work: O(N^2 n) in total,
+ *      3 s per 16 KiB all_reduce at 1024 ranks); now the total is O(N n).
+ *      all_gather(v) and broadcast copy from the peers' send buffers into
+ *      the rank's own result (all_gather's output is N blocks per rank:
+ *      O(N^2 n) in total is its size, not a choice).
  *   3. leave: each rank counts itself done reading; the last bumps
- *      `done_round`. Nobody returns (and so lets its send buffer go, or
- *      writes its next descriptor into its slot) before everyone has read.
+ *      `done_round` and wakes everyone. Nobody returns (and so lets its send
+ *      buffer go, or writes its next descriptor into its slot) before
+ *      everyone has read.
+ *   4. copy (no lock): an all_reduce copies the shared result into its recv
+ *      buffer. The result stays valid until everyone has copied: the next
+ *      round's judge, who may grow it, is the last rank to arrive in that
+ *      round, and every rank arrives only after its copy. For the same
+ *      reason the verdict stays readable until then.
  *
- * In place (recv overlapping the rank's own send) the result is built in a
- * per-comm scratch buffer and copied into recv after phase 3, because peers
- * read our send buffer until then.
+ * In place: an all_reduce needs nothing more (recv is written in phase 4,
+ * when no peer reads send any more). An all_gather(v) whose recv overlaps
+ * the rank's own send builds its result in a per-comm scratch buffer and
+ * copies it into recv after phase 3.
+ *
+ * Waiting. 1024 ranks on 2 cores: a condvar broadcast wakes every waiter,
+ * and each must then take the mutex back one after the other, a convoy of
+ * context switches per round (28 ms per barrier at 1024 ranks). Here the
+ * waiters sleep on a futex "event count" (`events`, bumped after every
+ * change a waiter may be waiting for: a round completed, a round left, an
+ * abort) and re-check their condition without any lock, so the woken ranks
+ * run in parallel. Off Linux (or with VQC_THREADS_CONDVAR_WAIT) the same
+ * event count is waited on with a condvar.
  *
  * A timeout in phase 1 marks the channel broken: no round can complete any
  * more, the other waiters wake and return VQC_EABORTED, and later calls fail
  * at once. Phase 3 does not honour abort: every rank that passed phase 1 is
  * inside this file's copy loop and will arrive, and leaving early would let
  * a peer still read a buffer its owner has freed. It keeps a deadline (a
- * fresh full timeout from the start of phase 3) as a last resort. */
+ * fresh full timeout from the start of phase 3) as a last resort.
+ *
+ * Rank threads get an explicit stack of VQC_THREADS_RANK_STACK bytes (see
+ * there: what a rank measured, and the margin), so 1024 ranks reserve
+ * 256 MiB of address space instead of 8 GiB. */
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#if defined(__linux__) && !defined(VQC_THREADS_CONDVAR_WAIT)
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#define USE_FUTEX 1
+#else
+#define USE_FUTEX 0
+#endif
+
 #include "comm_internal.h"
 #include "vqc/comm.h"
+
+/* The stack of each rank thread. Measured high-water mark of a rank,
+ * glibc's thread descriptor and static TLS included (they are carved from
+ * the same allocation; ~21 KiB of it for a thread that does nothing): 36-43
+ * KiB for every scenario in scenarios/ and tests/data/scenarios/ (vq, rvq,
+ * fsq, clip, autoencoder; the deadlock analysis on rank 0, the strict-mode
+ * mismatch report, the divergence, equivalence and dead-code paths),
+ * surveyed with a stack-painting LD_PRELOAD shim and kept checked by
+ * tests/unit/test_threads_scale.c (rank_stacks_keep_a_4x_margin, which
+ * paints the rank threads' stacks and fails past a quarter of this).
+ * 256 KiB is 6x the measure: room for a sanitizer build's redzones (2-3x)
+ * and for library code we do not control (CUDA runtime calls from a rank
+ * thread on --device cuda). Address space, not memory: only the touched
+ * pages become resident. harness/run_memory.c counts the same figure
+ * (VQC_RUN_RANK_STACK; the same test checks the two agree). */
+#define VQC_THREADS_RANK_STACK ((size_t)256 * 1024)
+
+/* An all_reduce slice is a multiple of this many elements (64 to 512
+ * bytes), so neighbouring ranks rarely write the same cache line. */
+#define SLICE_ALIGN 64
 
 /* One rank's descriptor of the collective it entered. */
 typedef struct slot {
@@ -55,26 +113,43 @@ typedef struct slot {
   uint64_t round;        /* the round this slot was posted for */
 } slot;
 
+/* The judge's findings about one round (written by the last rank to arrive,
+ * read by every rank until it has copied its result). */
+typedef struct verdict {
+  int bad;               /* first rank whose descriptor differs from rank
+                            0's; -1 when they all match */
+  bool nomem;            /* the shared result could not be grown */
+  size_t nomem_bytes;
+  char d0[256], d1[256]; /* rank 0's and rank `bad`'s descriptors */
+} verdict;
+
 /* One rendezvous domain (the data comms, or the side channels). */
 typedef struct channel {
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
+  pthread_mutex_t mu;    /* arrivals, timeouts, aborts, why */
   const char *name;      /* "data" | "side", for messages */
   int size;
   slot *slots;           /* size entries; slot r written only by rank r */
-  int arrived;           /* ranks arrived in the current round */
-  uint64_t round;        /* rounds whose phase 1 completed */
-  int done;              /* ranks done reading in the current round */
-  uint64_t done_round;   /* rounds whose phase 3 completed */
-  bool aborted;          /* vqc_comm_abort or a failed rank body */
-  bool broken;           /* a rank timed out: no round can complete */
-  char why[512];         /* what aborted or broke it, for messages */
+  int arrived;           /* ranks arrived in the current round (mu) */
+  _Atomic uint64_t round;      /* rounds whose phase 1 completed */
+  _Atomic int done;            /* ranks done reading in the current round */
+  _Atomic uint64_t done_round; /* rounds whose phase 3 completed */
+  _Atomic bool aborted;  /* vqc_comm_abort or a failed rank body */
+  _Atomic bool broken;   /* a rank timed out: no round can complete */
+  _Atomic uint32_t events; /* the event count waiters sleep on */
+#if !USE_FUTEX
+  pthread_mutex_t wmu;   /* guards the condvar wait on events */
+  pthread_cond_t wcv;
+#endif
+  char why[512];         /* what aborted or broke it, for messages (mu) */
+  verdict v;             /* the current round's (see verdict) */
+  void *result;          /* all_reduce's shared result, owned here */
+  size_t result_cap;     /* bytes */
 } channel;
 
 /* Per-comm backend state (c->impl). */
 typedef struct rank_impl {
   channel *ch;
-  void *scratch;         /* in-place results; grown on demand, owned here */
+  void *scratch;         /* in-place all_gather(v) results; owned here */
   size_t scratch_cap;    /* bytes */
 } rank_impl;
 
@@ -88,6 +163,61 @@ struct vqc_threads_world {
   int ninit;             /* comms initialised (data and side), for unwinding */
 };
 
+/* ---- the event count */
+
+/* Wakes every waiter of ch: call after changing what they wait for. */
+static void notify(channel *ch) {
+#if USE_FUTEX
+  atomic_fetch_add(&ch->events, 1);
+  syscall(SYS_futex, (uint32_t *)&ch->events,
+          FUTEX_WAKE | FUTEX_PRIVATE_FLAG, INT_MAX, NULL, NULL, 0);
+#else
+  pthread_mutex_lock(&ch->wmu);
+  atomic_fetch_add(&ch->events, 1);
+  pthread_cond_broadcast(&ch->wcv);
+  pthread_mutex_unlock(&ch->wmu);
+#endif
+}
+
+/* Sleeps until ch->events differs from `seen` (a notify since the caller
+ * read it), the deadline passes or a spurious wakeup; the caller re-checks
+ * its own condition. */
+static void sleep_on(channel *ch, uint32_t seen, uint64_t deadline_ns) {
+  struct timespec ts = {(time_t)(deadline_ns / 1000000000u),
+                        (long)(deadline_ns % 1000000000u)};
+#if USE_FUTEX
+  /* FUTEX_WAIT_BITSET takes an absolute CLOCK_MONOTONIC time (the clock of
+   * vqc_now_ns): a wall-clock jump neither stretches nor cuts a wait. */
+  syscall(SYS_futex, (uint32_t *)&ch->events,
+          FUTEX_WAIT_BITSET | FUTEX_PRIVATE_FLAG, seen, &ts, NULL,
+          FUTEX_BITSET_MATCH_ANY);
+#else
+  pthread_mutex_lock(&ch->wmu);
+  if (atomic_load(&ch->events) == seen)
+    pthread_cond_timedwait(&ch->wcv, &ch->wmu, &ts);
+  pthread_mutex_unlock(&ch->wmu);
+#endif
+}
+
+/* Waits (no lock held) until *counter differs from `start`. With
+ * honour_abort, an aborted or broken channel ends the wait. Returns VQC_OK,
+ * VQC_ETIMEOUT or VQC_EABORTED (no message: the caller knows the context).
+ * A timeout is only a hint: the caller re-checks under the mutex. */
+static vqc_status wait_for(channel *ch, const _Atomic uint64_t *counter,
+                           uint64_t start, uint64_t deadline_ns,
+                           bool honour_abort) {
+  for (;;) {
+    /* Read the event count first: a notify after this read makes the
+     * sleep below return at once, so no wakeup is lost. */
+    const uint32_t seen = atomic_load(&ch->events);
+    if (atomic_load(counter) != start) return VQC_OK;
+    if (honour_abort && (atomic_load(&ch->aborted) || atomic_load(&ch->broken)))
+      return VQC_EABORTED;
+    if (vqc_now_ns() >= deadline_ns) return VQC_ETIMEOUT;
+    sleep_on(ch, seen, deadline_ns);
+  }
+}
+
 /* ---- channels */
 
 static vqc_status channel_init(channel *ch, const char *name, int size) {
@@ -96,33 +226,46 @@ static vqc_status channel_init(channel *ch, const char *name, int size) {
   ch->size = size;
   ch->slots = calloc((size_t)size, sizeof *ch->slots);
   if (!ch->slots) return vqc_error(VQC_ENOMEM, "threads world: no memory");
+  atomic_init(&ch->round, 0);
+  atomic_init(&ch->done, 0);
+  atomic_init(&ch->done_round, 0);
+  atomic_init(&ch->aborted, false);
+  atomic_init(&ch->broken, false);
+  atomic_init(&ch->events, 0);
+  pthread_mutex_init(&ch->mu, NULL);
+#if !USE_FUTEX
   pthread_condattr_t attr;
   pthread_condattr_init(&attr);
-  /* Deadlines are CLOCK_MONOTONIC (vqc_now_ns); a wall-clock jump must not
-   * stretch or cut a wait. */
+  /* Deadlines are CLOCK_MONOTONIC (vqc_now_ns). */
   pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-  pthread_cond_init(&ch->cv, &attr);
+  pthread_cond_init(&ch->wcv, &attr);
   pthread_condattr_destroy(&attr);
-  pthread_mutex_init(&ch->mu, NULL);
+  pthread_mutex_init(&ch->wmu, NULL);
+#endif
   return VQC_OK;
 }
 
 static void channel_fini(channel *ch) {
   if (!ch->slots) return;
   pthread_mutex_destroy(&ch->mu);
-  pthread_cond_destroy(&ch->cv);
+#if !USE_FUTEX
+  pthread_mutex_destroy(&ch->wmu);
+  pthread_cond_destroy(&ch->wcv);
+#endif
   free(ch->slots);
+  free(ch->result);
   ch->slots = NULL;
+  ch->result = NULL;
 }
 
 /* Sets the aborted flag (first reason wins) and wakes every waiter. */
 static void channel_abort(channel *ch, const char *why) {
   pthread_mutex_lock(&ch->mu);
-  if (!ch->aborted && !ch->broken)
+  if (!atomic_load(&ch->aborted) && !atomic_load(&ch->broken))
     snprintf(ch->why, sizeof ch->why, "%s", why);
-  ch->aborted = true;
-  pthread_cond_broadcast(&ch->cv);
+  atomic_store(&ch->aborted, true);
   pthread_mutex_unlock(&ch->mu);
+  notify(ch);
 }
 
 /* ---- descriptors */
@@ -179,22 +322,34 @@ static bool compatible(const slot *a, const slot *b, int r, int size) {
   }
 }
 
-/* ---- waiting */
-
-/* Waits (ch->mu held) until *counter differs from `start`. With
- * honour_abort, an aborted or broken channel ends the wait. Returns VQC_OK,
- * VQC_ETIMEOUT or VQC_EABORTED (no message: the caller knows the context). */
-static vqc_status wait_for(channel *ch, const uint64_t *counter,
-                           uint64_t start, uint64_t deadline_ns,
-                           bool honour_abort) {
-  struct timespec ts = {(time_t)(deadline_ns / 1000000000u),
-                        (long)(deadline_ns % 1000000000u)};
-  while (*counter == start) {
-    if (honour_abort && (ch->aborted || ch->broken)) return VQC_EABORTED;
-    int rc = pthread_cond_timedwait(&ch->cv, &ch->mu, &ts);
-    if (rc == ETIMEDOUT && *counter == start) return VQC_ETIMEOUT;
+/* The last rank to arrive (mu held, every slot posted): the round's verdict
+ * and, for an all_reduce, a shared result large enough. O(size) compares
+ * (O(size^2) for all_gatherv's count lists), once per round instead of
+ * once per rank. */
+static void judge(channel *ch) {
+  verdict *v = &ch->v;
+  const slot *s0 = &ch->slots[0];
+  v->bad = -1;
+  v->nomem = false;
+  for (int r = 1; r < ch->size && v->bad < 0; r++)
+    if (!compatible(s0, &ch->slots[r], r, ch->size)) v->bad = r;
+  if (v->bad >= 0) {
+    /* Described now, for every rank: the slots change next round. */
+    describe(s0, ch->size, v->d0, sizeof v->d0);
+    describe(&ch->slots[v->bad], ch->size, v->d1, sizeof v->d1);
+    return;
   }
-  return VQC_OK;
+  if (s0->op != VQC_COLL_ALL_REDUCE) return;
+  const size_t bytes = s0->count * vqc_dtype_size(s0->dt);
+  if (bytes <= ch->result_cap) return;
+  void *p = realloc(ch->result, bytes);
+  if (!p) {
+    v->nomem = true;
+    v->nomem_bytes = bytes;
+    return;
+  }
+  ch->result = p;
+  ch->result_cap = bytes;
 }
 
 static vqc_status aborted_error(const vqc_comm *c, const channel *ch,
@@ -206,20 +361,67 @@ static vqc_status aborted_error(const vqc_comm *c, const channel *ch,
                    ch->why[0] ? ch->why : "the channel was aborted");
 }
 
-/* Lists the ranks that have not posted for the current round (mu held). */
-static void missing_ranks(const channel *ch, char *buf, size_t n) {
-  size_t k = 0;
+/* Ascending ranks v[0..n) as folded ranges into buf: "3-517, 900",
+ * "1-1023 (step 2)", ending ", ... (N ranks)" when cut. The rules of the
+ * checkers' vqc_rank_ranges_text (checkers/findings.h), which lib/ cannot
+ * call: a timeout at 1024 ranks must still name its missing ranks in a
+ * line. */
+static void fold_ranks(const int *v, int n, char *buf, size_t cap) {
+  char tail[48];
+  snprintf(tail, sizeof tail, ", ... (%d ranks)", n);
+  const size_t reserve = strlen(tail) + 1;
+  size_t used = 0;
   buf[0] = '\0';
-  for (int r = 0; r < ch->size && k + 16 < n; r++) {
-    /* A rank that arrived for this round wrote round + 1 into its slot. */
-    if (ch->slots[r].round != ch->round + 1) {
-      int w = snprintf(buf + k, n - k, "%s%d", k ? "," : "", r);
-      if (w > 0) k += (size_t)w;
+  for (int i = 0; i < n;) {
+    int j = i;
+    const long stride = i + 1 < n ? (long)v[i + 1] - v[i] : 0;
+    while (j + 1 < n && (long)v[j + 1] - v[j] == stride) j++;
+    char piece[48];
+    const char *sep = i ? ", " : "";
+    if (stride == 1 && j - i >= 2) {
+      snprintf(piece, sizeof piece, "%s%d-%d", sep, v[i], v[j]);
+      i = j + 1;
+    } else if (stride > 1 && j - i >= 3) {
+      snprintf(piece, sizeof piece, "%s%d-%d (step %ld)", sep, v[i], v[j],
+               stride);
+      i = j + 1;
+    } else {
+      snprintf(piece, sizeof piece, "%s%d", sep, v[i]);
+      i++;
     }
+    const size_t len = strlen(piece);
+    if (used + len + (i < n ? reserve : 1) > cap) {
+      const char *t = used ? tail : tail + 2;
+      if (used + strlen(t) + 1 <= cap)
+        snprintf(buf + used, cap - used, "%s", t);
+      return;
+    }
+    memcpy(buf + used, piece, len + 1);
+    used += len;
   }
 }
 
-/* ---- data movement (after phase 1; reads peers' send buffers) */
+/* The ranks that have not posted for the current round (mu held), folded
+ * into ranges; *nmissing gets how many. */
+static void missing_ranks(const channel *ch, char *buf, size_t n,
+                          int *nmissing) {
+  const uint64_t want = atomic_load(&ch->round) + 1;
+  int *v = malloc((size_t)ch->size * sizeof *v);
+  int count = 0;
+  buf[0] = '\0';
+  for (int r = 0; r < ch->size; r++) {
+    /* A rank that arrived for this round wrote round + 1 into its slot. */
+    if (ch->slots[r].round == want) continue;
+    if (v) v[count] = r;
+    count++;
+  }
+  if (v) fold_ranks(v, count, buf, n);
+  else snprintf(buf, n, "(no memory to list them)");
+  free(v);
+  *nmissing = count;
+}
+
+/* ---- data movement (phase 2; reads peers' send buffers) */
 
 static bool ranges_overlap(const void *a, size_t an, const void *b,
                            size_t bn) {
@@ -227,37 +429,55 @@ static bool ranges_overlap(const void *a, size_t an, const void *b,
   return an > 0 && bn > 0 && pa < pb + bn && pb < pa + an;
 }
 
-/* Bytes of this rank's result and whether it overlaps its own send buffer,
- * so the result must go through scratch. */
-static size_t result_bytes(const vqc_comm *c, const slot *mine,
+/* Bytes of this rank's all_gather(v) result and whether it overlaps its own
+ * send buffer, so the result must go through scratch. 0 for the others
+ * (all_reduce goes through the shared result, broadcast copies once). */
+static size_t gather_bytes(const vqc_comm *c, const slot *mine,
                            bool *via_scratch) {
   size_t esz = vqc_dtype_size(mine->dt);
   size_t n = 0;
+  *via_scratch = false;
   switch (mine->op) {
-    case VQC_COLL_ALL_REDUCE: n = mine->count * esz; break;
     case VQC_COLL_ALL_GATHER: n = (size_t)c->size * mine->count * esz; break;
     case VQC_COLL_ALL_GATHERV:
       for (int r = 0; r < c->size; r++) n += mine->counts[r] * esz;
       break;
-    default: n = 0; break; /* broadcast and barrier need no scratch */
+    default: return 0;
   }
-  size_t send_bytes = mine->op == VQC_COLL_ALL_REDUCE ? n : mine->count * esz;
-  *via_scratch = ranges_overlap(mine->send, send_bytes, mine->recv, n);
+  *via_scratch = ranges_overlap(mine->send, mine->count * esz, mine->recv, n);
   return n;
 }
 
-static void move_data(const vqc_comm *c, const slot *slots, void *dst) {
+/* Rank k's slice of an n-element all_reduce: [*lo, *hi). Slices are
+ * SLICE_ALIGN-element multiples, so with few elements the low ranks do all
+ * of it (n = 1: rank 0 reduces it over every rank) and the others none. */
+static void slice_of(size_t n, int k, int size, size_t *lo, size_t *hi) {
+  size_t chunk = (n + (size_t)size - 1) / (size_t)size;
+  chunk = (chunk + SLICE_ALIGN - 1) / SLICE_ALIGN * SLICE_ALIGN;
+  const size_t a = (size_t)k * chunk;
+  *lo = a < n ? a : n;
+  *hi = a + chunk < n ? a + chunk : n;
+}
+
+static void move_data(const vqc_comm *c, const channel *ch, void *dst) {
+  const slot *slots = ch->slots;
   const slot *mine = &slots[c->rank];
   size_t esz = vqc_dtype_size(mine->dt);
   char *out = dst;
   switch (mine->op) {
-    case VQC_COLL_ALL_REDUCE:
-      if (mine->count == 0) break;
-      memcpy(out, slots[0].send, mine->count * esz);
+    case VQC_COLL_ALL_REDUCE: {
+      size_t lo, hi;
+      slice_of(mine->count, c->rank, c->size, &lo, &hi);
+      if (lo == hi) break;
+      /* Element i: send_0[i] op send_1[i] op ... in rank order, exactly as
+       * when each rank reduced every element itself. */
+      char *res = (char *)ch->result + lo * esz;
+      memcpy(res, (const char *)slots[0].send + lo * esz, (hi - lo) * esz);
       for (int r = 1; r < c->size; r++)
-        vqc_reduce_into(out, slots[r].send, mine->count, mine->dt,
-                        mine->redop);
+        vqc_reduce_into(res, (const char *)slots[r].send + lo * esz, hi - lo,
+                        mine->dt, mine->redop);
       break;
+    }
     case VQC_COLL_ALL_GATHER:
       if (mine->count == 0) break;
       for (int r = 0; r < c->size; r++)
@@ -301,7 +521,7 @@ static vqc_status collective(vqc_comm *c, slot mine) {
   char desc[256];
 
   bool via_scratch = false;
-  size_t nbytes = result_bytes(c, &mine, &via_scratch);
+  size_t nbytes = gather_bytes(c, &mine, &via_scratch);
   if (via_scratch && ensure_scratch(ri, nbytes) != VQC_OK) {
     /* Break the channel so the peers do not wait out their deadline. */
     describe(&mine, c->size, desc, sizeof desc);
@@ -314,97 +534,113 @@ static vqc_status collective(vqc_comm *c, slot mine) {
 
   /* Phase 1: arrive. */
   pthread_mutex_lock(&ch->mu);
-  if (ch->aborted || ch->broken) {
+  if (atomic_load(&ch->aborted) || atomic_load(&ch->broken)) {
     vqc_status s = aborted_error(c, ch, &mine);
     pthread_mutex_unlock(&ch->mu);
     return s;
   }
-  uint64_t round = ch->round;
+  const uint64_t round = atomic_load(&ch->round);
   mine.round = round + 1;
   ch->slots[c->rank] = mine;
   if (++ch->arrived == ch->size) {
     ch->arrived = 0;
-    ch->round++;
-    pthread_cond_broadcast(&ch->cv);
+    judge(ch);
+    atomic_store(&ch->round, round + 1);
+    pthread_mutex_unlock(&ch->mu);
+    notify(ch);
   } else {
+    pthread_mutex_unlock(&ch->mu);
     vqc_status s = wait_for(ch, &ch->round, round, deadline, true);
-    if (s == VQC_EABORTED) {
-      s = aborted_error(c, ch, &mine);
+    if (s != VQC_OK) {
+      pthread_mutex_lock(&ch->mu);
+      if (atomic_load(&ch->round) != round) {
+        s = VQC_OK; /* the round completed as the deadline passed */
+      } else if (atomic_load(&ch->aborted) || atomic_load(&ch->broken)) {
+        s = aborted_error(c, ch, &mine);
+      } else {
+        char missing[160];
+        int nmissing = 0;
+        missing_ranks(ch, missing, sizeof missing, &nmissing);
+        describe(&mine, c->size, desc, sizeof desc);
+        int arrived = ch->arrived;
+        double waited = (double)(vqc_now_ns() - t0) / 1e9;
+        snprintf(ch->why, sizeof ch->why,
+                 "rank %d timed out after %.3f s in %s (%d of %d ranks "
+                 "arrived; %d missing: %s)",
+                 c->rank, waited, desc, arrived, ch->size, nmissing, missing);
+        atomic_store(&ch->broken, true);
+        s = vqc_error(VQC_ETIMEOUT, "rank %d timed out after %.3f s in %s "
+                      "on the %s channel: %d of %d ranks arrived (%d "
+                      "missing: %s)",
+                      c->rank, waited, desc, ch->name, arrived, ch->size,
+                      nmissing, missing);
+        pthread_mutex_unlock(&ch->mu);
+        notify(ch);
+        return s;
+      }
       pthread_mutex_unlock(&ch->mu);
-      return s;
-    }
-    if (s == VQC_ETIMEOUT) {
-      char missing[128];
-      missing_ranks(ch, missing, sizeof missing);
-      describe(&mine, c->size, desc, sizeof desc);
-      int arrived = ch->arrived;
-      double waited = (double)(vqc_now_ns() - t0) / 1e9;
-      snprintf(ch->why, sizeof ch->why,
-               "rank %d timed out after %.3f s in %s (%d of %d ranks arrived; "
-               "missing: %s)",
-               c->rank, waited, desc, arrived, ch->size, missing);
-      ch->broken = true;
-      pthread_cond_broadcast(&ch->cv);
-      pthread_mutex_unlock(&ch->mu);
-      return vqc_error(VQC_ETIMEOUT, "rank %d timed out after %.3f s in %s "
-                       "on the %s channel: %d of %d ranks arrived (missing: "
-                       "%s)",
-                       c->rank, waited, desc, ch->name, arrived, ch->size,
-                       missing);
+      if (s != VQC_OK) return s;
     }
   }
-  pthread_mutex_unlock(&ch->mu);
 
-  /* Phase 2: slots are stable until phase 3 completes (each rank rewrites
-   * its slot only on its next arrival). Everyone checks against rank 0 in
-   * the same order, so everyone finds the same mismatch, or none. */
-  const slot *slots = ch->slots;
-  int bad = -1;
-  for (int r = 1; r < c->size && bad < 0; r++)
-    if (!compatible(&slots[0], &slots[r], r, c->size)) bad = r;
-  char d0[256], d1[256];
-  if (bad >= 0) {
-    /* Described now: after phase 3 the peers may rewrite their slots. */
-    describe(&slots[0], c->size, d0, sizeof d0);
-    describe(&slots[bad], c->size, d1, sizeof d1);
-  } else {
-    move_data(c, slots, via_scratch ? ri->scratch : mine.recv);
-  }
+  /* Phase 2: slots and the verdict are stable until this rank arrives in
+   * the next round (see the top of the file). */
+  const verdict *v = &ch->v;
+  const bool move = v->bad < 0 && !v->nomem;
+  if (move) move_data(c, ch, via_scratch ? ri->scratch : mine.recv);
 
   /* Phase 3: leave once everyone has read. The deadline restarts here: the
-   * peers are only copying, and phase 1 may have used up the first one. */
+   * peers are only copying, and phase 1 may have used up the first one.
+   * done_round is read before counting ourselves: it cannot move until we
+   * have. */
   uint64_t late = vqc_now_ns() + (uint64_t)(c->timeout_s * 1e9);
-  pthread_mutex_lock(&ch->mu);
-  uint64_t done_round = ch->done_round;
+  const uint64_t done_round = atomic_load(&ch->done_round);
   vqc_status s = VQC_OK;
-  if (++ch->done == ch->size) {
-    ch->done = 0;
-    ch->done_round++;
-    pthread_cond_broadcast(&ch->cv);
+  if (atomic_fetch_add(&ch->done, 1) + 1 == ch->size) {
+    atomic_store(&ch->done, 0);
+    atomic_store(&ch->done_round, done_round + 1);
+    notify(ch);
   } else {
     s = wait_for(ch, &ch->done_round, done_round,
                  late > deadline ? late : deadline, false);
+    if (s == VQC_ETIMEOUT) {
+      pthread_mutex_lock(&ch->mu);
+      if (atomic_load(&ch->done_round) != done_round) {
+        s = VQC_OK;
+      } else {
+        describe(&mine, c->size, desc, sizeof desc);
+        snprintf(ch->why, sizeof ch->why,
+                 "rank %d timed out leaving %s: a peer stalled while copying",
+                 c->rank, desc);
+        atomic_store(&ch->broken, true);
+      }
+      pthread_mutex_unlock(&ch->mu);
+      if (s != VQC_OK) notify(ch);
+    }
   }
-  if (s == VQC_ETIMEOUT) {
+  if (s != VQC_OK) {
     describe(&mine, c->size, desc, sizeof desc);
-    snprintf(ch->why, sizeof ch->why,
-             "rank %d timed out leaving %s: a peer stalled while copying",
-             c->rank, desc);
-    ch->broken = true;
-    pthread_cond_broadcast(&ch->cv);
-  }
-  pthread_mutex_unlock(&ch->mu);
-  if (s != VQC_OK)
     return vqc_error(s, "rank %d: %s on the %s channel: a peer stalled while "
                      "copying",
                      c->rank, desc, ch->name);
+  }
 
-  if (bad >= 0)
+  /* Phase 4: our own result. */
+  if (v->bad >= 0)
     return vqc_error(VQC_EMISMATCH,
                      "rank %d: ranks called different collectives on the %s "
                      "channel: rank 0 called %s but rank %d called %s",
-                     c->rank, ch->name, d0, bad, d1);
-  if (via_scratch) memcpy(mine.recv, ri->scratch, nbytes);
+                     c->rank, ch->name, v->d0, v->bad, v->d1);
+  if (v->nomem) {
+    describe(&mine, c->size, desc, sizeof desc);
+    return vqc_error(VQC_ENOMEM, "rank %d: %s on the %s channel: no memory "
+                     "for its %zu-byte result",
+                     c->rank, desc, ch->name, v->nomem_bytes);
+  }
+  if (mine.op == VQC_COLL_ALL_REDUCE && mine.count > 0)
+    memcpy(mine.recv, ch->result, mine.count * vqc_dtype_size(mine.dt));
+  else if (via_scratch)
+    memcpy(mine.recv, ri->scratch, nbytes);
   return VQC_OK;
 }
 
@@ -563,14 +799,39 @@ static void *run_rank_main(void *p) {
   return NULL;
 }
 
+/* The error for a rank thread pthread_create refused (rc), naming the
+ * limits a user can change. */
+static vqc_status start_error(int rank, int size, int rc) {
+  if (rc == EAGAIN || rc == ENOMEM)
+    return vqc_error(VQC_ENOMEM, "could not start rank thread %d of %d: %s "
+                     "(each rank is a thread with a %zu KiB stack: the "
+                     "user's or the system's thread limit, or memory, ran "
+                     "out; see ulimit -u, ulimit -v, "
+                     "/proc/sys/kernel/threads-max and a container's "
+                     "pids.max): lower --ranks or raise ulimit -u",
+                     rank, size, strerror(rc), VQC_THREADS_RANK_STACK / 1024);
+  return vqc_error(VQC_EINTERNAL, "could not start rank thread %d of %d: %s",
+                   rank, size, strerror(rc));
+}
+
 vqc_status vqc_threads_run(int size, double timeout, vqc_rank_fn fn, void *arg,
                            vqc_status *statuses) {
   if (!fn) return vqc_error(VQC_EINVAL, "vqc_threads_run: fn is NULL");
   if (size < 1)
     return vqc_error(VQC_EINVAL, "vqc_threads_run: size %d must be >= 1",
                      size);
+  pthread_attr_t attr;
+  int rc = pthread_attr_init(&attr);
+  if (rc == 0) rc = pthread_attr_setstacksize(&attr, VQC_THREADS_RANK_STACK);
+  if (rc != 0)
+    return vqc_error(VQC_EINTERNAL, "vqc_threads_run: cannot set a %zu-byte "
+                     "thread stack: %s", VQC_THREADS_RANK_STACK, strerror(rc));
   vqc_threads_world *w = NULL;
-  VQC_TRY(vqc_threads_world_create(size, &w));
+  vqc_status ws = vqc_threads_world_create(size, &w);
+  if (ws != VQC_OK) {
+    pthread_attr_destroy(&attr);
+    return ws;
+  }
   for (int r = 0; r < size; r++) vqc_comm_set_timeout(&w->comms[r], timeout);
 
   run_shared sh = {
@@ -582,6 +843,7 @@ vqc_status vqc_threads_run(int size, double timeout, vqc_rank_fn fn, void *arg,
     free(ranks);
     free(tids);
     pthread_mutex_destroy(&sh.mu);
+    pthread_attr_destroy(&attr);
     vqc_threads_world_destroy(w);
     return vqc_error(VQC_ENOMEM, "vqc_threads_run: no memory for %d ranks",
                      size);
@@ -591,17 +853,21 @@ vqc_status vqc_threads_run(int size, double timeout, vqc_rank_fn fn, void *arg,
   int started = 0;
   for (; started < size; started++) {
     ranks[started] = (run_rank){.sh = &sh, .rank = started};
-    int rc = pthread_create(&tids[started], NULL, run_rank_main,
-                            &ranks[started]);
+    rc = pthread_create(&tids[started], &attr, run_rank_main,
+                        &ranks[started]);
     if (rc != 0) {
-      result = vqc_error(VQC_EINTERNAL,
-                         "vqc_threads_run: cannot start rank %d: %s", started,
-                         strerror(rc));
-      channel_abort(&w->data, "a rank thread could not be started");
-      channel_abort(&w->side, "a rank thread could not be started");
+      result = start_error(started, size, rc);
+      /* The ranks already running wait for this one in their first
+       * collective: stop them now rather than at their deadline. */
+      char why[128];
+      snprintf(why, sizeof why, "rank thread %d of %d could not be started",
+               started, size);
+      channel_abort(&w->data, why);
+      channel_abort(&w->side, why);
       break;
     }
   }
+  pthread_attr_destroy(&attr);
   for (int r = 0; r < started; r++) pthread_join(tids[r], NULL);
   for (int r = started; r < size; r++) ranks[r].status = result;
 
@@ -614,6 +880,8 @@ vqc_status vqc_threads_run(int size, double timeout, vqc_rank_fn fn, void *arg,
     result = vqc_error(f->status, "rank %d: %s", f->rank,
                        f->msg[0] ? f->msg : "(no message)");
   }
+  /* Otherwise a start failure is the cause, and vqc_last_error (this
+   * thread's) still holds start_error's text. */
   if (statuses)
     for (int r = 0; r < size; r++) statuses[r] = ranks[r].status;
 

@@ -281,8 +281,8 @@ Test(scenario, wrong_type) {
 }
 
 Test(scenario, out_of_range) {
-  expect_error(BASE_NAME BASE_MODEL "ranks: 65\n", 3, "ranks");
-  cr_expect(strstr(vqc_last_error(), "65 is out of range") != NULL, "%s",
+  expect_error(BASE_NAME BASE_MODEL "ranks: 1025\n", 3, "ranks");
+  cr_expect(strstr(vqc_last_error(), "1025 is out of range") != NULL, "%s",
             vqc_last_error());
   expect_error(BASE_NAME BASE_MODEL "ranks: 0\n", 3, "ranks");
   expect_error(BASE_NAME BASE_MODEL BASE_RANKS "steps: 0\n", 4, "steps");
@@ -473,7 +473,7 @@ Test(scenario, overrides_keep_apply_and_revalidate) {
   cr_expect(s.ranks == 5 && s.steps == 9 && s.seed == 77 && s.timeout_s == 2.5);
   cr_expect_eq(vqc_scenario_batch(&s, 4), 8);
   cr_expect_eq(vqc_scenario_override(&s, 0, -1, -1, -1), VQC_EINVAL);
-  cr_expect_eq(vqc_scenario_override(&s, 65, -1, -1, -1), VQC_EINVAL);
+  cr_expect_eq(vqc_scenario_override(&s, 1025, -1, -1, -1), VQC_EINVAL);
   cr_expect_eq(vqc_scenario_override(&s, -1, 0, -1, -1), VQC_EINVAL);
   cr_expect_eq(vqc_scenario_override(&s, -1, -1, -1, 0.0), VQC_EINVAL);
   cr_expect(s.ranks == 5 && s.steps == 9, "a refused override changes nothing");
@@ -622,7 +622,7 @@ Test(scenario, list_prints_one_line_per_scenario) {
 
 Test(scenario, list_reports_a_broken_file_and_exits_2) {
   write_bytes("a_good.yaml", BASE, strlen(BASE));
-  const char *bad = BASE_NAME BASE_MODEL "ranks: 99\n";
+  const char *bad = BASE_NAME BASE_MODEL "ranks: 1099\n";
   write_bytes("b_bad.yml", bad, strlen(bad));
   write_bytes("notes.txt", "not a scenario", 14); /* ignored */
   char *argv[] = {"list", tmp_dir, NULL};
@@ -630,7 +630,7 @@ Test(scenario, list_reports_a_broken_file_and_exits_2) {
   cr_assert_eq(run_list(2, argv, &out), 2, "%s", out);
   cr_expect(strstr(out, "base ") != NULL, "%s", out);
   char want[512];
-  snprintf(want, sizeof want, "error: %s/b_bad.yml:3: ranks: 99 is out of range",
+  snprintf(want, sizeof want, "error: %s/b_bad.yml:3: ranks: 1099 is out of range",
            tmp_dir);
   cr_expect(strstr(out, want) != NULL, "'%s' lacks '%s'", out, want);
   cr_expect(strstr(out, "notes.txt") == NULL, "%s", out);
