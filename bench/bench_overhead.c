@@ -70,6 +70,7 @@
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <ftw.h>
 #include <unistd.h>
 
 #ifdef VQC_HAVE_OPENBLAS
@@ -632,6 +633,19 @@ static void use_best_openblas_core(char **argv) {
 
 /* ---- main */
 
+static int remove_entry(const char *path, const struct stat *sb, int flag,
+                        struct FTW *ftw) {
+  (void)sb;
+  (void)flag;
+  (void)ftw;
+  return remove(path);
+}
+
+/* Removes the bench's own temporary run directories (not a --out DIR). */
+static void remove_tree(const char *dir) {
+  nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+}
+
 static int usage(FILE *f, int code) {
   fprintf(f, "usage: bench_overhead [--steps N] [--tokens T] [--dim D] "
              "[--hidden H] [--out DIR] [--ranks 1|2] [--json]\n"
@@ -793,7 +807,12 @@ int main(int argc, char **argv) {
   printf("  plain %.2f us/call, strict %.2f us/call: strict cost = median(strict)"
          " - median(plain) = %.2f us per collective (%.2fx)\n", pc * 1e6,
          sc * 1e6, (sc - pc) * 1e6, sc / pc);
-  printf("run directories: %s/{checked,overlapped,strict}\n", cfg.out);
+  if (cfg.out == out_default && cfg.backend == VQC_BACKEND_THREADS) {
+    remove_tree(cfg.out);
+    printf("run directories: removed (pass --out DIR to keep them)\n");
+  } else {
+    printf("run directories: %s/{checked,overlapped,strict}\n", cfg.out);
+  }
   free(outs);
   return 0;
 }
