@@ -31,8 +31,9 @@
  * AVX-512) kernel at run time. Plain XXH3_64bits in Debian's build is the SSE2
  * kernel: ~15 GB/s on a 64 KiB chunk in L2 against ~55 GB/s dispatched, and
  * 0.61x of a plain read of a buffer in DRAM on one core. Large buffers are
- * also hashed with software prefetch (hash_full_chunk) so that hashing keeps
- * up with a plain read (bench/bench_digest.c measures both). The values are
+ * hashed several chunks at a time (hash_chunk_group), which keeps up with a
+ * plain in-order read (bench/bench_digest.c measures it against the fastest
+ * read it knows). The values are
  * identical whichever kernel runs and however the bytes are fed. */
 #include "vqc/digest.h"
 #include "vqc/gpu.h" /* the device path */
@@ -54,9 +55,9 @@
 #include <xxh_x86dispatch.h>
 
 /* Leaves are fed to the root state in batches of this many so that the
- * one-shot path needs no allocation (256 leaves = 2 KiB of stack, 16 MiB of
- * input per batch). */
-#define LEAF_BATCH 256
+ * one-shot path needs no allocation (255 leaves = 2040 bytes of stack, ~16
+ * MiB of input per batch; a multiple of GROUP, below). */
+#define LEAF_BATCH 255
 
 /* ---- small helpers */
 
@@ -70,52 +71,84 @@ static size_t leaf_count(size_t n) {
   return (n - 1) / VQC_DIGEST_CHUNK + 1;
 }
 
-/* Software prefetch while hashing a full chunk. XXH3's loop spends enough
- * instructions per cache line that the out-of-order window runs fewer lines
- * ahead than a plain read does, so on a buffer in DRAM one core hashed at
- * 0.80-0.83x of a plain read (11.3 against 14.0 GB/s). Hashing the chunk in
- * PF_STEP pieces through a streaming state and asking, before each piece,
- * for the lines PF_AHEAD bytes further on to come into L2 brought it to
- * 0.93-0.95x (13.2 GB/s). Measured alternatives: prefetching into L1 reached
- * 0.89x, the non-temporal hint 0.6x; steps of 2-4 KiB at 4-32 KiB ahead were
- * equal, 8 KiB steps worse. The value is unaffected: streaming XXH3 equals
- * one-shot XXH3.
+/* Large buffers: GROUP chunks at a time, interleaved in 2 KiB pieces.
  *
- * On data already in the caches the pieces and the prefetches cost about a
- * third (one 64 KiB chunk in L2: ~40 GB/s against ~55 GB/s one-shot), so
- * buffers (or streamed pieces) under PF_MIN_BYTES, which have likely just
- * been written and are still cached, are hashed one-shot per chunk. 2 MiB is
- * the L2 of one core on the machines measured. */
-#define PF_STEP ((size_t)4096)
-#define PF_AHEAD ((size_t)8192)
-#define PF_MIN_BYTES ((size_t)2 << 20)
-#define CACHE_LINE ((size_t)64)
+ * Measured with bench/bench_digest.c and a sweep of variants on the same
+ * buffers (AMD EPYC Zen 3 VM, 2 vCPUs, libxxhash 0.8.1; 256 MiB, cold, one
+ * thread; medians of per-repetition ratios against the in-order AVX2 read,
+ * 4 KiB / 2 MiB pages, over 180 interleaved repetitions each):
+ *   one-shot XXH3 per chunk                                   0.85 / 0.84
+ *   the same in 4 KiB steps, prefetching 8 KiB ahead into L2
+ *     (what this file did before)                             0.87 / 0.88
+ *   GROUP = 3 chunks, 2 KiB of each in turn (this code)       1.03 / 1.00
+ *   2 chunks 1.00 / 0.98; 4 chunks 1.00 / 0.94; 3 chunks in 1.5 KiB
+ *   pieces 1.00 / 0.94; 2 chunks with the next pieces prefetched 0.87 / 0.82.
+ * Shorter runs: 2 chunks in pieces of 1 KiB 0.88 (each streaming update has
+ * a fixed cost), 2.5 KiB 0.86, 3-4 KiB 0.78-0.80; 3 chunks with a prefetch
+ * into each next page 0.77. Software prefetch lost every time, so there is
+ * none. Why the order helps: a read is itself 1.1-1.5x faster taking 4
+ * chunks 1 KiB at a time than in order (the hardware prefetchers follow
+ * several streams, each inside its 4 KiB page, and run ahead in one while
+ * the others are read); XXH3 alone issues too few loads for one stream to
+ * keep DRAM busy. Against that faster read (the bench's baseline; 13 runs)
+ * the digest is 0.82-0.86x on one thread with 4 KiB pages (1.15-1.26x of
+ * the in-order read), 0.85-0.88x with huge pages, and 0.77-0.97x on two
+ * threads, where the spread is the machine's other load. The code before
+ * this (prefetch within each chunk) ran alternately with it in the same
+ * bench, on a loaded machine: 0.56-0.63x against 0.74-0.91x. The value is
+ * unaffected: streaming XXH3 equals one-shot XXH3, whatever the pieces.
+ *
+ * On data still in the caches the pieces cost about a third (libxxhash
+ * 0.8.1's streaming update: 33 GB/s against 48 GB/s one-shot over a buffer
+ * in L2 or L3). Hashed warm, buffers of 16 MiB and more were already faster
+ * in groups (25-27 against 22-30 GB/s at 16 MiB, 20 against 17 GB/s at 32
+ * MiB; the L3 here is 32 MiB, shared) and smaller ones slower (31 against
+ * 38 GB/s at 12 MiB), so buffers (and streamed pieces) under
+ * GROUP_MIN_BYTES, which may have just been written and still be cached,
+ * are hashed one-shot per chunk. */
+#define GROUP 3
+#define GROUP_PIECE ((size_t)2048)
+#define GROUP_MIN_BYTES ((size_t)16 << 20)
+_Static_assert(LEAF_BATCH % GROUP == 0, "a batch of leaves is whole groups");
 
-/* The leaf of the full chunk at p. `end` is the end of the caller's memory,
- * which the prefetches never pass; `tmp` is a streaming state this call
- * resets and leaves holding the chunk. */
-static uint64_t hash_full_chunk(XXH3_state_t *tmp, const uint8_t *p,
-                                const uint8_t *end) {
-  size_t avail = (size_t)(end - p); /* >= VQC_DIGEST_CHUNK */
-  (void)XXH3_64bits_reset(tmp);
-  for (size_t q = 0; q < VQC_DIGEST_CHUNK; q += PF_STEP) {
-    for (size_t k = q + PF_AHEAD; k < q + PF_AHEAD + PF_STEP && k < avail;
-         k += CACHE_LINE)
-      __builtin_prefetch(p + k, 0 /* read */, 2 /* into L2 */);
-    (void)XXH3_64bits_update_dispatch(tmp, p + q, PF_STEP);
+/* The leaves of the GROUP full chunks that start at p. */
+static void hash_chunk_group(const uint8_t *p, uint64_t leaves[GROUP]) {
+  XXH3_state_t st[GROUP]; /* stack states: INITSTATE defines their seed */
+  for (int g = 0; g < GROUP; g++) {
+    XXH3_INITSTATE(&st[g]);
+    (void)XXH3_64bits_reset(&st[g]);
   }
-  return XXH3_64bits_digest(tmp);
+  for (size_t off = 0; off < VQC_DIGEST_CHUNK; off += GROUP_PIECE)
+    for (int g = 0; g < GROUP; g++)
+      (void)XXH3_64bits_update_dispatch(
+          &st[g], p + (size_t)g * VQC_DIGEST_CHUNK + off, GROUP_PIECE);
+  for (int g = 0; g < GROUP; g++) leaves[g] = XXH3_64bits_digest(&st[g]);
 }
 
-/* Leaf i of the n-byte buffer `data` (the last chunk may be short); `tmp` as
- * for hash_full_chunk. */
-static uint64_t leaf_hash(XXH3_state_t *tmp, const uint8_t *data, size_t n,
-                          size_t i) {
-  size_t begin = i * VQC_DIGEST_CHUNK;
-  if (n >= PF_MIN_BYTES && n - begin >= VQC_DIGEST_CHUNK)
-    return hash_full_chunk(tmp, data + begin, data + n);
-  size_t len = n - begin < VQC_DIGEST_CHUNK ? n - begin : VQC_DIGEST_CHUNK;
-  return XXH3_64bits_dispatch(data + begin, len);
+/* Leaves [first, first + count) of the n-byte buffer `data` (the last chunk
+ * may be short), written to out as (count * 8) LE bytes: GROUP at a time
+ * where GROUP full chunks follow in a buffer of GROUP_MIN_BYTES or more,
+ * one-shot otherwise. */
+static void hash_leaves(const uint8_t *data, size_t n, size_t first,
+                        size_t count, uint8_t *out) {
+  size_t nfull = n / VQC_DIGEST_CHUNK; /* leaves of full chunks */
+  bool grouped = n >= GROUP_MIN_BYTES;
+  size_t k = 0;
+  while (k < count) {
+    size_t i = first + k;
+    if (grouped && k + GROUP <= count && i + GROUP <= nfull) {
+      uint64_t leaves[GROUP];
+      hash_chunk_group(data + i * VQC_DIGEST_CHUNK, leaves);
+      for (int g = 0; g < GROUP; g++)
+        store_le64(out + 8 * (k + (size_t)g), leaves[g]);
+      k += GROUP;
+      continue;
+    }
+    size_t begin = i * VQC_DIGEST_CHUNK;
+    size_t len = n - begin < VQC_DIGEST_CHUNK ? n - begin : VQC_DIGEST_CHUNK;
+    store_le64(out + 8 * k, XXH3_64bits_dispatch(data + begin, len));
+    k++;
+  }
 }
 
 /* ---- layouts: what the header encodes
@@ -292,9 +325,8 @@ vqc_status vqc_digest_from_leaves(uint8_t code, int ndim, const int64_t *shape,
 /* The digest of n = l->nbytes contiguous bytes, one thread. */
 static uint64_t digest_contiguous(const uint8_t *bytes, const layout *l) {
   size_t n = l->nbytes;
-  XXH3_state_t root, tmp; /* stack states: INITSTATE defines their seed */
+  XXH3_state_t root; /* a stack state: INITSTATE defines its seed */
   XXH3_INITSTATE(&root);
-  XXH3_INITSTATE(&tmp);
   root_begin(&root, l);
 
   /* leaves (LE bytes) of one batch, fed to the root together */
@@ -302,8 +334,7 @@ static uint64_t digest_contiguous(const uint8_t *bytes, const layout *l) {
   size_t nleaves = leaf_count(n);
   for (size_t first = 0; first < nleaves; first += LEAF_BATCH) {
     size_t count = nleaves - first < LEAF_BATCH ? nleaves - first : LEAF_BATCH;
-    for (size_t k = 0; k < count; k++)
-      store_le64(batch + 8 * k, leaf_hash(&tmp, bytes, n, first + k));
+    hash_leaves(bytes, n, first, count, batch);
     (void)XXH3_64bits_update_dispatch(&root, batch, 8 * count);
   }
   return XXH3_64bits_digest(&root);
@@ -330,12 +361,8 @@ typedef struct {
 
 static void *leaf_job_run(void *arg) {
   leaf_job *job = arg;
-  XXH3_state_t tmp;
-  XXH3_INITSTATE(&tmp);
-  for (size_t k = 0; k < job->count; k++) {
-    size_t i = job->first + k;
-    store_le64(job->leaves + 8 * i, leaf_hash(&tmp, job->data, job->n, i));
-  }
+  hash_leaves(job->data, job->n, job->first, job->count,
+              job->leaves + 8 * job->first);
   return NULL;
 }
 
@@ -473,17 +500,21 @@ vqc_status vqc_digest_update(vqc_digest_state *st, const void *data, size_t n) {
 
   const uint8_t *p = data;
   st->fed += n;
+  /* A piece as large as a buffer the one-shot path hashes in groups is
+   * hashed in groups too (see hash_chunk_group). */
+  bool grouped = n >= GROUP_MIN_BYTES;
   while (n > 0) {
+    if (st->chunk_fill == 0 && grouped && n >= GROUP * VQC_DIGEST_CHUNK) {
+      uint64_t leaves[GROUP];
+      hash_chunk_group(p, leaves);
+      for (int g = 0; g < GROUP; g++) push_leaf(st, leaves[g]);
+      p += GROUP * VQC_DIGEST_CHUNK;
+      n -= GROUP * VQC_DIGEST_CHUNK;
+      continue;
+    }
     if (st->chunk_fill == 0 && n >= VQC_DIGEST_CHUNK) {
-      /* Whole chunks straight from the caller's memory, hashed as the
-       * one-shot path does (prefetching when the rest of the piece is large;
-       * the empty leaf state serves as scratch and is emptied again). */
-      if (n >= PF_MIN_BYTES) {
-        push_leaf(st, hash_full_chunk(st->leaf, p, p + n));
-        (void)XXH3_64bits_reset(st->leaf);
-      } else {
-        push_leaf(st, XXH3_64bits_dispatch(p, VQC_DIGEST_CHUNK));
-      }
+      /* A whole chunk straight from the caller's memory. */
+      push_leaf(st, XXH3_64bits_dispatch(p, VQC_DIGEST_CHUNK));
       p += VQC_DIGEST_CHUNK;
       n -= VQC_DIGEST_CHUNK;
       continue;

@@ -184,8 +184,10 @@ Test(digest, tree_definition_several_chunks_and_ragged_tail) {
 
 Test(digest, large_buffer_many_leaves) {
   /* 516 leaves (~33 MiB): more leaves than digest.c feeds to the root in one
-   * batch (256), so the one-shot path crosses batch boundaries; and larger
-   * than 2 MiB, where full chunks are hashed in prefetching pieces */
+   * batch (255), so the one-shot path crosses batch boundaries; and at least
+   * 16 MiB, where full chunks are hashed three at a time in interleaved
+   * pieces (515 full chunks, not a multiple of 3, then the tail: the last
+   * full chunks are left without a group, in every thread's run too) */
   size_t n = 515 * CHUNK + 12;
   int64_t shape[1] = {(int64_t)n / 4};
   uint8_t *buf = random_bytes(n, 11);
@@ -200,6 +202,27 @@ Test(digest, large_buffer_many_leaves) {
                "random pieces <= 5 chunks");
   cr_expect_eq(streamed_digest(buf, n, VQC_I32, 1, shape, 80 * CHUNK, 17),
                want, "random pieces <= 80 chunks (5 MiB)");
+
+  /* pieces of 16 MiB and more take the grouped path of vqc_digest_update:
+   * the whole buffer at once; and 1000 bytes, then 24 MiB + 1 byte (which
+   * first completes the open chunk, then hashes groups of three, then
+   * single chunks, then leaves a chunk open), then the rest */
+  const size_t splits[2][3] = {{n, 0, 0},
+                               {1000, ((size_t)24 << 20) + 1,
+                                n - 1000 - ((size_t)24 << 20) - 1}};
+  for (int k = 0; k < 2; k++) {
+    vqc_digest_state *st = NULL;
+    cr_assert_eq(vqc_digest_create(&st, VQC_I32, 1, shape), VQC_OK);
+    size_t pos = 0;
+    for (int j = 0; j < 3; j++) {
+      cr_assert_eq(vqc_digest_update(st, buf + pos, splits[k][j]), VQC_OK);
+      pos += splits[k][j];
+    }
+    uint64_t got = 0;
+    cr_assert_eq(vqc_digest_final(st, &got), VQC_OK);
+    vqc_digest_destroy(st);
+    cr_expect_eq(got, want, "large pieces, split %d", k);
+  }
   free(buf);
 }
 
