@@ -631,7 +631,9 @@ static char tmp_root[4096];
 
 static void rank_file(const char *dir, int r, const char *suffix, char *buf,
                       size_t n) {
-  snprintf(buf, n, "%s/rank-%d.%s", dir, r, suffix);
+  /* A path that does not fit is cut; the bench's own directory is short. */
+  if (snprintf(buf, n, "%s/rank-%d.%s", dir, r, suffix) >= (int)n && n > 0)
+    buf[n - 1] = '\0';
 }
 
 /* Removes exactly the files this bench wrote into dir, then dir. */

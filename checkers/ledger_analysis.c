@@ -399,8 +399,8 @@ static vqc_status get_str(const json_t *j, const char *key, const char *path,
 /* Parses one ledger line (already a JSON object) into *r. */
 static vqc_status parse_record(const json_t *j, int rank, const char *path,
                                long line, site_table *sites, drec *r) {
-  long long v;
-  const char *s;
+  long long v = 0;
+  const char *s = NULL;
   memset(r, 0, sizeof *r);
   VQC_TRY(get_int(j, "seq", 0, INT64_MAX, path, line, &v));
   r->seq = (uint64_t)v;
@@ -447,7 +447,7 @@ static vqc_status parse_record(const json_t *j, int rank, const char *path,
   VQC_TRY(get_int(j, "root", -1, INT32_MAX, path, line, &v));
   r->root = (int)v;
 
-  const char *file, *func;
+  const char *file = NULL, *func = NULL;
   VQC_TRY(get_str(j, "file", path, line, &file));
   VQC_TRY(get_str(j, "func", path, line, &func));
   VQC_TRY(get_int(j, "line", 0, INT32_MAX, path, line, &v));
@@ -554,8 +554,8 @@ static vqc_status read_status(const char *path, int rank, rank_dump *d,
     return vqc_error(VQC_EPARSE, "%s:%d: not valid JSON: %s", path, err.line,
                      err.text);
   vqc_status s = VQC_OK;
-  long long v;
-  const char *str;
+  long long v = 0;
+  const char *str = NULL;
   if (!json_is_object(j)) {
     s = vqc_error(VQC_EPARSE, "%s:1: expected a JSON object", path);
   } else if ((s = get_int(j, "rank", 0, INT32_MAX, path, 1, &v)) == VQC_OK &&
