@@ -33,8 +33,9 @@ What it does:
      temporary directory, INTERLEAVED A, B, A, B, ... so that load from other
      users of the machine falls on both alike. The watch is created before and
      closed after each timed B run (its first step opens the trace file, which
-     is counted). Printed: median per-step time of A and of B, their ratio,
-     the min-max of the per-pair ratio B_i / A_i and of each side, the bytes
+     is counted). Printed: median per-step time of A and of B (min-max),
+     the ratio as the median of the per-pair ratios B_i / A_i (min-max;
+     bench_stats.py's rule) beside the ratio of the medians, the bytes
      digested per step, and where B's extra time goes: in the B runs the
      bench times watch's own step() (called by the hooked optimizer.step)
      and, inside it, the digests, by wrapping both at run time (a few
@@ -57,8 +58,13 @@ What it does:
      best against best (goal >= 0.8x); median / C best is printed beside it.
 
 The machine (usable CPUs from sched_getaffinity, torch's intra-op threads,
-versions) is printed first. Defaults (--reps 9 --steps 8) take about two
-minutes on a 2-core machine (a 0.2 s SGD step).
+versions) is printed first. With --json, one JSON object per figure
+instead (bench_stats.py's keys; a failed validation is told on stderr).
+Defaults (--reps 9 --steps 8) take about two minutes on a 2-core machine (a
+0.2 s SGD step).
+
+vqcheck.torch.watch digests on the training thread; the digest off that
+thread is the bridge's (`vqcheck watch`), measured by bench_bridge.py.
 """
 from __future__ import annotations
 
@@ -81,6 +87,25 @@ import xxhash
 
 import vqcheck
 import vqcheck.torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_stats import MIN_REPS, figure, print_figure, ratios, \
+    summarize  # noqa: E402
+
+BENCH = "bench_watch"
+# --json: figures only on stdout; the text report is not printed
+_JSON = False
+
+
+def say(*args, **kwargs) -> None:
+    """The text report (not in --json mode)."""
+    if not _JSON:
+        print(*args, **kwargs)
+
+
+def detail(*args) -> None:
+    """What a failed validation found: on stderr, in either mode."""
+    print(*args, file=sys.stderr)
 
 MIB = 1 << 20
 IN_FEATURES, HIDDEN, BATCH = 4096, 3072, 64
@@ -255,14 +280,14 @@ def default_threads(nbytes: int) -> int:
 
 
 def print_machine() -> None:
-    print("bench_watch: vqcheck.torch.watch step overhead and vqcheck.digest "
-          "throughput from Python")
-    print(f"machine: {cpu_model()}; usable CPUs (sched_getaffinity) "
-          f"{usable_cpus()} of {os.cpu_count()}; torch.get_num_threads() "
-          f"{torch.get_num_threads()}")
-    print(f"versions: python {platform.python_version()}, torch "
-          f"{torch.__version__}, numpy {np.__version__}, vqcheck "
-          f"{vqcheck.__version__}, xxhash {xxhash.VERSION}")
+    say("bench_watch: vqcheck.torch.watch step overhead and vqcheck.digest "
+        "throughput from Python")
+    say(f"machine: {cpu_model()}; usable CPUs (sched_getaffinity) "
+        f"{usable_cpus()} of {os.cpu_count()}; torch.get_num_threads() "
+        f"{torch.get_num_threads()}")
+    say(f"versions: python {platform.python_version()}, torch "
+        f"{torch.__version__}, numpy {np.__version__}, vqcheck "
+        f"{vqcheck.__version__}, xxhash {xxhash.VERSION}")
 
 
 # ---- 1. validation
@@ -274,18 +299,18 @@ def validate_reference(model, opt) -> bool:
     for name, t in tensors:
         ours, ref = vqcheck.digest(t), ref_digest(t)
         if ours != ref:
-            print(f"validate: {name} {list(t.shape)}: vqcheck.digest "
-                  f"{ours:016x} != reference {ref:016x}")
+            detail(f"validate: {name} {list(t.shape)}: vqcheck.digest "
+                   f"{ours:016x} != reference {ref:016x}")
             ok = False
     name, big = max(tensors, key=lambda nt: nt[1].numel())
     by_threads = {n: vqcheck.digest(big, threads=n) for n in (1, 2, 3)}
     if len(set(by_threads.values())) != 1:
-        print(f"validate: {name}: threads 1/2/3 differ: {by_threads}")
+        detail(f"validate: {name}: threads 1/2/3 differ: {by_threads}")
         ok = False
-    print(f"validate: vqcheck.digest == README reference (xxhash) for "
-          f"{len(tensors)} tensors, largest {name} {list(big.shape)} "
-          f"({big.numel() * 4 / MIB:.0f} MiB) {vqcheck.digest(big):016x}, "
-          f"threads 1/2/3 equal: {'ok' if ok else 'FAILED'}")
+    say(f"validate: vqcheck.digest == README reference (xxhash) for "
+        f"{len(tensors)} tensors, largest {name} {list(big.shape)} "
+        f"({big.numel() * 4 / MIB:.0f} MiB) {vqcheck.digest(big):016x}, "
+        f"threads 1/2/3 equal: {'ok' if ok else 'FAILED'}")
     return ok
 
 
@@ -309,15 +334,15 @@ def validate_watch(steps: int = 3) -> bool:
                    for d in map(json.loads, f)]
     ok = got == expected
     if not ok:
-        print(f"validate: watch trace has {len(got)} lines, expected "
-              f"{len(expected)}")
+        detail(f"validate: watch trace has {len(got)} lines, expected "
+               f"{len(expected)}")
         for g, e in zip(got, expected):
             if g != e:
-                print(f"  first difference: got {g}\n  expected {e}")
+                detail(f"  first difference: got {g}\n  expected {e}")
                 break
-    print(f"validate: watch trace, {steps} Adam steps x "
-          f"{len(expected) // steps} tensors: lines equal vqcheck.digest of "
-          f"the tensors after each step: {'ok' if ok else 'FAILED'}")
+    say(f"validate: watch trace, {steps} Adam steps x "
+        f"{len(expected) // steps} tensors: lines equal vqcheck.digest of "
+        f"the tensors after each step: {'ok' if ok else 'FAILED'}")
     return ok and validate_reference(model, opt)
 
 
@@ -327,10 +352,10 @@ def validate_throughput_tensor(t: torch.Tensor) -> bool:
     ds.update({("numpy", n): vqcheck.digest(a, threads=n) for n in (None, 1, 2)})
     ref = ref_digest(t)
     ok = set(ds.values()) == {ref}
-    print(f"validate: {THROUGHPUT_MIB} MiB tensor, torch and numpy, default/1/2 "
-          f"threads == reference {ref:016x}: {'ok' if ok else 'FAILED'}")
+    say(f"validate: {THROUGHPUT_MIB} MiB tensor, torch and numpy, default/1/2 "
+        f"threads == reference {ref:016x}: {'ok' if ok else 'FAILED'}")
     if not ok:
-        print(f"  got {ds}")
+        detail(f"  got {ds}")
     return ok
 
 
@@ -349,11 +374,12 @@ def overhead(kind: str, reps: int, steps: int, out: str) -> Dict[str, float]:
         watched.append(b)
         in_watch.append(w)
         in_digest.append(d)
-    ratios = [b / a for a, b in zip(plain, watched)]
+    pair = ratios(watched, plain)
     tensors = watched_tensors(model, opt)
     return {"plain": median(plain), "watched": median(watched),
-            "ratio": median(watched) / median(plain),
-            "rmed": median(ratios), "rmin": min(ratios), "rmax": max(ratios),
+            "of_medians": median(watched) / median(plain),
+            "ratio": pair.median, "rmin": pair.min, "rmax": pair.max,
+            "runs": (plain, watched, in_watch, in_digest),
             "amin": min(plain), "amax": max(plain),
             "bmin": min(watched), "bmax": max(watched),
             "watch": median(in_watch), "digest": median(in_digest),
@@ -367,32 +393,33 @@ def overhead(kind: str, reps: int, steps: int, out: str) -> Dict[str, float]:
 
 def print_overhead(kind: str, r: Dict[str, float]) -> None:
     direct = 1 + r["watch"] / r["plain"]
-    print(f"{kind.upper():4s}  without {r['plain'] * 1e3:7.1f} ms "
-          f"[{r['amin'] * 1e3:.1f}-{r['amax'] * 1e3:.1f}]   with "
-          f"{r['watched'] * 1e3:7.1f} ms [{r['bmin'] * 1e3:.1f}-"
-          f"{r['bmax'] * 1e3:.1f}]   ratio {r['ratio']:.3f}x "
-          f"(per-pair median {r['rmed']:.3f}, {r['rmin']:.3f}-{r['rmax']:.3f})")
+    say(f"{kind.upper():4s}  without {r['plain'] * 1e3:7.1f} ms "
+        f"[{r['amin'] * 1e3:.1f}-{r['amax'] * 1e3:.1f}]   with "
+        f"{r['watched'] * 1e3:7.1f} ms [{r['bmin'] * 1e3:.1f}-"
+        f"{r['bmax'] * 1e3:.1f}]   ratio {r['ratio']:.3f}x "
+        f"(median of per-pair ratios, {r['rmin']:.3f}-{r['rmax']:.3f}; "
+        f"ratio of the medians {r['of_medians']:.3f}x)")
     if kind == "sgd":
         verdict = "met" if r["ratio"] <= OVERHEAD_GOAL else "NOT met"
         # A spread of per-pair ratios wider than twice the margin means the
-        # machine's noise, not watch, decides the ratio of medians.
+        # machine's noise, not watch, decides the ratio.
         noisy = r["rmax"] - r["rmin"] > 2 * (OVERHEAD_GOAL - 1)
-        print(f"      goal ratio <= {OVERHEAD_GOAL:.2f}x: {verdict}"
-              + (f" (unreliable: per-pair ratios span "
-                 f"{r['rmax'] - r['rmin']:.2f}, more than twice the "
-                 f"{(OVERHEAD_GOAL - 1) * 100:.0f}% margin)" if noisy else "")
-              + f"; direct estimate 1 + time inside watch / plain step = "
-              f"{direct:.3f}x: {'met' if direct <= OVERHEAD_GOAL else 'NOT met'}")
+        say(f"      goal ratio <= {OVERHEAD_GOAL:.2f}x: {verdict}"
+            + (f" (unreliable: per-pair ratios span "
+               f"{r['rmax'] - r['rmin']:.2f}, more than twice the "
+               f"{(OVERHEAD_GOAL - 1) * 100:.0f}% margin)" if noisy else "")
+            + f"; direct estimate 1 + time inside watch / plain step = "
+            f"{direct:.3f}x: {'met' if direct <= OVERHEAD_GOAL else 'NOT met'}")
     else:
-        print(f"      (no goal: 3x the bytes of SGD); direct estimate 1 + time "
-              f"inside watch / plain step = {direct:.3f}x")
-    print(f"      digested per step: {r['ntensors']} tensors, "
-          f"{r['bytes'] / 1e6:.1f} MB; inside watch per step: "
-          f"{r['watch'] * 1e3:.1f} ms ({r['watch'] / r['plain'] * 100:.1f}% "
-          f"of the plain step), of which digests {r['digest'] * 1e3:.1f} ms "
-          f"({r['bytes'] / r['digest'] / 1e9:.1f} GB/s, "
-          f"{r['digest'] / r['plain'] * 100:.1f}% of the step); rest of the "
-          f"step vs plain, per pair: {r['rest'] * 1e3:+.1f} ms")
+        say(f"      (no goal: 3x the bytes of SGD); direct estimate 1 + time "
+            f"inside watch / plain step = {direct:.3f}x")
+    say(f"      digested per step: {r['ntensors']} tensors, "
+        f"{r['bytes'] / 1e6:.1f} MB; inside watch per step: "
+        f"{r['watch'] * 1e3:.1f} ms ({r['watch'] / r['plain'] * 100:.1f}% "
+        f"of the plain step), of which digests {r['digest'] * 1e3:.1f} ms "
+        f"({r['bytes'] / r['digest'] / 1e9:.1f} GB/s, "
+        f"{r['digest'] / r['plain'] * 100:.1f}% of the step); rest of the "
+        f"step vs plain, per pair: {r['rest'] * 1e3:+.1f} ms")
 
 
 # ---- 3. digest throughput
@@ -419,11 +446,11 @@ def run_c_bench(path: str) -> Optional[Dict[int, float]]:
         proc = subprocess.run([path, str(THROUGHPUT_MIB)], capture_output=True,
                               text=True, timeout=300)
     except (OSError, subprocess.TimeoutExpired) as e:
-        print(f"c bench: {path} did not run: {e}")
+        say(f"c bench: {path} did not run: {e}")
         return None
     if proc.returncode != 0:
-        print(f"c bench: {path} exited {proc.returncode}:\n{proc.stdout}"
-              f"{proc.stderr}")
+        say(f"c bench: {path} exited {proc.returncode}:\n{proc.stdout}"
+            f"{proc.stderr}")
         return None
     found = {}
     for line in proc.stdout.splitlines():
@@ -432,16 +459,16 @@ def run_c_bench(path: str) -> Optional[Dict[int, float]]:
         if m:
             found[int(m.group(2))] = float(m.group(3))
     if set(found) != {1, 2}:
-        print(f"c bench: could not parse digest lines from:\n{proc.stdout}")
+        say(f"c bench: could not parse digest lines from:\n{proc.stdout}")
         return None
     return found
 
 
 def print_throughput(gbs, c: Optional[Dict[int, float]], c_path: str) -> None:
     nbytes = THROUGHPUT_MIB * MIB
-    print(f"digest of a {THROUGHPUT_MIB} MiB contiguous float32 tensor, cold "
-          f"(a separate {EVICT_MIB} MiB buffer is read before every timed "
-          f"run, as bench_digest does); GB/s = 1e9 B/s")
+    say(f"digest of a {THROUGHPUT_MIB} MiB contiguous float32 tensor, cold "
+        f"(a separate {EVICT_MIB} MiB buffer is read before every timed "
+        f"run, as bench_digest does); GB/s = 1e9 B/s")
     for (form, th), xs in gbs.items():
         label = (f"default (= {default_threads(nbytes)})" if th is None
                  else str(th))
@@ -454,11 +481,11 @@ def print_throughput(gbs, c: Optional[Dict[int, float]], c_path: str) -> None:
                      f"(goal >= {PY_VS_C_GOAL}x: "
                      f"{'met' if best_ratio >= PY_VS_C_GOAL else 'NOT met'}), "
                      f"median/best {median(xs) / c[n]:.2f}x")
-        print(line)
+        say(line)
     if c is not None:
-        print(f"  C: {c_path} {THROUGHPUT_MIB}: digest 1 thread {c[1]:.2f} "
-              f"GB/s, 2 threads {c[2]:.2f} GB/s (best of 7 cold runs, run "
-              f"right after the Python runs)")
+        say(f"  C: {c_path} {THROUGHPUT_MIB}: digest 1 thread {c[1]:.2f} "
+            f"GB/s, 2 threads {c[2]:.2f} GB/s (best of 7 cold runs, run "
+            f"right after the Python runs)")
 
 
 # ---- main
@@ -475,9 +502,11 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         f"{DEFAULT_C_BENCH} if it exists)")
     p.add_argument("--no-c-bench", action="store_true",
                    help="skip the comparison with the C bench")
+    p.add_argument("--json", action="store_true",
+                   help="one JSON object per figure (bench_stats.py)")
     args = p.parse_args(argv)
-    if args.reps < 7:
-        p.error("--reps must be at least 7")
+    if args.reps < MIN_REPS:
+        p.error(f"--reps must be at least {MIN_REPS}")
     if args.steps < 1:
         p.error("--steps must be at least 1")
     if args.c_bench is None and not args.no_c_bench and \
@@ -488,33 +517,72 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     return args
 
 
+def overhead_figures(kind: str, r: Dict) -> List[Dict]:
+    plain, watched, in_watch, in_digest = ([x * 1e3 for x in xs]
+                                           for xs in r["runs"])
+    return [figure(BENCH, f"step_{kind}", "ms/step", summarize(watched),
+                   baseline=summarize(plain), baseline_name="plain",
+                   ratio=ratios(watched, plain)),
+            figure(BENCH, f"inside_watch_{kind}", "ms/step",
+                   summarize(in_watch)),
+            figure(BENCH, f"digest_{kind}", "ms/step", summarize(in_digest))]
+
+
+def throughput_figures(gbs, c: Optional[Dict[int, float]]) -> List[Dict]:
+    out = []
+    nbytes = THROUGHPUT_MIB * MIB
+    for (form, th), xs in gbs.items():
+        n = default_threads(nbytes) if th is None else th
+        name = f"digest_{form}_{'default' if th is None else f'{th}t'}"
+        if c is not None and n in c:
+            # against the C bench's best of its own cold runs (one number)
+            out.append(figure(BENCH, name, "GB/s", summarize(xs),
+                              shape=f"{THROUGHPUT_MIB}MiB",
+                              baseline=summarize([c[n]]),
+                              baseline_name=f"c_bench_digest_{n}t_best",
+                              ratio=summarize([x / c[n] for x in xs])))
+        else:
+            out.append(figure(BENCH, name, "GB/s", summarize(xs),
+                              shape=f"{THROUGHPUT_MIB}MiB"))
+    return out
+
+
 def main(argv: Sequence[str]) -> int:
+    global _JSON
     args = parse_args(argv)
+    _JSON = args.json
+    figures: List[Dict] = []
     t_start = time.perf_counter()
     print_machine()
     nparams = sum(p.numel() for p in make_model().parameters())
-    print(f"model: Linear({IN_FEATURES}, {HIDDEN}) -> ReLU -> Linear({HIDDEN}, "
-          f"{IN_FEATURES}), {nparams:,} parameters ({nparams * 4 / 1e6:.1f} MB "
-          f"float32), batch {BATCH}, MSE, CPU")
+    say(f"model: Linear({IN_FEATURES}, {HIDDEN}) -> ReLU -> Linear({HIDDEN}, "
+        f"{IN_FEATURES}), {nparams:,} parameters ({nparams * 4 / 1e6:.1f} MB "
+        f"float32), batch {BATCH}, MSE, CPU")
 
     big = torch.empty(THROUGHPUT_MIB * MIB // 4).uniform_(-1, 1)
     if not (validate_watch() and validate_throughput_tensor(big)):
-        print("bench_watch: validation FAILED; nothing timed")
+        print("bench_watch: validation FAILED; nothing timed",
+              file=sys.stderr)
         return 1
 
-    print(f"\nstep time, median per step over {args.reps} interleaved reps of "
-          f"{args.steps} steps each side (after a warm-up); without / with "
-          f"watch(interval=1) [min-max]")
+    say(f"\nstep time, median per step over {args.reps} interleaved reps of "
+        f"{args.steps} steps each side (after a warm-up); without / with "
+        f"watch(interval=1) [min-max]")
     with tempfile.TemporaryDirectory(prefix="bench_watch_") as out:
         for kind in ("sgd", "adam"):
             r = overhead(kind, args.reps, args.steps, out)
             print_overhead(kind, r)
+            figures += overhead_figures(kind, r)
 
-    print()
+    say()
     gbs = throughput(big, args.reps)
     c = run_c_bench(args.c_bench) if args.c_bench else None
     print_throughput(gbs, c, args.c_bench or "")
-    print(f"\ntotal {time.perf_counter() - t_start:.0f} s")
+    figures += throughput_figures(gbs, c)
+    say(f"\ntotal {time.perf_counter() - t_start:.0f} s")
+    if args.json:
+        for f in figures:
+            print_figure(f)
     return 0
 
 

@@ -10,6 +10,13 @@
  *                                                CPU memory the caller keeps
  *                                                alive (a torch tensor's
  *                                                data_ptr())
+ *   digest_many(items)                           many digest_address items,
+ *                                                the GIL released once
+ *   digest_start(items, keep) -> Batch           the same items, hashed on
+ *                                                vqcheck's digest thread,
+ *                                                which never takes the GIL;
+ *                                                Batch.done(), .wait(s),
+ *                                                .result()
  *   digest_device(address, code, shape, stream)  contiguous CUDA memory, on
  *                                                a cudaStream_t given as int
  *   type_info(name) -> (code, size), type_names() -> tuple of str
@@ -21,8 +28,14 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "vqc/digest.h"
 #include "vqc/gpu.h"
@@ -190,6 +203,439 @@ static PyObject *py_digest_address(PyObject *self, PyObject *args) {
   return s == VQC_OK ? PyLong_FromUnsignedLongLong(digest) : raise_status(s);
 }
 
+/* ---- digest_many([(address, code, shape, byte_strides, nthreads), ...]) */
+
+/* One item of digest_many, read while the GIL is held. */
+typedef struct many_item {
+  void *addr;
+  uint8_t code;
+  int ndim;
+  int has_strides;
+  int nthreads;
+  int64_t shape[VQC_DIGEST_MAX_DIMS];
+  int64_t strides[VQC_DIGEST_MAX_DIMS];
+} many_item;
+
+/* Reads item i, a (address, code, shape, byte_strides or None, nthreads)
+ * tuple; -1 with an exception set. */
+static int read_item(PyObject *obj, Py_ssize_t i, many_item *it) {
+  PyObject *addr_obj, *code_obj, *shape_obj, *strides_obj;
+  if (!PyTuple_Check(obj) || PyTuple_GET_SIZE(obj) != 5) {
+    PyErr_Format(PyExc_TypeError,
+                 "digest_many: item %zd is not a tuple (address, code, "
+                 "shape, byte_strides, nthreads)", i);
+    return -1;
+  }
+  addr_obj = PyTuple_GET_ITEM(obj, 0);
+  code_obj = PyTuple_GET_ITEM(obj, 1);
+  shape_obj = PyTuple_GET_ITEM(obj, 2);
+  strides_obj = PyTuple_GET_ITEM(obj, 3);
+  it->nthreads = PyLong_AsLong(PyTuple_GET_ITEM(obj, 4));
+  if (it->nthreads == -1 && PyErr_Occurred()) return -1;
+  it->addr = PyLong_AsVoidPtr(addr_obj);
+  if (it->addr == NULL && PyErr_Occurred()) return -1;
+  if (read_code(code_obj, &it->code) < 0) return -1;
+  it->ndim = read_dims(shape_obj, it->shape, "shape");
+  if (it->ndim < 0) return -1;
+  it->has_strides = strides_obj != Py_None;
+  if (it->has_strides &&
+      read_dims(strides_obj, it->strides, "strides") != it->ndim) {
+    if (!PyErr_Occurred())
+      PyErr_Format(PyExc_ValueError,
+                   "digest_many: item %zd: strides and shape have different "
+                   "lengths", i);
+    return -1;
+  }
+  return 0;
+}
+
+/* The digests of many CPU tensors, in item order. Every item is read with
+ * the GIL held, then all are hashed with the GIL released once: a thread
+ * that hashes a step's state beside the training thread (vqcheck._bridge's
+ * helper) takes the GIL twice per step, not twice per tensor. The memory
+ * must stay alive and unchanged until the call returns (the caller's
+ * contract, as for digest_address). The first failure raises, naming the
+ * item's index. */
+static PyObject *py_digest_many(PyObject *self, PyObject *items_obj) {
+  PyObject *fast = PySequence_Fast(items_obj, "digest_many takes a sequence");
+  if (fast == NULL) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  /* n + 1: PyMem_RawMalloc(0) may return NULL */
+  many_item *items = PyMem_RawMalloc((size_t)(n + 1) * sizeof *items);
+  uint64_t *digests = PyMem_RawMalloc((size_t)(n + 1) * sizeof *digests);
+  PyObject *result = NULL;
+  if (items == NULL || digests == NULL) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (read_item(PySequence_Fast_GET_ITEM(fast, i), i, &items[i]) < 0)
+      goto done;
+  vqc_status s = VQC_OK;
+  Py_ssize_t failed = -1;
+  Py_BEGIN_ALLOW_THREADS
+  for (Py_ssize_t i = 0; i < n && s == VQC_OK; i++) {
+    const many_item *it = &items[i];
+    s = vqc_digest_strided(it->addr, it->code, it->ndim, it->shape,
+                           it->has_strides ? it->strides : NULL,
+                           it->nthreads, &digests[i]);
+    if (s != VQC_OK) failed = i;
+  }
+  Py_END_ALLOW_THREADS
+  if (s != VQC_OK) {
+    (void)raise_status(s);
+    /* the library's message, prefixed with the item (vqc_last_error is
+     * this thread's: the GIL came back on the thread that hashed) */
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    PyObject *text = value ? PyObject_Str(value) : NULL;
+    PyErr_Format(type, "item %zd: %s", failed,
+                 text ? PyUnicode_AsUTF8(text) : "digest failed");
+    Py_XDECREF(text);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    goto done;
+  }
+  result = PyList_New(n);
+  if (result == NULL) goto done;
+  for (Py_ssize_t i = 0; i < n; i++) {
+    PyObject *d = PyLong_FromUnsignedLongLong(digests[i]);
+    if (d == NULL) {
+      Py_CLEAR(result);
+      goto done;
+    }
+    PyList_SET_ITEM(result, i, d);
+  }
+done:
+  PyMem_RawFree(items);
+  PyMem_RawFree(digests);
+  Py_DECREF(fast);
+  return result;
+}
+
+/* ---- digest_start(items) -> Batch: the digest thread
+ *
+ * vqcheck._bridge hashes a step's state while the training thread goes on.
+ * A Python thread would have to take the GIL to start each batch, to return
+ * from it and to say it is done; on a machine whose cores are all busy the
+ * OS may suspend it while it holds the GIL, and the training thread then
+ * waits for it for milliseconds. So the batch is read here, on the calling
+ * thread (GIL held), and hashed by one pthread of this module that never
+ * touches Python: the caller polls done() or waits (GIL released) and
+ * fetches result(). The Batch holds `keep` (the tensors that own the
+ * memory) until it is done and dropped, so the memory stays alive; that it
+ * stays unchanged until done() is the caller's contract (vqcheck._bridge
+ * joins before anything writes it).
+ *
+ * The thread is made at the first batch, blocks every signal (they are the
+ * main thread's), takes batches in order and sleeps between them; it is
+ * never joined (exit ends it; a batch in flight is the caller's to wait
+ * for first). After fork() the child has no such thread: it makes a new one
+ * at its first batch, and a batch the parent had in flight is never done in
+ * the child. */
+
+typedef struct batch_job {
+  many_item *items;
+  Py_ssize_t n;
+  uint64_t *digests;
+  vqc_status status;      /* the first failure, VQC_OK if none */
+  Py_ssize_t failed;      /* its item */
+  char message[1024];     /* its vqc_last_error(), copied on the thread */
+  int done;               /* under worker.mu */
+  int refs;               /* the Batch object, the queue; under worker.mu */
+  pid_t pid;              /* the process that queued it */
+  struct batch_job *next; /* the queue */
+} batch_job;
+
+static struct {
+  pthread_mutex_t mu;
+  pthread_cond_t wake;     /* a batch was queued */
+  pthread_cond_t finished; /* a batch is done */
+  batch_job *head, *tail;
+  int running;             /* the thread exists in this process */
+} worker = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER,
+            PTHREAD_COND_INITIALIZER, NULL, NULL, 0};
+
+static pthread_once_t worker_once = PTHREAD_ONCE_INIT;
+
+/* finished waits against CLOCK_MONOTONIC: a wall-clock jump must not cut
+ * or stretch a deadline. */
+static void worker_init(void) {
+  pthread_condattr_t attr;
+  if (pthread_condattr_init(&attr) == 0) {
+    if (pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) == 0) {
+      pthread_cond_destroy(&worker.finished);
+      pthread_cond_init(&worker.finished, &attr);
+    }
+    pthread_condattr_destroy(&attr);
+  }
+}
+
+static void job_free(batch_job *job) {
+  free(job->items);
+  free(job->digests);
+  free(job);
+}
+
+/* Drops one holder of job; the last one frees it. worker.mu held. */
+static void job_release_locked(batch_job *job) {
+  if (--job->refs == 0) job_free(job);
+}
+
+static void *worker_main(void *unused) {
+  (void)unused;
+#ifdef SCHED_BATCH
+  /* SCHED_BATCH: the thread never preempts the thread that woke it (a
+   * training thread, at a step end), yet gets its fair share of a busy
+   * core (SCHED_IDLE could starve it while a join waits for it, and an
+   * unprivileged thread cannot leave SCHED_IDLE). Linux: this thread only. */
+  struct sched_param batch = {0};
+  (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &batch);
+#endif
+  pthread_mutex_lock(&worker.mu);
+  for (;;) {
+    while (worker.head == NULL) pthread_cond_wait(&worker.wake, &worker.mu);
+    batch_job *job = worker.head;
+    worker.head = job->next;
+    if (worker.head == NULL) worker.tail = NULL;
+    pthread_mutex_unlock(&worker.mu);
+    vqc_status s = VQC_OK;
+    for (Py_ssize_t i = 0; i < job->n && s == VQC_OK; i++) {
+      const many_item *it = &job->items[i];
+      s = vqc_digest_strided(it->addr, it->code, it->ndim, it->shape,
+                             it->has_strides ? it->strides : NULL,
+                             it->nthreads, &job->digests[i]);
+      if (s != VQC_OK) {
+        job->failed = i;
+        const char *msg = vqc_last_error();
+        snprintf(job->message, sizeof job->message, "%s",
+                 msg && msg[0] ? msg : vqc_status_message(s));
+      }
+    }
+    job->status = s;
+    pthread_mutex_lock(&worker.mu);
+    job->done = 1;
+    pthread_cond_broadcast(&worker.finished);
+    job_release_locked(job);
+  }
+  return NULL;
+}
+
+/* fork(): the child has the caller's thread only. The mutex is held across
+ * the fork so the child's copy is consistent; the child forgets the queue
+ * (the parent's batches; never done there) and the thread. */
+static void worker_prepare(void) { pthread_mutex_lock(&worker.mu); }
+static void worker_parent(void) { pthread_mutex_unlock(&worker.mu); }
+static void worker_child(void) {
+  worker.head = worker.tail = NULL;
+  worker.running = 0;
+  pthread_mutex_unlock(&worker.mu);
+}
+
+/* Queues job (worker.mu not held), making the thread if needed. Returns -1
+ * with errno's error set if the thread cannot be made. */
+static int worker_queue(batch_job *job) {
+  static int atfork_done = 0;
+  pthread_once(&worker_once, worker_init);
+  pthread_mutex_lock(&worker.mu);
+  if (!atfork_done) {
+    atfork_done = pthread_atfork(worker_prepare, worker_parent,
+                                 worker_child) == 0;
+  }
+  if (!worker.running) {
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old); /* inherited by the thread */
+    pthread_t tid;
+    int err = pthread_create(&tid, NULL, worker_main, NULL);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (err != 0) {
+      pthread_mutex_unlock(&worker.mu);
+      errno = err;
+      return -1;
+    }
+    pthread_detach(tid);
+    worker.running = 1;
+  }
+  job->next = NULL;
+  if (worker.tail) worker.tail->next = job;
+  else worker.head = job;
+  worker.tail = job;
+  pthread_cond_signal(&worker.wake);
+  pthread_mutex_unlock(&worker.mu);
+  return 0;
+}
+
+typedef struct {
+  PyObject_HEAD
+  batch_job *job;
+  PyObject *keep; /* what holds the memory alive: released once done */
+} BatchObject;
+
+static int batch_is_done(batch_job *job) {
+  pthread_mutex_lock(&worker.mu);
+  int done = job->done;
+  pthread_mutex_unlock(&worker.mu);
+  return done;
+}
+
+/* Waits until job is done or `seconds` pass (< 0: no limit), GIL not held.
+ * Returns whether it is done. */
+static int batch_wait(batch_job *job, double seconds) {
+  struct timespec deadline;
+  clock_gettime(CLOCK_MONOTONIC, &deadline);
+  if (seconds >= 0) {
+    double whole = (double)(time_t)seconds;
+    deadline.tv_sec += (time_t)seconds;
+    deadline.tv_nsec += (long)((seconds - whole) * 1e9);
+    if (deadline.tv_nsec >= 1000000000L) {
+      deadline.tv_sec++;
+      deadline.tv_nsec -= 1000000000L;
+    }
+  }
+  pthread_mutex_lock(&worker.mu);
+  while (!job->done) {
+    if (seconds < 0) {
+      pthread_cond_wait(&worker.finished, &worker.mu);
+    } else if (pthread_cond_timedwait(&worker.finished, &worker.mu,
+                                      &deadline) == ETIMEDOUT) {
+      break;
+    }
+  }
+  int done = job->done;
+  pthread_mutex_unlock(&worker.mu);
+  return done;
+}
+
+static PyObject *batch_done(BatchObject *self, PyObject *unused) {
+  return PyBool_FromLong(batch_is_done(self->job));
+}
+
+static PyObject *batch_wait_py(BatchObject *self, PyObject *arg) {
+  double seconds = PyFloat_AsDouble(arg);
+  if (seconds == -1.0 && PyErr_Occurred()) return NULL;
+  if (self->job->pid != getpid()) /* the parent's: never done here */
+    Py_RETURN_FALSE;
+  int done;
+  Py_BEGIN_ALLOW_THREADS
+  done = batch_wait(self->job, seconds < 0 ? 0 : seconds);
+  Py_END_ALLOW_THREADS
+  return PyBool_FromLong(done);
+}
+
+static PyObject *batch_result(BatchObject *self, PyObject *unused) {
+  batch_job *job = self->job;
+  if (!batch_is_done(job)) {
+    PyErr_SetString(PyExc_RuntimeError,
+                    "digest batch: result() before it is done");
+    return NULL;
+  }
+  if (job->status != VQC_OK) {
+    PyObject *type = PyExc_ValueError;
+    if (job->status == VQC_ENOMEM) type = PyExc_MemoryError;
+    PyErr_Format(type, "item %zd: %s", job->failed, job->message);
+    return NULL;
+  }
+  PyObject *result = PyList_New(job->n);
+  if (result == NULL) return NULL;
+  for (Py_ssize_t i = 0; i < job->n; i++) {
+    PyObject *d = PyLong_FromUnsignedLongLong(job->digests[i]);
+    if (d == NULL) {
+      Py_DECREF(result);
+      return NULL;
+    }
+    PyList_SET_ITEM(result, i, d);
+  }
+  return result;
+}
+
+/* A Batch dropped before it is done waits for it first, then lets go of
+ * `keep`: the thread may still read that memory. (vqcheck._bridge waits
+ * itself; this is the backstop, e.g. at interpreter exit, where locals go
+ * in no set order.) Not in a forked child, where the parent's batch never
+ * ends. */
+static void batch_dealloc(BatchObject *self) {
+  batch_job *job = self->job;
+  if (job != NULL) {
+    if (job->pid == getpid() && !batch_is_done(job)) {
+      Py_BEGIN_ALLOW_THREADS
+      (void)batch_wait(job, -1);
+      Py_END_ALLOW_THREADS
+    }
+    pthread_mutex_lock(&worker.mu);
+    if (job->pid == getpid()) job_release_locked(job);
+    pthread_mutex_unlock(&worker.mu);
+  }
+  Py_XDECREF(self->keep); /* the memory may go now */
+  PyObject_Del(self);
+}
+
+static PyMethodDef batch_methods[] = {
+    {"done", (PyCFunction)batch_done, METH_NOARGS,
+     "done() -> whether every item is hashed (or one failed)."},
+    {"wait", (PyCFunction)batch_wait_py, METH_O,
+     "wait(seconds) -> done(), after waiting at most that long (GIL "
+     "released)."},
+    {"result", (PyCFunction)batch_result, METH_NOARGS,
+     "result() -> list of int, in item order; raises the first failure "
+     "(\"item <k>: ...\"). Only once done()."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject BatchType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "vqcheck._core.Batch",
+    .tp_basicsize = sizeof(BatchObject),
+    .tp_dealloc = (destructor)batch_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A digest_start batch, hashed on vqcheck's digest thread.",
+    .tp_methods = batch_methods,
+};
+
+static PyObject *py_digest_start(PyObject *self, PyObject *args) {
+  PyObject *items_obj, *keep;
+  if (!PyArg_ParseTuple(args, "OO:digest_start", &items_obj, &keep))
+    return NULL;
+  PyObject *fast = PySequence_Fast(items_obj, "digest_start takes a sequence");
+  if (fast == NULL) return NULL;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  batch_job *job = calloc(1, sizeof *job);
+  BatchObject *obj = NULL;
+  if (job != NULL) {
+    job->items = malloc((size_t)(n + 1) * sizeof *job->items);
+    job->digests = calloc((size_t)(n + 1), sizeof *job->digests);
+  }
+  if (job == NULL || job->items == NULL || job->digests == NULL) {
+    PyErr_NoMemory();
+    goto fail;
+  }
+  job->n = n;
+  job->failed = -1;
+  job->pid = getpid();
+  for (Py_ssize_t i = 0; i < n; i++)
+    if (read_item(PySequence_Fast_GET_ITEM(fast, i), i, &job->items[i]) < 0)
+      goto fail;
+  obj = PyObject_New(BatchObject, &BatchType);
+  if (obj == NULL) goto fail;
+  obj->job = NULL;
+  Py_INCREF(keep);
+  obj->keep = keep;
+  job->refs = 2; /* obj, and the queue until the thread is done with it */
+  if (worker_queue(job) < 0) {
+    PyErr_SetFromErrno(PyExc_OSError);
+    Py_DECREF(obj);
+    obj = NULL;
+    goto fail;
+  }
+  obj->job = job;
+  Py_DECREF(fast);
+  return (PyObject *)obj;
+fail:
+  if (job) job_free(job);
+  Py_DECREF(fast);
+  return NULL;
+}
+
 /* ---- digest_device(address, code, shape, stream) */
 
 /* The leaves are hashed on the device (kernels/digest.cu) on `stream`, after
@@ -295,6 +741,15 @@ static PyMethodDef core_methods[] = {
     {"digest_address", py_digest_address, METH_VARARGS,
      "digest_address(address, code, shape, byte_strides, nthreads) -> int\n"
      "Tensor digest of CPU memory at an address the caller keeps alive."},
+    {"digest_many", py_digest_many, METH_O,
+     "digest_many(items) -> list of int\n"
+     "digest_address of each (address, code, shape, byte_strides, nthreads) "
+     "item, hashed in order with the GIL released once."},
+    {"digest_start", py_digest_start, METH_VARARGS,
+     "digest_start(items, keep) -> Batch\n"
+     "The digest_many items, hashed on vqcheck's digest thread (no GIL). "
+     "The Batch holds `keep` (what keeps the memory alive) until it is "
+     "done and dropped; the memory must not change until Batch.done()."},
     {"digest_device", py_digest_device, METH_VARARGS,
      "digest_device(address, code, shape, stream) -> int\n"
      "Tensor digest of contiguous CUDA memory, hashed on the device."},
@@ -317,4 +772,15 @@ static struct PyModuleDef core_module = {
 };
 
 PyMODINIT_FUNC PyInit__core(void); /* the one exported symbol */
-PyMODINIT_FUNC PyInit__core(void) { return PyModule_Create(&core_module); }
+PyMODINIT_FUNC PyInit__core(void) {
+  if (PyType_Ready(&BatchType) < 0) return NULL;
+  PyObject *m = PyModule_Create(&core_module);
+  if (m == NULL) return NULL;
+  Py_INCREF(&BatchType);
+  if (PyModule_AddObject(m, "Batch", (PyObject *)&BatchType) < 0) {
+    Py_DECREF(&BatchType);
+    Py_DECREF(m);
+    return NULL;
+  }
+  return m;
+}

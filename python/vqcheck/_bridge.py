@@ -13,6 +13,11 @@ process. Nothing happens until the job imports torch; then the bridge hooks:
 - torch.optim.Optimizer.__init__: every optimizer's step() ends a training
   step (wrapped per instance, as vqcheck.torch.watch does); its state is
   digested too. vqcheck.torch.step() ends a step in a program without one.
+  The digest runs on vqcheck._core's digest thread while training goes on,
+  and is joined before anything that can write the state: the next
+  optimizer step, a forward that may write buffers, a collective on that
+  memory, exit (_Overlap; VQC_WATCH_OVERLAP=0 hashes on the training
+  thread).
 - torch.distributed collectives, every one, under both names libraries use
   (torch.distributed.X, torch.distributed.distributed_c10d.X), and the
   out-of-place ones of torch.distributed.nn (and .functional), hooked
@@ -85,6 +90,7 @@ stderr and that part of the bridge turns itself off.
 from __future__ import annotations
 
 import atexit
+import bisect
 import importlib.abc
 import importlib.util
 import json
@@ -214,6 +220,8 @@ class _Bridge:
         # local tensor, its index in the list, site, step), checked at the
         # next step end for the local tensor put back (see _check_gathers).
         self.pending_gathers: List[Tuple[Any, Any, int, Any, int]] = []
+        # The step-end digest, off the training thread (see _Overlap).
+        self.overlap = _Overlap(self, _overlap_setting())
 
     # -- where this process writes
 
@@ -336,6 +344,7 @@ class _Bridge:
     def patch_torch(self) -> None:
         torch = sys.modules["torch"]
         self._patch_module_init(torch)
+        self._patch_load_state_dict(torch)
         self._patch_optimizer_init(torch)
         self._patch_collectives(torch)
         for name in _PATCHED_MODULES[1:]:
@@ -353,6 +362,11 @@ class _Bridge:
         bridge = self
 
         def __init__(module: Any, *args: Any, **kwargs: Any) -> None:
+            # A module made after a step end may write the state at once
+            # (DistributedDataParallel broadcasts its module's parameters
+            # and buffers from rank 0, in C++, right after this returns).
+            if bridge.overlap.pending is not None:
+                bridge.overlap.join("module init")
             original(module, *args, **kwargs)
             # Only the outermost __init__ of a subclass chain records it.
             if getattr(module, "_vqcheck_seen", False):
@@ -361,6 +375,23 @@ class _Bridge:
             bridge.modules.append(weakref.ref(module))
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
         torch.nn.Module.__init__ = __init__
+
+    def _patch_load_state_dict(self, torch: Any) -> None:
+        """Module.load_state_dict copies into the parameters and buffers in
+        place: the pending digest is joined first."""
+        import functools
+        original = torch.nn.Module.load_state_dict
+        if getattr(original, "_vqcheck", False):
+            return
+        overlap = self.overlap
+
+        @functools.wraps(original)
+        def load_state_dict(module: Any, *args: Any, **kwargs: Any) -> Any:
+            if overlap.pending is not None:
+                overlap.join("load_state_dict")
+            return original(module, *args, **kwargs)
+        load_state_dict._vqcheck = True  # type: ignore[attr-defined]
+        torch.nn.Module.load_state_dict = load_state_dict
 
     def _patch_optimizer_init(self, torch: Any) -> None:
         original = torch.optim.Optimizer.__init__
@@ -377,9 +408,16 @@ class _Bridge:
         torch.optim.Optimizer.__init__ = __init__
 
     def hook_step(self, opt: Any) -> None:
-        """opt.step() then the step end (vqcheck.torch's optimizer hook)."""
+        """opt.step() then the step end (vqcheck.torch's optimizer hook);
+        before the step, which writes the parameters and the optimizer's
+        state, the pending digest is joined."""
         from .torch import _call_after_step
-        _call_after_step(opt, self.step_end)
+        overlap = self.overlap
+
+        def before_step() -> None:
+            if overlap.pending is not None:
+                overlap.join("optimizer.step")
+        _call_after_step(opt, self.step_end, before_step)
 
     def _patch_collectives(self, torch: Any) -> None:
         import torch.distributed as dist
@@ -401,7 +439,7 @@ class _Bridge:
                 setattr(dist, name, wrapper)
         original = getattr(c10d, "destroy_process_group", None)
         if original is not None and not getattr(original, "_vqcheck", False):
-            wrapper = _settle_then(original)
+            wrapper = _settle_then(original, self.overlap)
             c10d.destroy_process_group = wrapper
             if getattr(dist, "destroy_process_group", None) is original:
                 dist.destroy_process_group = wrapper
@@ -529,6 +567,10 @@ class _Bridge:
                           "site": site, "step": step,
                           "waited_s": round(waited, 3),
                           "last_completed": self.last_completed}
+            # The main thread waits in a collective that writes no state
+            # (one that does would have joined): a digest done by now is
+            # committed before the job is stopped.
+            self.overlap.poke("hang")
             try:
                 self.write_hang(marker)
             except Exception as e:
@@ -624,19 +666,26 @@ class _Bridge:
         self.check_gathers()
         if "state" in self.disabled:
             return
+        start, cpu = time.perf_counter(), time.thread_time()
         try:
             with self.lock:
                 self.open_live()
                 if self.watch is None:
                     self.watch = _make_bridge_watch(self)
                 step = self.watch.steps
+                self.overlap.in_step_end = True
                 self.watch.step()
                 self.live_event({"event": "step", "step": step})
         except Exception as e:
             self.fail("state", e)
+        finally:
+            self.overlap.in_step_end = False
+            self.overlap.step_end_s += time.perf_counter() - start
+            self.overlap.step_end_cpu_s += time.thread_time() - cpu
 
     def at_exit(self) -> None:
         self.check_gathers()
+        self.overlap.join("exit")  # the last step's digest, written
         try:
             if self.watch is not None and not self.watch.closed:
                 self.watch.close()
@@ -644,9 +693,12 @@ class _Bridge:
             self.fail("state", e)
         if self.live_fd is not None:
             steps = self.watch.steps if self.watch is not None else 0
+            event = {"event": "finished", "status": self.status(),
+                     "step": steps - 1}
+            if self.watch is not None:
+                event["digests"] = self.overlap.summary()
             try:
-                self.live_event({"event": "finished", "status": self.status(),
-                                 "step": steps - 1})
+                self.live_event(event)
             except OSError:
                 pass  # no end line: the analysis reports the rank unfinished
 
@@ -676,9 +728,39 @@ def _make_bridge_watch(bridge: _Bridge) -> Any:
             self.exclude = []
             self.optimizer = None
             self._setup(bridge.out, bridge.interval)
+            self._outer: Dict[int, Any] = {}  # inner module id -> wrapper
+            self._closing = False
 
         def _roots(self) -> List[Tuple[str, Any]]:
-            return _root_modules(bridge.live_modules())
+            self._outer = {}
+            return _root_modules(bridge.live_modules(), self._outer)
+
+        def _write(self, step: int) -> None:
+            """The step's digests on the helper thread (bridge.overlap),
+            or here with the overlap off and at the last step."""
+            overlap = bridge.overlap
+            overlap.join("step end")  # the previous step's, first
+            if not overlap.enabled or self._closing:
+                Watch._write(self, step)
+                overlap.on_thread += 1
+                return
+            self._last_tried = step
+            if self._writer is None:
+                self._start()
+            collected = self._collect(step)
+            # Modules whose forward joins: those holding buffers, with the
+            # wrappers (DDP) around them, which broadcast buffers before
+            # the module's own forward runs.
+            relevant = set()
+            for inner in self._buffer_roots:
+                relevant.add(id(inner))
+                relevant.add(id(self._outer.get(id(inner), inner)))
+            overlap.submit(self._writer, step, collected, relevant)
+
+        def close(self) -> None:
+            bridge.overlap.join("exit")
+            self._closing = True  # the last step: on this thread
+            Watch.close(self)
 
         def _optimizers(self) -> List[Any]:
             return bridge.live_optimizers()
@@ -692,9 +774,13 @@ def _make_bridge_watch(bridge: _Bridge) -> Any:
     return _BridgeWatch()
 
 
-def _root_modules(modules: List[Any]) -> List[Tuple[str, Any]]:
+def _root_modules(modules: List[Any],
+                  outer: Optional[Dict[int, Any]] = None
+                  ) -> List[Tuple[str, Any]]:
     """(prefix, module) for each module no other one holds as a child and
-    that holds state, in creation order; wrappers (DDP) looked through."""
+    that holds state, in creation order; wrappers (DDP) looked through
+    (outer, if given, maps each looked-through module's id to its outermost
+    wrapper)."""
     from .torch import _REPLICATING_WRAPPERS
     children = set()
     for m in modules:
@@ -709,6 +795,8 @@ def _root_modules(modules: List[Any]) -> List[Tuple[str, Any]]:
         while type(inner).__name__ in _REPLICATING_WRAPPERS and \
                 getattr(inner, "module", None) is not None:
             inner = inner.module
+        if outer is not None and inner is not m:
+            outer[id(inner)] = m
         if next(inner.parameters(), None) is None and \
                 next(inner.buffers(), None) is None:
             continue
@@ -720,10 +808,341 @@ def _root_modules(modules: List[Any]) -> List[Tuple[str, Any]]:
     return roots
 
 
+# ---- the step-end digest off the training thread
+
+
+# How long a join waits for the helper thread before giving up (it then
+# turns the state check off, as any error does): far beyond any digest a
+# step's state needs (10 GB at the 1 GB/s of one slow core is 10 s), so
+# only a helper that is stuck reaches it.
+_JOIN_DEADLINE_S = 300.0
+
+
+def _overlap_setting() -> bool:
+    """VQC_WATCH_OVERLAP: 0 (or off, no, false) digests every step on the
+    training thread; unset or anything else, on the helper thread."""
+    value = os.environ.get("VQC_WATCH_OVERLAP", "1").strip().lower()
+    return value not in ("0", "off", "no", "false")
+
+
+def _version(t: Any) -> Optional[int]:
+    """torch's count of in-place writes to t (shared by its views and
+    detach()ed aliases, not by `.data`); None for a tensor without one (an
+    inference tensor)."""
+    try:
+        return int(t._version)
+    except RuntimeError:
+        return None
+
+
+class _Job:
+    """One step's digest: entries are the step's trace lines [name, dtype,
+    shape, digest] in order; the digests of those at `positions` come from
+    `batch` (vqcheck._core's digest thread, hashing `items`). `checked` are
+    (name, alias, version at the step end) whose version must not have
+    moved when the lines are written. A learning job (the first digested
+    step, hashed on the training thread and written already) has no batch:
+    its items only say which memory the collectives that join touch."""
+
+    def __init__(self, step: int, writer: Any, entries: List[List[Any]],
+                 relevant: set, learn: bool) -> None:
+        self.step = step
+        self.writer = writer
+        self.entries = entries
+        self.relevant = relevant  # module ids whose forward joins
+        self.learn = learn
+        self.items: List[Any] = []   # prepared tensors (their aliases)
+        self.names: List[str] = []
+        self.positions: List[int] = []
+        self.checked: List[Tuple[str, Any, Optional[int]]] = []
+        self.batch: Any = None
+        self.spans: Optional[Tuple[List[int], List[int]]] = None
+
+    def done(self) -> bool:
+        return self.batch is None or self.batch.done()
+
+    def touched(self, t: Any) -> bool:
+        """Whether tensor t's storage overlaps memory this job hashes."""
+        if self.spans is None:
+            # merged, sorted (lo, hi) of the hashed bytes, made at the
+            # first collective that asks
+            merged: List[List[int]] = []
+            for lo, hi in sorted(item[3] for item in self.items
+                                 if item[3][1] > item[3][0]):
+                if merged and lo <= merged[-1][1]:
+                    merged[-1][1] = max(merged[-1][1], hi)
+                else:
+                    merged.append([lo, hi])
+            self.spans = ([m[0] for m in merged], [m[1] for m in merged])
+        los, his = self.spans
+        if not los:
+            return False
+        try:
+            storage = t.untyped_storage() \
+                if hasattr(t, "untyped_storage") else t.storage()
+            lo = storage.data_ptr()
+            hi = lo + storage.nbytes()
+        except Exception:
+            return True  # no plain storage (sparse): assume it may
+        if hi <= lo:
+            return False
+        k = bisect.bisect_right(his, lo)  # the first span ending after lo
+        return k < len(los) and los[k] < hi
+
+
+class _UnorderedWrite(RuntimeError):
+    """A watched tensor written in place while its digest was in flight, by
+    code that is no join point."""
+
+
+# Jobs whose join gave up waiting (a stuck digest thread): kept, so that
+# the memory they hash is never freed under the thread.
+_abandoned: List[_Job] = []
+
+
+class _Overlap:
+    """The step-end digest on a helper thread while training goes on;
+    VQC_WATCH_OVERLAP=0 turns it off. docs/pytorch.md ("The digest off the
+    training thread") has the reasoning.
+
+    At a digested step end the training thread collects the tensors and
+    checks them (the errors of a synchronous digest are raised there, at
+    the same step), keeps an alias of each (its memory stays alive if the
+    program rebinds the tensor), records torch's version counter of each,
+    and queues them on vqcheck._core's digest thread, a pthread that never
+    takes the GIL. The memory must not change until hashed, so the digest
+    is JOINED (waited for, then the step's lines written) before anything
+    that can write the state:
+      - optimizer.step() of every optimizer (parameters, optimizer state);
+      - the forward of a module that holds buffers, and of the roots (and
+        their DDP wrappers) holding any: buffers change in forward (BN
+        statistics, EMA codebooks) and DDP broadcasts them first (a global
+        forward pre-hook, registered only while a digest is in flight);
+      - a torch.distributed collective of ours whose tensors share storage
+        with hashed memory (broadcast of parameters, an in-place
+        all_reduce into a buffer, p.data passed in);
+      - Module.__init__ (DDP's constructor broadcasts from rank 0),
+        Module.load_state_dict, destroy_process_group;
+      - the next step end, exit, close.
+    Any other hook firing (another module's forward, any collective, a
+    hang) writes the lines early when the digest is done by then.
+
+    Writes no join orders (plain Python between steps, an EMA model's
+    update after optimizer.step()) are checked, not prevented: when the
+    lines are written, every hashed tensor's version counter must be where
+    it was at the step end. The first digested step is hashed on the
+    training thread, and its job stays pending until the first join point
+    (hooks that only find it done do not end it): the tensors whose counter
+    moved in that window are digested on the training thread from then on.
+    Join points are places in the program, so what is learnt does not
+    depend on timing. A tensor whose counter moves at a later step turns
+    the state check off with an error naming it, instead of writing a
+    digest that may be wrong. Writes through `.data`, numpy or dlpack
+    aliases do not move the counter: those stay unseen. CUDA tensors are
+    hashed on the training thread (on their stream), as before."""
+
+    def __init__(self, bridge: "_Bridge", enabled: bool) -> None:
+        self.bridge = bridge
+        self.enabled = enabled
+        self.pending: Optional[_Job] = None
+        self.lock = threading.RLock()        # joins and commits
+        self.pid = os.getpid()
+        self.hook: Any = None                # global forward pre-hook
+        self.learned = False
+        self.sync_names: set = set()         # digested on the thread
+        self.on_helper = 0                   # steps hashed by the thread
+        self.on_thread = 0                   # steps hashed on the thread
+        self.joins: Dict[str, int] = {}      # lines written, by reason
+        self.waits: Dict[str, int] = {}      # joins that waited, by reason
+        self.waited_s = 0.0
+        # the training thread's time in step ends (the digest itself when
+        # it is hashed there) and in joins outside them (waits included):
+        # what the bridge's state check costs it, bar the hooks' calls
+        self.step_end_s = 0.0
+        self.join_s = 0.0
+        # the same in this thread's CPU time: what other processes and
+        # threads took from it meanwhile left out
+        self.step_end_cpu_s = 0.0
+        self.join_cpu_s = 0.0
+        self.in_step_end = False
+        if hasattr(os, "register_at_fork"):
+            os.register_at_fork(after_in_child=self._after_fork_in_child)
+
+    def submit(self, writer: Any, step: int,
+               collected: List[Tuple[str, str, Tuple[int, ...], Any]],
+               relevant: set) -> None:
+        """Step `step`'s digest: the tensors are checked and prepared here,
+        hashed on the digest thread, or here: the first step (its job, a
+        learning one, stays pending to the first join point and teaches
+        which tensors unordered code writes), those tensors, CUDA ones."""
+        from ._digest import _digest_prepared, _digest_start, _prepare, \
+            digest
+        learn = not self.learned
+        entries = [[n, d, s, None] for n, d, s, _ in collected]
+        job = _Job(step, writer, entries, relevant, learn)
+        if learn:
+            for entry, (name, _, _, t) in zip(entries, collected):
+                entry[3] = digest(t, name=name)
+            writer.write_step(step, [tuple(e) for e in entries])
+            self.on_thread += 1
+            job.checked = [(n, t, _version(t)) for n, _, _, t in collected]
+            # the memory each spans, for the collectives that join
+            job.items = [_prepare(t, n) for n, _, _, t in collected]
+        else:
+            for k, (name, _, _, t) in enumerate(collected):
+                if name in self.sync_names:
+                    entries[k][3] = digest(t, name=name)
+                    continue
+                item = _prepare(t, name)
+                if item[0] != "cpu":
+                    entries[k][3] = _digest_prepared([item], [name])[0]
+                    continue
+                job.items.append(item)
+                job.names.append(name)
+                job.positions.append(k)
+                job.checked.append((name, item[2], _version(t)))
+            if job.items:
+                job.batch = _digest_start(job.items)
+        with self.lock:
+            self.pending = job
+            if self.hook is None:
+                from torch.nn.modules.module import \
+                    register_module_forward_pre_hook
+                self.hook = register_module_forward_pre_hook(
+                    self.forward_pre_hook)
+
+    def join(self, why: str, required: bool = True) -> None:
+        """Waits for the pending digest and writes its lines (a no-op with
+        none pending). Never raises: an error turns the state check off
+        (bridge.fail), as a synchronous digest's does. required=False: a
+        hook that writes no state, here only because the digest is done:
+        the learning job (see submit) waits for a join point."""
+        if self.pending is None:
+            return
+        if os.getpid() != self.pid:
+            self._after_fork_in_child()
+            return
+        with self.lock:
+            job = self.pending
+            if job is None or (job.learn and not required):
+                return
+            entered, cpu = time.perf_counter(), time.thread_time()
+            if self.hook is not None:
+                self.hook.remove()
+                self.hook = None
+            try:
+                if not job.done():
+                    start = time.perf_counter()
+                    if not job.batch.wait(_JOIN_DEADLINE_S):
+                        _abandoned.append(job)
+                        raise TimeoutError(
+                            f"the digest of step {job.step} did not finish "
+                            f"in {_JOIN_DEADLINE_S:.0f} s on its thread")
+                    self.waited_s += time.perf_counter() - start
+                    self.waits[why] = self.waits.get(why, 0) + 1
+                self._commit(job, why)
+            except Exception as e:
+                self.bridge.fail("state", e)
+            finally:
+                self.pending = None
+                if not self.in_step_end:
+                    self.join_s += time.perf_counter() - entered
+                    self.join_cpu_s += time.thread_time() - cpu
+
+    def poke(self, why: str) -> None:
+        """Writes the pending digest's lines if it is done (a hook that
+        needs no join)."""
+        job = self.pending
+        if job is not None and job.done():
+            self.join(why, required=False)
+
+    def before_collective(self, args: Any, kwargs: Any) -> None:
+        job = self.pending
+        if job is None:
+            return
+        torch = sys.modules["torch"]
+        for value in list(args) + list(kwargs.values()):
+            tensors = value if isinstance(value, (list, tuple)) else (value,)
+            for t in tensors:
+                if isinstance(t, torch.Tensor) and job.touched(t):
+                    self.join("collective")
+                    return
+        if job.done():
+            self.join("collective", required=False)
+
+    def forward_pre_hook(self, module: Any, inputs: Any) -> None:
+        job = self.pending
+        if job is None:
+            return None
+        # own buffers (a BN, a codebook) or a root (or its wrapper) with
+        # buffers below it: may write state; any other: only if done
+        if module._buffers or id(module) in job.relevant:
+            self.join("forward")
+        elif job.done():
+            self.join("forward", required=False)
+        return None
+
+    def _commit(self, job: _Job, why: str) -> None:
+        """The step's lines, once nothing unordered wrote what was hashed
+        (see the class comment); raises what the digest raised."""
+        from ._digest import _digest_result
+        digests = _digest_result(job.batch, job.names) \
+            if job.batch is not None else []
+        moved = [name for name, t, v in job.checked
+                 if v is not None and _version(t) != v]
+        if job.learn:
+            self.sync_names.update(moved)
+            self.learned = True
+            return
+        if moved:
+            shown = ", ".join(f"'{n}'" for n in moved[:3]) + \
+                (f" and {len(moved) - 3} more" if len(moved) > 3 else "")
+            raise _UnorderedWrite(
+                f"{shown} written in place after step {job.step}'s end, "
+                "before the next module forward, optimizer step or "
+                "collective, while the digest of that step was computed "
+                "off the training thread: step "
+                f"{job.step}'s digest of it may be wrong and is not "
+                "written. Set VQC_WATCH_OVERLAP=0 to digest on the "
+                "training thread")
+        for k, d in zip(job.positions, digests):
+            job.entries[k][3] = d
+        job.writer.write_step(job.step, [tuple(e) for e in job.entries])
+        self.on_helper += 1
+        self.joins[why] = self.joins.get(why, 0) + 1
+
+    def summary(self) -> Dict[str, Any]:
+        """For the rank's "finished" line: where the steps were hashed and
+        where their lines were written."""
+        return {"overlap": self.enabled, "on_helper": self.on_helper,
+                "on_thread": self.on_thread,
+                "sync_tensors": sorted(self.sync_names)[:20],
+                "joins": dict(self.joins), "waits": dict(self.waits),
+                "waited_ms": round(self.waited_s * 1e3, 3),
+                "step_end_ms": round(self.step_end_s * 1e3, 3),
+                "join_ms": round(self.join_s * 1e3, 3),
+                "step_end_cpu_ms": round(self.step_end_cpu_s * 1e3, 3),
+                "join_cpu_ms": round(self.join_cpu_s * 1e3, 3)}
+
+    def _after_fork_in_child(self) -> None:
+        """A forked child (a DataLoader worker) has no digest thread: what
+        the parent had in flight is the parent's (its Batch is never done
+        here, and is dropped without waiting)."""
+        self.pid = os.getpid()
+        self.pending = None
+        self.lock = threading.RLock()
+        if self.hook is not None:
+            try:
+                self.hook.remove()
+            except Exception:
+                pass
+            self.hook = None
+
+
 # ---- lost results of in-place collectives
 
 
-def _settle_then(original: Any) -> Any:
+def _settle_then(original: Any, overlap: "_Overlap") -> Any:
     """destroy_process_group, after 20 ms without the GIL. torch 1.13's gloo
     can deadlock at teardown: a worker thread that just finished a call
     frees its tensors, which needs the GIL, while the main thread joins that
@@ -731,6 +1150,7 @@ def _settle_then(original: Any) -> Any:
     on a loaded machine, and the bridge's work between calls makes it no
     less likely). The pause lets such frees happen first."""
     def destroy_process_group(*args: Any, **kwargs: Any) -> Any:
+        overlap.join("destroy_process_group")  # nothing pending at teardown
         time.sleep(0.02)
         return original(*args, **kwargs)
     destroy_process_group._vqcheck = True  # type: ignore[attr-defined]
@@ -818,6 +1238,10 @@ def _collective_wrapper(bridge: _Bridge, op: str, original: Any,
                 seq, record = bridge.enter(op, caller, fields)
             except Exception as e:
                 bridge.fail("hang", e)
+        if bridge.overlap.pending is not None:
+            # a digest in flight: joined first if the call may write
+            # (or read) memory it hashes
+            bridge.overlap.before_collective(args, kwargs)
         nesting.depth = 1
         error: Optional[BaseException] = None
         try:

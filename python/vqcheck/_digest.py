@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from . import _core
 
@@ -122,54 +122,170 @@ def digest(
 
 
 def _digest_torch(torch: Any, t: Any, label: str, threads: Optional[int]) -> int:
+    # `kept` holds a copy made by the preparation (a resolved conjugate, a
+    # contiguous CUDA tensor) until it is hashed
+    kind, args, kept, _ = _prepare_torch(torch, t, label, threads, False)
+    try:
+        if kind == "cpu":
+            return _core.digest_address(*args)
+        return _digest_cuda(torch, *args)
+    except ValueError as e:
+        raise DigestError(f"{label}: {e}") from None
+
+
+# A tensor made ready to hash later, on another thread (vqcheck._bridge's
+# helper): ("cpu", (address, code, shape, byte_strides, nthreads), keep,
+# (lo, hi)) or ("cuda", (address, code, shape, stream, device index), keep,
+# (lo, hi)). keep holds the hashed memory alive: a tensor sharing its
+# storage (and torch's version counter), so that the program may rebind the
+# tensor it came from (p.data = ...) meanwhile, or the copy the preparation
+# made (a resolved conjugate, a contiguous CUDA tensor), which nothing else
+# can write. lo..hi are the addresses of
+# the bytes hashed, from the first element's to past the last one's.
+Prepared = Tuple[str, Tuple[Any, ...], Any, Optional[Tuple[int, int]]]
+
+
+def _prepare(t: Any, name: Optional[str] = None) -> Prepared:
+    """Everything digest(t) checks and reads from a torch tensor, done now
+    (errors are raised here, as digest() raises them); the hashing itself
+    is left to _digest_prepared."""
+    torch = sys.modules["torch"]
+    label = f"tensor '{name}'" if name else \
+        f"vqcheck.digest({type(t).__name__})"
+    return _prepare_torch(torch, t, label, None, True)
+
+
+def _digest_prepared(items: Sequence[Prepared],
+                     names: Sequence[str]) -> List[int]:
+    """The digests of prepared tensors, in order, on this thread: the CPU
+    ones in one call that releases the GIL once, the CUDA ones on their
+    devices. The memory must not change until this returns."""
+    out: List[Optional[int]] = [None] * len(items)
+    cpu = [i for i, item in enumerate(items) if item[0] == "cpu"]
+    try:
+        for i, d in zip(cpu, _core.digest_many([items[i][1] for i in cpu])):
+            out[i] = d
+    except ValueError as e:
+        raise _item_error(e, [names[i] for i in cpu]) from None
+    torch = sys.modules.get("torch")
+    for i, item in enumerate(items):
+        if item[0] == "cuda":
+            try:
+                out[i] = _digest_cuda(torch, *item[1])
+            except ValueError as e:
+                raise DigestError(f"tensor '{names[i]}': {e}") from None
+    return out  # type: ignore[return-value]
+
+
+def _digest_start(items: Sequence[Prepared]) -> Any:
+    """Prepared CPU tensors hashed on vqcheck's digest thread, which never
+    takes the GIL (vqcheck._core.digest_start): returns its Batch (done(),
+    wait(seconds), then _digest_result), which holds the tensors' memory
+    alive until it is done and dropped. The memory must not change until
+    done()."""
+    if any(item[0] != "cpu" for item in items):
+        raise ValueError("_digest_start takes CPU tensors only")
+    # the Batch keeps the aliases (so the memory) until it is done
+    return _core.digest_start([item[1] for item in items],
+                              [item[2] for item in items])
+
+
+def _digest_result(batch: Any, names: Sequence[str]) -> List[int]:
+    """A done Batch's digests; a failure raises DigestError naming the
+    tensor (MemoryError stays one)."""
+    try:
+        return batch.result()
+    except ValueError as e:
+        raise _item_error(e, names) from None
+
+
+def _item_error(e: ValueError, names: Sequence[str]) -> DigestError:
+    """digest_many's "item <k>: ..." as DigestError naming tensor k."""
+    text = str(e)
+    if text.startswith("item "):
+        k, _, rest = text[len("item "):].partition(": ")
+        if k.isdigit() and int(k) < len(names):
+            return DigestError(f"tensor '{names[int(k)]}': {rest}")
+    return DigestError(text)
+
+
+# torch dtype -> (digest code, element size), for each dtype met (the
+# checks of a step's tensors are on the training thread's critical path)
+_torch_types: Dict[Any, Tuple[int, int]] = {}
+
+
+def _prepare_torch(torch: Any, t: Any, label: str, threads: Optional[int],
+                   keep: bool) -> Prepared:
     if t.layout != torch.strided:
         raise DigestError(f"{label}: a {t.layout} tensor has no dense "
                           "contents to digest; digest t.to_dense()")
     if t.is_quantized:
         raise DigestError(f"{label}: quantized tensors ({t.dtype}) are not "
                           "digested; digest t.int_repr() and the scale")
-    if t.device.type == "meta":
+    if t.is_meta:
         raise DigestError(f"{label}: a meta tensor has no data")
     # Lazy conjugate / negative views: digest the values they stand for.
     if t.is_conj():
         t = t.resolve_conj()
     if t.is_neg():
         t = t.resolve_neg()
-    code, size = _type_info(_dtype_name(t.dtype), label)
-    if t.element_size() != size:
-        raise DigestError(f"{label}: torch stores {t.dtype} in "
-                          f"{t.element_size()} bytes but the digest's "
-                          f"{_dtype_name(t.dtype)} has {size}")
-    if t.dim() > 8:
-        raise DigestError(f"{label}: {t.dim()} dims; the digest takes at "
-                          "most 8 (a trace line holds 8)")
+    info = _torch_types.get(t.dtype)
+    if info is None:
+        info = _type_info(_dtype_name(t.dtype), label)
+        if t.element_size() != info[1]:
+            raise DigestError(f"{label}: torch stores {t.dtype} in "
+                              f"{t.element_size()} bytes but the digest's "
+                              f"{_dtype_name(t.dtype)} has {info[1]}")
+        _torch_types[t.dtype] = info
+    code, size = info
     shape = tuple(t.shape)
-    try:
-        if t.device.type == "cpu":
+    if len(shape) > 8:
+        raise DigestError(f"{label}: {len(shape)} dims; the digest takes at "
+                          "most 8 (a trace line holds 8)")
+    if t.is_cpu:
+        nbytes = t.numel() * size
+        address = t.data_ptr()
+        if t.is_contiguous():
+            strides = None  # the digest's default: row-major, packed
+            extent = nbytes
+        else:
             strides = tuple(s * size for s in t.stride())
-            nbytes = t.numel() * size
-            return _core.digest_address(t.data_ptr(), code, shape, strides,
-                                        _threads_for(nbytes, threads))
-        if t.device.type == "cuda":
-            return _digest_cuda(torch, t, code, shape)
-    except ValueError as e:
-        raise DigestError(f"{label}: {e}") from None
+            # from the first element's first byte to past the last one's
+            # (torch makes no negative strides)
+            extent = size + sum((n - 1) * s for n, s in zip(shape, strides)
+                                if n > 0) if nbytes else 0
+        # t itself must outlive the hashing: it may be a copy made here
+        return ("cpu", (address, code, shape, strides,
+                        _threads_for(nbytes, threads)),
+                t.detach() if keep else t,
+                (address, address + extent) if keep else None)
+    device = t.device.type
+    if device == "cuda":
+        if not _core.gpu_built():
+            raise DigestError(f"{label}: this vqcheck was built without "
+                              "CUDA, so CUDA tensors are not digested on "
+                              "the device: digest t.cpu(), or reinstall "
+                              "where nvcc is present")
+        # Made contiguous on the device, on the caller's current stream,
+        # whose work (that produced the tensor) the digest then follows.
+        t = t.contiguous()
+        with torch.cuda.device(t.device):
+            stream = torch.cuda.current_stream(t.device).cuda_stream
+        address = t.data_ptr()
+        return ("cuda", (address, code, shape, stream, t.device.index), t,
+                (address, address + t.numel() * size) if keep else None)
     raise DigestError(f"{label}: tensors on {t.device} are not digested "
                       "where they are; digest a host copy, t.cpu()")
 
 
-def _digest_cuda(torch: Any, t: Any, code: int, shape: Tuple[int, ...]) -> int:
-    """Hashed on the tensor's device, ordered after the work on its current
-    stream (where the tensor was produced). A strided view is first made
-    contiguous on the device; nothing is copied to the host."""
-    if not _core.gpu_built():
-        raise DigestError("this vqcheck was built without CUDA, so CUDA "
-                          "tensors are not digested on the device: digest "
-                          "t.cpu(), or reinstall where nvcc is present")
-    t = t.contiguous()
-    with torch.cuda.device(t.device):
-        stream = torch.cuda.current_stream(t.device).cuda_stream
-        return _core.digest_device(t.data_ptr(), code, shape, stream)
+def _digest_cuda(torch: Any, address: int, code: int,
+                 shape: Tuple[int, ...], stream: int, index: int) -> int:
+    """Hashed on the tensor's device, ordered after the work on `stream`
+    (the stream current where the tensor was prepared, which produced it);
+    the tensor is contiguous there. Nothing is copied to the host but the
+    leaves."""
+    with torch.cuda.device(index):
+        return _core.digest_device(address, code, shape, stream)
 
 
 # ---- numpy

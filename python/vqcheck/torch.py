@@ -35,6 +35,8 @@ __all__ = ["Watch", "step", "watch"]
 _REPLICATING_WRAPPERS = ("DistributedDataParallel", "DataParallel")
 # Wrappers that shard parameters: each rank holds different bytes by design.
 _SHARDING_WRAPPERS = ("FullyShardedDataParallel",)
+# torch dtype -> the trace's dtype name, for each dtype met
+_DTYPE_NAMES: Dict[Any, str] = {}
 
 
 def watch(
@@ -122,6 +124,10 @@ class Watch:
         self._layouts: Dict[str, Tuple[str, Tuple[int, ...], int]] = {}
         self._closed = False
         self._original_step = None
+        # the watched modules that hold buffers (any, excluded ones too),
+        # as found by the last _tensors(): vqcheck._bridge joins its
+        # pending digest before their forward, which may write them
+        self._buffer_roots: List[torch.nn.Module] = []
 
     # ---- public
 
@@ -224,14 +230,25 @@ class Watch:
         self._last_tried = step  # a step that raised is not retried at close
         if self._writer is None:
             self._start()
-        entries = []
-        for name, tensor in self._tensors():
-            dtype = _dtype_name(tensor.dtype)
-            shape = tuple(tensor.shape)
-            self._check_layout(name, dtype, shape, step)
-            entries.append((name, dtype, shape, digest(tensor, name=name)))
+        entries = [(name, dtype, shape, digest(tensor, name=name))
+                   for name, dtype, shape, tensor in self._collect(step)]
         assert self._writer is not None
         self._writer.write_step(step, entries)
+
+    def _collect(self, step: int
+                 ) -> List[Tuple[str, str, Tuple[int, ...], torch.Tensor]]:
+        """(name, dtype name, shape, tensor) of every watched tensor at this
+        step, in trace order, their layouts checked: what a step's lines
+        say but the digests (vqcheck._bridge hashes them elsewhere)."""
+        out = []
+        for name, tensor in self._tensors():
+            dtype = _DTYPE_NAMES.get(tensor.dtype)
+            if dtype is None:
+                dtype = _DTYPE_NAMES[tensor.dtype] = _dtype_name(tensor.dtype)
+            shape = tuple(tensor.shape)
+            self._check_layout(name, dtype, shape, step)
+            out.append((name, dtype, shape, tensor))
+        return out
 
     def _check_layout(self, name: str, dtype: str, shape: Tuple[int, ...],
                       step: int) -> None:
@@ -266,12 +283,18 @@ class Watch:
             seen.add(id(t))
             out.append((name, t))
 
+        buffer_roots = []
         for prefix, module in self._roots():
             for n, p in module.named_parameters():
                 param_names.setdefault(id(p), prefix + n)
                 add(prefix + n, p)
+            holds_buffers = False
             for n, b in module.named_buffers():
+                holds_buffers = True
                 add(prefix + n, b)
+            if holds_buffers:
+                buffer_roots.append(module)
+        self._buffer_roots = buffer_roots
         for k, opt in enumerate(self._optimizers()):
             label = "optimizer" if k == 0 else f"optimizer{k}"
             for g, group in enumerate(opt.param_groups):
@@ -297,15 +320,19 @@ class Watch:
 # ---- the optimizer hook (shared with vqcheck._bridge)
 
 
-def _call_after_step(optimizer: Any, after: Any) -> Any:
+def _call_after_step(optimizer: Any, after: Any,
+                     before: Optional[Any] = None) -> Any:
     """Replaces optimizer.step (an instance attribute over the class's
     method; torch 1.13 has no step post-hook) with a bound method that calls
-    the current step and then after(). It is a bound method, as LR
-    schedulers expect (they rebind optimizer.step.__func__), and it keeps a
-    scheduler's `_with_counter` mark. Returns the installed method."""
+    before() (if given), the current step and then after(). It is a bound
+    method, as LR schedulers expect (they rebind optimizer.step.__func__),
+    and it keeps a scheduler's `_with_counter` mark. Returns the installed
+    method."""
     original = optimizer.step
 
     def step_then(opt: Any, *args: Any, **kwargs: Any) -> Any:
+        if before is not None:
+            before()
         result = original(*args, **kwargs)
         after()
         return result
