@@ -104,18 +104,6 @@ static size_t count_wrong(const float *y, size_t n, int size) {
   return wrong;
 }
 
-/* The 1-minute load average, so a reader can tell a figure taken on a busy
- * machine ("?" where /proc is absent). */
-static const char *load_average(void) {
-  static char buf[32] = "?";
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (f) {
-    if (fscanf(f, "%31s", buf) != 1) snprintf(buf, sizeof buf, "?");
-    fclose(f);
-  }
-  return buf;
-}
-
 /* This process's CPU affinity as a list ("0", "0,1", "?"). */
 static void affinity(char *out, size_t len) {
   cpu_set_t set;
@@ -398,7 +386,7 @@ int main(int argc, char **argv) {
   if (rank == 0 && !json) {
     printf("bench_comm: %d ranks, f32 sum all_reduce, out of place; "
            "validation passed (exact); load average %s; cpus:", size,
-           load_average());
+           bench_load_average());
     for (int r = 0; r < size; r++) printf(" rank %d [%s]", r, cpus + 64 * r);
     printf("\nraw = MPI_Allreduce, nb = MPI_Iallreduce + MPI_Wait; "
            "block, poll = vqc_all_reduce in VQC_WAIT_BLOCKING mode (ledger + "

@@ -108,20 +108,9 @@ static double cpu_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Median of n values (sorts a copy). */
+/* Median of n values (bench_stats.h). */
 static double median(const double *v, int n) {
-  double *c = malloc((size_t)n * sizeof *c);
-  if (!c) return NAN;
-  memcpy(c, v, (size_t)n * sizeof *c);
-  qsort(c, (size_t)n, sizeof *c, cmp_double);
-  double m = n % 2 ? c[n / 2] : 0.5 * (c[n / 2 - 1] + c[n / 2]);
-  free(c);
-  return m;
+  return bench_summarize(v, n).median;
 }
 
 /* 64-byte aligned floats, zeroed; NULL when out of memory. */

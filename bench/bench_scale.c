@@ -189,16 +189,6 @@ static const char *fmt_summary(bench_summary s, char *buf, size_t n) {
   return buf;
 }
 
-static const char *load_average(void) {
-  static char buf[32] = "?";
-  FILE *f = fopen("/proc/loadavg", "r");
-  if (f) {
-    if (fscanf(f, "%31s", buf) != 1) snprintf(buf, sizeof buf, "?");
-    fclose(f);
-  }
-  return buf;
-}
-
 static int ceil_log2(long long p) {
   int k = 0;
   while ((1LL << k) < p) k++;
@@ -1300,7 +1290,7 @@ static void print_model(const model_in *m) {
   say("  (check threads: wall time on this %d-core machine, load %s: not a "
       "cluster figure. Ledger and trace: CPU time of one process on this "
       "machine, files in the page cache; wall time is in parts 2 and 3.)\n",
-      (int)sysconf(_SC_NPROCESSORS_ONLN), load_average());
+      (int)sysconf(_SC_NPROCESSORS_ONLN), bench_load_average());
 }
 
 /* --------------------------------------------------------------- main */
@@ -1425,7 +1415,7 @@ int main(int argc, char **argv) {
       quick ? "quick" : "full", reps);
   say("machine: %ld cores online, load average %s; threads backend: every "
       "rank is a thread of this process\n",
-      sysconf(_SC_NPROCESSORS_ONLN), load_average());
+      sysconf(_SC_NPROCESSORS_ONLN), bench_load_average());
 
   /* Part 1. */
   say("\n== 1. divergence check: side channel per rank per check (threads "

@@ -53,6 +53,18 @@ static inline bench_summary bench_summarize(const double *v, int n) {
   return s;
 }
 
+/* The 1-minute load average, so a reader can tell a figure taken on a busy
+ * machine ("?" where /proc is absent). */
+static inline const char *bench_load_average(void) {
+  static char buf[32] = "?";
+  FILE *f = fopen("/proc/loadavg", "r");
+  if (f) {
+    if (fscanf(f, "%31s", buf) != 1) snprintf(buf, sizeof buf, "?");
+    fclose(f);
+  }
+  return buf;
+}
+
 /* Summary of the per-repetition ratios num[i] / den[i]. */
 static inline bench_summary bench_ratios(const double *num, const double *den,
                                          int n) {

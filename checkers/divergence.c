@@ -1054,7 +1054,6 @@ static vqc_status div_step_end(vqc_checker *self, vqc_check_ctx *ctx,
  * vqc_instr_finish) reports it in its own words. */
 static vqc_status side_hook(void *user) {
   div_impl *d = user;
-  if (!d->pending) return VQC_OK;
   vqc_status s = settle_pending(d, d->worker_ctx, false);
   return s == VQC_EABORTED ? VQC_OK : s;
 }
