@@ -86,7 +86,24 @@ __device__ __forceinline__ int tile_off(int t, int r) {
 }
 
 /* D and C fit int here (the wrapper checks); row counts and element offsets
- * are int64. */
+ * are int64.
+ *
+ * Registers (ptxas for sm_90, CUDA 13; bench/ptxas_sm90.md has the table and
+ * scripts/ptxas-report.sh regenerates it): __launch_bounds__(NT, 2) caps a
+ * thread at 65536 / (2 * 256) = 128 registers, so two blocks (16 warps, 25%
+ * of the 64 an SM holds) share an SM and one block's epilogue or barrier
+ * wait overlaps the other's FMAs; their shared memory (2 x 41.5 KB) fits
+ * easily. The 8 x 8 accumulator tile is 64 of the 128; the two 8-float
+ * fragments, the 8 prefetch floats and the addressing take most of the
+ * rest. Every variant fits with no spill and keeps 8 registers of headroom
+ * (it still fits when capped at 120). The epilogue's row checks decide
+ * it: with int64 compares (m0 + r < M, 64-bit values beside the 64
+ * accumulators) the four variants spilled 32-144 bytes per thread; with
+ * int rows of the block against mn = min(M - m0, BM) none spills. The
+ * alternatives cost more: __launch_bounds__(NT, 1) lets ptxas take 155-159
+ * registers (no spill, but one block = 8 warps per SM), and a smaller
+ * register tile (8 x 4) needs 12 shared-memory floats per 32 FMAs instead
+ * of 16 per 64. */
 template <bool kVec, bool kWriteDist>
 __global__ static void __launch_bounds__(NT, 2)
     vq_nearest_kernel(const float *__restrict__ x, int64_t M,
@@ -171,6 +188,9 @@ __global__ static void __launch_bounds__(NT, 2)
 
     if (kt == nkt - 1) { /* epilogue of code tile ct */
       const int c0 = ct * BN;
+      /* Rows of this block that exist: an int, so the per-row checks below
+       * are 32-bit (see the register note above the kernel). */
+      const int mn = M - m0 < BM ? (int)(M - m0) : BM;
       float e2c[8];
 #pragma unroll
       for (int c = 0; c < 8; c++) {
@@ -179,8 +199,9 @@ __global__ static void __launch_bounds__(NT, 2)
       }
 #pragma unroll
       for (int r = 0; r < 8; r++) {
-        const int64_t row = m0 + tile_off(ty, r);
-        const float x2r = row < M ? __ldg(x2 + row) : 0.0f;
+        const int lrow = tile_off(ty, r);
+        const int64_t row = m0 + lrow;
+        const float x2r = lrow < mn ? __ldg(x2 + row) : 0.0f;
         float bq = s_bq[r][tid], bd = s_bd[r][tid];
         int bi = s_bi[r][tid];
 #pragma unroll
@@ -191,7 +212,7 @@ __global__ static void __launch_bounds__(NT, 2)
               fmaxf(__fadd_rn(__fadd_rn(x2r, e2c[c]),
                               __fmul_rn(-2.0f, acc[r][c])),
                     VQC_VQ_DIST_CLAMP);
-          if (kWriteDist && row < M)
+          if (kWriteDist && lrow < mn)
             neg_dist[row * C + code] = -__fsqrt_rn(q);
           if (q < bq) { /* rare: only q < bq can beat bd */
             const float sq = __fsqrt_rn(q);
