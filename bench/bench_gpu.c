@@ -24,6 +24,13 @@
  *              bandwidth = bytes read + written per second:
  *              fsq: (4N + 4N + 4N/d) / t; copy: (4N + 4N) / t
  *              ratio = fsq bandwidth / copy bandwidth       target >= 0.7
+ *   stats    vqc_gpu_vq_stats (per-code counts and sums in the fixed
+ *            chunked order, vq.h) at M x D x C = 1M x 256 x 8192 on a
+ *            collapsed codebook (99% of rows on one code, the usual VQ
+ *            failure) against the same call on a uniform assignment.
+ *              ratio = t_uniform / t_collapsed             target >= 0.5
+ *            (the per-code sums were once a serial walk of each code's
+ *            rows, so a collapsed codebook cost ~M row-steps on one SM)
  *
  * argv[1] = "small" runs every section at a sixteenth of the size (a quick
  * check of the program itself; the targets are for the full sizes). Exit
@@ -108,13 +115,16 @@ static float normal(uint64_t *s) {
 
 /* ---- timing */
 
-typedef enum { OP_DIGEST, OP_COPY, OP_NEAREST, OP_SGEMM, OP_FSQ } op_kind;
+typedef enum {
+  OP_DIGEST, OP_COPY, OP_NEAREST, OP_SGEMM, OP_FSQ, OP_STATS
+} op_kind;
 
 typedef struct {
   op_kind kind;
   /* operands: digest/copy: a (n bytes) -> b; nearest: a = x, b = E, c =
-   * indices; sgemm: a = x, b = E, c = out; fsq: a = z, b = out, c = idx */
-  void *a, *b, *c;
+   * indices; sgemm: a = x, b = E, c = out; fsq: a = z, b = out, c = idx;
+   * stats: a = x, b = indices, c = counts, d = sums */
+  void *a, *b, *c, *d;
   size_t n;
   int64_t M, C, D;
   const vqc_fsq *fsq;
@@ -145,6 +155,9 @@ static void run_op(const op *o) {
     }
     case OP_FSQ:
       VQC_OK_OR_DIE(vqc_gpu_fsq_quantize(o->fsq, o->a, o->M, o->b, o->c, NULL));
+      break;
+    case OP_STATS:
+      VQC_OK_OR_DIE(vqc_gpu_vq_stats(o->a, o->M, o->D, o->b, o->C, o->c, o->d));
       break;
   }
 }
@@ -327,6 +340,55 @@ static void bench_fsq(int64_t N) {
   free(z), free(want), free(got), free(wi), free(gi);
 }
 
+static void bench_stats(int64_t M, int64_t D, int64_t C) {
+  printf("stats: M %lld, D %lld, C %lld; collapsed (99%% on code 7) vs "
+         "uniform codes\n", (long long)M, (long long)D, (long long)C);
+  float *x = host_alloc((size_t)(M * D) * 4);
+  int64_t *collapsed = host_alloc((size_t)M * 8), *uniform = host_alloc((size_t)M * 8);
+  uint64_t s = 4;
+  for (int64_t i = 0; i < M * D; i++) x[i] = normal(&s);
+  for (int64_t i = 0; i < M; i++) {
+    uniform[i] = (int64_t)(mix(&s) % (uint64_t)C);
+    collapsed[i] = mix(&s) % 100 ? 7 : uniform[i];
+  }
+  float *dx = dev_alloc((size_t)(M * D) * 4);
+  int64_t *dcol = dev_alloc((size_t)M * 8), *duni = dev_alloc((size_t)M * 8);
+  float *dc = dev_alloc((size_t)C * 4), *ds = dev_alloc((size_t)(C * D) * 4);
+  CUDA_OK(cudaMemcpy(dx, x, (size_t)(M * D) * 4, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(dcol, collapsed, (size_t)M * 8, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(duni, uniform, (size_t)M * 8, cudaMemcpyHostToDevice));
+
+  /* validate both assignments against the CPU definition, bit for bit */
+  float *wc = host_alloc((size_t)C * 4), *ws = host_alloc((size_t)(C * D) * 4);
+  float *gc = host_alloc((size_t)C * 4), *gs = host_alloc((size_t)(C * D) * 4);
+  const int64_t *assign[2] = {collapsed, uniform};
+  int64_t *dassign[2] = {dcol, duni};
+  for (int k = 0; k < 2; k++) {
+    VQC_OK_OR_DIE(vqc_vq_batch_stats(x, M, D, assign[k], C, wc, ws, D, 1));
+    VQC_OK_OR_DIE(vqc_gpu_vq_stats(dx, M, D, dassign[k], C, dc, ds));
+    CUDA_OK(cudaMemcpy(gc, dc, (size_t)C * 4, cudaMemcpyDeviceToHost));
+    CUDA_OK(cudaMemcpy(gs, ds, (size_t)(C * D) * 4, cudaMemcpyDeviceToHost));
+    verdict(k ? "stats (uniform) == CPU bit for bit"
+              : "stats (collapsed) == CPU bit for bit",
+            memcmp(gc, wc, (size_t)C * 4) == 0 &&
+                memcmp(gs, ws, (size_t)(C * D) * 4) == 0);
+  }
+  op col = {.kind = OP_STATS, .a = dx, .b = dcol, .c = dc, .d = ds, .M = M,
+            .C = C, .D = D};
+  op uni = col;
+  uni.b = duni;
+  double tcol = time_op(&col), tuni = time_op(&uni);
+  printf("  collapsed %8.3f ms   uniform %8.3f ms\n", tcol * 1e3, tuni * 1e3);
+  printf("  ratio uniform/collapsed = %.3f   (target >= 0.5)\n", tuni / tcol);
+  CUDA_OK(cudaFree(dx));
+  CUDA_OK(cudaFree(dcol));
+  CUDA_OK(cudaFree(duni));
+  CUDA_OK(cudaFree(dc));
+  CUDA_OK(cudaFree(ds));
+  free(x), free(collapsed), free(uniform), free(wc), free(ws), free(gc),
+      free(gs);
+}
+
 int main(int argc, char **argv) {
   if (!vqc_cuda_available()) {
     int count = 0;
@@ -348,6 +410,7 @@ int main(int argc, char **argv) {
   bench_digest(((size_t)4 << 30) / (size_t)div);
   bench_nearest(((int64_t)1 << 20) / div, 256, 8192);
   bench_fsq(((int64_t)1 << 28) / div);
+  bench_stats(((int64_t)1 << 20) / div, 256, 8192);
   if (failures) {
     printf("bench_gpu: %d validation(s) FAILED: timings above are not "
            "meaningful\n", failures);

@@ -178,8 +178,9 @@ vqc_status vqc_gpu_xxh3_64_emulated(const void *data, size_t n,
 vqc_status vqc_gpu_digest_leaves_on(const void *dev, size_t n,
                                     uint64_t *leaves, void *stream_handle) {
   VQC_TRY(vqc_gpu_require("gpu digest"));
-  if (leaves == NULL || (dev == NULL && n > 0))
-    return vqc_error(VQC_EINVAL, "gpu digest: NULL argument");
+  if (leaves == NULL)
+    return vqc_error(VQC_EINVAL, "gpu digest: leaves is NULL");
+  VQC_TRY(vqc_gpu_check_device_ptr("gpu digest", "dev", dev, n));
   cudaStream_t stream = (cudaStream_t)stream_handle;
   xxh3_secret secret;
   VQC_TRY(get_secret(&secret));

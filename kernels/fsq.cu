@@ -64,10 +64,15 @@ vqc_status vqc_gpu_fsq_quantize(const vqc_fsq *q, const float *z, int64_t M,
     return vqc_error(VQC_EINVAL, "gpu fsq quantize: M is %lld", (long long)M);
   if (refined) *refined = 0;
   if (M == 0) return VQC_OK;
-  if (z == NULL || out == NULL)
-    return vqc_error(VQC_EINVAL, "gpu fsq quantize: NULL buffer");
   const int d = q->d;
   const int64_t groups = M * q->num_codebooks;
+  const size_t width_bytes = (size_t)M * (size_t)vqc_fsq_width(q) * 4;
+  VQC_TRY(vqc_gpu_check_device_ptr("gpu fsq quantize", "z", z, width_bytes));
+  VQC_TRY(vqc_gpu_check_device_ptr("gpu fsq quantize", "out", out,
+                                   width_bytes));
+  if (indices)
+    VQC_TRY(vqc_gpu_check_device_ptr("gpu fsq quantize", "indices", indices,
+                                     (size_t)groups * 4));
   const int gpt = FSQ_TILE / d; /* whole groups per tile (d <= 30) */
 
   if ((groups + gpt - 1) / gpt > 2147483647)

@@ -107,8 +107,8 @@ __global__ static void fill_u32_kernel(uint32_t *p, size_t n,
 vqc_status vqc_gpu_fill_u32(void *dev, size_t nwords, uint32_t pattern) {
   VQC_TRY(vqc_gpu_require("vqc_gpu_fill_u32"));
   if (nwords == 0) return VQC_OK;
-  if (dev == NULL)
-    return vqc_error(VQC_EINVAL, "vqc_gpu_fill_u32: dev is NULL");
+  VQC_TRY(vqc_gpu_check_device_ptr("vqc_gpu_fill_u32", "dev", dev,
+                                   nwords * 4));
   unsigned blocks = vqc_gpu_blocks((int64_t)(nwords < 65536 * 256
                                                  ? nwords
                                                  : 65536 * 256),

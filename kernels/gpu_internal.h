@@ -1,6 +1,6 @@
 /* gpu_internal.h: what the .cu files of kernels/ share (not a public header):
  * the check macros every CUDA call and launch goes through, the device
- * probe, and stream-ordered scratch memory.
+ * probe, the pointer checks and stream-ordered scratch memory.
  *
  * Error style (STYLE.md habit 2): a CUDA call that fails becomes VQC_ECUDA
  * (VQC_ENODEVICE for "no usable device") recorded with vqc_error_at at the
@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "vqc/status.h"
 
@@ -53,6 +54,56 @@ vqc_status vqc_gpu_scratch_alloc_on(void **p, size_t nbytes,
                                     cudaStream_t stream, const char *file,
                                     int line);
 void vqc_gpu_scratch_free_on(void *p, cudaStream_t stream);
+
+/* ---- pointer checks
+ *
+ * Every public wrapper checks each array argument before it launches
+ * anything: a host pointer handed to a kernel is an illegal-address fault,
+ * which is sticky (the CUDA context is unusable afterwards, for every later
+ * call of the process), so it must be refused with a clear VQC_EINVAL
+ * instead. A buffer passes when its first and its last byte are device (or
+ * managed) memory; NULL passes only when nbytes is 0. `attrs` is how the
+ * memory is asked about: cudaPointerGetAttributes on a device, a stand-in
+ * in kernels/emu (which tests this classification without a GPU). */
+typedef cudaError_t (*vqc_gpu_attr_fn)(cudaPointerAttributes *, const void *);
+
+static inline vqc_status vqc_gpu_classify_ptr(vqc_gpu_attr_fn attrs,
+                                              const char *fn, const char *arg,
+                                              const void *p, size_t nbytes) {
+  if (nbytes == 0) return VQC_OK;
+  if (p == NULL)
+    return vqc_error(VQC_EINVAL, "%s: %s is NULL (%zu bytes expected)", fn,
+                     arg, nbytes);
+  const char *ends[2] = {(const char *)p, (const char *)p + nbytes - 1};
+  for (int k = 0; k < 2; k++) {
+    cudaPointerAttributes a;
+    memset(&a, 0, sizeof a);
+    cudaError_t e = attrs(&a, ends[k]);
+    if (e != cudaSuccess) {
+      (void)cudaGetLastError(); /* a query: leave no sticky error behind */
+      return vqc_error(VQC_EINVAL, "%s: %s (%p) is not CUDA memory (%s)", fn,
+                       arg, p, cudaGetErrorString(e));
+    }
+    if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
+      return vqc_error(
+          VQC_EINVAL,
+          k == 0 ? "%s: %s (%p) is host memory; pass device memory "
+                   "(vqc_tensor_data of a VQC_DEVICE_CUDA tensor, or "
+                   "cudaMalloc)"
+                 : "%s: %s (%p) ends outside device memory: its %zu bytes "
+                   "run past the allocation (check the sizes passed)",
+          fn, arg, p, nbytes);
+  }
+  return VQC_OK;
+}
+
+/* The check on the device: VQC_OK, or VQC_EINVAL naming fn and arg. */
+static inline vqc_status vqc_gpu_check_device_ptr(const char *fn,
+                                                  const char *arg,
+                                                  const void *p,
+                                                  size_t nbytes) {
+  return vqc_gpu_classify_ptr(cudaPointerGetAttributes, fn, arg, p, nbytes);
+}
 
 /* Grid size for n items at `per_block` items per block, capped at the
  * 2^31 - 1 blocks of gridDim.x. */

@@ -74,17 +74,15 @@ static vqc_status check_matrix(const char *fn, const float *p, int64_t n,
   if (n < 0 || D <= 0)
     return vqc_error(VQC_EINVAL, "%s: %s has shape (%lld, %lld)", fn, what,
                      (long long)n, (long long)D);
-  if (n > 0 && p == NULL)
-    return vqc_error(VQC_EINVAL, "%s: %s is NULL", fn, what);
-  return VQC_OK;
+  return vqc_gpu_check_device_ptr(fn, what, p, (size_t)(n * D) * 4);
 }
 
 vqc_status vqc_gpu_vq_sqnorms(const float *A, int64_t n, int64_t D,
                               float *out) {
   VQC_TRY(vqc_gpu_require("gpu vq sqnorms"));
   VQC_TRY(check_matrix("gpu vq sqnorms", A, n, D, "A"));
-  if (n > 0 && out == NULL)
-    return vqc_error(VQC_EINVAL, "gpu vq sqnorms: out is NULL");
+  VQC_TRY(vqc_gpu_check_device_ptr("gpu vq sqnorms", "out", out,
+                                   (size_t)n * 4));
   if (n / SQ_ROWS >= 2147483647)
     return vqc_error(VQC_EINVAL, "gpu vq sqnorms: %lld rows", (long long)n);
   VQC_TRY(launch_sqnorms(A, n, D, out));
@@ -104,8 +102,10 @@ vqc_status vqc_gpu_vq_nearest(const float *x, int64_t M, const float *E,
   if (D > 2147483647 - BK)
     return vqc_error(VQC_EINVAL, "%s: D = %lld dims (at most 2^31 - %d)", fn,
                      (long long)D, BK + 1);
-  if (M > 0 && indices == NULL)
-    return vqc_error(VQC_EINVAL, "%s: indices is NULL", fn);
+  VQC_TRY(vqc_gpu_check_device_ptr(fn, "indices", indices, (size_t)M * 8));
+  if (neg_dist)
+    VQC_TRY(vqc_gpu_check_device_ptr(fn, "neg_dist", neg_dist,
+                                     (size_t)M * (size_t)C * 4));
   if (M / BM >= 2147483647)
     return vqc_error(VQC_EINVAL, "%s: %lld rows exceed one launch", fn,
                      (long long)M);

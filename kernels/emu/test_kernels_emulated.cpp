@@ -27,16 +27,19 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include "vqc/comm.h"
 #include "vqc/digest.h"
 #include "vqc/fsq.h"
 #include "vqc/vq.h"
 extern "C" {
 #include "vq_internal.h" /* lib/src: vq_renormalize, a CPU twin */
 }
+#include "gpu_internal.h" /* the wrappers' pointer classification */
 
 /* The kernels under test: their own source. */
 #include "digest_kernels.cuh"
 #include "fsq_kernels.cuh"
+#include "rank_sum_kernels.cuh"
 #include "vq_ema_kernels.cuh"
 #include "vq_nearest_kernels.cuh"
 
@@ -297,22 +300,18 @@ Test(kernels_emulated, nearest_all_ties_and_inf_rows) {
 
 /* ---- statistics, EMA, smoothing, gather */
 
-Test(kernels_emulated, stats_sums_lerp_renorm_gather) {
-  const int64_t M = 3000, C = 70, D = 37;
-  uint64_t s = 31;
-  std::vector<float> x(M * D);
-  for (auto &v : x) v = 10.0f * normal(&s);
-  std::vector<int64_t> idx(M);
-  for (auto &v : idx) {
-    double u = (double)(splitmix(&s) >> 11) / 9007199254740992.0;
-    v = std::min<int64_t>(C - 1, (int64_t)(C * u * u * u)); /* skewed */
-  }
-
-  /* keys and counts (kernel), the stable sort and scan (CUB on the device;
-   * std::stable_sort and a running sum here), ordered sums (kernel) */
+/* The device statistics pipeline of vqc_gpu_vq_stats (vq_ema.cu), with the
+ * CUB sort and scans done on the host (std::stable_sort, running sums) and
+ * every kernel run by the emulator with `threads` per block: counts (C)
+ * and sums (C, D) row-major. */
+static void emulated_stats(const std::vector<float> &x, int64_t M, int64_t D,
+                           const std::vector<int64_t> &idx, int64_t C,
+                           unsigned threads, std::vector<float> &counts,
+                           std::vector<float> &sums) {
   std::vector<uint32_t> keys(M);
   std::vector<int32_t> rows(M);
-  std::vector<unsigned> ncount(C, 0), offsets(C);
+  std::vector<unsigned> ncount(C, 0), offsets(C), ntiles(C + 1),
+      nparts(C + 1), tile_off(C + 1), part_off(C + 1);
   unsigned long long bad = ~0ULL;
   const int64_t *ip = idx.data();
   uint32_t *kp = keys.data();
@@ -326,24 +325,117 @@ Test(kernels_emulated, stats_sums_lerp_renorm_gather) {
   std::stable_sort(order.begin(), order.end(),
                    [&](int32_t a, int32_t b) { return keys[a] < keys[b]; });
   std::exclusive_scan(ncount.begin(), ncount.end(), offsets.begin(), 0u);
-  std::vector<float> counts(C, NAN), sums(C * D, NAN);
+  unsigned *ntp = ntiles.data(), *npp = nparts.data();
+  emu_launch(blocks_for(C + 1, 64), 64,
+             [&] { stats_tiles_kernel(np, C, ntp, npp); });
+  std::exclusive_scan(ntiles.begin(), ntiles.end(), tile_off.begin(), 0u);
+  std::exclusive_scan(nparts.begin(), nparts.end(), part_off.begin(), 0u);
+  /* the wrapper's bounds: tiles and partial tiles */
+  const int64_t tiles_max =
+      (M + STATS_CHUNK - 1) / STATS_CHUNK + std::min<int64_t>(C, M);
+  cr_assert_leq((int64_t)tile_off[C], tiles_max);
+  cr_assert_leq((int64_t)part_off[C], 2 * M / STATS_CHUNK + 1);
+  std::vector<double> parts((size_t)(2 * M / STATS_CHUNK + 1) * D, NAN);
+  counts.assign(C, NAN);
+  sums.assign(C * D, NAN);
   const float *xp = x.data();
   const int32_t *op = order.data();
-  const unsigned *offp = offsets.data(), *cnp = ncount.data();
+  const unsigned *offp = offsets.data(), *cnp = ncount.data(),
+                 *top = tile_off.data(), *pop = part_off.data();
+  double *pp = parts.data();
   float *cp = counts.data(), *sp = sums.data();
-  emu_launch((unsigned)C, 64, [&] {
-    stats_sums_kernel(xp, D, op, offp, cnp, cp, sp);
+  emu_launch((unsigned)tiles_max, threads, [&] {
+    stats_tile_sums_kernel(xp, D, C, op, offp, cnp, top, pop, pp, cp, sp);
   });
-  /* vq_ema.c step 1 */
-  std::vector<double> acc(C * D, 0.0);
-  std::vector<float> wc(C, 0.0f);
-  for (int64_t i = 0; i < M; i++) {
-    wc[idx[i]] += 1.0f;
-    for (int64_t d = 0; d < D; d++) acc[idx[i] * D + d] += x[i * D + d];
+  emu_launch((unsigned)C, threads, [&] {
+    stats_combine_kernel(D, cnp, pop, pp, cp, sp);
+  });
+}
+
+/* Codes of 0, 1, CHUNK, CHUNK + 1 and many chunks of rows (one code takes
+ * most rows: the collapsed codebook the tiles exist for), values of very
+ * different magnitudes so that a different summation order would show: the
+ * device pipeline equals vqc_vq_batch_stats bit for bit, whatever the
+ * block size. */
+Test(kernels_emulated, stats_chunked_order_equals_cpu) {
+  const int64_t C = 9, D = 5, R = STATS_CHUNK;
+  const int64_t sizes[9] = {0, 1, R, R + 1, 2 * R, 3 * R + 7, 0, 2, 9 * R + 3};
+  std::vector<int64_t> idx;
+  for (int64_t c = 0; c < C; c++)
+    for (int64_t k = 0; k < sizes[c]; k++) idx.push_back(c);
+  uint64_t s = 77;
+  for (size_t i = idx.size() - 1; i > 0; i--) /* shuffled rows */
+    std::swap(idx[i], idx[splitmix(&s) % (i + 1)]);
+  const int64_t M = (int64_t)idx.size();
+  std::vector<float> x(M * D);
+  for (auto &v : x)
+    v = normal(&s) * ldexpf(1.0f, (int)(splitmix(&s) % 40) - 20);
+  /* Dimension 0 of the big code: 2^60, then ones, then -2^60 (row order).
+   * In one row-order chain every 1 is lost next to 2^60 (its double ulp is
+   * 256); chunk sums of 256 ones survive. So the orders give different
+   * bits, and a device that summed in another order would fail here. */
+  {
+    int64_t first = -1, last = -1;
+    for (int64_t i = 0; i < M; i++)
+      if (idx[i] == 8) {
+        if (first < 0) first = i;
+        last = i;
+        x[i * D] = 1.0f;
+      }
+    x[first * D] = ldexpf(1.0f, 60);
+    x[last * D] = -ldexpf(1.0f, 60);
   }
+  std::vector<float> want_c(C), want_s(C * D);
+  cr_assert_eq(vqc_vq_batch_stats(x.data(), M, D, idx.data(), C,
+                                  want_c.data(), want_s.data(), D, 1),
+               VQC_OK, "%s", vqc_last_error());
+  /* the order matters here: the plain row-order double sum differs */
+  std::vector<double> plain(C * D, 0.0);
+  for (int64_t i = 0; i < M; i++)
+    for (int64_t d = 0; d < D; d++) plain[idx[i] * D + d] += x[i * D + d];
+  int differ = 0;
+  for (int64_t k = 0; k < C * D; k++)
+    differ += bits((float)plain[k]) != bits(want_s[k]);
+  cr_assert_gt(differ, 0, "the inputs must tell the orders apart");
+  cr_expect_eq(want_s[8 * D], (float)(8 * R),
+               "code 8, dim 0: the ones of chunks 1-8 survive, the 255 "
+               "of chunk 0 and the 2 of chunk 9 are lost next to 2^60");
+  for (unsigned threads : {32u, 64u}) {
+    std::vector<float> counts, sums;
+    emulated_stats(x, M, D, idx, C, threads, counts, sums);
+    for (int64_t c = 0; c < C; c++)
+      cr_assert_eq(bits(counts[c]), bits(want_c[c]), "count %lld",
+                   (long long)c);
+    for (int64_t k = 0; k < C * D; k++)
+      cr_assert_eq(bits(sums[k]), bits(want_s[k]),
+                   "sum of code %lld dim %lld (%d threads)",
+                   (long long)(k / D), (long long)(k % D), threads);
+  }
+}
+
+Test(kernels_emulated, stats_sums_lerp_renorm_gather) {
+  const int64_t M = 3000, C = 70, D = 37;
+  uint64_t s = 31;
+  std::vector<float> x(M * D);
+  for (auto &v : x) v = 10.0f * normal(&s);
+  std::vector<int64_t> idx(M);
+  for (auto &v : idx) {
+    double u = (double)(splitmix(&s) >> 11) / 9007199254740992.0;
+    v = std::min<int64_t>(C - 1, (int64_t)(C * u * u * u)); /* skewed */
+  }
+  const int64_t *ip = idx.data();
+  unsigned long long bad = ~0ULL, *bp = &bad;
+
+  /* the statistics, against vq_ema.c step 1 (vqc_vq_batch_stats) */
+  std::vector<float> counts, sums;
+  emulated_stats(x, M, D, idx, C, 64, counts, sums);
+  std::vector<float> wc(C), ws(C * D);
+  cr_assert_eq(vqc_vq_batch_stats(x.data(), M, D, idx.data(), C, wc.data(),
+                                  ws.data(), D, 1), VQC_OK);
   for (int64_t c = 0; c < C; c++) cr_assert_eq(bits(counts[c]), bits(wc[c]));
   for (int64_t k = 0; k < C * D; k++)
-    cr_assert_eq(bits(sums[k]), bits((float)acc[k]), "sum %lld", (long long)k);
+    cr_assert_eq(bits(sums[k]), bits(ws[k]), "sum %lld", (long long)k);
+  float *sp = sums.data();
 
   /* lerp of a codebook state toward the statistics, both weights' branches */
   vqc_vq_params p;
@@ -391,4 +483,115 @@ Test(kernels_emulated, stats_sums_lerp_renorm_gather) {
   for (int64_t k = 0; k < M * D; k++)
     cr_assert_eq(bits(quant[k]), bits(Ep[idx[k / D] * D + k % D]));
   vqc_vq_free(&vq);
+}
+
+/* ---- the nccl backend's float sums in rank order */
+
+/* Each rank's block is its row of `blocks`; the threads backend reduces it
+ * in rank order, which is the definition comm.h gives. */
+struct rank_sum_case {
+  const std::vector<float> *blocks; /* (P, n) */
+  size_t n;
+  std::vector<float> *out; /* (P, n): what each rank received */
+};
+static vqc_status rank_sum_body(vqc_comm *c, void *arg) {
+  rank_sum_case *k = (rank_sum_case *)arg;
+  const int r = vqc_comm_rank(c);
+  const float *mine = k->blocks->data() + (size_t)r * k->n;
+  float *got = k->out->data() + (size_t)r * k->n;
+  return vqc_all_reduce(c, mine, got, k->n, VQC_F32, VQC_SUM);
+}
+
+/* For 1-4 ranks: the kernel's sum of gathered blocks equals, bit for bit,
+ * what every rank of a threads world gets from all_reduce(SUM) of the same
+ * blocks; values of mixed magnitude and sign, so another order would round
+ * differently (checked: the reverse order differs somewhere for P >= 3). */
+Test(kernels_emulated, rank_sum_equals_threads_backend) {
+  const size_t n = 777;
+  uint64_t s = 5;
+  for (int P = 1; P <= 4; P++) {
+    std::vector<float> blocks((size_t)P * n);
+    for (auto &v : blocks)
+      v = normal(&s) * ldexpf(1.0f, (int)(splitmix(&s) % 48) - 24);
+    std::vector<float> threads_out((size_t)P * n, NAN);
+    rank_sum_case k = {&blocks, n, &threads_out};
+    cr_assert_eq(vqc_threads_run(P, 10.0, rank_sum_body, &k, NULL), VQC_OK,
+                 "%s", vqc_last_error());
+    std::vector<float> got(n, NAN);
+    const float *gp = blocks.data();
+    float *op = got.data();
+    emu_launch(2, RANK_SUM_THREADS,
+               [&] { rank_sum_kernel<float>(gp, P, n, op); });
+    int reverse_differs = 0;
+    for (size_t i = 0; i < n; i++) {
+      for (int r = 0; r < P; r++)
+        cr_assert_eq(bits(got[i]), bits(threads_out[(size_t)r * n + i]),
+                     "P %d, element %zu, rank %d", P, i, r);
+      float rev = blocks[(size_t)(P - 1) * n + i];
+      for (int r = P - 2; r >= 0; r--) rev += blocks[(size_t)r * n + i];
+      reverse_differs += bits(rev) != bits(got[i]);
+    }
+    if (P >= 3) cr_expect_gt(reverse_differs, 0, "P %d: inputs too tame", P);
+  }
+  /* double: the same order */
+  std::vector<double> g = {1e16, 1.0, -1e16, 1.0}, out(1, NAN);
+  const double *gdp = g.data();
+  double *odp = out.data();
+  emu_launch(1, 32, [&] { rank_sum_kernel<double>(gdp, 4, 1, odp); });
+  cr_expect_eq(out[0], 1.0, "((1e16 + 1) - 1e16) + 1 in rank order is 1");
+}
+
+/* ---- pointer checks of the wrappers (gpu_internal.h) */
+
+/* A stand-in for cudaPointerGetAttributes: [dev_lo, dev_hi) is "device"
+ * memory, [man_lo, man_hi) "managed", anything else host memory that CUDA
+ * does not know (cudaMemoryTypeUnregistered, as CUDA 11+ answers). */
+static const char *dev_lo, *dev_hi, *man_lo, *man_hi;
+static cudaError_t fake_attrs(cudaPointerAttributes *a, const void *p) {
+  const char *c = (const char *)p;
+  memset(a, 0, sizeof *a);
+  if (c >= dev_lo && c < dev_hi) a->type = cudaMemoryTypeDevice;
+  else if (c >= man_lo && c < man_hi) a->type = cudaMemoryTypeManaged;
+  else a->type = cudaMemoryTypeUnregistered;
+  return cudaSuccess;
+}
+static cudaError_t failing_attrs(cudaPointerAttributes *a, const void *p) {
+  (void)a, (void)p;
+  return cudaErrorInvalidValue;
+}
+
+Test(kernels_emulated, pointer_checks_name_the_argument) {
+  /* Heap blocks: the "past the allocation" case points beyond one. */
+  std::vector<char> dev_block(4096), man_block(64), host_block(64);
+  char *device = dev_block.data(), *managed = man_block.data(),
+       *host = host_block.data();
+  dev_lo = device, dev_hi = device + dev_block.size();
+  man_lo = managed, man_hi = managed + man_block.size();
+  cr_expect_eq(vqc_gpu_classify_ptr(fake_attrs, "f", "x", device, 4096),
+               VQC_OK);
+  cr_expect_eq(vqc_gpu_classify_ptr(fake_attrs, "f", "x", managed, 64),
+               VQC_OK);
+  cr_expect_eq(vqc_gpu_classify_ptr(fake_attrs, "f", "x", NULL, 0), VQC_OK,
+               "no bytes: nothing to check");
+  cr_expect_eq(vqc_gpu_classify_ptr(fake_attrs, "gpu lerp", "b", host, 16),
+               VQC_EINVAL);
+  cr_expect(strstr(vqc_last_error(), "gpu lerp: b") &&
+                strstr(vqc_last_error(), "host memory"),
+            "message: %s", vqc_last_error());
+  cr_expect_eq(vqc_gpu_classify_ptr(fake_attrs, "f", "E", NULL, 8),
+               VQC_EINVAL);
+  cr_expect(strstr(vqc_last_error(), "f: E is NULL"), "message: %s",
+            vqc_last_error());
+  /* a device buffer whose size runs past the allocation */
+  cr_expect_eq(vqc_gpu_classify_ptr(fake_attrs, "f", "sums", device + 4000,
+                                    200),
+               VQC_EINVAL);
+  cr_expect(strstr(vqc_last_error(), "sums") &&
+                strstr(vqc_last_error(), "past the allocation"),
+            "message: %s", vqc_last_error());
+  cr_expect_eq(vqc_gpu_classify_ptr(failing_attrs, "f", "z", device, 4),
+               VQC_EINVAL);
+  cr_expect(strstr(vqc_last_error(), "f: z") &&
+                strstr(vqc_last_error(), "not CUDA memory"),
+            "message: %s", vqc_last_error());
 }

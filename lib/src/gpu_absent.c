@@ -116,4 +116,11 @@ vqc_status vqc_gpu_vq_forward(vqc_comm *comm, const vqc_vq_params *p,
   return absent(__func__);
 }
 
+vqc_status vqc_gpu_sum_in_rank_order_async(const void *gathered, int nranks,
+                                           size_t count, vqc_dtype dt,
+                                           void *out, void *stream) {
+  (void)gathered, (void)nranks, (void)count, (void)dt, (void)out, (void)stream;
+  return absent(__func__);
+}
+
 #endif /* !VQC_WITH_CUDA */

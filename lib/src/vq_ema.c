@@ -51,6 +51,51 @@ static vqc_status reduce_sums(vqc_comm *comm, vqc_fault fault,
   return s;
 }
 
+vqc_status vqc_vq_batch_stats(const float *x, int64_t M, int64_t D,
+                              const int64_t *indices, int64_t C,
+                              float *counts, float *sums, int64_t stride_c,
+                              int64_t stride_d) {
+  const char *fn = "vq_ema_update";
+  VQC_TRY(vq_check_rows(fn, x, M));
+  if (C <= 0 || D <= 0 || !counts || !sums || (M > 0 && !indices))
+    return vqc_error(VQC_EINVAL, "%s: C %lld, D %lld or a NULL buffer", fn,
+                     (long long)C, (long long)D);
+  /* total (C, D): the chunk sums added so far; chunk (C, D): the open
+   * chunk's double sum; rows (C): rows of each code seen. Freed below. */
+  double *total = calloc((size_t)(C * D), sizeof *total);
+  double *chunk = calloc((size_t)(C * D), sizeof *chunk);
+  int64_t *rows = calloc((size_t)C, sizeof *rows);
+  vqc_status s = VQC_OK;
+  if (!total || !chunk || !rows) {
+    s = vqc_error(VQC_ENOMEM, "%s: sums for %lld codes", fn, (long long)C);
+    goto done;
+  }
+  for (int64_t i = 0; i < M; i++) {
+    const int64_t c = indices[i];
+    if (c < 0 || c >= C) {
+      s = vqc_error(VQC_EINVAL, "%s: index %lld of row %lld is outside "
+                    "[0, %lld)", fn, (long long)c, (long long)i, (long long)C);
+      goto done;
+    }
+    double *t = total + c * D, *k = chunk + c * D;
+    if (rows[c] > 0 && rows[c] % VQC_VQ_STATS_CHUNK == 0)
+      for (int64_t d = 0; d < D; d++) t[d] += k[d], k[d] = 0.0; /* close it */
+    for (int64_t d = 0; d < D; d++) k[d] += x[i * D + d];
+    rows[c]++;
+  }
+  for (int64_t c = 0; c < C; c++) {
+    counts[c] = rows[c] <= (1 << 24) ? (float)rows[c] : 16777216.0f;
+    for (int64_t d = 0; d < D; d++)
+      sums[c * stride_c + d * stride_d] =
+          (float)(total[c * D + d] + chunk[c * D + d]);
+  }
+done:
+  free(total);
+  free(chunk);
+  free(rows);
+  return s;
+}
+
 vqc_status vqc_vq_ema_update(vqc_vq *vq, const vqc_vq_ctx *ctx, const float *x,
                              int64_t M, const int64_t *indices) {
   if (!vq || !vqc_vq_embed(vq))
@@ -64,37 +109,22 @@ vqc_status vqc_vq_ema_update(vqc_vq *vq, const vqc_vq_ctx *ctx, const float *x,
   vqc_tensor counts = {0};    /* (C,) f32: n_c, this rank then all ranks */
   vqc_tensor sums_dc = {0};   /* (D, C) f32: the storage of S, transposed */
   vqc_tensor embed_sum = {0}; /* (C, D) f32 view of sums_dc: S_c (strided) */
-  double *acc = NULL;         /* (C, D) local sums in double, freed below */
   const int64_t shape_dc[2] = {D, C};
   vqc_status s;
   if ((s = vqc_tensor_zeros(&counts, VQC_F32, 1, &C, VQC_DEVICE_CPU)) ||
       (s = vqc_tensor_zeros(&sums_dc, VQC_F32, 2, shape_dc, VQC_DEVICE_CPU)) ||
       (s = vqc_tensor_transpose(&sums_dc, 0, 1, &embed_sum)))
     goto done;
-  acc = calloc((size_t)(C * D), sizeof(double));
-  if (!acc) {
-    s = vqc_error(VQC_ENOMEM, "vq_ema_update: sums for %lld codes", (long long)C);
-    goto done;
-  }
 
-  /* 1. local counts and sums. Sums accumulate in double and are rounded
-   * once, so the result is close to any summation order (upstream uses a
-   * BLAS matmul whose order we cannot reproduce). */
+  /* 1. local counts and sums, in the fixed order vqc_vq_batch_stats
+   * defines (double sums rounded once, so the result is close to any
+   * summation order; upstream uses a BLAS matmul whose order we cannot
+   * reproduce). St[d * C + c] = S[c, d]. */
+  float *St = vqc_tensor_data(&sums_dc);
+  if ((s = vqc_vq_batch_stats(x, M, D, indices, C, vqc_tensor_data(&counts),
+                              St, 1, C)))
+    goto done;
   float *n = vqc_tensor_data(&counts);
-  for (int64_t i = 0; i < M; i++) {
-    const int64_t c = indices[i];
-    if (c < 0 || c >= C) {
-      s = vqc_error(VQC_EINVAL, "vq_ema_update: index %lld of row %lld is "
-                    "outside [0, %lld)", (long long)c, (long long)i,
-                    (long long)C);
-      goto done;
-    }
-    n[c] += 1.0f; /* exact up to 2^24 rows per code */
-    for (int64_t d = 0; d < D; d++) acc[c * D + d] += x[i * D + d];
-  }
-  float *St = vqc_tensor_data(&sums_dc); /* St[d * C + c] = S[c, d] */
-  for (int64_t c = 0; c < C; c++)
-    for (int64_t d = 0; d < D; d++) St[d * C + c] = (float)acc[c * D + d];
 
   /* 2. all_reduce(SUM) of n, then of S; the reduced tensors are the ones
    * read below. */
@@ -117,7 +147,6 @@ vqc_status vqc_vq_ema_update(vqc_vq *vq, const vqc_vq_ctx *ctx, const float *x,
   vq_renormalize(vq);
   s = VQC_OK;
 done:
-  free(acc);
   vqc_tensor_free(&counts);
   vqc_tensor_free(&embed_sum);
   vqc_tensor_free(&sums_dc);

@@ -2,13 +2,16 @@
  * device VQ forward (kernels/vq_ema.cu) against their CPU twins, label gpu.
  * Outputs are poisoned before every run.
  *
- * Tolerance: none. The statistics sum each code's rows in double in
- * increasing row order, as vq_ema.c does (rows grouped by a stable sort, no
- * float atomics), and the EMA and smoothing are the CPU's float operations
- * in the CPU's order, so every output is compared bit for bit:
- *  - vqc_gpu_vq_stats against vq_ema.c's step 1 written out below, on a
+ * Tolerance: none. The statistics sum each code's rows in the fixed order
+ * vqc_vq_batch_stats defines (double sums over chunks of
+ * VQC_VQ_STATS_CHUNK rows in row order, the chunks added in order; rows
+ * grouped by a stable sort, no float atomics), and the EMA and smoothing
+ * are the CPU's float operations in the CPU's order, so every output is
+ * compared bit for bit:
+ *  - vqc_gpu_vq_stats against vqc_vq_batch_stats (vq_ema.c's step 1), on a
  *    skewed assignment (a few codes take most rows, many take none), and
- *    twice on the same input (same bits: determinism);
+ *    twice on the same input (same bits: determinism); and on a collapsed
+ *    codebook (one code takes nearly every row: the many-chunk path);
  *  - vqc_gpu_lerp against vqc_lerp_f32 for weights on both branches;
  *  - vqc_gpu_vq_renormalize against vq_renormalize;
  *  - vqc_gpu_vq_ema_update and vqc_gpu_vq_forward (train and eval) against
@@ -23,20 +26,12 @@
 #include "vq_internal.h" /* lib/src: vq_renormalize, the CPU twin */
 #include "vqc/vq.h"
 
-/* vq_ema.c step 1: counts as float += 1, sums in double per (code, dim) in
- * row order, rounded once. */
+/* vq_ema.c step 1, the definition: counts (C) and sums (C, D) row-major. */
 static void cpu_stats(const float *x, int64_t M, int64_t D,
                       const int64_t *idx, int64_t C, float *counts,
                       float *sums) {
-  double *acc = calloc((size_t)(C * D), sizeof(double));
-  cr_assert_not_null(acc);
-  memset(counts, 0, (size_t)C * 4);
-  for (int64_t i = 0; i < M; i++) {
-    counts[idx[i]] += 1.0f;
-    for (int64_t d = 0; d < D; d++) acc[idx[i] * D + d] += x[i * D + d];
-  }
-  for (int64_t k = 0; k < C * D; k++) sums[k] = (float)acc[k];
-  free(acc);
+  cr_assert_eq(vqc_vq_batch_stats(x, M, D, idx, C, counts, sums, D, 1),
+               VQC_OK, "%s", vqc_last_error());
 }
 
 /* Indices skewed toward a few codes: code = floor(C * u^3). */
@@ -101,6 +96,39 @@ Test(gpu_ema, stats_bit_identical_and_deterministic) {
       vqc_tensor_free(&ds);
   free(x), free(idx), free(wc), free(ws), free(gc), free(gs), free(gc2),
       free(gs2);
+}
+
+/* A collapsed codebook: one code takes 99% of a million rows (the usual way
+ * a VQ codebook fails), the rest spread thin. The chunked order makes this
+ * the many-tile path; the bits stay the CPU's. */
+Test(gpu_ema, stats_collapsed_codebook) {
+  gpu_require();
+  const int64_t M = 1 << 20, C = 8192, D = 64;
+  float *x = malloc((size_t)(M * D) * 4);
+  int64_t *idx = malloc((size_t)M * 8);
+  float *wc = malloc((size_t)C * 4), *ws = malloc((size_t)(C * D) * 4);
+  float *gc = malloc((size_t)C * 4), *gs = malloc((size_t)(C * D) * 4);
+  cr_assert(x && idx && wc && ws && gc && gs);
+  uint64_t seed = 311;
+  for (int64_t k = 0; k < M * D; k++) x[k] = test_normal(&seed);
+  for (int64_t i = 0; i < M; i++)
+    idx[i] = test_splitmix(&seed) % 100 ? 7 : (int64_t)(test_splitmix(&seed) % C);
+  cpu_stats(x, M, D, idx, C, wc, ws);
+  vqc_tensor dx = gpu_upload(x, (size_t)(M * D) * 4),
+             di = gpu_upload(idx, (size_t)M * 8),
+             dc = gpu_alloc((size_t)C * 4), ds = gpu_alloc((size_t)(C * D) * 4);
+  gpu_poison(gpu_ptr(&dc), (size_t)C);
+  gpu_poison(gpu_ptr(&ds), (size_t)(C * D));
+  cr_assert_eq(vqc_gpu_vq_stats(gpu_ptr(&dx), M, D, gpu_ptr(&di), C,
+                                gpu_ptr(&dc), gpu_ptr(&ds)),
+               VQC_OK, "%s", vqc_last_error());
+  gpu_download(gc, gpu_ptr(&dc), (size_t)C * 4);
+  gpu_download(gs, gpu_ptr(&ds), (size_t)(C * D) * 4);
+  expect_same_floats(gc, wc, (size_t)C, "counts");
+  expect_same_floats(gs, ws, (size_t)(C * D), "sums");
+  vqc_tensor_free(&dx), vqc_tensor_free(&di), vqc_tensor_free(&dc),
+      vqc_tensor_free(&ds);
+  free(x), free(idx), free(wc), free(ws), free(gc), free(gs);
 }
 
 Test(gpu_ema, lerp_is_torch_lerp_bit_for_bit) {

@@ -12,11 +12,40 @@
  * Pointers named *_dev (and every array argument below unless it says
  * "host") are device addresses from vqc_tensor_data of a VQC_DEVICE_CUDA
  * tensor or cudaMalloc. Every wrapper checks that a device exists
- * (VQC_ENODEVICE otherwise, with the runtime's reason), runs on the legacy
- * default stream, waits for its kernels and returns: a failed launch or a
- * kernel that faulted is VQC_ECUDA with file:line and CUDA's error string
- * (recorded with vqc_error). A build without CUDA (VQC_WITH_CUDA 0) has the
- * same functions; they return VQC_EUNSUPPORTED (gpu_absent.c).
+ * (VQC_ENODEVICE otherwise, with the runtime's reason) and that each array
+ * argument's first and last byte are device (or managed) memory, before
+ * anything runs: a host pointer is VQC_EINVAL naming the function and the
+ * argument, never a kernel fault (an illegal address makes the process's
+ * CUDA context unusable for good). A failed launch or a kernel that
+ * faulted is VQC_ECUDA with file:line and CUDA's error string (recorded
+ * with vqc_error). A build without CUDA (VQC_WITH_CUDA 0) has the same
+ * functions; they return VQC_EUNSUPPORTED (gpu_absent.c).
+ *
+ * Streams: one policy for the whole device path.
+ *   - vqcheck's own device work runs on the LEGACY default stream: every
+ *     wrapper below (unless it names a stream: the _on digest, and the
+ *     _async rank sum the nccl backend calls) and the tensor storage
+ *     functions (vqc_tensor_zeros / copies of VQC_DEVICE_CUDA tensors,
+ *     lib/src/cuda/storage_cuda.c).
+ *   - The wrappers below are host-synchronous: when one returns, its work
+ *     and everything queued before it on the legacy stream has finished,
+ *     and its outputs may be read from any stream or copied to the host.
+ *   - The storage functions are NOT all host-synchronous: a device memset
+ *     and a device-to-device copy return once queued, and a host-to-device
+ *     copy from pageable memory may return before the bytes land. They are
+ *     ordered on the legacy stream, so any later legacy-stream work (every
+ *     wrapper here) sees their result; other streams must be ordered after
+ *     them.
+ *   - The nccl backend (comm_nccl.c) runs NCCL on a non-blocking stream of
+ *     its own, which does NOT synchronise with the legacy stream by itself.
+ *     Before every collective it records an event on the legacy stream and
+ *     makes its stream wait for it, so a collective reads its buffers only
+ *     after every legacy-stream producer (memset, copies, kernels) queued
+ *     before the call; the call returns after the collective finished.
+ *   - A caller on another stream (e.g. a framework's current stream) orders
+ *     its work before a call itself (synchronise the stream or record an
+ *     event the legacy stream waits for); vqc_gpu_digest_leaves_on takes
+ *     the caller's stream instead.
  *
  * FSQ and tanh. The kernel compiles the CPU's correctly rounded tanh
  * (vqc_tanh_exact, lib/src/tanh_exact.h; no fast-math for these files, which
@@ -121,11 +150,14 @@ vqc_status vqc_gpu_vq_gather(const float *E, int64_t C, int64_t D,
 
 /* The EMA statistics of one batch, deterministically: counts (C) f32 and
  * sums (C, D) f32 of the rows x (M, D) assigned by indices (M) int64 to
- * each code. Equal bit for bit to vq_ema.c step 1 (counts as float with the
- * CPU's saturation at 2^24, sums accumulated in double in increasing row
- * order and rounded once) on every run: rows are grouped by code with a
- * stable radix sort (CUB), then each code's rows are summed in that order.
- * No float atomics. VQC_EINVAL names the first index outside [0, C). */
+ * each code. Equal bit for bit to vqc_vq_batch_stats (vq.h: counts as
+ * float saturating at 2^24; sums in double over chunks of
+ * VQC_VQ_STATS_CHUNK rows in row order, the chunks added in order, rounded
+ * once) on every run: rows are grouped by code with a stable radix sort
+ * (CUB), one block sums each chunk and one block per code adds its chunks,
+ * so a code holding most rows is summed in parallel. No float atomics.
+ * Scratch: about 24 bytes per row and 8 * D bytes per 128 rows. VQC_EINVAL
+ * names the first index outside [0, C). */
 vqc_status vqc_gpu_vq_stats(const float *x, int64_t M, int64_t D,
                             const int64_t *indices, int64_t C, float *counts,
                             float *sums);
@@ -163,6 +195,20 @@ vqc_status vqc_gpu_vq_forward(vqc_comm *comm, const vqc_vq_params *p,
                               float *embed, float *cluster_size,
                               float *embed_avg, const float *x, int64_t M,
                               bool train, int64_t *indices, float *quantized);
+
+/* ---- the nccl backend's float sums (lib/src/nccl/comm_nccl.c)
+ *
+ * out (count) = gathered[0] + gathered[1] + ... + gathered[nranks - 1],
+ * element by element in rank order with every add rounded in dt (VQC_F32
+ * or VQC_F64), where gathered (nranks, count) holds the ranks' blocks (an
+ * all_gather's output): the threads backend's order (comm.h), so an nccl
+ * run's float sums equal a threads run's bit for bit. Queued on `stream`
+ * (a cudaStream_t) and NOT waited for: the caller waits for the stream.
+ * out must not overlap gathered. Pointers are not checked here (the
+ * backend checked the user's buffers; gathered is its own). */
+vqc_status vqc_gpu_sum_in_rank_order_async(const void *gathered, int nranks,
+                                           size_t count, vqc_dtype dt,
+                                           void *out, void *stream);
 
 #ifdef __cplusplus
 }

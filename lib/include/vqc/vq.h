@@ -222,6 +222,27 @@ vqc_status vqc_vq_kmeans(const vqc_vq_ctx *ctx, const float *x, int64_t M,
 vqc_status vqc_vq_kmeans_init(vqc_vq *vq, const vqc_vq_ctx *ctx,
                               const float *x, int64_t M);
 
+/* The batch statistics of one EMA update, in one fixed summation order that
+ * the CPU and the device (vqc_gpu_vq_stats) share: counts (C) f32 and sums
+ * S (C, D) of the rows x (M, D) that indices (M) assign to each code.
+ *   counts[c] = the number of rows of code c as float, saturating at 2^24
+ *     (upstream's float += 1, exact up to there);
+ *   sums[c]: code c's rows, in increasing row order, are cut into chunks of
+ *     VQC_VQ_STATS_CHUNK rows (the last may be shorter); each chunk is
+ *     summed in double from 0 in row order, the chunks' double sums are
+ *     added in chunk order from 0, and the total is rounded once to float.
+ * The chunks are what lets a GPU sum a code that most rows fell into (a
+ * collapsing codebook) in parallel and still produce these bits; a code
+ * with at most one chunk of rows is the plain row-order double sum.
+ * sums is written at sums[c * stride_c + d * stride_d], so the caller picks
+ * the layout (vq_ema.c's S is a transposed view). VQC_EINVAL names the
+ * first row whose index is outside [0, C); VQC_ENOMEM. */
+#define VQC_VQ_STATS_CHUNK 256
+vqc_status vqc_vq_batch_stats(const float *x, int64_t M, int64_t D,
+                              const int64_t *indices, int64_t C,
+                              float *counts, float *sums, int64_t stride_c,
+                              int64_t stride_d);
+
 /* EMA update with this forward's rows and codes, in the spec's order:
  * counts n then sums S (both vqc_tensor, all_reduce(SUM)'d in place),
  * cluster_size = lerp(cluster_size, n, w), embed_avg = lerp(embed_avg, S, w),
