@@ -17,4 +17,7 @@ vqc_status vqc_nccl_comm_create(int *argc, char ***argv, vqc_comm **out) {
 }
 
 void vqc_nccl_comm_destroy(vqc_comm *c) { (void)c; }
+
+void vqc_nccl_interrupt(void) {}
+void vqc_nccl_interrupt_clear(void) {}
 #endif

@@ -14,7 +14,22 @@
  * which the comm refuses further work with VQC_EABORTED. Multi-rank NCCL
  * (a peer that never comes) needs a machine with several GPUs.
  *
- * Outputs are poisoned before every collective. */
+ * Outputs are poisoned before every collective.
+ *
+ * Issue 14 adds, each of which only a device can show:
+ *   stream order   memsets and copies on the legacy default stream
+ *                  (asynchronous to the host), then a collective, in a
+ *                  loop with no host synchronisation in between: the
+ *                  collective must read what they wrote (the comm's
+ *                  non-blocking stream waits for an event on the legacy
+ *                  stream). A long queue of 1 GiB memsets ahead of the
+ *                  producers makes a missing wait show as stale data;
+ *   warm-up        a fresh comm's first collective meets a 50 ms deadline
+ *                  (connection set-up happened at creation);
+ *   interrupt      vqc_nccl_interrupt makes creation give up with
+ *                  VQC_EABORTED, and a later creation works once cleared;
+ *   poison         after a timed-out collective the receive buffer holds
+ *                  0xFF bytes, not a partial result. */
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
@@ -117,11 +132,95 @@ Test(gpu_nccl, deadline_aborts_instead_of_hanging) {
   cr_assert(vqc_ledger_get(vqc_comm_ledger(c), 0, &r));
   cr_expect_eq(r.state, VQC_REC_FAILED);
   cr_expect_eq(r.status, VQC_ETIMEOUT);
+  /* the receive buffer is marked undefined: 0xFF bytes (NaN floats) at
+   * both ends, never a partial sum that could pass for a result */
+  uint32_t head[1024], tail[1024];
+  gpu_download(head, gpu_ptr(&b), sizeof head);
+  gpu_download(tail, (char *)gpu_ptr(&b) + n * 4 - sizeof tail, sizeof tail);
+  for (int i = 0; i < 1024; i++) {
+    cr_expect_eq(head[i], 0xFFFFFFFFu, "recv[%d] = %08x", i, head[i]);
+    cr_expect_eq(tail[i], 0xFFFFFFFFu, "recv[n - %d] = %08x", 1024 - i,
+                 tail[i]);
+  }
   /* the communicator is gone: later calls are refused, promptly */
   vqc_comm_set_timeout(c, 10.0);
   cr_expect_eq(vqc_barrier(c), VQC_EABORTED);
   vqc_tensor_free(&a);
   vqc_tensor_free(&b);
+  vqc_nccl_comm_destroy(c);
+}
+
+Test(gpu_nccl, collectives_wait_for_legacy_stream_producers) {
+  vqc_comm *c = make_comm();
+  const size_t n = (size_t)1 << 24; /* 64 MiB of floats */
+  const size_t big_bytes = (size_t)1 << 30;
+  float *a = malloc(n * 4), *b = malloc(n * 4), *back = malloc(n * 4);
+  cr_assert(a && b && back);
+  for (size_t i = 0; i < n; i++) a[i] = (float)(i % 1000), b[i] = -a[i] - 1;
+  vqc_tensor src_a = gpu_upload(a, n * 4), src_b = gpu_upload(b, n * 4);
+  vqc_tensor send = gpu_alloc(n * 4), recv = gpu_alloc(n * 4);
+  vqc_tensor big = gpu_alloc(big_bytes);
+  for (int k = 0; k < 12; k++) {
+    const float *want = k % 2 ? b : a;
+    /* ~1-3 ms of legacy-stream work queued ahead of the producers */
+    for (int j = 0; j < 4; j++)
+      cr_assert_eq(vqc_device_memset_zero(gpu_ptr(&big), big_bytes), VQC_OK);
+    cr_assert_eq(vqc_device_memset_zero(gpu_ptr(&send), n * 4), VQC_OK);
+    if (k % 3 == 2) {
+      /* a pageable host-to-device copy may return before the bytes land */
+      gpu_copy_in(gpu_ptr(&send), want, n * 4);
+    } else {
+      cr_assert_eq(vqc_device_memcpy_d2d(gpu_ptr(&send),
+                                         gpu_ptr(k % 2 ? &src_b : &src_a),
+                                         n * 4), VQC_OK);
+    }
+    cr_assert_eq(vqc_all_reduce(c, gpu_ptr(&send), gpu_ptr(&recv), n,
+                                VQC_F32, VQC_SUM), VQC_OK, "%s",
+                 vqc_last_error());
+    gpu_download(back, gpu_ptr(&recv), n * 4);
+    size_t wrong = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+      if (test_bits(back[i]) != test_bits(want[i]) && wrong++ == 0) first = i;
+    cr_assert_eq(wrong, 0, "round %d: %zu of %zu elements stale (first %zu: "
+                 "%g, want %g): the collective ran before its producers",
+                 k, wrong, n, first, back[first], want[first]);
+  }
+  vqc_tensor_free(&src_a), vqc_tensor_free(&src_b);
+  vqc_tensor_free(&send), vqc_tensor_free(&recv), vqc_tensor_free(&big);
+  free(a), free(b), free(back);
+  vqc_nccl_comm_destroy(c);
+}
+
+Test(gpu_nccl, first_collective_meets_a_short_deadline) {
+  vqc_comm *c = make_comm();
+  vqc_comm_set_timeout(c, 0.05);
+  float one = 1.0f, got = 0.0f;
+  vqc_tensor t = gpu_upload(&one, 4);
+  vqc_status s = vqc_all_reduce(c, gpu_ptr(&t), gpu_ptr(&t), 1, VQC_F32,
+                                VQC_SUM);
+  cr_expect_eq(s, VQC_OK, "the first collective of a warmed-up comm: %s",
+               vqc_last_error());
+  gpu_download(&got, gpu_ptr(&t), 4);
+  cr_expect_eq(got, 1.0f);
+  vqc_tensor_free(&t);
+  vqc_nccl_comm_destroy(c);
+}
+
+Test(gpu_nccl, interrupt_cuts_creation_short) {
+  if (!VQC_WITH_NCCL) cr_skip_test("this build has no nccl backend");
+  gpu_require();
+  vqc_nccl_interrupt();
+  vqc_comm *c = (vqc_comm *)1;
+  vqc_status s = vqc_nccl_comm_create(NULL, NULL, &c);
+  vqc_nccl_interrupt_clear();
+  cr_expect_eq(s, VQC_EABORTED, "got %s: %s", vqc_status_name(s),
+               vqc_last_error());
+  cr_expect_null(c);
+  cr_expect(strstr(vqc_last_error(), "vqc_nccl_interrupt") != NULL,
+            "message: %s", vqc_last_error());
+  /* cleared: the next creation works */
+  c = make_comm();
+  cr_expect_eq(vqc_barrier(c), VQC_OK, "%s", vqc_last_error());
   vqc_nccl_comm_destroy(c);
 }
 

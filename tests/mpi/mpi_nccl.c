@@ -18,12 +18,24 @@
  *                 it returns VQC_EABORTED; rank 0, once told over the side
  *                 channel, finds its next collective on that comm time out
  *                 (or fail) in turn, since its peers have gone.
+ *   float sums    all_reduce SUM of F32 and F64 values of mixed magnitude
+ *                 and sign: every rank gets, bit for bit, the sum in rank
+ *                 order (((x_0 + x_1) + x_2) + ...) that the threads
+ *                 backend computes, whatever algorithm NCCL picks;
+ *   interrupt     creation whose peers come late is cut short by
+ *                 vqc_nccl_interrupt (a thread of each rank calls it 0.5 s
+ *                 after the rank starts creating; ranks other than 0 start
+ *                 2 s late): every rank gets VQC_EABORTED within seconds,
+ *                 not at the creation timeout.
  * After each case the ranks agree on the failure count over the MPI side
  * channel; rank 0 prints "name: ok" / "name: FAILED" and "N passed, M
  * failed". Exit code 0 only when every case passed on every rank. */
+#include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "coll_cases.h"
 #include "mpi_driver.h"
@@ -177,6 +189,98 @@ static int case_deadline(vqc_comm *unused) {
   return vqc_driver_failures;
 }
 
+/* Element i of rank q's block: mixed magnitudes and signs, so that adding
+ * the ranks in another order rounds differently. */
+static double mixed_value(int q, size_t i) {
+  uint64_t z = (uint64_t)q * 0x9E3779B97F4A7C15ULL + i * 0xBF58476D1CE4E5B9ULL;
+  z ^= z >> 31;
+  z *= 0x94D049BB133111EBULL;
+  z ^= z >> 29;
+  double u = (double)(z >> 11) / 9007199254740992.0 - 0.5;
+  return ldexp(u, (int)(z % 41) - 20);
+}
+
+static int case_float_sums(vqc_comm *c) {
+  vqc_driver_failures = 0;
+  const int size = vqc_comm_size(c), r = vqc_comm_rank(c);
+  enum { N = 100003 }; /* not a multiple of anything NCCL likes */
+  float *mine = malloc(N * 4), *want = malloc(N * 4), *got = malloc(N * 4);
+  double *mine_d = malloc(N * 8), *want_d = malloc(N * 8), *got_d = malloc(N * 8);
+  if (!mine || !want || !got || !mine_d || !want_d || !got_d) return 1;
+  for (size_t i = 0; i < N; i++) {
+    mine[i] = (float)mixed_value(r, i);
+    mine_d[i] = mixed_value(r, i) * 1e-3;
+    want[i] = (float)mixed_value(0, i);
+    want_d[i] = mixed_value(0, i) * 1e-3;
+    for (int q = 1; q < size; q++) {
+      want[i] += (float)mixed_value(q, i); /* the threads backend's order */
+      want_d[i] += mixed_value(q, i) * 1e-3;
+    }
+  }
+  int64_t shape[1] = {N};
+  vqc_tensor h = {0}, f = {0}, d = {0};
+  CHECK_OK(vqc_tensor_wrap(&h, mine, VQC_F32, 1, shape), "wrap");
+  CHECK_OK(vqc_tensor_to(&h, VQC_DEVICE_CUDA, &f), "upload f32");
+  vqc_tensor_free(&h);
+  CHECK_OK(vqc_tensor_wrap(&h, mine_d, VQC_F64, 1, shape), "wrap");
+  CHECK_OK(vqc_tensor_to(&h, VQC_DEVICE_CUDA, &d), "upload f64");
+  vqc_tensor_free(&h);
+  void *fp = vqc_tensor_data_untracked(&f), *dp = vqc_tensor_data_untracked(&d);
+  CHECK_OK(vqc_all_reduce(c, fp, fp, N, VQC_F32, VQC_SUM), "f32 sum");
+  CHECK_OK(vqc_all_reduce(c, dp, dp, N, VQC_F64, VQC_SUM), "f64 sum");
+  vqc_tensor back = {0};
+  if (vqc_tensor_to(&f, VQC_DEVICE_CPU, &back) == VQC_OK)
+    memcpy(got, vqc_tensor_data(&back), N * 4);
+  else
+    CHECK(0, "download: %s", vqc_last_error());
+  vqc_tensor_free(&back);
+  if (vqc_tensor_to(&d, VQC_DEVICE_CPU, &back) == VQC_OK)
+    memcpy(got_d, vqc_tensor_data(&back), N * 8);
+  else
+    CHECK(0, "download: %s", vqc_last_error());
+  vqc_tensor_free(&back);
+  size_t bad = 0, bad_d = 0;
+  for (size_t i = 0; i < N; i++) {
+    bad += memcmp(&got[i], &want[i], 4) != 0;
+    bad_d += memcmp(&got_d[i], &want_d[i], 8) != 0;
+  }
+  CHECK(bad == 0, "f32: %zu of %d sums differ from the rank-order sum", bad,
+        N);
+  CHECK(bad_d == 0, "f64: %zu of %d sums differ from the rank-order sum",
+        bad_d, N);
+  vqc_tensor_free(&f), vqc_tensor_free(&d);
+  free(mine), free(want), free(got), free(mine_d), free(want_d), free(got_d);
+  return vqc_driver_failures;
+}
+
+static void *interrupt_later(void *arg) {
+  (void)arg;
+  usleep(500 * 1000);
+  vqc_nccl_interrupt();
+  return NULL;
+}
+
+static int case_interrupt(vqc_comm *c) {
+  vqc_driver_failures = 0;
+  if (vqc_comm_rank(c) != 0) sleep(2); /* rank 0's peers come late */
+  pthread_t th;
+  pthread_create(&th, NULL, interrupt_later, NULL);
+  double t0 = vqc_driver_now_s();
+  vqc_comm *late = (vqc_comm *)1;
+  vqc_status s = vqc_nccl_comm_create(NULL, NULL, &late);
+  double took = vqc_driver_now_s() - t0;
+  pthread_join(th, NULL);
+  CHECK(s == VQC_EABORTED, "creation returned %s: %s", vqc_status_name(s),
+        vqc_last_error());
+  CHECK(late == NULL, "no comm after a failed creation");
+  CHECK(took < 10.0, "the interrupted creation took %.1f s", took);
+  if (s == VQC_OK) vqc_nccl_comm_destroy(late);
+  /* every rank is past its creation before the flag is cleared */
+  CHECK_OK(vqc_barrier(vqc_comm_side(c)), "side barrier");
+  vqc_nccl_interrupt_clear();
+  return vqc_driver_failures;
+}
+
 int main(int argc, char **argv) {
   /* The MPI comm first: it says the rank and size, and keeps MPI alive
    * while nccl comms come and go. */
@@ -208,6 +312,8 @@ int main(int argc, char **argv) {
   }
   vqc_comm_set_timeout(c, 30.0);
   static const vqc_coll_case cases[] = {{"collectives", case_collectives},
+                                        {"float sums", case_float_sums},
+                                        {"interrupt", case_interrupt},
                                         {"deadline", case_deadline}};
   const int ncases = (int)(sizeof cases / sizeof cases[0]);
   int failed = vqc_run_case_list(c, cases, ncases);

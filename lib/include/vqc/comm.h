@@ -244,11 +244,31 @@ bool vqc_mpi_launched(void);
  * MPI_LOCALRANKID, modulo the device count; else the world rank), creates
  * the ncclUniqueId on rank 0 and broadcasts it over the MPI side channel,
  * then the NCCL communicator (non-blocking init, bounded by the default
- * timeout). VQC_ENODEVICE without a usable GPU. */
+ * timeout), and warms it up (the collectives the backend uses, once, under
+ * the same timeout) so that NCCL's lazy connection set-up is not charged
+ * to the first collective's deadline. VQC_ENODEVICE without a usable GPU.
+ *
+ * Also: float SUMs (F32, F64) add the ranks in rank order, as the threads
+ * backend does (all_gather + an ordered add on the device), so they equal
+ * a threads or mpi run's bits; a collective that failed leaves its receive
+ * buffer filled with 0xFF bytes (NaN floats, -1 integers), never a partial
+ * result; and each collective is ordered after all work queued on the
+ * legacy default stream before it (vqc/gpu.h "Streams"). */
 vqc_status vqc_nccl_comm_create(int *argc, char ***argv, vqc_comm **out);
 /* Destroys the comm (accepts NULL): NCCL communicator (finalized within
- * the timeout, else aborted), stream, then the MPI comm under it. */
+ * the timeout, else aborted; vqc_comm_abort or vqc_nccl_interrupt cut the
+ * finalize short), stream, then the MPI comm under it. */
 void vqc_nccl_comm_destroy(vqc_comm *c);
+
+/* Makes every wait of every nccl comm of this process give up at its next
+ * poll (within about a millisecond) with VQC_EABORTED, aborting the NCCL
+ * communicator: creation (init and warm-up: the only way to cut short a
+ * creation whose peers never come before its timeout, since no comm
+ * handle exists yet), collectives and finalize alike. Sticky until
+ * vqc_nccl_interrupt_clear. Async-signal-safe (sets a flag), so a SIGINT
+ * handler may call it. No-ops without the nccl backend. */
+void vqc_nccl_interrupt(void);
+void vqc_nccl_interrupt_clear(void);
 
 #ifdef __cplusplus
 }

@@ -27,6 +27,38 @@
  * sets a flag; the rank's own thread, which owns the NCCL communicator,
  * does the abort.
  *
+ * Stream order (the policy of vqc/gpu.h "Streams"). The comm's stream is
+ * non-blocking, so it does not wait for the legacy default stream, where
+ * vqcheck's memsets, copies and kernels run and may still be running when
+ * a collective is called (a memset or a device-to-device copy returns once
+ * queued). begin() records an event on the legacy stream and makes the
+ * comm's stream wait for it before any NCCL call, so a collective reads
+ * what every earlier producer wrote. A call returns after its collective
+ * finished (polled), so later work on any stream sees its results.
+ *
+ * Float sums in rank order. NCCL adds ranks in an order that depends on
+ * its algorithm and the topology; the threads backend adds them in rank
+ * order (comm.h). A SUM of F32 or F64 over two or more ranks is therefore
+ * an ncclAllGather of the blocks into the comm's gather buffer and
+ * vqc_gpu_sum_in_rank_order_async (kernels/rank_sum.cu) on the same
+ * stream, in chunks of at most GATHER_BUDGET bytes of gathered data: the
+ * bits equal a threads or mpi run's on the same inputs, at the cost of
+ * moving (P - 1) * n elements per rank instead of about 2 (P - 1) / P * n.
+ * Integer sums, MIN and MAX are exact in any order and stay ncclAllReduce.
+ *
+ * Start-up and failure. NCCL connects peers lazily, at the first
+ * collective that needs a connection, so the first collective of a fresh
+ * communicator can take seconds. The communicator is warmed up at creation
+ * (a small and a large all_reduce, an all_gather, a broadcast: the paths
+ * the backend uses) under the creation timeout, outside any caller's
+ * deadline, so a short --timeout does not abort a healthy comm on its first
+ * collective. Every wait (init, warm-up, collectives, finalize) honours
+ * vqc_comm_abort on the comm and vqc_nccl_interrupt for the process. After
+ * a collective failed (deadline, abort, NCCL or CUDA error) its receive
+ * buffer is undefined: it is overwritten with 0xFF bytes (NaN in every
+ * float, -1 in every integer) where the device still allows it, so nothing
+ * reads a half-reduced buffer as a result.
+ *
  * Every NCCL call goes through NCCL_CALL and every CUDA call through
  * CUDA_CALL: a failure is VQC_ECOMM / VQC_ECUDA recorded with file:line,
  * the rank, the call and the library's error string (NCCL's last error
@@ -35,6 +67,7 @@
  * Not thread-safe across calls on one comm (one rank thread drives it). */
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -43,7 +76,17 @@
 #include "comm_internal.h"
 #include "mpi/mpi_common.h"
 #include "vqc/comm.h"
+#include "vqc/gpu.h"
 #include "vqc/tensor.h"
+
+/* Gathered bytes per chunk of a rank-ordered float sum: bounds the gather
+ * buffer a comm keeps (64 MiB), whatever the count and the number of
+ * ranks. */
+#define GATHER_BUDGET ((size_t)64 << 20)
+/* Elements of the warm-up's large all_reduce (4 MiB of floats): large
+ * enough for NCCL to pick its bandwidth protocol, not only the
+ * low-latency one. */
+#define WARMUP_COUNT ((size_t)1 << 20)
 
 /* ---- state */
 
@@ -52,11 +95,21 @@ typedef struct nccl_world {
   vqc_comm *mpi;       /* the mpi comm underneath (owned) */
   ncclComm_t nccl;     /* NULL once aborted or destroyed */
   cudaStream_t stream; /* every NCCL call of this comm runs here (owned) */
+  cudaEvent_t produced; /* recorded on the legacy stream by begin() (owned) */
   int32_t *scratch;    /* one device int for the barrier (owned) */
+  void *gather;        /* rank-ordered sums' gather buffer (owned; grows) */
+  size_t gather_cap;   /* its bytes */
   int device;          /* the CUDA device of this rank */
   int abort_flag;      /* set by ops->abort (any thread); __atomic */
   char dead[256];      /* why the communicator was aborted; "" while alive */
 } nccl_world;
+
+/* Set by vqc_nccl_interrupt (any thread, or a signal handler): every wait
+ * of every nccl comm of the process gives up, creation included. */
+static volatile sig_atomic_t interrupted;
+
+void vqc_nccl_interrupt(void) { interrupted = 1; }
+void vqc_nccl_interrupt_clear(void) { interrupted = 0; }
 
 /* ---- error checking */
 
@@ -94,32 +147,68 @@ static void give_up(nccl_world *w, const char *why) {
   snprintf(w->dead, sizeof w->dead, "%s", why);
 }
 
-/* Polls until the NCCL calls issued on w's stream have finished. `what`
- * names the collective for messages. */
-static vqc_status wait_done(vqc_comm *c, uint64_t deadline, const char *what) {
+/* Why a wait should stop now: "" to go on. */
+static const char *stop_reason(const nccl_world *w) {
+  if (interrupted) return "vqc_nccl_interrupt";
+  if (__atomic_load_n(&w->abort_flag, __ATOMIC_ACQUIRE)) return "vqc_comm_abort";
+  return "";
+}
+
+/* After a failed collective: recv (bytes) is undefined, so it is made
+ * plainly wrong (0xFF bytes: NaN floats, -1 integers) on the comm's
+ * stream, behind whatever NCCL left there (aborted kernels exit), and
+ * waited for at most a few seconds. Best effort: a device that no longer
+ * answers leaves it as it is, and the caller has the error anyway. */
+static void poison_recv(nccl_world *w, void *recv, size_t bytes) {
+  if (recv == NULL || bytes == 0) return;
+  if (cudaMemsetAsync(recv, 0xFF, bytes, w->stream) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return;
+  }
+  uint64_t start = vqc_now_ns(), limit = start + (uint64_t)5e9;
+  while (cudaStreamQuery(w->stream) == cudaErrorNotReady &&
+         vqc_now_ns() < limit)
+    vqc_poll_pause(vqc_now_ns() - start);
+  (void)cudaGetLastError();
+}
+
+/* Polls until the NCCL calls issued on w's stream have been enqueued
+ * (enqueue_only) or have finished, against `deadline`. `what` names the
+ * collective for messages. On failure the communicator is given up and
+ * recv (bytes; may be NULL) poisoned. A non-blocking communicator may
+ * answer a call with ncclInProgress while it enqueues: no other NCCL call
+ * and no kernel meant to follow it on the stream may be issued before the
+ * enqueue is over, hence enqueue_only between the steps of one collective. */
+static vqc_status wait_on(vqc_comm *c, uint64_t deadline, const char *what,
+                          bool enqueue_only, void *recv, size_t bytes) {
   nccl_world *w = c->impl;
   uint64_t start = vqc_now_ns();
+  vqc_status s = VQC_OK;
   for (;;) {
     ncclResult_t async = ncclSuccess;
-    VQC_TRY(NCCL_CALL(w, c->rank, ncclCommGetAsyncError(w->nccl, &async)));
+    if ((s = NCCL_CALL(w, c->rank, ncclCommGetAsyncError(w->nccl, &async))))
+      break;
     if (async != ncclSuccess && async != ncclInProgress) {
-      vqc_status s = NCCL_CALL(w, c->rank, async);
+      s = NCCL_CALL(w, c->rank, async);
       give_up(w, "an asynchronous NCCL error");
-      return s;
+      break;
     }
     if (async == ncclSuccess) {
+      if (enqueue_only) return VQC_OK;
       cudaError_t e = cudaStreamQuery(w->stream);
       if (e == cudaSuccess) return VQC_OK;
       if (e != cudaErrorNotReady) {
-        vqc_status s = CUDA_CALL(c->rank, e);
+        s = CUDA_CALL(c->rank, e);
         give_up(w, "a CUDA error on the NCCL stream");
-        return s;
+        break;
       }
     }
-    if (__atomic_load_n(&w->abort_flag, __ATOMIC_ACQUIRE)) {
-      give_up(w, "vqc_comm_abort");
-      return vqc_error(VQC_EABORTED, "rank %d: %s: the comm was aborted",
-                       c->rank, what);
+    const char *stop = stop_reason(w);
+    if (*stop) {
+      give_up(w, stop);
+      s = vqc_error(VQC_EABORTED, "rank %d: %s: the comm was aborted (%s)",
+                    c->rank, what, stop);
+      break;
     }
     uint64_t now = vqc_now_ns();
     if (now > deadline) {
@@ -127,26 +216,41 @@ static vqc_status wait_done(vqc_comm *c, uint64_t deadline, const char *what) {
       snprintf(why, sizeof why, "%s timed out after %.3g s", what,
                c->timeout_s);
       give_up(w, why);
-      return vqc_error(VQC_ETIMEOUT,
-                       "rank %d: %s did not complete within %.3g s (did every "
-                       "rank enter it?); the NCCL communicator was aborted",
-                       c->rank, what, c->timeout_s);
+      s = vqc_error(VQC_ETIMEOUT,
+                    "rank %d: %s did not complete within %.3g s (did every "
+                    "rank enter it?); the NCCL communicator was aborted",
+                    c->rank, what, c->timeout_s);
+      break;
     }
     vqc_poll_pause(now - start);
   }
+  /* The first error stays the one reported (vqc_error keeps the last). */
+  char msg[512];
+  snprintf(msg, sizeof msg, "%s", vqc_last_error());
+  poison_recv(w, recv, bytes);
+  return vqc_error(s, "%s", msg);
+}
+
+static vqc_status wait_done(vqc_comm *c, uint64_t deadline, const char *what,
+                            void *recv, size_t bytes) {
+  return wait_on(c, deadline, what, false, recv, bytes);
 }
 
 /* Every collective starts here: refuses on an aborted comm, makes this
- * rank's device current and returns the deadline. */
+ * rank's device current, orders the comm's stream after everything queued
+ * on the legacy default stream so far (see the top), and returns the
+ * deadline. */
 static vqc_status begin(vqc_comm *c, const char *what, uint64_t *deadline) {
   nccl_world *w = c->impl;
-  if (__atomic_load_n(&w->abort_flag, __ATOMIC_ACQUIRE) && w->nccl)
-    give_up(w, "vqc_comm_abort");
+  const char *stop = stop_reason(w);
+  if (*stop && w->nccl) give_up(w, stop);
   if (w->nccl == NULL)
     return vqc_error(VQC_EABORTED,
                      "rank %d: %s: the NCCL communicator was aborted (%s)",
                      c->rank, what, w->dead[0] ? w->dead : "destroyed");
   VQC_TRY(CUDA_CALL(c->rank, cudaSetDevice(w->device)));
+  VQC_TRY(CUDA_CALL(c->rank, cudaEventRecord(w->produced, cudaStreamLegacy)));
+  VQC_TRY(CUDA_CALL(c->rank, cudaStreamWaitEvent(w->stream, w->produced, 0)));
   *deadline = vqc_comm_deadline_ns(c);
   return VQC_OK;
 }
@@ -196,6 +300,50 @@ static vqc_status check_device_ptr(const vqc_comm *c, const void *p,
 
 /* ---- the ops */
 
+/* The gather buffer holds at least `bytes` (grown, never shrunk; freed
+ * with the comm). */
+static vqc_status reserve_gather(vqc_comm *c, size_t bytes) {
+  nccl_world *w = c->impl;
+  if (bytes <= w->gather_cap) return VQC_OK;
+  if (w->gather) {
+    /* Earlier users of the buffer finished: every collective waits. */
+    (void)CUDA_CALL(c->rank, cudaFree(w->gather));
+    w->gather = NULL;
+    w->gather_cap = 0;
+  }
+  VQC_TRY(CUDA_CALL(c->rank, cudaMalloc(&w->gather, bytes)));
+  w->gather_cap = bytes;
+  return VQC_OK;
+}
+
+/* SUM of floats in rank order: chunk by chunk, all_gather the ranks'
+ * blocks, then add them in rank order into recv (see the top). send may
+ * equal recv: chunk k's gather reads send before its sum writes recv. */
+static vqc_status rank_ordered_sum(vqc_comm *c, const void *send, void *recv,
+                                   size_t count, vqc_dtype dt,
+                                   uint64_t deadline) {
+  nccl_world *w = c->impl;
+  const char *what = "all_reduce";
+  const size_t esz = vqc_dtype_size(dt), P = (size_t)c->size;
+  size_t chunk = GATHER_BUDGET / (P * esz);
+  if (chunk == 0) chunk = 1;
+  if (chunk > count) chunk = count;
+  vqc_status s = reserve_gather(c, chunk * P * esz);
+  for (size_t at = 0; s == VQC_OK && at < count; at += chunk) {
+    const size_t n = count - at < chunk ? count - at : chunk;
+    s = NCCL_CALL(w, c->rank,
+                  ncclAllGather((const char *)send + at * esz, w->gather, n,
+                                nccl_dtype(dt), w->nccl, w->stream));
+    if (s == VQC_OK)
+      s = wait_on(c, deadline, what, true, recv, count * esz);
+    if (s == VQC_OK)
+      s = vqc_gpu_sum_in_rank_order_async(w->gather, c->size, n, dt,
+                                          (char *)recv + at * esz, w->stream);
+  }
+  if (s != VQC_OK) return s;
+  return wait_done(c, deadline, what, recv, count * esz);
+}
+
 static vqc_status nccl_all_reduce(vqc_comm *c, const void *send, void *recv,
                                   size_t count, vqc_dtype dt, vqc_redop op) {
   nccl_world *w = c->impl;
@@ -208,10 +356,13 @@ static vqc_status nccl_all_reduce(vqc_comm *c, const void *send, void *recv,
   VQC_TRY(check_device_ptr(c, send, bytes, what, "send"));
   VQC_TRY(check_device_ptr(c, recv, bytes, what, "recv"));
   VQC_TRY(begin(c, what, &deadline));
+  if (op == VQC_SUM && (dt == VQC_F32 || dt == VQC_F64) && c->size > 1 &&
+      count > 0)
+    return rank_ordered_sum(c, send, recv, count, dt, deadline);
   VQC_TRY(NCCL_CALL(w, c->rank,
                     ncclAllReduce(send, recv, count, nccl_dtype(dt),
                                   nccl_op(op), w->nccl, w->stream)));
-  return wait_done(c, deadline, what);
+  return wait_done(c, deadline, what, recv, bytes);
 }
 
 static vqc_status nccl_all_gather(vqc_comm *c, const void *send, void *recv,
@@ -245,7 +396,7 @@ static vqc_status nccl_all_gather(vqc_comm *c, const void *send, void *recv,
   VQC_TRY(NCCL_CALL(w, c->rank,
                     ncclAllGather(send, recv, count, nccl_dtype(dt), w->nccl,
                                   w->stream)));
-  return wait_done(c, deadline, what);
+  return wait_done(c, deadline, what, recv, block * (size_t)c->size);
 }
 
 /* Variable counts as one broadcast per rank in a group (NCCL has no
@@ -286,7 +437,7 @@ static vqc_status nccl_all_gatherv(vqc_comm *c, const void *send,
   vqc_status end = NCCL_CALL(w, c->rank, ncclGroupEnd());
   if (s != VQC_OK) return s;
   VQC_TRY(end);
-  return wait_done(c, deadline, what);
+  return wait_done(c, deadline, what, recv, total * esize);
 }
 
 static vqc_status nccl_broadcast(vqc_comm *c, void *buf, size_t count,
@@ -299,7 +450,9 @@ static vqc_status nccl_broadcast(vqc_comm *c, void *buf, size_t count,
   VQC_TRY(NCCL_CALL(w, c->rank,
                     ncclBroadcast(buf, buf, count, nccl_dtype(dt), root,
                                   w->nccl, w->stream)));
-  return wait_done(c, deadline, what);
+  /* The root's buffer is its input, intact whatever happened. */
+  return wait_done(c, deadline, what, c->rank == root ? NULL : buf,
+                   count * vqc_dtype_size(dt));
 }
 
 /* NCCL has no barrier: a one-element all_reduce on the comm's scratch. */
@@ -310,7 +463,7 @@ static vqc_status nccl_barrier(vqc_comm *c) {
   VQC_TRY(NCCL_CALL(w, c->rank,
                     ncclAllReduce(w->scratch, w->scratch, 1, ncclInt32,
                                   ncclSum, w->nccl, w->stream)));
-  return wait_done(c, deadline, "barrier");
+  return wait_done(c, deadline, "barrier", NULL, 0);
 }
 
 /* Any thread: the rank's own thread aborts the NCCL communicator at its next
@@ -352,20 +505,67 @@ typedef struct id_msg {
 } id_msg;
 
 /* Polls a non-blocking NCCL communicator until its pending operation (init
- * or finalize) is done, within `seconds`. */
+ * or finalize) is done, within `seconds`; vqc_comm_abort (finalize) and
+ * vqc_nccl_interrupt (both) cut it short with VQC_EABORTED. The caller
+ * gives the communicator up on failure. */
 static vqc_status wait_comm_ready(nccl_world *w, int rank, double seconds,
                                   const char *what) {
-  uint64_t deadline = vqc_now_ns() + (uint64_t)(seconds * 1e9);
+  uint64_t start = vqc_now_ns();
+  uint64_t deadline = start + (uint64_t)(seconds * 1e9);
   for (;;) {
     ncclResult_t async = ncclSuccess;
     VQC_TRY(NCCL_CALL(w, rank, ncclCommGetAsyncError(w->nccl, &async)));
     if (async == ncclSuccess) return VQC_OK;
     if (async != ncclInProgress) return NCCL_CALL(w, rank, async);
-    if (vqc_now_ns() > deadline)
+    const char *stop = stop_reason(w);
+    if (*stop)
+      return vqc_error(VQC_EABORTED, "rank %d: %s was cut short (%s)", rank,
+                       what, stop);
+    uint64_t now = vqc_now_ns();
+    if (now > deadline)
       return vqc_error(VQC_ETIMEOUT, "rank %d: %s did not finish within %.3g "
                        "s (did every rank call it?)", rank, what, seconds);
-    vqc_poll_nap();
+    vqc_poll_pause(now - start);
   }
+}
+
+/* Runs the collectives this backend uses once, on a scratch buffer, under
+ * the comm's current (creation) timeout, so that NCCL's lazy connection
+ * set-up and the first launch of each kernel happen here and not inside a
+ * caller's first deadline (see the top). Not in the ledger: comm.c is not
+ * involved. */
+static vqc_status warm_up(vqc_comm *c) {
+  nccl_world *w = c->impl;
+  const char *what = "the warm-up collectives at creation";
+  const size_t n = WARMUP_COUNT, block = n / (size_t)c->size;
+  float *buf = NULL; /* (n) floats, freed below */
+  uint64_t deadline = 0;
+  VQC_TRY(begin(c, what, &deadline));
+  VQC_TRY(CUDA_CALL(c->rank, cudaMalloc((void **)&buf, n * sizeof *buf)));
+  vqc_status s =
+      CUDA_CALL(c->rank, cudaMemsetAsync(buf, 0, n * sizeof *buf, w->stream));
+  if (s == VQC_OK)
+    s = NCCL_CALL(w, c->rank, ncclAllReduce(w->scratch, w->scratch, 1,
+                                            ncclInt32, ncclSum, w->nccl,
+                                            w->stream));
+  if (s == VQC_OK) s = wait_on(c, deadline, what, true, NULL, 0);
+  if (s == VQC_OK)
+    s = NCCL_CALL(w, c->rank, ncclAllReduce(buf, buf, n, ncclFloat32,
+                                            ncclMax, w->nccl, w->stream));
+  if (s == VQC_OK) s = wait_on(c, deadline, what, true, NULL, 0);
+  if (s == VQC_OK && block > 0)
+    s = NCCL_CALL(w, c->rank,
+                  ncclAllGather(buf + (size_t)c->rank * block, buf, block,
+                                ncclFloat32, w->nccl, w->stream));
+  if (s == VQC_OK) s = wait_on(c, deadline, what, true, NULL, 0);
+  if (s == VQC_OK)
+    s = NCCL_CALL(w, c->rank, ncclBroadcast(buf, buf, n, ncclFloat32, 0,
+                                            w->nccl, w->stream));
+  if (s == VQC_OK) s = wait_done(c, deadline, what, NULL, 0);
+  if (s == VQC_OK && c->size > 1)
+    s = rank_ordered_sum(c, buf, buf, n, VQC_F32, deadline);
+  (void)CUDA_CALL(c->rank, cudaFree(buf));
+  return s;
 }
 
 vqc_status vqc_nccl_comm_create(int *argc, char ***argv, vqc_comm **out) {
@@ -412,7 +612,12 @@ vqc_status vqc_nccl_comm_create(int *argc, char ***argv, vqc_comm **out) {
     s = CUDA_CALL(rank, cudaStreamCreateWithFlags(&w->stream,
                                                   cudaStreamNonBlocking));
   if (s == VQC_OK)
+    s = CUDA_CALL(rank, cudaEventCreateWithFlags(&w->produced,
+                                                 cudaEventDisableTiming));
+  if (s == VQC_OK)
     s = CUDA_CALL(rank, cudaMalloc((void **)&w->scratch, sizeof(int32_t)));
+  if (s == VQC_OK)
+    s = CUDA_CALL(rank, cudaMemset(w->scratch, 0, sizeof(int32_t)));
   if (s == VQC_OK) {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0; /* every call returns; we poll (see the top) */
@@ -427,6 +632,7 @@ vqc_status vqc_nccl_comm_create(int *argc, char ***argv, vqc_comm **out) {
   if (s == VQC_OK)
     s = vqc_comm_init_common(&w->data, &nccl_ops, VQC_BACKEND_NCCL, rank,
                              size, w, false);
+  if (s == VQC_OK) s = warm_up(&w->data);
   if (s != VQC_OK) {
     /* The first error stays the one reported: vqc_error keeps only the
      * last message, so it is saved and restored around the clean-up. */
@@ -434,6 +640,8 @@ vqc_status vqc_nccl_comm_create(int *argc, char ***argv, vqc_comm **out) {
     snprintf(why, sizeof why, "%s", vqc_last_error());
     if (w->nccl) give_up(w, "creation failed");
     if (w->scratch) (void)CUDA_CALL(rank, cudaFree(w->scratch));
+    if (w->gather) (void)CUDA_CALL(rank, cudaFree(w->gather));
+    if (w->produced) (void)CUDA_CALL(rank, cudaEventDestroy(w->produced));
     if (w->stream) (void)CUDA_CALL(rank, cudaStreamDestroy(w->stream));
     vqc_comm_fini_common(&w->data);
     vqc_mpi_comm_destroy(w->mpi);
@@ -458,10 +666,12 @@ void vqc_nccl_comm_destroy(vqc_comm *c) {
       (void)ncclCommDestroy(w->nccl);
       w->nccl = NULL;
     } else {
-      give_up(w, "destroy");
+      give_up(w, "destroy"); /* a peer that never came, or an abort */
     }
   }
   (void)CUDA_CALL(c->rank, cudaFree(w->scratch));
+  if (w->gather) (void)CUDA_CALL(c->rank, cudaFree(w->gather));
+  (void)CUDA_CALL(c->rank, cudaEventDestroy(w->produced));
   (void)CUDA_CALL(c->rank, cudaStreamDestroy(w->stream));
   vqc_comm_fini_common(&w->data);
   vqc_mpi_comm_destroy(w->mpi);
