@@ -61,7 +61,7 @@
 #include <time.h>
 
 #include "bench_stats.h"
-#include "comm_internal.h" /* vqc_comm_init_common: the no-op backend */
+#include "comm/comm_internal.h" /* vqc_comm_init_common: the no-op backend */
 #include "vqc/comm.h"
 #include "vqc/ledger.h"
 

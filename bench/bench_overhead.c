@@ -78,7 +78,7 @@
 #endif
 
 #include "bench_stats.h"
-#include "instrument.h"
+#include "vqc/instrument.h"
 #include "vqc/digest.h"
 
 #define MAX_STEPS 1001

@@ -104,8 +104,8 @@
 #endif
 
 #include "bench_stats.h"
-#include "fsq_internal.h"
-#include "vq_nearest.h"
+#include "quant/fsq_internal.h"
+#include "quant/vq_nearest.h"
 #include "vqc/fsq.h"
 #include "vqc/rng.h"
 #include "vqc/vq.h"

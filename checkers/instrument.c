@@ -1,6 +1,6 @@
 /* instrument.c: the instrumentation session (see instrument.h).
  *
- * A session is the runner's per-rank body (harness/runner.c) turned inside
+ * A session is the runner's per-rank body (harness/run/runner.c) turned inside
  * out: instead of driving a model it owns the vqc_check_ctx and the
  * checkers, and the user's loop calls in at step ends. What it adds is the
  * plumbing the runner does around its ranks:
@@ -23,7 +23,7 @@
  * run.json are shared with the runner (rundir.h, findings.h); what the
  * session adds to run.json is its subject ("program" and "check" where the
  * runner writes "scenario") and its steps. */
-#include "instrument.h"
+#include "vqc/instrument.h"
 
 #include <inttypes.h>
 #include <stdlib.h>

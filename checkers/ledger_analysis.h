@@ -59,7 +59,7 @@
  *                                   launcher cleaning up after another rank;
  *     {"event":"lost"|"killed","by","why"}  appended by whoever supervised
  *                                   the job (`vqcheck run --backend mpi`
- *                                   without a launcher, harness/supervise.h):
+ *                                   without a launcher, harness/run/supervise.h):
  *                                   lost: the rank was seen stopped or gone
  *                                   unfinished; killed: it was alive and
  *                                   running when the job had to be ended.
@@ -109,7 +109,7 @@ bool vqc_fingerprint_equal(const vqc_coll_fingerprint *a,
  * "broadcast(float32, count 4, root 0)", "barrier()". */
 void vqc_coll_describe(vqc_coll_op op, vqc_dtype dt, size_t count, int root,
                        vqc_redop redop, char *buf, size_t n);
-/* "lib/src/vq_ema.c:57 vqc_vq_ema_update": the same text as
+/* "lib/src/quant/vq_ema.c:57 vqc_vq_ema_update": the same text as
  * vqc_finding_set_site (paths relative to the repository where it can). */
 void vqc_site_text(vqc_site site, char *buf, size_t n);
 

@@ -51,7 +51,7 @@ static const char *const run_files[] = {"run.json", "report.md",
                                         "report.html", "junit.xml"};
 
 /* What follows "rank-<r>." in a rank file (trace.h, ledger_analysis.h,
- * harness/bridge_findings.h): the digest trace, the ledger dumps, the Python
+ * harness/run/bridge_findings.h): the digest trace, the ledger dumps, the Python
  * bridge's findings, hang marker and stack dumps, the status dump, the live
  * ledger. */
 static const char *const rank_suffixes[] = {"trace.jsonl", "ledger.jsonl",

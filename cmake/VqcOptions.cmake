@@ -32,6 +32,10 @@ if(VQC_WITH_CUDA AND NOT CUDAToolkit_FOUND)
   message(FATAL_ERROR "VQC_WITH_CUDA=ON but the CUDA toolkit was not found (set CUDAToolkit_ROOT)")
 endif()
 
+# The CUDA runtime linked statically: a binary (the .deb) then needs only
+# the driver at run time, and none without a GPU.
+option(VQC_CUDART_STATIC "Link the CUDA runtime statically" OFF)
+
 # ---- NCCL (ships with the CUDA toolkit on these machines)
 find_path(VQC_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS})
 find_library(VQC_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_ROOT}/lib64 ${CUDAToolkit_LIBRARY_DIR})

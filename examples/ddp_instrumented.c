@@ -1,5 +1,5 @@
 /* ddp_instrumented.c: someone else's data-parallel training loop, checked by
- * vqcheck through checkers/instrument.h.
+ * vqcheck through checkers/include/vqc/instrument.h.
  *
  * The model, data and optimizer below are plain C arrays and loops, written
  * the way a small training program outside vqcheck would be (llm.c style:
@@ -30,7 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "instrument.h"
+#include "vqc/instrument.h"
 
 /* ---- the model: y = W2 tanh(W1 x + b1) + b2 */
 

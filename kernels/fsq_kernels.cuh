@@ -10,7 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "tanh_exact.h" /* lib/src: the CPU's tanh, compiled for the device */
+#include "quant/tanh_exact.h" /* lib/src: the CPU's tanh, compiled for the device */
 #include "vqc/fsq.h"
 
 #define FSQ_THREADS 256

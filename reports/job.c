@@ -1,6 +1,6 @@
 /* job.c: the "Job" section of report.md and report.html, for a run
  * directory `vqcheck watch` wrote (run.json's "job" section,
- * harness/cmd_watch.c): the command, each process's exit status, and the
+ * harness/cli/cmd_watch.c): the command, each process's exit status, and the
  * stderr tails of those that failed. Nothing for other run directories.
  * Read leniently: a member of the wrong type is left out, never an error
  * (the section is informative; findings carry the verdict). */

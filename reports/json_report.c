@@ -1,4 +1,4 @@
-/* json_report.c: reads run.json (schema_version 1, harness/runner.h) and
+/* json_report.c: reads run.json (schema_version 1, harness/run/runner.h) and
  * checks it before any report is made from it, so that a corrupt or foreign
  * file gets one clear error naming the file and the field instead of a
  * half-made report. Also renders the validated document back as JSON
@@ -7,7 +7,7 @@
  * Required (the runner always writes them):
  *   schema_version  1
  *   scenario        object with a non-empty string "name"; or, for a run of
- *                   the instrumentation API (checkers/instrument.h, the
+ *                   the instrumentation API (checkers/include/vqc/instrument.h, the
  *                   subject rundir.h names), program: the same
  *   environment     object: "backend" string, "ranks" integer >= 1
  *   build           object

@@ -141,7 +141,7 @@ static void verdict(FILE *f, const rep_run *r) {
     rep_md(f, rep_str(sc, "fault", "none"));
     fprintf(f, "\n- expected: ");
     expectation(f, json_object_get(sc, "expect"));
-  } else { /* an instrumented program (checkers/instrument.h) */
+  } else { /* an instrumented program (checkers/include/vqc/instrument.h) */
     fprintf(f, "- program: ");
     rep_md_code(f, r->name, false);
     fprintf(f, " (instrumented), checkers: ");

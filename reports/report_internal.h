@@ -37,7 +37,7 @@ typedef struct rep_finding {
 } rep_finding;
 
 /* What `vqcheck compare` compared, for a run whose environment.backend is
- * "traces" (harness/cmd_compare.c writes run.json's "compare" section; its
+ * "traces" (harness/cli/cmd_compare.c writes run.json's "compare" section; its
  * comment lists the members). Pointers are borrowed from rep_run.root. A
  * member an older run.json lacks is NULL or -1, and the reports leave it
  * out. */
@@ -188,7 +188,7 @@ typedef struct rep_coll {
   rep_coll_state state;  /* ABSENT: the rank never got to this seq */
   char op[16];           /* "all_reduce" */
   char describe[96];     /* "all_reduce(float32, count 16, sum)" */
-  char site[320];        /* "lib/src/vq_ema.c:35 reduce_counts" */
+  char site[320];        /* "lib/src/quant/vq_ema.c:35 reduce_counts" */
   char status[24];       /* "VQC_OK" */
 } rep_coll;
 

@@ -1,6 +1,6 @@
 /* trace_run.c: what the reports say about a comparison of traces
  * (`vqcheck compare`, environment.backend "traces"): the facts of run.json's
- * "compare" section (harness/cmd_compare.c writes it), read and checked
+ * "compare" section (harness/cli/cmd_compare.c writes it), read and checked
  * once here, and the few phrases report.md, report.html and junit.xml
  * share, so they all say the same. A trace comparison has no scenario,
  * fault, seed or training: the renderers show these facts instead. */

@@ -1,4 +1,4 @@
-/* tanh_exhaustive.c: vqc_tanh_exact (lib/src/tanh_exact.h) on all 2^32
+/* tanh_exhaustive.c: vqc_tanh_exact (lib/src/quant/tanh_exact.h) on all 2^32
  * float inputs, every kernel this CPU has (fsq_tanh_with: scalar, AVX2),
  * against an independent correctly rounded reference. Not a default test
  * (it takes tens of minutes on two cores): ctest runs it only in a build
@@ -33,8 +33,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "fsq_internal.h"
-#include "tanh_exact.h"
+#include "quant/fsq_internal.h"
+#include "quant/tanh_exact.h"
 
 #define CHUNK (1u << 16)
 #define KEEP 24 /* closest cases kept per thread */

@@ -32,7 +32,7 @@
 #include "vqc/fsq.h"
 #include "vqc/vq.h"
 extern "C" {
-#include "vq_internal.h" /* lib/src: vq_renormalize, a CPU twin */
+#include "quant/vq_internal.h" /* lib/src: vq_renormalize, a CPU twin */
 }
 #include "gpu_internal.h" /* the wrappers' pointer classification */
 

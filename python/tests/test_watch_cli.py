@@ -1,4 +1,4 @@
-"""`vqcheck watch` (harness/cmd_watch.c): the CLI that runs an unmodified
+"""`vqcheck watch` (harness/cli/cmd_watch.c): the CLI that runs an unmodified
 job with the Python bridge loaded, supervises it and analyses what the
 bridge wrote.
 

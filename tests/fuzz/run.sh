@@ -5,7 +5,7 @@
 #
 #   tests/fuzz/run.sh TARGET [SECONDS] [WORK_DIR]
 #     TARGET    trace (checkers/trace.c + trace_compare.c) or scenario
-#               (harness/scenario.c)
+#               (harness/run/scenario.c)
 #     SECONDS   -max_total_time (default 30)
 #     WORK_DIR  binaries, the growing corpus, crash files (default
 #               /tmp/vqc-fuzz)
@@ -30,11 +30,11 @@ cc=${VQC_FUZZ_CC:-clang}
 case "$target" in
   trace)
     sources="$src/checkers/trace.c $src/checkers/trace_compare.c
-             $src/checkers/findings.c $src/lib/src/status.c"
+             $src/checkers/findings.c $src/lib/src/core/status.c"
     libs="jansson" ;;
   scenario)
-    sources="$src/harness/scenario.c $src/checkers/findings.c
-             $src/lib/src/fault.c $src/lib/src/status.c"
+    sources="$src/harness/run/scenario.c $src/checkers/findings.c
+             $src/lib/src/core/fault.c $src/lib/src/core/status.c"
     libs="yaml-0.1 jansson" ;;
   *)
     echo "usage: $0 trace|scenario [SECONDS] [WORK_DIR]" >&2
@@ -58,7 +58,7 @@ bin="$work/fuzz_$target"
 # shellcheck disable=SC2086 # word splitting of the lists is intended
 "$cc" -std=gnu11 -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I"$src/lib/include" -I"$src/checkers" -I"$src/harness" \
+  -I"$src/lib/include" -I"$src/checkers" -I"$src/harness/run" \
   $(pkg-config --cflags $libs) \
   "$here/fuzz_$target.c" $sources \
   $(pkg-config --libs $libs) -lm -lpthread -o "$bin"

@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "device.h" /* lib/src: vqc_device_memcpy_* */
+#include "core/device.h" /* lib/src: vqc_device_memcpy_* */
 #include "vqc/gpu.h"
 #include "vqc/tensor.h"
 #include "vqc/version.h"

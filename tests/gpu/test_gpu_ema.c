@@ -23,7 +23,7 @@
 #include <string.h>
 
 #include "gpu_test_util.h"
-#include "vq_internal.h" /* lib/src: vq_renormalize, the CPU twin */
+#include "quant/vq_internal.h" /* lib/src: vq_renormalize, the CPU twin */
 #include "vqc/vq.h"
 
 /* vq_ema.c step 1, the definition: counts (C) and sums (C, D) row-major. */

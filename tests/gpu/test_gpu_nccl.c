@@ -1,4 +1,4 @@
-/* test_gpu_nccl.c: the nccl comm backend (lib/src/nccl/comm_nccl.c), label
+/* test_gpu_nccl.c: the nccl comm backend (lib/src/comm/nccl/comm_nccl.c), label
  * gpu.
  *
  * A one-GPU machine can only form size-1 NCCL communicators (NCCL refuses

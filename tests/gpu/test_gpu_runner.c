@@ -1,4 +1,4 @@
-/* test_gpu_runner.c: scenarios with --device cuda (harness/run_models.h
+/* test_gpu_runner.c: scenarios with --device cuda (harness/models/run_models.h
  * "Device"), label gpu; skips without a device.
  *
  * Equal to the CPU run. On a threads world every rank builds the model

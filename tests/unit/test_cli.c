@@ -1,7 +1,7 @@
 /* test_cli.c: the vqcheck command line as a user meets it. Runs the built
  * binary (VQC_CLI_PATH) as a child process with posix_spawn, stdout and
  * stderr captured separately, and checks the conventions every subcommand
- * follows (DESIGN.md, harness/cli.h): --help on stdout with exit 0; misuse
+ * follows (DESIGN.md, harness/cli/cli.h): --help on stdout with exit 0; misuse
  * on stderr with a hint and exit 2; --json as exactly one JSON document;
  * no progress when stdout is not a terminal (here it is a file); error
  * text without the library's source location unless VQC_DEBUG=1 or

@@ -1,4 +1,4 @@
-/* test_conformance.c: the conformance framework (harness/conformance.h) and
+/* test_conformance.c: the conformance framework (harness/conformance/conformance.h) and
  * the fsq handler.
  *
  * - the comparison helpers apply the contract's rule at its boundary

@@ -1,4 +1,4 @@
-/* test_fixture.c: the golden-case reader (harness/fixture.h).
+/* test_fixture.c: the golden-case reader (harness/conformance/fixture.h).
  *
  * Each test writes a small case directory under a fresh temporary directory:
  * one valid case, read back through every accessor, and broken variants

@@ -15,8 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsq_internal.h"
-#include "tanh_exact.h"
+#include "quant/fsq_internal.h"
+#include "quant/tanh_exact.h"
 #include "vqc/fsq.h"
 #include "vqc/status.h"
 

@@ -8,14 +8,14 @@
  *              step labels (reports/svg.c);
  *   nesting    YAML lists nested 100k and 500k deep (flow) and 400k deep
  *              (block) are refused in milliseconds with file:line:column and
- *              the limit; 64 levels still parse (harness/scenario.c);
+ *              the limit; 64 levels still parse (harness/run/scenario.c);
  *   memory     a scenario that cannot fit (64 ranks x 1048576 rows under a
  *              4 GiB address-space limit) is refused before any rank
  *              allocates, with exit 2, the estimate and the limit; the
  *              estimate stays within its stated factor of measured peaks;
  *              every shipped scenario fits a small budget; the per-process
  *              estimate of a launched backend counts one rank
- *              (harness/run_memory.c).
+ *              (harness/run/run_memory.c).
  *
  * Each test has a Criterion timeout: the code before these fixes looped
  * forever (plots) or took 23 s to minutes (nesting) on the same inputs. */

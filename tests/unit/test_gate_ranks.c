@@ -50,7 +50,7 @@ static void coll(const char *dir, int rank, int seq, bool entered_only) {
     snprintf(line, sizeof line,
              "{\"seq\":%d,\"rank\":%d,\"op\":\"all_reduce\",\"redop\":\"sum\","
              "\"dtype\":\"float32\",\"count\":16,\"root\":-1,"
-             "\"file\":\"/src/lib/src/ddp.c\",\"line\":67,\"func\":"
+             "\"file\":\"/src/lib/src/train/ddp.c\",\"line\":67,\"func\":"
              "\"reduce_bucket\",\"t_enter_ns\":1,\"t_exit_ns\":%d,"
              "\"state\":\"%s\",\"status\":\"VQC_OK\"}\n",
              seq, rank, pass ? 2 : 0, pass ? "done" : "entered");
@@ -152,7 +152,7 @@ Test(gate_ranks, killed_rank_is_a_rank_failure_with_its_last_step) {
   const char *msg = json_string_value(json_object_get(f, "message"));
   cr_expect(strstr(msg, "rank 1 ") && strstr(msg, "step 4") &&
                 strstr(msg, "#3 all_reduce(float32, count 16) at "
-                            "lib/src/ddp.c:67 reduce_bucket (completed)") &&
+                            "lib/src/train/ddp.c:67 reduce_bucket (completed)") &&
                 strstr(msg, "wait in #4"),
             "message: %s", msg);
   /* The terminated ranks were cut off, not stuck: no deadlock. */
@@ -202,7 +202,7 @@ Test(gate_ranks, stopped_rank_marked_lost_is_named) {
   const char *msg = json_string_value(json_object_get(f, "message"));
   cr_expect(strstr(msg, "stopped for 5 s") &&
                 strstr(msg, "#2 all_reduce(float32, count 16) at "
-                            "lib/src/ddp.c:67 reduce_bucket (entered, never "
+                            "lib/src/train/ddp.c:67 reduce_bucket (entered, never "
                             "completed)"),
             "message: %s", msg);
   json_decref(a.run);

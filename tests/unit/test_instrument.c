@@ -1,4 +1,4 @@
-/* test_instrument.c: the instrumentation API (checkers/instrument.h) on the
+/* test_instrument.c: the instrumentation API (checkers/include/vqc/instrument.h) on the
  * threads backend.
  *
  * Each run is a tiny "foreign" loop on 3 ranks: two registered tensors
@@ -30,7 +30,7 @@
 #include <unistd.h>
 
 #include "findings.h"
-#include "instrument.h"
+#include "vqc/instrument.h"
 #include "report.h"
 #include "rundir.h"
 #include "runner.h" /* vqc_run_read_json: run.json must read like the runner's */

@@ -2,7 +2,7 @@
  *
  * The ledger has one writer (the thread driving the comm) and readers on
  * other threads (a watchdog, a dump) that copy records through a per-record
- * seqlock (lib/src/ledger.c). Here two ranks run many small all_reduces
+ * seqlock (lib/src/comm/ledger.c). Here two ranks run many small all_reduces
  * whose every field is a function of the sequence number, while a third
  * thread reads continuously with every reader (in_flight, get, last_done,
  * snapshot); any torn or mixed copy breaks that function and is counted.

@@ -390,7 +390,7 @@ Test(lost_inplace_vq, the_101_fault_in_vq_ema_is_flagged_and_its_twin_is_clean) 
   const vqc_finding *f = &bug.findings.items[0];
   cr_expect_eq(f->kind, VQC_FINDING_LOST_INPLACE);
   cr_expect_eq(f->step, 0);
-  cr_expect(strstr(f->site, "lib/src/vq_ema.c:") == f->site, "%s", f->site);
+  cr_expect(strstr(f->site, "lib/src/quant/vq_ema.c:") == f->site, "%s", f->site);
   cr_expect_eq(f->nranks, W);
   cr_expect_eq(detail_dim(f, "origin_shape", 0), 8); /* (C, D) = (8, 4) */
   cr_expect_eq(detail_dim(f, "origin_shape", 1), 4);

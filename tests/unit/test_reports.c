@@ -1,5 +1,5 @@
 /* test_reports.c: the report writers (reports/report.h) and `vqcheck
- * report` (harness/cmd_report.c) on run directories built by hand in a
+ * report` (harness/cli/cmd_report.c) on run directories built by hand in a
  * temporary directory, so every expected value is exact:
  *
  *   run.json  3 ranks, 5 steps done; findings: divergence (step 2, rank 1,
@@ -141,7 +141,8 @@ static json_t *sample_run_json(void) {
               json_pack("{s:s}", "reason", "</pre><script>alert(2)</script>")));
   json_array_append_new(
       findings,
-      finding("deadlock", 5, NULL, "lib/src/ddp.c:88 vqc_ddp_allreduce_grads",
+      finding("deadlock", 5, NULL,
+              "lib/src/train/ddp.c:88 vqc_ddp_allreduce_grads",
               DEADLOCK_MESSAGE, json_pack("[i]", 1),
               json_pack("{s:i, s:s}", "seq", 15, "op", "all_reduce")));
   json_t *steps = json_array();
@@ -207,7 +208,7 @@ static void write_ledgers(const char *dir) {
       snprintf(line, sizeof line,
                "{\"seq\":%d,\"rank\":%d,\"op\":\"all_reduce\",\"redop\":\"sum\","
                "\"dtype\":\"float32\",\"count\":1552,\"root\":-1,\"file\":"
-               "\"/src/lib/src/ddp.c\",\"line\":88,\"func\":"
+               "\"/src/lib/src/train/ddp.c\",\"line\":88,\"func\":"
                "\"vqc_ddp_allreduce_grads\",\"t_enter_ns\":%d,\"t_exit_ns\":%d,"
                "\"state\":\"%s\",\"status\":\"%s\"}\n",
                seq, r, 100 * seq, 100 * seq + 50, stuck ? "failed" : "done",
@@ -666,7 +667,7 @@ Test(reports, markdown_has_the_findings) {
   cr_expect(strstr(md, "| 1 | divergence | 2 | 1 | `codebook.embed` |  | "
                        DIVERGENCE_MESSAGE " |") != NULL, "%s", md);
   cr_expect(strstr(md, "| 3 | deadlock | 5 | 1 |  | "
-                       "`lib/src/ddp.c:88 vqc_ddp_allreduce_grads` |") != NULL);
+                       "`lib/src/train/ddp.c:88 vqc_ddp_allreduce_grads` |") != NULL);
   cr_expect(strstr(md, "### 2. lost\\_inplace at step 2") == NULL &&
             strstr(md, "### 2. lost_inplace at step 2") != NULL);
   /* The malicious message is escaped outside code. */
@@ -691,7 +692,7 @@ Test(reports, html_figures_have_the_exact_cells) {
   char *html = slurp(dir, "report.html");
   cr_expect(strstr(html, "<header class=\"verdict verdict-findings\"") != NULL);
   cr_expect_eq(count_substr(html, "<tr class=\"finding-row\""), 3);
-  cr_expect(strstr(html, "<code>lib/src/ddp.c:88 vqc_ddp_allreduce_grads"
+  cr_expect(strstr(html, "<code>lib/src/train/ddp.c:88 vqc_ddp_allreduce_grads"
                          "</code>") != NULL);
   /* Heatmap: 3 ranks x 5 steps, rank 1 red at steps 2, 3, 4. */
   cr_expect_eq(count_substr(html, "<svg id=\"digest-heatmap\""), 1);

@@ -1,5 +1,5 @@
 /* test_run_device.c: `--device` of `vqcheck run` and `vqcheck suite`, and
- * the runner's device checks (harness/run_models.h "Device"), without a
+ * the runner's device checks (harness/models/run_models.h "Device"), without a
  * GPU. What a GPU run computes is tests/gpu/test_gpu_runner.c's business;
  * here:
  *   - which scenarios have a device path (vqc_run_check_device): vq and

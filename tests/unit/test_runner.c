@@ -1,4 +1,4 @@
-/* test_runner.c: the scenario runner (harness/runner.h, run_models.h).
+/* test_runner.c: the scenario runner (harness/run/runner.h, run_models.h).
  *
  * End to end on the threads backend, in this process: a fault scenario
  * from the shipped scenarios/ produces its findings and exit code 1, its
@@ -181,12 +181,12 @@ Test(runner, merge_duplicates_unions_ranks) {
   vqc_finding a;
   for (int r = 0; r < 3; r++) {
     vqc_finding_init(&a, VQC_FINDING_LOST_INPLACE, 0, "rank %d saw it", r);
-    snprintf(a.site, sizeof a.site, "lib/src/vq_ema.c:47 reduce_sums");
+    snprintf(a.site, sizeof a.site, "lib/src/quant/vq_ema.c:47 reduce_sums");
     vqc_finding_add_rank(&a, r);
     cr_assert_eq(vqc_findings_add(&f, &a), VQC_OK);
   }
   vqc_finding_init(&a, VQC_FINDING_LOST_INPLACE, 1, "a later step");
-  snprintf(a.site, sizeof a.site, "lib/src/vq_ema.c:47 reduce_sums");
+  snprintf(a.site, sizeof a.site, "lib/src/quant/vq_ema.c:47 reduce_sums");
   vqc_finding_add_rank(&a, 2);
   cr_assert_eq(vqc_findings_add(&f, &a), VQC_OK);
   vqc_findings_merge_duplicates(&f);

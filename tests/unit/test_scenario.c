@@ -1,4 +1,4 @@
-/* test_scenario.c: the scenario loader (harness/scenario.h), its overrides,
+/* test_scenario.c: the scenario loader (harness/run/scenario.h), its overrides,
  * the expectation matcher and `vqcheck list`.
  *
  * The valid files live in tests/data/scenarios/ and are read back field by
@@ -532,7 +532,7 @@ Test(scenario, expectations_match_kind_step_tensor_and_site) {
   cr_assert_eq(vqc_scenario_load(path, &s), VQC_OK);
   /* expect[0]: shape_mismatch @3 tensor~layers.1.embed site~vq_ema.c;
    * expect[1]: divergence, anywhere. */
-  const char *site = "lib/src/vq_ema.c:57 vqc_vq_ema_update";
+  const char *site = "lib/src/quant/vq_ema.c:57 vqc_vq_ema_update";
   struct {
     vqc_finding_kind kind;
     int64_t step;
@@ -543,7 +543,7 @@ Test(scenario, expectations_match_kind_step_tensor_and_site) {
       {VQC_FINDING_SHAPE_MISMATCH, 4, "rvq.layers.1.embed", site, false},
       {VQC_FINDING_SHAPE_MISMATCH, 3, "rvq.layers.2.embed", site, false},
       {VQC_FINDING_SHAPE_MISMATCH, 3, "rvq.layers.1.embed",
-       "lib/src/rvq.c:80 f", false},
+       "lib/src/quant/rvq.c:80 f", false},
       {VQC_FINDING_DIVERGENCE, 3, "rvq.layers.1.embed", site, false},
       {VQC_FINDING_SHAPE_MISMATCH, 3, "", site, false},
   };

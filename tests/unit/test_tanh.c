@@ -1,4 +1,4 @@
-/* test_tanh.c: vqc_tanh_exact (lib/src/tanh_exact.h), the correctly rounded
+/* test_tanh.c: vqc_tanh_exact (lib/src/quant/tanh_exact.h), the correctly rounded
  * float tanh that FSQ uses on the CPU and the GPU, against an independent
  * reference, and every kernel of this CPU (fsq_tanh_with: scalar, AVX2)
  * against the scalar definition.
@@ -27,8 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fsq_internal.h"
-#include "tanh_exact.h"
+#include "quant/fsq_internal.h"
+#include "quant/tanh_exact.h"
 
 #ifdef VQC_HAVE_MPFR
 #include <mpfr.h>

@@ -1,5 +1,5 @@
 /* test_threads_scale.c: the threads backend at 1024 ranks
- * (lib/src/comm_threads.c), where a thousand rank threads share two cores.
+ * (lib/src/comm/comm_threads.c), where a thousand rank threads share two cores.
  *
  *   all_reduce_bits_*      the reduction is done once (each rank reduces a
  *                          slice of the elements over every rank), yet every
@@ -23,7 +23,7 @@
  *                          finding reads "entered by ranks 0-1021 but never
  *                          by ranks 1022, 1023";
  *   rank_stacks_*          every rank thread has the documented stack
- *                          (harness/run_memory.h VQC_RUN_RANK_STACK), and
+ *                          (harness/run/run_memory.h VQC_RUN_RANK_STACK), and
  *                          the deepest stack a rank uses running real
  *                          scenarios through the runner (deadlock analysis,
  *                          strict-mode mismatch, divergence, equivalence)
@@ -406,7 +406,7 @@ Test(threads_scale, rank_stacks_keep_a_4x_margin_on_real_scenarios) {
   cr_expect_gt(hw, 0u, "nothing was measured");
   cr_expect_lt(hw, (size_t)VQC_RUN_RANK_STACK / 4,
                "a rank used %zu bytes of its %zu-byte stack: less than the "
-               "documented 4x margin (lib/src/comm_threads.c)",
+               "documented 4x margin (lib/src/comm/comm_threads.c)",
                hw, (size_t)VQC_RUN_RANK_STACK);
 }
 

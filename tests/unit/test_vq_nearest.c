@@ -1,4 +1,4 @@
-/* test_vq_nearest.c: the nearest-code kernels (lib/src/vq_nearest.c)
+/* test_vq_nearest.c: the nearest-code kernels (lib/src/quant/vq_nearest.c)
  * against the scalar reference (vq_nearest_ref), bit for bit: indices
  * exactly, every distance by its bits. No tolerance anywhere: the kernels
  * run the reference's fmaf chains lane by lane, so any difference is a bug.
@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "vq_nearest.h"
+#include "quant/vq_nearest.h"
 #include "vqc/rng.h"
 #include "vqc/vq.h"
 

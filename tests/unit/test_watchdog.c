@@ -22,7 +22,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm_internal.h" /* vqc_now_ns */
+#include "comm/comm_internal.h" /* vqc_now_ns */
 #include "vqc/comm.h"
 #include "vqc/ledger.h"
 #include "vqc/status.h"

@@ -30,6 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vqc/ledger.h"
 #include "vqc/status.h"
 #include "vqc/tensor.h"
 
@@ -38,45 +39,39 @@ extern "C" {
 #endif
 
 typedef struct vqc_comm vqc_comm;
-typedef struct vqc_ledger vqc_ledger;
-
-/* Where a collective was called from (captured by the macros below). */
-typedef struct vqc_site {
-  const char *file;
-  int line;
-  const char *func;
-} vqc_site;
-#define VQC_SITE ((vqc_site){__FILE__, __LINE__, __func__})
-
-#define VQC_REDOP_LIST(X) X(SUM, "sum") X(MIN, "min") X(MAX, "max")
-typedef enum {
-#define VQC_REDOP_ENUM(name, str) VQC_##name,
-  VQC_REDOP_LIST(VQC_REDOP_ENUM)
-#undef VQC_REDOP_ENUM
-  VQC_REDOP_COUNT
-} vqc_redop;
-const char *vqc_redop_name(vqc_redop op);
-
-#define VQC_COLL_LIST(X)                     \
-  X(ALL_REDUCE, "all_reduce")                \
-  X(ALL_GATHER, "all_gather")                \
-  X(ALL_GATHERV, "all_gatherv")              \
-  X(BROADCAST, "broadcast")                  \
-  X(BARRIER, "barrier")
-typedef enum {
-#define VQC_COLL_ENUM(name, str) VQC_COLL_##name,
-  VQC_COLL_LIST(VQC_COLL_ENUM)
-#undef VQC_COLL_ENUM
-  VQC_COLL_COUNT
-} vqc_coll_op;
-const char *vqc_coll_name(vqc_coll_op op);
-
 typedef enum { VQC_BACKEND_THREADS, VQC_BACKEND_MPI, VQC_BACKEND_NCCL } vqc_backend;
 const char *vqc_backend_name(vqc_backend b);
 /* "threads" | "mpi" | "nccl" -> backend; VQC_EINVAL otherwise. */
 vqc_status vqc_backend_from_name(const char *name, vqc_backend *out);
 /* Whether this build includes the backend. */
 bool vqc_backend_built(vqc_backend b);
+
+/* ---- events
+ *
+ * Handlers subscribed on a comm are called on the rank's own thread,
+ * BEFORE (record ENTERED, data not yet moved; a non-OK return vetoes the
+ * collective, which then fails with that status) and AFTER (record closed;
+ * the return value is ignored unless the collective succeeded, in which case
+ * a non-OK return becomes the collective's status). */
+typedef enum { VQC_EVENT_BEFORE = 0, VQC_EVENT_AFTER = 1 } vqc_event_phase;
+
+typedef struct vqc_coll_event {
+  vqc_event_phase phase;
+  vqc_comm *comm;
+  const vqc_ledger_record *record;
+  /* The tensor passed to vqc_all_reduce_tensor (NULL for raw buffers). */
+  vqc_tensor *tensor;
+  /* For ALL_GATHERV: the per-rank counts (size entries); NULL otherwise. */
+  const size_t *counts;
+} vqc_coll_event;
+
+typedef vqc_status (*vqc_event_fn)(const vqc_coll_event *ev, void *user);
+
+#define VQC_MAX_SUBSCRIBERS 8
+/* Handlers run in subscription order. VQC_ENOMEM when the table is full. */
+vqc_status vqc_comm_subscribe(vqc_comm *c, vqc_event_fn fn, void *user);
+/* Removes the (fn, user) pair; no-op if absent. */
+void vqc_comm_unsubscribe(vqc_comm *c, vqc_event_fn fn, void *user);
 
 /* ---- queries and settings */
 

@@ -4,7 +4,7 @@
  * fixtures/vqpt/README.md for the exact float32 operation order). Every
  * element of z is bounded through tanh and rounded to one of L_i levels:
  *
- * tanh below is tanh correctly rounded to float (lib/src/tanh_exact.h: the
+ * tanh below is tanh correctly rounded to float (lib/src/quant/tanh_exact.h: the
  * float nearest the true value, ties to even), not glibc's tanhf, which is
  * off by an ulp on 28% of inputs in (2^-12, 9.02); PyTorch 1.13's float tanh
  * on 0.42%. An AVX2 kernel chosen at run time gives the same bits as the

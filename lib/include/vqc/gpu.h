@@ -9,46 +9,12 @@
  *   statistics    vq_ema.c step 1                    bit-identical
  *   EMA, smoothing vq_ema.c steps 3-4, vq_renormalize bit-identical
  *
- * Pointers named *_dev (and every array argument below unless it says
- * "host") are device addresses from vqc_tensor_data of a VQC_DEVICE_CUDA
- * tensor or cudaMalloc. Every wrapper checks that a device exists
- * (VQC_ENODEVICE otherwise, with the runtime's reason) and that each array
- * argument's first and last byte are device (or managed) memory, before
- * anything runs: a host pointer is VQC_EINVAL naming the function and the
- * argument, never a kernel fault (an illegal address makes the process's
- * CUDA context unusable for good). A failed launch or a kernel that
- * faulted is VQC_ECUDA with file:line and CUDA's error string (recorded
- * with vqc_error). A build without CUDA (VQC_WITH_CUDA 0) has the same
- * functions; they return VQC_EUNSUPPORTED (gpu_absent.c).
- *
- * Streams: one policy for the whole device path.
- *   - vqcheck's own device work runs on the LEGACY default stream: every
- *     wrapper below (unless it names a stream: the _on digest, and the
- *     _async rank sum the nccl backend calls) and the tensor storage
- *     functions (vqc_tensor_zeros / copies of VQC_DEVICE_CUDA tensors,
- *     lib/src/cuda/storage_cuda.c).
- *   - The wrappers below are host-synchronous: when one returns, its work
- *     and everything queued before it on the legacy stream has finished,
- *     and its outputs may be read from any stream or copied to the host.
- *   - The storage functions are NOT all host-synchronous: a device memset
- *     and a device-to-device copy return once queued, and a host-to-device
- *     copy from pageable memory may return before the bytes land. They are
- *     ordered on the legacy stream, so any later legacy-stream work (every
- *     wrapper here) sees their result; other streams must be ordered after
- *     them.
- *   - The nccl backend (comm_nccl.c) runs NCCL on a non-blocking stream of
- *     its own, which does NOT synchronise with the legacy stream by itself.
- *     Before every collective it records an event on the legacy stream and
- *     makes its stream wait for it, so a collective reads its buffers only
- *     after every legacy-stream producer (memset, copies, kernels) queued
- *     before the call; the call returns after the collective finished.
- *   - A caller on another stream (e.g. a framework's current stream) orders
- *     its work before a call itself (synchronise the stream or record an
- *     event the legacy stream waits for); vqc_gpu_digest_leaves_on takes
- *     the caller's stream instead.
+ * The pointer checks, errors and the stream policy every wrapper follows,
+ * and the kernels below the quantizers (digest, rank-order sum, fill,
+ * synchronize), are in vqc/gpu_base.h, which this header includes.
  *
  * FSQ and tanh. The kernel compiles the CPU's correctly rounded tanh
- * (vqc_tanh_exact, lib/src/tanh_exact.h; no fast-math for these files, which
+ * (vqc_tanh_exact, lib/src/quant/tanh_exact.h; no fast-math for these files, which
  * CMake enforces): a cheap tanhf screen decides the elements whose bounded
  * value lies farther than 2^-18 * (half_l + 1) from a rounding boundary or
  * from 0, and the others ("refined" elements) take the exact tanh. The codes
@@ -63,6 +29,7 @@
 
 #include "vqc/comm.h"
 #include "vqc/fsq.h"
+#include "vqc/gpu_base.h"
 #include "vqc/status.h"
 #include "vqc/tensor.h"
 #include "vqc/vq.h"
@@ -70,49 +37,6 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Whether this build has the kernels (VQC_WITH_CUDA). Whether a device is
- * present is vqc_cuda_available() (tensor.h). Never fails. */
-bool vqc_gpu_built(void);
-
-/* How many CUDA devices answer (0 without CUDA, driver or device). Never
- * fails. */
-int vqc_gpu_device_count(void);
-
-/* Waits for all device work. VQC_ECUDA names an asynchronous failure. */
-vqc_status vqc_gpu_synchronize(void);
-
-/* Fills nwords 32-bit words at dev with `pattern` (tests poison outputs so
- * a kernel that wrote nothing fails; 0x7FC00001 is a NaN for floats,
- * 0xA5A5A5A5 a nonsense index). */
-vqc_status vqc_gpu_fill_u32(void *dev, size_t nwords, uint32_t pattern);
-
-/* ---- tensor digest (digest.h's definition) */
-
-/* The leaves of the n bytes at dev: leaves (host, max(1, ceil(n / 65536))
- * entries) receives XXH3-64 of each 64 KiB chunk, hashed on the device (one
- * warp per chunk). */
-vqc_status vqc_gpu_digest_leaves(const void *dev, size_t n, uint64_t *leaves);
-
-/* The same on `stream` (a cudaStream_t; NULL is the legacy default stream):
- * the kernel runs after the work already queued there (e.g. PyTorch's
- * current stream, where the bytes were produced), and the call waits for
- * that stream only. */
-vqc_status vqc_gpu_digest_leaves_on(const void *dev, size_t n,
-                                    uint64_t *leaves, void *stream);
-
-/* The tensor digest of a contiguous device buffer: leaves on the device,
- * then the root hash over header | leaves on the host (libxxhash). Equal to
- * vqc_digest_buffer of the same bytes. */
-vqc_status vqc_gpu_digest_buffer(const void *dev, size_t n, vqc_dtype dt,
-                                 int ndim, const int64_t *shape,
-                                 uint64_t *out);
-
-/* XXH3-64 of n host bytes computed on the CPU by the DEVICE algorithm: the
- * warp's 32 lanes, their key offsets, partial sums and shuffle reductions
- * run one after another in plain loops. Lets a machine without a GPU check
- * how the kernel reorganises XXH3 (tests compare it with libxxhash). */
-vqc_status vqc_gpu_xxh3_64_emulated(const void *data, size_t n, uint64_t *out);
 
 /* ---- FSQ (vqc/fsq.h) */
 
@@ -195,20 +119,6 @@ vqc_status vqc_gpu_vq_forward(vqc_comm *comm, const vqc_vq_params *p,
                               float *embed, float *cluster_size,
                               float *embed_avg, const float *x, int64_t M,
                               bool train, int64_t *indices, float *quantized);
-
-/* ---- the nccl backend's float sums (lib/src/nccl/comm_nccl.c)
- *
- * out (count) = gathered[0] + gathered[1] + ... + gathered[nranks - 1],
- * element by element in rank order with every add rounded in dt (VQC_F32
- * or VQC_F64), where gathered (nranks, count) holds the ranks' blocks (an
- * all_gather's output): the threads backend's order (comm.h), so an nccl
- * run's float sums equal a threads run's bit for bit. Queued on `stream`
- * (a cudaStream_t) and NOT waited for: the caller waits for the stream.
- * out must not overlap gathered. Pointers are not checked here (the
- * backend checked the user's buffers; gathered is its own). */
-vqc_status vqc_gpu_sum_in_rank_order_async(const void *gathered, int nranks,
-                                           size_t count, vqc_dtype dt,
-                                           void *out, void *stream);
 
 #ifdef __cplusplus
 }

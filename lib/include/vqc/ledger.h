@@ -11,11 +11,10 @@
  * and always get whole records. A snapshot taken while the rank runs leaves
  * out records the ring overwrote during the copy.
  *
- * Events: handlers subscribed on a comm are called on the rank's own thread,
- * BEFORE (record ENTERED, data not yet moved; a non-OK return vetoes the
- * collective, which then fails with that status) and AFTER (record closed;
- * the return value is ignored unless the collective succeeded, in which case
- * a non-OK return becomes the collective's status). */
+ * The ledger sits below the comm: it records what comm.c hands it (the
+ * record's vocabulary -- operations, reductions, call sites -- is defined
+ * here, and comm.h includes this header) and knows nothing of comms. The
+ * events raised around each collective are the comm's (vqc/comm.h). */
 #ifndef VQC_LEDGER_H
 #define VQC_LEDGER_H
 
@@ -24,13 +23,45 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "vqc/comm.h"
 #include "vqc/status.h"
 #include "vqc/tensor.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+typedef struct vqc_ledger vqc_ledger;
+
+/* Where a collective was called from (captured by the macros below). */
+typedef struct vqc_site {
+  const char *file;
+  int line;
+  const char *func;
+} vqc_site;
+#define VQC_SITE ((vqc_site){__FILE__, __LINE__, __func__})
+
+#define VQC_REDOP_LIST(X) X(SUM, "sum") X(MIN, "min") X(MAX, "max")
+typedef enum {
+#define VQC_REDOP_ENUM(name, str) VQC_##name,
+  VQC_REDOP_LIST(VQC_REDOP_ENUM)
+#undef VQC_REDOP_ENUM
+  VQC_REDOP_COUNT
+} vqc_redop;
+const char *vqc_redop_name(vqc_redop op);
+
+#define VQC_COLL_LIST(X)                     \
+  X(ALL_REDUCE, "all_reduce")                \
+  X(ALL_GATHER, "all_gather")                \
+  X(ALL_GATHERV, "all_gatherv")              \
+  X(BROADCAST, "broadcast")                  \
+  X(BARRIER, "barrier")
+typedef enum {
+#define VQC_COLL_ENUM(name, str) VQC_COLL_##name,
+  VQC_COLL_LIST(VQC_COLL_ENUM)
+#undef VQC_COLL_ENUM
+  VQC_COLL_COUNT
+} vqc_coll_op;
+const char *vqc_coll_name(vqc_coll_op op);
 
 typedef enum {
   VQC_REC_ENTERED = 0, /* called, data not (fully) moved yet */
@@ -55,26 +86,6 @@ typedef struct vqc_ledger_record {
   vqc_record_state state;
   vqc_status status;
 } vqc_ledger_record;
-
-typedef enum { VQC_EVENT_BEFORE = 0, VQC_EVENT_AFTER = 1 } vqc_event_phase;
-
-typedef struct vqc_coll_event {
-  vqc_event_phase phase;
-  vqc_comm *comm;
-  const vqc_ledger_record *record;
-  /* The tensor passed to vqc_all_reduce_tensor (NULL for raw buffers). */
-  vqc_tensor *tensor;
-  /* For ALL_GATHERV: the per-rank counts (size entries); NULL otherwise. */
-  const size_t *counts;
-} vqc_coll_event;
-
-typedef vqc_status (*vqc_event_fn)(const vqc_coll_event *ev, void *user);
-
-#define VQC_MAX_SUBSCRIBERS 8
-/* Handlers run in subscription order. VQC_ENOMEM when the table is full. */
-vqc_status vqc_comm_subscribe(vqc_comm *c, vqc_event_fn fn, void *user);
-/* Removes the (fn, user) pair; no-op if absent. */
-void vqc_comm_unsubscribe(vqc_comm *c, vqc_event_fn fn, void *user);
 
 #define VQC_LEDGER_DEFAULT_CAPACITY 65536
 

@@ -1,0 +1,922 @@
+/* cmd_watch.c: `vqcheck watch [options] -- COMMAND [ARGS...]`: runs an
+ * unmodified PyTorch job with the vqcheck Python bridge loaded in each of
+ * its Python processes, supervises it, then analyses what the bridge wrote
+ * exactly as `vqcheck analyze` does (analyze.h).
+ *
+ * The contract with the bridge (python/bridge/sitecustomize.py, which
+ * Python imports at start-up because BRIDGE_DIR leads PYTHONPATH). Every
+ * process of the job gets, besides the user's environment:
+ *   VQC_WATCH_DIR       the run directory, absolute;
+ *   VQC_WATCH_INTERVAL  --interval K (default 1);
+ *   VQC_WATCH_TIMEOUT   --timeout S in seconds (default 60), "%g";
+ *   PYTHONPATH          BRIDGE_DIR, then ":" and the user's PYTHONPATH when
+ *                       set and not empty;
+ *   with --nproc N, per process i: RANK=i, WORLD_SIZE=N, LOCAL_RANK=i,
+ *   LOCAL_WORLD_SIZE=N, MASTER_ADDR=127.0.0.1, MASTER_PORT (one free port).
+ * The bridge writes into VQC_WATCH_DIR, per rank r:
+ *   rank-<r>.trace.jsonl, rank-<r>.live.jsonl, ledger dumps: as a vqcheck
+ *     run does (trace.h, ledger_analysis.h);
+ *   rank-<r>.findings.jsonl: what it found in-process (bridge_findings.h);
+ *   rank-<r>.hang: a small JSON object, written when one of its collectives
+ *     has been in flight longer than VQC_WATCH_TIMEOUT, after its dumps:
+ *     {"rank", "op", "seq", "site": "/abs/job.py:15 main", "step",
+ *     "waited_s", "last_completed": {"op", "seq", "site"} or null};
+ *   rank-<r>.stacks.txt: Python's faulthandler dumps of all its threads,
+ *     appended: before its hang marker, and at SIGUSR1, which the bridge
+ *     handles so (the program having no SIGUSR1 handler of its own) once
+ *     it has written its live record.
+ *
+ * BRIDGE_DIR, the first that holds sitecustomize.py: $VQC_BRIDGE_DIR;
+ * <this executable's directory>/../share/vqcheck/bridge (`pip install .`);
+ * the source tree's python/bridge (VQC_BRIDGE_SOURCE_DIR, compiled in).
+ *
+ * Supervision (the parent; only main-level code): every process of the job
+ * in a process group of its own, stdin /dev/null, stdout passed through
+ * (to our stderr with --json), stderr passed through with its last 4 KiB
+ * kept. SIGINT/SIGTERM/SIGHUP are forwarded to every group (SIGKILL 5 s
+ * later, or at a second signal). The first rank-*.hang: with --nproc,
+ * each rank still running that has written no marker, and whose live
+ * record shows the bridge loaded, is sent SIGUSR1 (its process, not its
+ * group: a DataLoader worker need not answer; never a launcher, which it
+ * would kill) to dump its stacks; the ranks get up to 2 s to write their
+ * markers or stacks (less once every rank has, or never will), then every
+ * group gets SIGTERM, and SIGKILL 3 s after. A process that fails while others run: the others get --timeout
+ * seconds to end on their own (they usually fail in a collective), then
+ * the same. This process is the job's subreaper, so descendants a launcher
+ * left behind are killed and reaped at the end: nothing survives.
+ *
+ * Then the analysis (vqc_analyze_run_dir) with run.json's "job" section
+ * (watch_job.h) and two findings of this command's own (watch_job.c):
+ *   deadlock      from the rank-*.hang markers, when no deadlock or
+ *                 collective_mismatch was found otherwise, naming where
+ *                 every rank is: a rank with a marker in its collective
+ *                 (op, site, seconds, its number, the last it completed),
+ *                 another at the top frame of its last stack dump's current
+ *                 thread that is not torch's or vqcheck's, else "no stack":
+ *                 "deadlock: rank 1 waits in all_reduce at job.py:15 (main)
+ *                 for 5.1 s (its collective #7; last completed: all_reduce
+ *                 at job.py:14); rank 0 never entered it: it is at
+ *                 job.py:12 (main)". Its ranks: those waiting and those
+ *                 elsewhere (not those without a stack: a rank that died
+ *                 keeps its rank_failure); its site: the first waiting
+ *                 rank's;
+ *   rank_failure  the processes that failed (exit status != 0, or a signal)
+ *                 that no finding explains: a rank_failure, deadlock or
+ *                 collective_mismatch naming its rank explains a rank; any
+ *                 such finding explains the launcher (no --nproc); any
+ *                 finding explains a process vqcheck stopped itself.
+ *
+ * Exit: 0 clean, 1 findings, 2 usage (or a refused --out, or a malformed
+ * bridge file: file:line), 3 environment (no bridge, a command that cannot
+ * be run, nothing written by any rank: the bridge never loaded), 130 / 143
+ * / 129 when interrupted by SIGINT / SIGTERM / SIGHUP (after the analysis). */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "analyze.h"
+#include "cli.h"
+#include "ledger_analysis.h"
+#include "rundir.h"
+#include "supervise.h"
+#include "watch_job.h"
+
+#ifndef VQC_BRIDGE_SOURCE_DIR
+#define VQC_BRIDGE_SOURCE_DIR ""
+#endif
+
+#define CMD "watch"
+#define MAX_NPROC 1024
+/* Poll period of the loop (pipes, exits); the hang markers every
+ * HANG_SCAN_S. */
+#define POLL_MS 50
+#define HANG_SCAN_S 0.15
+/* After the first hang marker: how long the other ranks get to write
+ * theirs. After SIGTERM: how long before SIGKILL. After a forwarded
+ * interrupt: how long before SIGKILL. */
+#define HANG_GRACE_S 2.0
+#define TERM_GRACE_S 3.0
+#define INTERRUPT_GRACE_S 5.0
+/* At the end: how long leftover descendants get to be reaped, and how long
+ * the stderr pipes get to deliver what is left in them. */
+#define REAP_WAIT_S 3.0
+#define DRAIN_S 1.0
+
+
+
+
+static void watch_help(FILE *f) {
+  fprintf(f,
+          "usage: vqcheck watch [--nproc N] [--interval K] [--timeout S] "
+          "[--out DIR]\n                     [--json] [--quiet] -- COMMAND "
+          "[ARGS...]\n\n"
+          "Runs an unmodified PyTorch job with the vqcheck Python bridge "
+          "loaded in each\nof its Python processes (through PYTHONPATH and "
+          "sitecustomize), then analyses\nwhat the bridge wrote, as "
+          "'vqcheck analyze' does: digest traces, live\nrecords, ledger "
+          "dumps and the bridge's own findings.\n\n"
+          "  --nproc N     start N copies of COMMAND (1..1024) with RANK, "
+          "WORLD_SIZE,\n"
+          "                LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and "
+          "MASTER_PORT set;\n"
+          "                without it COMMAND is started once (a launcher "
+          "such as\n"
+          "                torchrun, mpirun or srun)\n"
+          "  --interval K  digest every K steps (default 1)\n"
+          "  --timeout S   a collective in flight longer than S seconds is a "
+          "hang; a\n"
+          "                process that failed gives the others S seconds "
+          "to end\n"
+          "                (default 60)\n"
+          "  --out DIR     run directory (default vqcheck-runs/watch-<time>): "
+          "new, empty,\n"
+          "                or made by vqcheck\n"
+          "  --json        print run.json on stdout instead of the summary "
+          "(the job's\n"
+          "                stdout then goes to stderr)\n"
+          "  --quiet       no summary (the job's output still passes "
+          "through)\n\n"
+          "The job gets VQC_WATCH_DIR, VQC_WATCH_INTERVAL, VQC_WATCH_TIMEOUT "
+          "and\nPYTHONPATH=BRIDGE_DIR:$PYTHONPATH; its stdin is /dev/null. "
+          "BRIDGE_DIR:\n$VQC_BRIDGE_DIR, else the one 'pip install .' "
+          "installs beside this program.\nCtrl-C is forwarded to the job; "
+          "the run is still analysed.\n\n"
+          "At a hang (a rank's collective in flight longer than S), with "
+          "--nproc the\nother ranks are sent SIGUSR1, which the bridge "
+          "answers by dumping its\nPython stacks (rank-<r>.stacks.txt); the "
+          "deadlock then says where each\nrank is: in which collective at "
+          "which line, or at which line instead.\nThe job is then stopped "
+          "(SIGTERM, then SIGKILL).\n\n"
+          "exit: 0 clean, 1 findings (a process that failed is a "
+          "rank_failure),\n      2 usage or bad input, 3 environment (no "
+          "bridge, COMMAND cannot run,\n      nothing written: the bridge "
+          "never loaded), 130/143 interrupted\n");
+}
+
+/* ---- options */
+
+static bool parse_long(const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi)
+    return false;
+  *out = v;
+  return true;
+}
+
+/* Parses argv[1..]; -1 to go on, else the exit code (0 after --help). */
+static int parse_opts(int argc, char **argv, vqc_watch_opts *o) {
+  memset(o, 0, sizeof *o);
+  o->interval = 1;
+  o->timeout = 60.0;
+  int i = 1;
+  for (; i < argc; i++) {
+    const char *a = argv[i];
+    if (strcmp(a, "--") == 0) {
+      i++;
+      break;
+    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+      watch_help(stdout);
+      return 0;
+    } else if (strcmp(a, "--json") == 0) {
+      o->json = true;
+    } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
+      o->quiet = true;
+    } else if (strcmp(a, "--nproc") == 0 || strcmp(a, "--interval") == 0 ||
+               strcmp(a, "--timeout") == 0 || strcmp(a, "--out") == 0) {
+      if (i + 1 >= argc)
+        return vqc_cli_usage_error(CMD, "%s needs a value", a);
+      const char *v = argv[++i];
+      long n;
+      if (strcmp(a, "--nproc") == 0) {
+        if (!parse_long(v, 1, MAX_NPROC, &n))
+          return vqc_cli_usage_error(CMD, "--nproc '%s': expected an integer "
+                                     "from 1 to %d", v, MAX_NPROC);
+        o->nproc = (int)n;
+      } else if (strcmp(a, "--interval") == 0) {
+        if (!parse_long(v, 1, 1000000, &n))
+          return vqc_cli_usage_error(CMD, "--interval '%s': expected an "
+                                     "integer from 1 to 1000000", v);
+        o->interval = n;
+      } else if (strcmp(a, "--timeout") == 0) {
+        char *end;
+        errno = 0;
+        double t = strtod(v, &end);
+        if (*v == '\0' || *end != '\0' || errno != 0 || !(t > 0.0) ||
+            t > 86400.0)
+          return vqc_cli_usage_error(CMD, "--timeout '%s': expected seconds, "
+                                     "> 0 and <= 86400", v);
+        o->timeout = t;
+      } else {
+        if (vqc_cli_check_out(CMD, v) != 0) return 2;
+        o->out = v;
+      }
+    } else if (a[0] == '-' && a[1] != '\0') {
+      return vqc_cli_usage_error(CMD, "unknown option '%s' (put the job's "
+                                 "command after '--')", a);
+    } else {
+      break; /* the command starts here */
+    }
+  }
+  if (i >= argc)
+    return vqc_cli_usage_error(CMD, "no command given: 'vqcheck watch "
+                               "[options] -- COMMAND [ARGS...]'");
+  o->cmd_argc = argc - i;
+  o->cmd_argv = argv + i;
+  return -1;
+}
+
+/* ---- the environment */
+
+static double mono_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Whether dir/sitecustomize.py is a readable file. */
+static bool has_bridge(const char *dir) {
+  char path[4200];
+  struct stat st;
+  int n = snprintf(path, sizeof path, "%s/sitecustomize.py", dir);
+  return n > 0 && (size_t)n < sizeof path && stat(path, &st) == 0 &&
+         S_ISREG(st.st_mode) && access(path, R_OK) == 0;
+}
+
+/* BRIDGE_DIR (see the file comment), absolute, into buf; false when no
+ * candidate holds sitecustomize.py (the message is printed). */
+static bool find_bridge(char *buf, size_t n) {
+  const char *env = getenv("VQC_BRIDGE_DIR");
+  char cand[3][4200];
+  int nc = 0;
+  if (env && env[0]) {
+    snprintf(cand[nc++], sizeof cand[0], "%s", env);
+  }
+  if (vqc_cli_installed_data("bridge", cand[nc], sizeof cand[0])) nc++;
+  if (VQC_BRIDGE_SOURCE_DIR[0])
+    snprintf(cand[nc++], sizeof cand[0], "%s", VQC_BRIDGE_SOURCE_DIR);
+  for (int i = 0; i < nc; i++) {
+    if (!has_bridge(cand[i])) {
+      if (i == 0 && env && env[0])
+        fprintf(stderr, "vqcheck watch: warning: VQC_BRIDGE_DIR=%s holds no "
+                "sitecustomize.py; looking further\n", env);
+      continue;
+    }
+    char abs[PATH_MAX];
+    if (!realpath(cand[i], abs)) continue;
+    snprintf(buf, n, "%s", abs);
+    return true;
+  }
+  fprintf(stderr, "vqcheck watch: the vqcheck Python bridge "
+          "(sitecustomize.py) is not installed: looked in %s%s%s%s%s\n"
+          "hint: install the vqcheck package ('pip install .' in vqcheck's "
+          "source tree, into the environment this vqcheck runs from), or "
+          "set VQC_BRIDGE_DIR to the directory holding the bridge's "
+          "sitecustomize.py\n", nc > 0 ? cand[0] : "",
+          nc > 1 ? ", " : "", nc > 1 ? cand[1] : "", nc > 2 ? ", " : "",
+          nc > 2 ? cand[2] : "");
+  return false;
+}
+
+/* Whether execvp would find an executable file for prog (its rules: a name
+ * with a slash as it is, else every $PATH entry). */
+static bool executable(const char *prog) {
+  struct stat st;
+  if (strchr(prog, '/'))
+    return stat(prog, &st) == 0 && S_ISREG(st.st_mode) &&
+           access(prog, X_OK) == 0;
+  const char *path = getenv("PATH");
+  char *copy = strdup(path && path[0] ? path : "/usr/local/bin:/usr/bin:/bin");
+  if (!copy) return false;
+  bool found = false;
+  char *rest = copy;
+  for (char *dir = rest; dir && !found; dir = rest) {
+    char *colon = strchr(dir, ':');
+    rest = colon ? colon + 1 : NULL;
+    if (colon) *colon = '\0';
+    char full[4200];
+    snprintf(full, sizeof full, "%s/%s", dir[0] ? dir : ".", prog);
+    found = stat(full, &st) == 0 && S_ISREG(st.st_mode) &&
+            access(full, X_OK) == 0;
+  }
+  free(copy);
+  return found;
+}
+
+/* A TCP port on 127.0.0.1 that was free when chosen: bound to port 0, read
+ * back, closed. It is not reserved: another program may take it before the
+ * job's rank 0 binds it (torchrun's own choice has the same race). 0 when
+ * no socket could be bound. */
+static int free_port(void) {
+  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  struct sockaddr_in a;
+  memset(&a, 0, sizeof a);
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  int port = 0;
+  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
+      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    port = ntohs(a.sin_port);
+  close(fd);
+  return port;
+}
+
+/* ---- the run directory */
+
+
+/* How many rank-<r><suffix> files dir holds; marks seen[r] for r < nseen
+ * (seen may be NULL). */
+static int count_files(const char *dir, const char *suffix, bool *seen,
+                       int nseen) {
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  int n = 0;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    int r;
+    if (!vqc_run_dir_rank_file(e->d_name, suffix, &r)) continue;
+    n++;
+    if (seen && r < nseen) seen[r] = true;
+  }
+  closedir(d);
+  return n;
+}
+
+/* The lowest rank with a rank-<r><suffix> file in dir; -1 when none. */
+static int lowest_rank_file(const char *dir, const char *suffix) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int low = -1;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    int r;
+    if (vqc_run_dir_rank_file(e->d_name, suffix, &r) && (low < 0 || r < low))
+      low = r;
+  }
+  closedir(d);
+  return low;
+}
+
+/* ---- supervision */
+
+static volatile sig_atomic_t got_signal = 0;
+static volatile sig_atomic_t signal_count = 0;
+
+static void on_signal(int sig) {
+  got_signal = sig;
+  signal_count++;
+}
+
+/* Appends n bytes to p's kept stderr, keeping the last VQC_WATCH_TAIL_MAX. */
+static void tail_append(vqc_watch_proc *p, const char *b, size_t n) {
+  if (n >= VQC_WATCH_TAIL_MAX) {
+    memcpy(p->tail, b + (n - VQC_WATCH_TAIL_MAX), VQC_WATCH_TAIL_MAX);
+    p->ntail = VQC_WATCH_TAIL_MAX;
+    return;
+  }
+  if (p->ntail + n > VQC_WATCH_TAIL_MAX) {
+    size_t drop = p->ntail + n - VQC_WATCH_TAIL_MAX;
+    memmove(p->tail, p->tail + drop, p->ntail - drop);
+    p->ntail -= drop;
+  }
+  memcpy(p->tail + p->ntail, b, n);
+  p->ntail += n;
+}
+
+static void write_all(int fd, const char *b, size_t n) {
+  while (n > 0) {
+    ssize_t w = write(fd, b, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return; /* our stderr is gone: the tail is still kept */
+    b += w;
+    n -= (size_t)w;
+  }
+}
+
+/* Reads what p's stderr pipe holds: to our stderr and its tail. */
+static void pump(vqc_watch_proc *p) {
+  char buf[65536];
+  ssize_t n = read(p->err_fd, buf, sizeof buf);
+  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
+  if (n <= 0) {
+    close(p->err_fd);
+    p->err_fd = -1;
+    return;
+  }
+  write_all(STDERR_FILENO, buf, (size_t)n);
+  tail_append(p, buf, (size_t)n);
+}
+
+/* Polls every open stderr pipe for up to ms; reads what is there. */
+static void pump_all(vqc_watch_proc *procs, int n, int ms) {
+  struct pollfd fds[MAX_NPROC];
+  int idx[MAX_NPROC], k = 0;
+  for (int i = 0; i < n; i++) {
+    if (procs[i].err_fd < 0) continue;
+    fds[k].fd = procs[i].err_fd;
+    fds[k].events = POLLIN;
+    fds[k].revents = 0;
+    idx[k++] = i;
+  }
+  if (k == 0) {
+    struct timespec nap = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&nap, NULL);
+    return;
+  }
+  if (poll(fds, (nfds_t)k, ms) <= 0) return;
+  for (int j = 0; j < k; j++)
+    if (fds[j].revents & (POLLIN | POLLHUP | POLLERR)) pump(&procs[idx[j]]);
+}
+
+/* Sends sig to the process group of every process still running, noting
+ * that vqcheck stopped them. */
+static void signal_all(vqc_watch_proc *procs, int n, int sig) {
+  for (int i = 0; i < n; i++) {
+    if (procs[i].exited) continue;
+    procs[i].stopped = true;
+    kill(-procs[i].pid, sig);
+  }
+}
+
+
+
+
+/* rank-<r>.stacks.txt's size in dir, -1 when there is none. */
+static long long stacks_size(const char *dir, int r) {
+  char path[4200];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/rank-%d.stacks.txt", dir, r);
+  return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (long long)st.st_size
+                                                      : -1;
+}
+
+/* With --nproc, at the first hang marker: asks every rank still running
+ * that has written no marker where it is, by SIGUSR1 to its process alone
+ * (not the group: a DataLoader worker need not answer), whose bridge then
+ * appends every thread's Python stack to rank-<r>.stacks.txt. Only a rank
+ * whose live record shows the bridge loaded, and to the process the record
+ * names when that is the rank's process or one of its group (a wrapper's
+ * Python child); another would die of SIGUSR1 (what became of each rank:
+ * p->at_hang). A launcher's processes are never sent it. */
+static void ask_for_stacks(const char *dir, vqc_watch_proc *procs, int n) {
+  for (int i = 0; i < n; i++) {
+    vqc_watch_proc *p = &procs[i];
+    if (p->rank < 0) continue;
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/rank-%d.hang", dir, p->rank);
+    vqc_live_info info;
+    if (p->exited) {
+      p->at_hang = VQC_WATCH_AT_HANG_ENDED;
+    } else if (lstat(path, &st) == 0) {
+      p->at_hang = VQC_WATCH_AT_HANG_MARKED;
+    } else if (vqc_live_scan(dir, p->rank, &info) != VQC_OK ||
+               !info.exists) {
+      p->at_hang = VQC_WATCH_AT_HANG_NO_BRIDGE;
+    } else if (info.finished) {
+      p->at_hang = VQC_WATCH_AT_HANG_FINISHED;
+    } else {
+      pid_t target = p->pid;
+      if (info.pid > 0 && (pid_t)info.pid != p->pid) {
+        const pid_t g = getpgid((pid_t)info.pid);
+        target = g == p->pid ? (pid_t)info.pid : 0;
+      }
+      p->stacks_size0 = stacks_size(dir, p->rank);
+      if (target > 0 && kill(target, SIGUSR1) == 0) {
+        p->at_hang = VQC_WATCH_AT_HANG_ASKED;
+        p->asked_pid = target;
+      } else {
+        p->at_hang = VQC_WATCH_AT_HANG_NO_BRIDGE;
+      }
+    }
+  }
+}
+
+/* After ask_for_stacks: whether every rank has told where it is (its hang
+ * marker, or stacks grown since it was asked), or never will (it ended, or
+ * was not asked). hung: scratch, one per rank. */
+static bool all_placed(const char *dir, const vqc_watch_proc *procs, int n,
+                       bool *hung, int nproc) {
+  memset(hung, 0, (size_t)nproc * sizeof *hung);
+  count_files(dir, ".hang", hung, nproc);
+  for (int i = 0; i < n; i++) {
+    const vqc_watch_proc *p = &procs[i];
+    if (p->rank < 0 || p->rank >= nproc || p->exited || hung[p->rank])
+      continue;
+    if (p->at_hang == VQC_WATCH_AT_HANG_ASKED &&
+        stacks_size(dir, p->rank) <= p->stacks_size0)
+      return false;
+    if (p->at_hang == VQC_WATCH_AT_HANG_NONE) return false;
+  }
+  return true;
+}
+
+/* Starts process i of the job (rank, or -1 for a launcher) with its stderr
+ * on a pipe. 0, or the errno of the failure (fork, pipe, or the exec
+ * itself, reported back through a close-on-exec pipe). */
+static int start_proc(const vqc_watch_opts *o, vqc_watch_proc *p, int rank,
+                      int port) {
+  int errp[2], execp[2];
+  if (pipe(errp) != 0) return errno;
+  if (pipe(execp) != 0) {
+    int e = errno;
+    close(errp[0]);
+    close(errp[1]);
+    return e;
+  }
+  /* Close-on-exec: no other process of the job holds another's pipe (its
+   * EOF then means its end), and a successful exec closes execp. */
+  for (int k = 0; k < 2; k++) {
+    fcntl(errp[k], F_SETFD, FD_CLOEXEC);
+    fcntl(execp[k], F_SETFD, FD_CLOEXEC);
+  }
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t parent = getpid();
+  pid_t pid = fork();
+  if (pid < 0) {
+    int e = errno;
+    close(errp[0]);
+    close(errp[1]);
+    close(execp[0]);
+    close(execp[1]);
+    return e;
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    /* Should vqcheck be killed outright, the job hears of it. */
+    (void)prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
+    if (getppid() != parent) _exit(127);
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
+    signal(SIGPIPE, SIG_DFL);
+    int null = open("/dev/null", O_RDONLY);
+    if (null >= 0) {
+      dup2(null, STDIN_FILENO);
+      if (null != STDIN_FILENO) close(null);
+    }
+    if (o->json) dup2(STDERR_FILENO, STDOUT_FILENO); /* stdout is run.json */
+    dup2(errp[1], STDERR_FILENO);
+    if (rank >= 0) {
+      char v[32];
+      snprintf(v, sizeof v, "%d", rank);
+      setenv("RANK", v, 1);
+      setenv("LOCAL_RANK", v, 1);
+      snprintf(v, sizeof v, "%d", o->nproc);
+      setenv("WORLD_SIZE", v, 1);
+      setenv("LOCAL_WORLD_SIZE", v, 1);
+      setenv("MASTER_ADDR", "127.0.0.1", 1);
+      snprintf(v, sizeof v, "%d", port);
+      setenv("MASTER_PORT", v, 1);
+    }
+    execvp(o->cmd_argv[0], o->cmd_argv);
+    int e = errno;
+    ssize_t w = write(execp[1], &e, sizeof e);
+    (void)w;
+    _exit(127);
+  }
+  setpgid(pid, pid); /* both sides, so no signal finds it in ours */
+  close(errp[1]);
+  close(execp[1]);
+  int e = 0;
+  ssize_t r;
+  do {
+    r = read(execp[0], &e, sizeof e);
+  } while (r < 0 && errno == EINTR);
+  close(execp[0]);
+  p->pid = pid;
+  p->rank = rank;
+  p->err_fd = errp[0];
+  if (r == (ssize_t)sizeof e && e != 0) {
+    int st;
+    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+    }
+    p->exited = true;
+    p->status = st;
+    close(p->err_fd);
+    p->err_fd = -1;
+    return e;
+  }
+  return 0;
+}
+
+/* ---- the command */
+
+/* Marks the live records of the ranks vqcheck stopped "killed" (as the MPI
+ * supervisor does), when they have one and it has no end line yet: with
+ * --nproc the ranks it signalled, for a launcher every rank's record. */
+static void mark_killed(const char *dir, const vqc_watch_proc *procs, int n,
+                        bool launcher_stopped, const char *why) {
+  enum { MAXR = 1000000 };
+  bool *seen = calloc(MAXR, sizeof *seen);
+  if (!seen) return;
+  count_files(dir, ".live.jsonl", seen, MAXR);
+  for (int r = 0; r < MAXR; r++) {
+    if (!seen[r]) continue;
+    bool stopped = launcher_stopped;
+    for (int i = 0; i < n && !stopped; i++)
+      stopped = procs[i].rank == r && procs[i].stopped;
+    vqc_live_info info;
+    if (!stopped || vqc_live_scan(dir, r, &info) != VQC_OK || !info.exists ||
+        info.finished || info.signal != 0 || info.killed)
+      continue;
+    (void)vqc_live_mark(dir, r, "killed", "vqcheck watch", why);
+  }
+  free(seen);
+}
+
+/* The job's name for its report: the first argument that ends in ".py",
+ * else the command's base name. */
+static const char *job_name(const vqc_watch_opts *o) {
+  for (int i = 0; i < o->cmd_argc; i++) {
+    const size_t l = strlen(o->cmd_argv[i]);
+    if (l > 3 && strcmp(o->cmd_argv[i] + l - 3, ".py") == 0) {
+      const char *slash = strrchr(o->cmd_argv[i], '/');
+      return slash ? slash + 1 : o->cmd_argv[i];
+    }
+  }
+  const char *slash = strrchr(o->cmd_argv[0], '/');
+  return slash && slash[1] ? slash + 1 : o->cmd_argv[0];
+}
+
+int vqc_cmd_watch(int argc, char **argv) {
+  vqc_watch_opts o;
+  int rc = parse_opts(argc, argv, &o);
+  if (rc >= 0) return rc;
+  char bridge[PATH_MAX];
+  if (!find_bridge(bridge, sizeof bridge)) return 3;
+  if (!executable(o.cmd_argv[0])) {
+    fprintf(stderr, "vqcheck watch: cannot run '%s': no executable file of "
+            "that name%s\nhint: check the command after '--' (a program on "
+            "PATH, or a path to an executable file)\n", o.cmd_argv[0],
+            strchr(o.cmd_argv[0], '/') ? "" : " on PATH");
+    return 3;
+  }
+
+  /* The run directory: vqcheck's, locked, an earlier run's files gone
+   * (rundir.c clears the bridge's findings and hang markers too). */
+  char dir0[4096], dir[PATH_MAX];
+  vqc_run_dir_choose(o.out, "watch", dir0, sizeof dir0);
+  vqc_status s = vqc_run_dir_prepare(dir0);
+  bool locked = s == VQC_OK;
+  if (s == VQC_OK && !realpath(dir0, dir))
+    s = vqc_error(VQC_EIO, "cannot resolve %s: %s", dir0, strerror(errno));
+  if (s != VQC_OK) {
+    fprintf(stderr, "vqcheck watch: %s\n", vqc_cli_error_text());
+    if (vqc_status_exit_code(s) == 2)
+      fprintf(stderr, "hint: 'vqcheck watch --help'\n");
+    if (locked) vqc_run_dir_unlock(dir0);
+    return vqc_status_exit_code(s);
+  }
+
+  /* The environment every process gets (see the file comment). */
+  char value[PATH_MAX + 64];
+  setenv("VQC_WATCH_DIR", dir, 1);
+  snprintf(value, sizeof value, "%ld", o.interval);
+  setenv("VQC_WATCH_INTERVAL", value, 1);
+  snprintf(value, sizeof value, "%g", o.timeout);
+  setenv("VQC_WATCH_TIMEOUT", value, 1);
+  const char *pp = getenv("PYTHONPATH");
+  size_t pplen = strlen(bridge) + (pp ? strlen(pp) : 0) + 2;
+  char *pythonpath = malloc(pplen);
+  if (!pythonpath) {
+    fprintf(stderr, "vqcheck watch: no memory for PYTHONPATH\n");
+    vqc_run_dir_unlock(dir);
+    return 3;
+  }
+  snprintf(pythonpath, pplen, "%s%s%s", bridge, pp && pp[0] ? ":" : "",
+           pp && pp[0] ? pp : "");
+  setenv("PYTHONPATH", pythonpath, 1);
+  free(pythonpath);
+
+  int port = 0;
+  if (o.nproc > 0 && (port = free_port()) == 0) {
+    fprintf(stderr, "vqcheck watch: cannot find a free TCP port on "
+            "127.0.0.1 for MASTER_PORT: %s\n", strerror(errno));
+    vqc_run_dir_unlock(dir);
+    return 3;
+  }
+  const int nprocs = o.nproc > 0 ? o.nproc : 1;
+  vqc_watch_proc *procs = calloc((size_t)nprocs, sizeof *procs);
+  if (!procs) {
+    fprintf(stderr, "vqcheck watch: no memory for %d processes\n", nprocs);
+    vqc_run_dir_unlock(dir);
+    return 3;
+  }
+  for (int i = 0; i < nprocs; i++) procs[i].err_fd = -1;
+
+  struct sigaction sa, old_int, old_term, old_hup, old_pipe;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, &old_int);
+  sigaction(SIGTERM, &sa, &old_term);
+  sigaction(SIGHUP, &sa, &old_hup);
+  struct sigaction ign;
+  memset(&ign, 0, sizeof ign);
+  ign.sa_handler = SIG_IGN;
+  sigemptyset(&ign.sa_mask);
+  sigaction(SIGPIPE, &ign, &old_pipe); /* our stderr may close first */
+  /* Whatever the job's launcher leaves behind becomes ours to end. */
+  (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+
+  int started = 0, code = -1;
+  for (int i = 0; i < nprocs; i++) {
+    int e = start_proc(&o, &procs[i], o.nproc > 0 ? i : -1, port);
+    started = i + 1;
+    if (e != 0) {
+      fprintf(stderr, "vqcheck watch: cannot run '%s': %s\nhint: check the "
+              "command after '--'\n", o.cmd_argv[0], strerror(e));
+      code = 3;
+      break;
+    }
+  }
+
+  /* ---- the watch */
+  char reason[512] = "";
+  double term_at = 0.0, kill_at = 0.0, last_scan = 0.0, hang_at = 0.0;
+  bool term_sent = false, kill_sent = false, fail_seen = false;
+  int forwarded = 0, nexited = 0;
+  if (code >= 0) { /* a process could not start: end the others now */
+    signal_all(procs, started, SIGKILL);
+    kill_sent = true;
+  }
+  bool *hung = o.nproc > 0 ? calloc((size_t)o.nproc, sizeof *hung) : NULL;
+  for (;;) {
+    int running = 0;
+    for (int i = 0; i < started; i++) {
+      vqc_watch_proc *p = &procs[i];
+      if (p->exited) continue;
+      pid_t r = waitpid(p->pid, &p->status, WNOHANG);
+      if (r == p->pid) {
+        p->exited = true;
+        p->exit_order = ++nexited;
+        /* Asked for its stacks, it died of the asking: vqcheck's doing. */
+        if (p->asked_pid == p->pid && WIFSIGNALED(p->status) &&
+            WTERMSIG(p->status) == SIGUSR1)
+          p->stopped = true;
+        if (vqc_watch_failed(p) && !p->stopped && !fail_seen &&
+            !term_sent) {
+          /* The others get the timeout to end on their own. */
+          fail_seen = true;
+          char who[64], how[96];
+          vqc_watch_proc_name(p, who, sizeof who);
+          vqc_watch_end_text(p, how, sizeof how);
+          snprintf(reason, sizeof reason, "%s %s; vqcheck watch stopped "
+                   "the processes still running %g s later", who, how,
+                   o.timeout);
+          const double at = mono_s() + o.timeout;
+          if (term_at == 0.0 || at < term_at) term_at = at;
+        }
+      } else {
+        running++;
+      }
+    }
+    if (running == 0) break;
+    const double now = mono_s();
+    if (signal_count > forwarded) {
+      const int sig = got_signal;
+      if (forwarded == 0) {
+        snprintf(reason, sizeof reason, "vqcheck watch was interrupted "
+                 "(%s) and forwarded it to the job", strsignal(sig));
+        signal_all(procs, started, sig);
+        kill_at = now + INTERRUPT_GRACE_S;
+        term_sent = true; /* nothing else is sent but SIGKILL */
+      } else if (!kill_sent) {
+        signal_all(procs, started, SIGKILL); /* a second Ctrl-C */
+        kill_sent = true;
+      }
+      forwarded = signal_count;
+    }
+    if (hang_at == 0.0 && !term_sent && now - last_scan >= HANG_SCAN_S) {
+      last_scan = now;
+      const int hr = lowest_rank_file(dir, ".hang");
+      if (hr >= 0) {
+        hang_at = now;
+        snprintf(reason, sizeof reason, "rank %d wrote rank-%d.hang (a "
+                 "collective in flight longer than %g s); vqcheck watch "
+                 "stopped the job", hr, hr, o.timeout);
+        if (term_at == 0.0 || now + HANG_GRACE_S < term_at)
+          term_at = now + HANG_GRACE_S;
+        if (o.nproc > 0) ask_for_stacks(dir, procs, started);
+      }
+    } else if (hang_at > 0.0 && !term_sent && hung &&
+               now - last_scan >= HANG_SCAN_S) {
+      /* Every rank told where it is: no need to wait longer. */
+      last_scan = now;
+      if (all_placed(dir, procs, started, hung, o.nproc)) term_at = now;
+    }
+    if (term_at > 0.0 && !term_sent && now >= term_at) {
+      signal_all(procs, started, SIGTERM);
+      term_sent = true;
+      kill_at = now + TERM_GRACE_S;
+    }
+    if (kill_at > 0.0 && !kill_sent && now >= kill_at) {
+      signal_all(procs, started, SIGKILL);
+      kill_sent = true;
+    }
+    pump_all(procs, started, POLL_MS);
+  }
+  free(hung);
+
+  /* ---- the end: nothing of the job survives; what its pipes still hold
+   * is read. */
+  vqc_kill_and_reap_children(mono_s() + REAP_WAIT_S);
+  const double drain_until = mono_s() + DRAIN_S;
+  for (;;) {
+    bool open = false;
+    for (int i = 0; i < started; i++) open = open || procs[i].err_fd >= 0;
+    if (!open || mono_s() > drain_until) break;
+    pump_all(procs, started, POLL_MS);
+  }
+  for (int i = 0; i < started; i++)
+    if (procs[i].err_fd >= 0) close(procs[i].err_fd);
+  sigaction(SIGINT, &old_int, NULL);
+  sigaction(SIGTERM, &old_term, NULL);
+  sigaction(SIGHUP, &old_hup, NULL);
+  sigaction(SIGPIPE, &old_pipe, NULL);
+  const int interrupt = forwarded > 0 ? got_signal : 0;
+
+  if (code < 0) {
+    bool any_stopped = false;
+    for (int i = 0; i < started; i++) any_stopped |= procs[i].stopped;
+    if (any_stopped)
+      mark_killed(dir, procs, started, o.nproc == 0, reason);
+    /* Did the bridge load? Every rank it ran in writes something. */
+    static const char *const written[] = {".trace.jsonl", ".live.jsonl",
+                                          ".findings.jsonl", ".hang",
+                                          ".ledger.jsonl", ".status.json"};
+    int nfiles = 0;
+    for (size_t k = 0; k < sizeof written / sizeof written[0]; k++)
+      nfiles += count_files(dir, written[k], NULL, 0);
+    char unchecked[4608] = "";
+    const bool no_bridge = nfiles == 0 && !interrupt;
+    if (interrupt) /* run.json must not read clean either */
+      snprintf(unchecked, sizeof unchecked, "vqcheck watch was interrupted "
+               "(%s) and stopped the job before it ended: it was checked "
+               "only up to there", strsignal(interrupt));
+    else if (no_bridge)
+      snprintf(unchecked, sizeof unchecked, "no process of the job wrote a "
+               "trace, live record or finding into %s: the vqcheck bridge "
+               "did not load in its Python processes (the job's Python "
+               "lacks the vqcheck package, or is not the one PYTHONPATH "
+               "reaches), or every process ended before its first step",
+               dir);
+    json_t *job = vqc_watch_job_json(&o, bridge, procs, started,
+                           any_stopped ? reason : "");
+    vqc_watch_ctx ctx = {.dir = dir, .o = &o, .procs = procs, .nprocs = started,
+                     .interrupted = interrupt != 0};
+    const vqc_analyze_opts ao = {.run_dir = dir,
+                                 .cmd = "watch",
+                                 .ranks = o.nproc,
+                                 .name = job_name(&o),
+                                 .path = o.cmd_argv[0],
+                                 .backend = "watch",
+                                 .why = any_stopped ? reason : NULL,
+                                 .json = o.json,
+                                 .quiet = o.quiet,
+                                 .job = job,
+                                 .more_findings = vqc_watch_more_findings,
+                                 .more_ctx = &ctx,
+                                 .caller_reports_hangs =
+                                     vqc_watch_any_hang(dir),
+                                 .unchecked = unchecked[0] ? unchecked
+                                                           : NULL};
+    code = vqc_analyze_run_dir(&ao);
+    json_decref(job);
+    if (no_bridge && code != 2) {
+      fprintf(stderr, "vqcheck watch: %s\nhint: install vqcheck into the "
+              "job's Python ('pip install .' in vqcheck's source tree), and "
+              "check that the job runs Python\n", unchecked);
+      code = 3;
+    }
+    /* Never clean after a failure or a stop (the findings say why). */
+    bool bad = any_stopped;
+    for (int i = 0; i < started; i++) bad = bad || vqc_watch_failed(&procs[i]);
+    if (code == 0 && bad) code = 3;
+  }
+  if (interrupt)
+    code = 128 + (interrupt == SIGINT ? SIGINT
+                  : interrupt == SIGHUP ? SIGHUP : SIGTERM);
+  vqc_run_dir_unlock(dir);
+  free(procs);
+  return code;
+}

@@ -1,0 +1,25 @@
+/* mpi_common.c: the poll pacing and overlap test shared by the mpi and nccl
+ * comm backends (see mpi_common.h). */
+#include "comm/mpi/mpi_common.h"
+
+#include <sched.h>
+#include <time.h>
+
+void vqc_poll_pause(uint64_t waited_ns) {
+  if (waited_ns < VQC_POLL_SPIN_NS) return;
+  if (waited_ns < VQC_POLL_YIELD_NS) {
+    sched_yield();
+    return;
+  }
+  vqc_poll_nap();
+}
+
+void vqc_poll_nap(void) {
+  struct timespec nap = {0, VQC_POLL_NAP_NS};
+  nanosleep(&nap, NULL);
+}
+
+bool vqc_ranges_overlap(const void *a, size_t na, const void *b, size_t nb) {
+  uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+}

@@ -1,0 +1,93 @@
+#!/bin/sh
+# layers.sh: libvqcheck's folders use only themselves and the folders below
+# them: core <- comm <- quant <- train (issue 13). Each folder's layer.h
+# lists the public headers (vqc/*.h) it owns; this test fails, naming the
+# file, line and include, when
+#   - a file of lib/src/L (any depth) includes a public header owned by a
+#     layer above L, or an internal header of a folder above L
+#     ("quant/vq_internal.h" from comm/, say);
+#   - a file of lib/src includes an internal header without its folder
+#     ("comm_internal.h"): the folder is what shows the layer;
+#   - a public header includes one owned by a layer above its own;
+#   - a public header belongs to no layer, or to two (vqc/vqc.h, the
+#     umbrella of them all, excepted);
+#   - a layer.h does not compile on its own (cc -fsyntax-only).
+#
+#   usage: layers.sh SOURCE_DIR GENERATED_INCLUDE_DIR [CC]
+set -u
+SRC=$1
+GEN=$2
+CC=${3:-cc}
+LAYERS="core comm quant train"
+PY=/usr/bin/python3
+"$PY" - "$SRC" "$LAYERS" <<'PYEOF' || exit 1
+import os, re, sys
+src, layers = sys.argv[1], sys.argv[2].split()
+rank = {l: i for i, l in enumerate(layers)}
+inc_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+owner, errors = {}, []
+for l in layers:
+    path = os.path.join(src, "lib/src", l, "layer.h")
+    for n, line in enumerate(open(path), 1):
+        m = inc_re.match(line)
+        if m and m.group(1).startswith("vqc/"):
+            h = m.group(1)[4:]
+            if h in owner:
+                errors.append("%s:%d: vqc/%s is owned by %s/ already" % (path, n, h, owner[h]))
+            owner[h] = l
+pub = os.path.join(src, "lib/include/vqc")
+for f in sorted(os.listdir(pub)):
+    h = f[:-3] if f.endswith(".h.in") else f
+    if h.endswith(".h") and h != "vqc.h" and h not in owner:
+        errors.append("lib/include/vqc/%s: owned by no layer (list it in one lib/src/*/layer.h)" % f)
+
+def check(path, shown, layer):
+    for n, line in enumerate(open(path, errors="replace"), 1):
+        m = inc_re.match(line)
+        if not m:
+            continue
+        inc = m.group(1)
+        top = inc.split("/")[0]
+        if inc.startswith("vqc/"):
+            h = inc[4:]
+            if h == "vqc.h":
+                errors.append("%s:%d: includes the umbrella vqc/vqc.h" % (shown, n))
+            elif h in owner and rank[owner[h]] > rank[layer]:
+                errors.append("%s:%d: %s/ includes %s, which %s/ (above it) owns"
+                              % (shown, n, layer, inc, owner[h]))
+        elif top in rank:
+            if rank[top] > rank[layer]:
+                errors.append("%s:%d: %s/ includes %s from %s/, above it"
+                              % (shown, n, layer, inc, top))
+        elif shown.startswith("lib/src/"):
+            errors.append('%s:%d: include "%s" without its folder (write "%s/...")'
+                          % (shown, n, inc, layer))
+
+for l in layers:
+    for root, _, files in os.walk(os.path.join(src, "lib/src", l)):
+        for f in sorted(files):
+            if f.endswith((".c", ".h")):
+                p = os.path.join(root, f)
+                check(p, os.path.relpath(p, src), l)
+for f in sorted(os.listdir(pub)):
+    h = f[:-3] if f.endswith(".h.in") else f
+    if h in owner:
+        check(os.path.join(pub, f), "lib/include/vqc/" + f, owner[h])
+for e in errors:
+    print(e)
+if errors:
+    sys.exit(1)
+print("layers: %d public headers in %d layers; every include points down or sideways"
+      % (len(owner), len(layers)))
+PYEOF
+for l in $LAYERS; do
+  if ! echo "#include \"$l/layer.h\"" | "$CC" -std=gnu11 -fsyntax-only -x c - \
+      -I"$SRC/lib/include" -I"$GEN" -I"$SRC/lib/src" 2> /tmp/layers.$$; then
+    echo "lib/src/$l/layer.h does not compile on its own:"
+    cat /tmp/layers.$$
+    rm -f /tmp/layers.$$
+    exit 1
+  fi
+done
+rm -f /tmp/layers.$$
+echo "layers: each layer.h compiles on its own"
