@@ -22,6 +22,7 @@ packages=(
   clang libclang-rt-dev             # tests/fuzz: libFuzzer targets (label slow)
   libxml2-dev                       # tests: parse junit.xml with a real XML parser
   chromium                          # tests: render report.html headless (big)
+  groff-base man-db                 # tests: the man page renders; man -w vqcheck
 )
 
 missing=()
