@@ -1,59 +1,53 @@
 /* gpu_absent.c: the FSQ and VQ kernels of vqc/gpu.h in a build without CUDA
- * (vqc/gpu_base.h's are in core/gpu_base_absent.c) (VQC_WITH_CUDA 0). Every
+ * (VQC_WITH_CUDA 0; vqc/gpu_base.h's are in core/gpu_base_absent.c). Every
  * entry point exists, so callers compile and link the same way in every
  * build, and says how to get the kernels instead of failing to link. With
  * CUDA the real wrappers live in the .cu files of kernels/ and this file is
  * empty. */
+#include "core/gpu_absent.h"
 #include "vqc/gpu.h"
 #include "vqc/version.h"
 
 #if !VQC_WITH_CUDA
 
-/* The one message every entry point records. */
-static vqc_status absent(const char *fn) {
-  return vqc_error(VQC_EUNSUPPORTED,
-                   "%s: this build has no CUDA kernels; install the CUDA "
-                   "toolkit (nvcc) and reconfigure with -DVQC_WITH_CUDA=ON",
-                   fn);
-}
 
 vqc_status vqc_gpu_fsq_quantize(const vqc_fsq *q, const float *z, int64_t M,
                                 float *out, int32_t *indices,
                                 int64_t *refined) {
   (void)q, (void)z, (void)M, (void)out, (void)indices, (void)refined;
-  return absent(__func__);
+  return vqc_gpu_absent(__func__);
 }
 
 vqc_status vqc_gpu_vq_sqnorms(const float *A, int64_t n, int64_t D,
                               float *out) {
   (void)A, (void)n, (void)D, (void)out;
-  return absent(__func__);
+  return vqc_gpu_absent(__func__);
 }
 
 vqc_status vqc_gpu_vq_nearest(const float *x, int64_t M, const float *E,
                               int64_t C, int64_t D, int64_t *indices,
                               float *neg_dist) {
   (void)x, (void)M, (void)E, (void)C, (void)D, (void)indices, (void)neg_dist;
-  return absent(__func__);
+  return vqc_gpu_absent(__func__);
 }
 
 vqc_status vqc_gpu_vq_gather(const float *E, int64_t C, int64_t D,
                              const int64_t *indices, int64_t M,
                              float *quantized) {
   (void)E, (void)C, (void)D, (void)indices, (void)M, (void)quantized;
-  return absent(__func__);
+  return vqc_gpu_absent(__func__);
 }
 
 vqc_status vqc_gpu_vq_stats(const float *x, int64_t M, int64_t D,
                             const int64_t *indices, int64_t C, float *counts,
                             float *sums) {
   (void)x, (void)M, (void)D, (void)indices, (void)C, (void)counts, (void)sums;
-  return absent(__func__);
+  return vqc_gpu_absent(__func__);
 }
 
 vqc_status vqc_gpu_lerp(float *a, const float *b, size_t n, float w) {
   (void)a, (void)b, (void)n, (void)w;
-  return absent(__func__);
+  return vqc_gpu_absent(__func__);
 }
 
 vqc_status vqc_gpu_vq_renormalize(const float *cluster_size,
@@ -61,7 +55,7 @@ vqc_status vqc_gpu_vq_renormalize(const float *cluster_size,
                                   int64_t D, double eps, float *embed) {
   (void)cluster_size, (void)embed_avg, (void)C, (void)D, (void)eps,
       (void)embed;
-  return absent(__func__);
+  return vqc_gpu_absent(__func__);
 }
 
 vqc_status vqc_gpu_vq_ema_update(vqc_comm *comm, const vqc_vq_params *p,
@@ -70,7 +64,7 @@ vqc_status vqc_gpu_vq_ema_update(vqc_comm *comm, const vqc_vq_params *p,
                                  const int64_t *indices) {
   (void)comm, (void)p, (void)cluster_size, (void)embed_avg, (void)embed,
       (void)x, (void)M, (void)indices;
-  return absent(__func__);
+  return vqc_gpu_absent(__func__);
 }
 
 vqc_status vqc_gpu_vq_forward(vqc_comm *comm, const vqc_vq_params *p,
@@ -79,7 +73,7 @@ vqc_status vqc_gpu_vq_forward(vqc_comm *comm, const vqc_vq_params *p,
                               bool train, int64_t *indices, float *quantized) {
   (void)comm, (void)p, (void)embed, (void)cluster_size, (void)embed_avg,
       (void)x, (void)M, (void)train, (void)indices, (void)quantized;
-  return absent(__func__);
+  return vqc_gpu_absent(__func__);
 }
 
 #endif /* !VQC_WITH_CUDA */
