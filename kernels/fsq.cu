@@ -1,9 +1,9 @@
 /* fsq.cu: FSQ quantize + indices on the device (vqc/fsq.h); the CPU twin is
- * vqc_fsq_quantize (lib/src/quant/fsq.c). Every float operation is the CPU's, in
- * the CPU's order, written with the _rn intrinsics (never contracted into a
- * fused multiply-add, whatever the flags), and tanh is the CPU's too:
- * vqc_tanh_exact (lib/src/quant/tanh_exact.h, correctly rounded, the same source
- * compiled for the device), so the codes are the CPU's bit for bit. The
+ * vqc_fsq_quantize (lib/src/quant/fsq.c). Every float operation is the
+ * CPU's, in the CPU's order, written with the _rn intrinsics (never
+ * contracted into a fused multiply-add, whatever the flags), and tanh is the
+ * CPU's too: vqc_tanh_exact (lib/src/quant/tanh_exact.h, correctly rounded,
+ * the same source compiled for the device), so the codes are the CPU's bit for bit. The
  * exact tanh costs about 40 double operations, so most elements are
  * screened with CUDA's tanhf first:
  *

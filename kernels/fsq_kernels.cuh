@@ -10,7 +10,8 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "quant/tanh_exact.h" /* lib/src: the CPU's tanh, compiled for the device */
+/* lib/src: the CPU's tanh, compiled for the device */
+#include "quant/tanh_exact.h"
 #include "vqc/fsq.h"
 
 #define FSQ_THREADS 256

@@ -101,7 +101,8 @@ vqc_status vqc_gpu_vq_stats(const float *x, int64_t M, int64_t D,
       (s = GPU_SCRATCH(&skeys, m * 4)) || (s = GPU_SCRATCH(&srows, m * 4)) ||
       (s = GPU_SCRATCH(&ncount, (size_t)C * 4)) ||
       (s = GPU_SCRATCH(&offsets, (size_t)C * 4)) ||
-      (s = GPU_SCRATCH(&ntiles, c1 * 4)) || (s = GPU_SCRATCH(&nparts, c1 * 4)) ||
+      (s = GPU_SCRATCH(&ntiles, c1 * 4)) ||
+      (s = GPU_SCRATCH(&nparts, c1 * 4)) ||
       (s = GPU_SCRATCH(&tile_off, c1 * 4)) ||
       (s = GPU_SCRATCH(&part_off, c1 * 4)) ||
       (s = GPU_SCRATCH(&parts, parts_max * sizeof(double))) ||

@@ -1,6 +1,7 @@
 /* vq_ema_kernels.cuh: the device half of vq_ema.cu (read that file's top
  * comment first): the statistics kernels (keys and counts, tiles, per-tile
- * ordered sums, their combination), the lerp, the ordered total, the renormalisation and the gather.
+ * ordered sums, their combination), the lerp, the ordered total, the
+ * renormalisation and the gather.
  * The radix sort and scan between them are CUB's, called from vq_ema.cu.
  * Kept apart from the host wrappers so that kernels/emu can compile this
  * very code for the CPU (tests without a GPU). */

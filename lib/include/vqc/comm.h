@@ -248,7 +248,7 @@ bool vqc_mpi_launched(void);
  * a threads or mpi run's bits; a collective that failed leaves its receive
  * buffer filled with 0xFF bytes (NaN floats, -1 integers), never a partial
  * result; and each collective is ordered after all work queued on the
- * legacy default stream before it (vqc/gpu.h "Streams"). */
+ * legacy default stream before it (vqc/gpu_base.h "Streams"). */
 vqc_status vqc_nccl_comm_create(int *argc, char ***argv, vqc_comm **out);
 /* Destroys the comm (accepts NULL): NCCL communicator (finalized within
  * the timeout, else aborted; vqc_comm_abort or vqc_nccl_interrupt cut the

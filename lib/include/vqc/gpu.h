@@ -14,8 +14,8 @@
  * synchronize), are in vqc/gpu_base.h, which this header includes.
  *
  * FSQ and tanh. The kernel compiles the CPU's correctly rounded tanh
- * (vqc_tanh_exact, lib/src/quant/tanh_exact.h; no fast-math for these files, which
- * CMake enforces): a cheap tanhf screen decides the elements whose bounded
+ * (vqc_tanh_exact, lib/src/quant/tanh_exact.h; no fast-math for these
+ * files, which CMake enforces): a cheap tanhf screen decides the elements whose bounded
  * value lies farther than 2^-18 * (half_l + 1) from a rounding boundary or
  * from 0, and the others ("refined" elements) take the exact tanh. The codes
  * therefore equal the CPU's bit for bit (only checked on the CPU emulation

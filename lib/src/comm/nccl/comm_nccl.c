@@ -27,7 +27,7 @@
  * sets a flag; the rank's own thread, which owns the NCCL communicator,
  * does the abort.
  *
- * Stream order (the policy of vqc/gpu.h "Streams"). The comm's stream is
+ * Stream order (the policy of vqc/gpu_base.h "Streams"). The comm's stream is
  * non-blocking, so it does not wait for the legacy default stream, where
  * vqcheck's memsets, copies and kernels run and may still be running when
  * a collective is called (a memset or a device-to-device copy returns once
@@ -150,7 +150,8 @@ static void give_up(nccl_world *w, const char *why) {
 /* Why a wait should stop now: "" to go on. */
 static const char *stop_reason(const nccl_world *w) {
   if (interrupted) return "vqc_nccl_interrupt";
-  if (__atomic_load_n(&w->abort_flag, __ATOMIC_ACQUIRE)) return "vqc_comm_abort";
+  if (__atomic_load_n(&w->abort_flag, __ATOMIC_ACQUIRE))
+    return "vqc_comm_abort";
   return "";
 }
 
