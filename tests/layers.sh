@@ -11,13 +11,18 @@
 #   - a public header includes one owned by a layer above its own;
 #   - a public header belongs to no layer, or to two (vqc/vqc.h, the
 #     umbrella of them all, excepted);
-#   - a layer.h does not compile on its own (cc -fsyntax-only).
+#   - a layer.h does not compile on its own (cc -fsyntax-only);
+#   - with OBJECT_DIR (the compiled lib/src objects: CMake's
+#     lib/CMakeFiles/vqcheck_objects.dir/src), an object of one layer
+#     refers to a symbol that only an object of a layer above defines: the
+#     same rule at link level, where a call needs no include.
 #
-#   usage: layers.sh SOURCE_DIR GENERATED_INCLUDE_DIR [CC]
+#   usage: layers.sh SOURCE_DIR GENERATED_INCLUDE_DIR [CC [OBJECT_DIR]]
 set -u
 SRC=$1
 GEN=$2
 CC=${3:-cc}
+OBJ=${4:-}
 LAYERS="core comm quant train"
 PY=/usr/bin/python3
 "$PY" - "$SRC" "$LAYERS" <<'PYEOF' || exit 1
@@ -91,3 +96,40 @@ for l in $LAYERS; do
 done
 rm -f /tmp/layers.$$
 echo "layers: each layer.h compiles on its own"
+if [ -n "$OBJ" ]; then
+  [ -d "$OBJ" ] || { echo "layers: no object directory $OBJ"; exit 1; }
+  command -v nm > /dev/null || { echo "layers: no nm (binutils)"; exit 1; }
+  "$PY" - "$OBJ" "$LAYERS" <<'PYEOF' || exit 1
+import os, subprocess, sys
+obj, layers = sys.argv[1], sys.argv[2].split()
+rank = {l: i for i, l in enumerate(layers)}
+defined, wanted = {}, {}
+for root, _, files in os.walk(obj):
+    for f in sorted(files):
+        if not f.endswith(".o"):
+            continue
+        p = os.path.join(root, f)
+        layer = os.path.relpath(p, obj).split(os.sep)[0]
+        if layer not in rank:
+            continue
+        for line in subprocess.check_output(["nm", "-g", p], text=True).splitlines():
+            w = line.split()
+            if len(w) == 3 and w[1] in "TDBRCV":
+                defined[w[2]] = (layer, os.path.relpath(p, obj))
+            elif len(w) == 2 and w[0] == "U":
+                wanted.setdefault((layer, os.path.relpath(p, obj)), set()).add(w[1])
+if not defined:
+    sys.exit("layers: no objects under %s" % obj)
+bad = []
+for (layer, p), syms in sorted(wanted.items()):
+    for s in sorted(syms):
+        if s in defined and rank[defined[s][0]] > rank[layer]:
+            bad.append("%s (%s/) uses %s, defined in %s (above it)"
+                       % (p, layer, s, defined[s][1]))
+for b in bad:
+    print(b)
+if bad:
+    sys.exit(1)
+print("layers: %d objects' symbols point down or sideways" % len(wanted))
+PYEOF
+fi
