@@ -47,7 +47,7 @@
  *    it ends, each completed step and finally "finished" to
  *    rank-<r>.live.jsonl, one write(2) per line, so a rank killed with
  *    SIGKILL, or a job its launcher tore down, still tells `vqcheck analyze`
- *    (and the supervisor, harness/run/supervise.h) where every rank was. */
+ *    (and the supervisor, harness/cli/supervise.h) where every rank was. */
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>

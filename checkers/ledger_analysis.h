@@ -59,7 +59,7 @@
  *                                   launcher cleaning up after another rank;
  *     {"event":"lost"|"killed","by","why"}  appended by whoever supervised
  *                                   the job (`vqcheck run --backend mpi`
- *                                   without a launcher, harness/run/supervise.h):
+ *                                   without a launcher, harness/cli/supervise.h):
  *                                   lost: the rank was seen stopped or gone
  *                                   unfinished; killed: it was alive and
  *                                   running when the job had to be ended.

@@ -12,6 +12,9 @@
 #   - a public header belongs to no layer, or to two (vqc/vqc.h, the
 #     umbrella of them all, excepted);
 #   - a layer.h does not compile on its own (cc -fsyntax-only);
+#   - a file of harness/ includes a header of a harness folder above its
+#     own: cli <- run <- models, and conformance/ stands alone (only cli/
+#     uses it);
 #   - with OBJECT_DIR (the compiled lib/src objects: CMake's
 #     lib/CMakeFiles/vqcheck_objects.dir/src), an object of one layer
 #     refers to a symbol that only an object of a layer above defines: the
@@ -84,6 +87,37 @@ if errors:
     sys.exit(1)
 print("layers: %d public headers in %d layers; every include points down or sideways"
       % (len(owner), len(layers)))
+PYEOF
+"$PY" - "$SRC" <<'PYEOF' || exit 1
+import os, re, sys
+src = sys.argv[1]
+h = os.path.join(src, "harness")
+rank = {"models": 0, "conformance": 0, "run": 1, "cli": 2}
+home = {}
+for part in rank:
+    for f in os.listdir(os.path.join(h, part)):
+        if f.endswith(".h"):
+            home[f] = part
+inc_re = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+errors = []
+for part in rank:
+    for f in sorted(os.listdir(os.path.join(h, part))):
+        if not f.endswith((".c", ".h")):
+            continue
+        for n, line in enumerate(open(os.path.join(h, part, f)), 1):
+            m = inc_re.match(line)
+            if not m or m.group(1) not in home:
+                continue
+            other = home[m.group(1)]
+            if other != part and (rank[other] >= rank[part] or
+                                  (other == "conformance" and part != "cli")):
+                errors.append("harness/%s/%s:%d: %s/ includes %s from %s/"
+                              % (part, f, n, part, m.group(1), other))
+for e in errors:
+    print(e)
+if errors:
+    sys.exit(1)
+print("layers: harness/ folders include down only (cli <- run <- models)")
 PYEOF
 for l in $LAYERS; do
   if ! echo "#include \"$l/layer.h\"" | "$CC" -std=gnu11 -fsyntax-only -x c - \

@@ -1,4 +1,8 @@
-/* cli.h: the subcommand table shared by vqcheck.c and the command files, and
+/* harness/cli/ owns: main, one cmd_<name>.c per subcommand, their options
+ *   (run_options.c) and the launcher supervisor (supervise.c).
+ * May use: run/, models/, conformance/, checkers/, reports/, libvqcheck.
+ *
+ * cli.h: the subcommand table shared by vqcheck.c and the command files, and
  * the small helpers every subcommand uses to follow the same conventions
  * (DESIGN.md, STYLE.md "jq and git"): usage errors on stderr with a hint and
  * exit 2, progress only on a terminal, and error messages for people. */

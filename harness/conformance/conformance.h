@@ -1,4 +1,8 @@
-/* conformance.h: the `vqcheck conformance` framework shared by every kind.
+/* harness/conformance/ owns: the golden-case reader (fixture.c) and the
+ *   `vqcheck conformance` handlers, one per kind.
+ * May use: libvqcheck (never run/, models/ or cli/).
+ *
+ * conformance.h: the `vqcheck conformance` framework shared by every kind.
  *
  * `vqcheck conformance DIR` loads each golden case (fixture.h), looks its
  * "kind" up in a table of handlers and lets the handler replay the case with

@@ -1,4 +1,8 @@
-/* run_models.h: the models a scenario trains, as the runner sees them.
+/* harness/models/ owns: what a scenario is (scenario.c, the YAML loader)
+ *   and the models scenarios train (run_models.c).
+ * May use: checkers/ (findings), libvqcheck (never run/ or cli/).
+ *
+ * run_models.h: the models a scenario trains, as the runner sees them.
  *
  * One vqc_run_model per rank: the replicated state (built identically on
  * every rank from the scenario's seed), this rank's data shard of every step

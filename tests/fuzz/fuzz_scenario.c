@@ -1,5 +1,5 @@
 /* fuzz_scenario.c: libFuzzer target for the scenario loader
- * (harness/run/scenario.c, vqc_scenario_load). The loader only reads files, so
+ * (harness/models/scenario.c, vqc_scenario_load). The loader only reads files, so
  * each input is written to one temporary file and loaded; a scenario that
  * loads is also turned into JSON and its expectation string, the other
  * readers of the loaded struct. Sanitizers (ASan, UBSan, leaks) do the

@@ -5,7 +5,7 @@
 #
 #   tests/fuzz/run.sh TARGET [SECONDS] [WORK_DIR]
 #     TARGET    trace (checkers/trace.c + trace_compare.c) or scenario
-#               (harness/run/scenario.c)
+#               (harness/models/scenario.c)
 #     SECONDS   -max_total_time (default 30)
 #     WORK_DIR  binaries, the growing corpus, crash files (default
 #               /tmp/vqc-fuzz)
@@ -33,7 +33,7 @@ case "$target" in
              $src/checkers/findings.c $src/lib/src/core/status.c"
     libs="jansson" ;;
   scenario)
-    sources="$src/harness/run/scenario.c $src/checkers/findings.c
+    sources="$src/harness/models/scenario.c $src/checkers/findings.c
              $src/lib/src/core/fault.c $src/lib/src/core/status.c"
     libs="yaml-0.1 jansson" ;;
   *)
@@ -58,7 +58,7 @@ bin="$work/fuzz_$target"
 # shellcheck disable=SC2086 # word splitting of the lists is intended
 "$cc" -std=gnu11 -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
-  -I"$src/lib/include" -I"$src/checkers" -I"$src/harness/run" \
+  -I"$src/lib/include" -I"$src/checkers" -I"$src/harness/models" \
   $(pkg-config --cflags $libs) \
   "$here/fuzz_$target.c" $sources \
   $(pkg-config --libs $libs) -lm -lpthread -o "$bin"

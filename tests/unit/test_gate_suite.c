@@ -2,7 +2,7 @@
  * a pass, and a suite that is told to stop stops everything it started
  * (issue 9, "never a false green"). Runs the built vqcheck (vqc_test_cli(),
  * or $VQC_TEST_CLI to try another build) as a child process, and calls the
- * rule both commands share (harness/run/run_options.h) directly:
+ * rule both commands share (harness/cli/run_options.h) directly:
  *
  *   judge_*            vqc_run_judge_training: every step ran: COMPLETE;
  *                      out of memory at step 0 of a clean scenario, or a

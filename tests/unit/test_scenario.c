@@ -1,4 +1,4 @@
-/* test_scenario.c: the scenario loader (harness/run/scenario.h), its overrides,
+/* test_scenario.c: the scenario loader (harness/models/scenario.h), its overrides,
  * the expectation matcher and `vqcheck list`.
  *
  * The valid files live in tests/data/scenarios/ and are read back field by
