@@ -652,7 +652,10 @@ static int validate_torch(const vqc_fsq *q, const float *codes,
 /* ---- (3) EMA */
 
 /* With decay 0 the update copies this step's statistics: cluster_size must
- * be the bincount and embed_avg the row-order double sums rounded once. */
+ * be the bincount and embed_avg the sums in the order vq.h defines
+ * (vqc_vq_batch_stats: each code's rows in row order, double sums over
+ * chunks of VQC_VQ_STATS_CHUNK rows, the chunks added in order, rounded
+ * once), written out again here. */
 static int validate_ema(vqc_vq *vq, const float *x, const int64_t *idx) {
   int64_t *count = calloc(CODES, sizeof(int64_t));
   if (!count) return 0;
@@ -664,10 +667,18 @@ static int validate_ema(vqc_vq *vq, const float *x, const int64_t *idx) {
   const int64_t some[] = {idx[0], idx[M_ROWS / 2], idx[M_ROWS - 1]};
   for (int k = 0; k < 3; k++)
     for (int d = 0; d < DIM; d++) {
-      double s = 0.0;
-      for (int64_t i = 0; i < M_ROWS; i++)
-        if (idx[i] == some[k]) s += x[i * DIM + d];
-      bad += avg[some[k] * DIM + d] != (float)s;
+      double total = 0.0, chunk = 0.0;
+      int64_t rows = 0;
+      for (int64_t i = 0; i < M_ROWS; i++) {
+        if (idx[i] != some[k]) continue;
+        if (rows > 0 && rows % VQC_VQ_STATS_CHUNK == 0) {
+          total += chunk;
+          chunk = 0.0;
+        }
+        chunk += x[i * DIM + d];
+        rows++;
+      }
+      bad += avg[some[k] * DIM + d] != (float)(total + chunk);
     }
   free(count);
   if (bad)
@@ -837,7 +848,7 @@ int main(int argc, char **argv) {
   if (vqc_vq_ema_update(&vq, NULL, x, M, idx) != VQC_OK ||
       !validate_ema(&vq, x, idx))
     return 1;
-  note("validate: ema counts == bincount, sums == double sums rounded "
+  note("validate: ema counts == bincount, sums == chunked double sums rounded "
        "once: ok\n");
 
   /* the PyTorch child: z to a file, its codes and indices back */
