@@ -9,7 +9,12 @@
 #include <string.h>
 #include <unistd.h>
 
-const char *vqc_test_source_dir(void) { return VQC_SOURCE_DIR; }
+const char *vqc_test_source_dir(void) {
+  /* $VQC_SOURCE_DIR: the test binaries run from a copy of the tree at
+   * another path (scripts/device-kit.sh, on a lent GPU machine). */
+  const char *env = getenv("VQC_SOURCE_DIR");
+  return env && *env ? env : VQC_SOURCE_DIR;
+}
 
 const char *vqc_test_shared_dir(void) {
   const char *env = getenv("VQC_SHARED_DIR");

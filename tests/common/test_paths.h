@@ -5,7 +5,8 @@
 
 #include <stddef.h>
 
-/* The repository root (compile-time VQC_SOURCE_DIR). */
+/* The repository root: $VQC_SOURCE_DIR if set, else the compile-time
+ * VQC_SOURCE_DIR. */
 const char *vqc_test_source_dir(void);
 /* The shared/ directory beside the checkout: $VQC_SHARED_DIR if set, else
  * the compile-time VQC_SHARED_DIR (<repo>/../shared). */
