@@ -9,10 +9,11 @@
  *        embed_avg) bit for bit. Tolerance zero, because each kernel the
  *        device path uses is bit-identical to its CPU twin (vqc/gpu.h:
  *        nearest code with the CPU's fma chains and lowest-index ties,
- *        statistics summed in double in row order, lerp and renormalize as
- *        the CPU rounds them), the host staging of the all_reduces reduces
- *        the same floats in the same rank order, and k-means init and
- *        dead-code expiry are the CPU functions themselves. Also: the
+ *        statistics in the CPU's chunked order (vqc_vq_batch_stats),
+ *        lerp and renormalize as the CPU rounds them), the host staging
+ *        of the all_reduces reduces the same floats in the same rank
+ *        order, and k-means init and dead-code expiry are the CPU
+ *        functions themselves. Also: the
  *        digest of each device tensor (vqc_digest_tensor on the device)
  *        equals the digest of the host copy the checkers read.
  *   fsq  the loss and every weight, gradient and Adam moment bit for bit.
