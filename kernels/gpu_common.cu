@@ -90,6 +90,11 @@ int vqc_gpu_device_count(void) {
   return count;
 }
 
+vqc_status vqc_gpu_check_device_buffer(const char *fn, const char *arg,
+                                       const void *p, size_t nbytes) {
+  return vqc_gpu_check_device_ptr(fn, arg, p, nbytes);
+}
+
 vqc_status vqc_gpu_synchronize(void) {
   VQC_TRY(vqc_gpu_require("vqc_gpu_synchronize"));
   return GPU_CHECK(cudaDeviceSynchronize());

@@ -65,6 +65,13 @@ bool vqc_gpu_built(void);
  * fails. */
 int vqc_gpu_device_count(void);
 
+/* The check every wrapper makes of its array arguments (see the top):
+ * VQC_OK when the first and the last of the nbytes at p are device or
+ * managed memory (nbytes 0: always), else VQC_EINVAL naming fn and arg.
+ * The nccl backend checks its buffers with it too. */
+vqc_status vqc_gpu_check_device_buffer(const char *fn, const char *arg,
+                                       const void *p, size_t nbytes);
+
 /* Waits for all device work. VQC_ECUDA names an asynchronous failure. */
 vqc_status vqc_gpu_synchronize(void);
 

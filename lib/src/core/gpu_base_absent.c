@@ -21,6 +21,12 @@ bool vqc_gpu_built(void) { return false; }
 
 int vqc_gpu_device_count(void) { return 0; }
 
+vqc_status vqc_gpu_check_device_buffer(const char *fn, const char *arg,
+                                       const void *p, size_t nbytes) {
+  (void)fn, (void)arg, (void)p, (void)nbytes;
+  return vqc_gpu_absent(__func__);
+}
+
 vqc_status vqc_gpu_synchronize(void) { return vqc_gpu_absent(__func__); }
 
 vqc_status vqc_gpu_fill_u32(void *dev, size_t nwords, uint32_t pattern) {

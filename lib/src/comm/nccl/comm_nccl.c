@@ -283,20 +283,9 @@ static ncclRedOp_t nccl_op(vqc_redop op) {
 static vqc_status check_device_ptr(const vqc_comm *c, const void *p,
                                    size_t nbytes, const char *what,
                                    const char *which) {
-  if (nbytes == 0 || p == NULL) return VQC_OK;
-  struct cudaPointerAttributes a;
-  cudaError_t e = cudaPointerGetAttributes(&a, p);
-  if (e != cudaSuccess) {
-    (void)cudaGetLastError();
-    return vqc_error(VQC_EINVAL, "rank %d: %s: %s buffer %p is not CUDA "
-                     "memory (%s)", c->rank, what, which, p,
-                     cudaGetErrorString(e));
-  }
-  if (a.type != cudaMemoryTypeDevice && a.type != cudaMemoryTypeManaged)
-    return vqc_error(VQC_EINVAL, "rank %d: %s: %s buffer %p is host memory; "
-                     "the nccl backend moves device buffers (use a "
-                     "VQC_DEVICE_CUDA tensor)", c->rank, what, which, p);
-  return VQC_OK;
+  char fn[64]; /* "rank R: all_reduce", the message's subject */
+  snprintf(fn, sizeof fn, "rank %d: %s", c->rank, what);
+  return vqc_gpu_check_device_buffer(fn, which, p, nbytes);
 }
 
 /* ---- the ops */
