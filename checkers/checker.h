@@ -37,6 +37,10 @@ typedef struct vqc_check_options {
 typedef vqc_status (*vqc_reference_grads_fn)(void *user, int64_t step,
                                              vqc_param_list *grads);
 
+/* A rank's live record (ledger_analysis.h), opened by the collective
+ * checker. */
+typedef struct vqc_live vqc_live;
+
 typedef struct vqc_check_ctx {
   vqc_comm *comm;               /* the rank's data comm (side: vqc_comm_side) */
   int rank, size;
@@ -46,7 +50,20 @@ typedef struct vqc_check_ctx {
   const char *run_dir;          /* existing directory for dumps and traces */
   vqc_reference_grads_fn reference_grads;
   void *reference_user;
+  /* The rank's live record, where vqc_check_report puts each finding as it
+   * is made. Set by the collective checker's attach (it opens the record)
+   * and cleared by its destroy; NULL without one (the findings then live
+   * only in the list, and in run.json if it is written). */
+  vqc_live *live;
 } vqc_check_ctx;
+
+/* How every checker reports a finding: appends x to ctx->findings (as
+ * vqc_findings_add; at >= 0: as vqc_findings_insert at `at`), and the same
+ * finding to the rank's live record (ctx->live), so `vqcheck analyze`
+ * rebuilds it when run.json was never written (findings_record.h). The
+ * list takes x->detail, as vqc_findings_add does. (findings_record.c.) */
+vqc_status vqc_check_report(const vqc_check_ctx *ctx, int at,
+                            const vqc_finding *x);
 
 typedef struct vqc_checker vqc_checker;
 struct vqc_checker {

@@ -207,8 +207,18 @@ static vqc_status analyse_once(coll_impl *im) {
   im->analysed = true;
   pthread_mutex_unlock(&im->mu);
   if (done) return VQC_OK;
-  /* step -1: the status files hold each rank's step. */
-  return vqc_ledger_analyze(im->run_dir, im->size, -1, im->findings, NULL);
+  /* step -1: the status files hold each rank's step. The findings go on
+   * rank 0's record too, as every finding does (findings_record.h). */
+  vqc_findings found;
+  vqc_findings_init(&found);
+  vqc_status s = vqc_ledger_analyze(im->run_dir, im->size, -1, &found, NULL);
+  for (int i = 0; i < found.count && s == VQC_OK; i++) {
+    vqc_live_finding(im->live, &found.items[i]);
+    s = vqc_findings_add(im->findings, &found.items[i]);
+    if (s == VQC_OK) found.items[i].detail = NULL; /* the list owns it */
+  }
+  vqc_findings_free(&found);
+  return s;
 }
 
 /* ---- strict mode */
@@ -398,6 +408,7 @@ static vqc_status report_mismatch(coll_impl *im, const vqc_ledger_record *r) {
       json_array_append_new(fps, o);
     }
     json_object_set_new(det, "fingerprints", fps);
+    vqc_live_finding(im->live, &f); /* on record as it is made */
     s = vqc_findings_add(im->findings, &f);
     if (s != VQC_OK) {
       json_decref(f.detail);
@@ -508,9 +519,9 @@ vqc_status vqc_collective_on_hang(vqc_checker *chk, vqc_hang_fn fn,
 /* ---- the checker interface */
 
 static void coll_destroy(vqc_checker *self, vqc_check_ctx *ctx) {
-  (void)ctx;
   coll_impl *im = self ? self->impl : NULL;
   if (!im) return;
+  if (ctx && ctx->live == im->live) ctx->live = NULL;
   vqc_watchdog_stop(im->wd);
   if (im->subscribed) vqc_comm_unsubscribe(im->comm, on_event, im);
   if (im->live_subscribed) vqc_comm_unsubscribe(im->comm, on_live, im);
@@ -555,6 +566,7 @@ static vqc_status coll_attach(vqc_checker *self, vqc_check_ctx *ctx) {
   if ((s = vqc_live_open(im->run_dir, im->rank, im->size, &im->live)) !=
       VQC_OK)
     goto fail;
+  ctx->live = im->live; /* every checker's findings go on record there */
   if ((s = vqc_comm_subscribe(im->comm, on_live, im)) != VQC_OK) goto fail;
   im->live_subscribed = true;
   if (im->strict) {

@@ -127,8 +127,7 @@ typedef struct div_impl {
 /* Records f where the synchronous check would have (see insert_at). */
 static vqc_status add_finding(div_impl *d, const vqc_check_ctx *ctx,
                               const vqc_finding *f) {
-  if (d->insert_at < 0) return vqc_findings_add(ctx->findings, f);
-  return vqc_findings_insert(ctx->findings, d->insert_at, f);
+  return vqc_check_report(ctx, d->insert_at, f);
 }
 
 /* The two-phase message, in i64 words, all reduced with MIN:

@@ -245,7 +245,7 @@ static vqc_status report_step(eq_impl *e, vqc_check_ctx *ctx, int64_t step,
     /* The first DETAIL_RANKS ranks above tolerance, and how many in all. */
     json_object_set_new(x.detail, "ranks", per_rank);
     json_object_set_new(x.detail, "ranks_above", json_integer(n));
-    s = vqc_findings_add(ctx->findings, &x);
+    s = vqc_check_report(ctx, -1, &x);
     if (s != VQC_OK) json_decref(x.detail);
   }
   free(masks);

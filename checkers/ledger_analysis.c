@@ -56,7 +56,9 @@ void vqc_fingerprint_of(const vqc_ledger_record *r, vqc_coll_fingerprint *out) {
   out->dtype = (int32_t)r->dtype;
   out->redop = r->op == VQC_COLL_ALL_REDUCE ? (int32_t)r->redop : -1;
   out->root = r->op == VQC_COLL_BROADCAST ? r->root : -1;
-  out->count = r->count;
+  /* all_gatherv: each rank sends its own count by design (a variably
+   * sized gather); only the other fields must agree. */
+  out->count = r->op == VQC_COLL_ALL_GATHERV ? 0 : r->count;
   out->site_hash = vqc_site_hash(r->site);
 }
 
@@ -473,7 +475,7 @@ static vqc_status parse_record(const json_t *j, int rank, const char *path,
   r->fp.dtype = r->dtype;
   r->fp.redop = r->redop;
   r->fp.root = kind->root ? r->root : -1;
-  r->fp.count = r->count;
+  r->fp.count = r->op == VQC_COLL_ALL_GATHERV ? 0 : r->count; /* as above */
   r->fp.site_hash = vqc_site_hash(site_of(sites, r->site));
   return VQC_OK;
 }
@@ -716,6 +718,60 @@ void vqc_live_finished(vqc_live *l, vqc_status status, int64_t step) {
                    "\"%s\",\"step\":%" PRId64 "}\n", vqc_status_name(status),
                    step);
   live_write(l, line, (size_t)k);
+}
+
+/* The finding line for the live record (malloc'd, ending in a newline), or
+ * NULL. bare: without its detail and message, and with its tensor and site
+ * made ASCII, for a finding whose full line cannot be written (a string
+ * that is not UTF-8, which jansson refuses, or a line over the readers'
+ * VQC_TRACE_LINE_MAX). */
+static char *finding_line(const vqc_finding *x, bool bare) {
+  vqc_finding b;
+  if (bare) {
+    b = *x;
+    b.detail = NULL;
+    snprintf(b.message, sizeof b.message, "(the full finding could not be "
+             "recorded: a string not UTF-8, or too long)");
+    for (char *p = b.tensor; *p; p++)
+      if ((unsigned char)*p >= 0x80) *p = '?';
+    for (char *p = b.site; *p; p++)
+      if ((unsigned char)*p >= 0x80) *p = '?';
+    x = &b;
+  }
+  json_t *f = vqc_finding_to_json(x);
+  /* jansson leaves out a string member that is not UTF-8. */
+  if (!json_object_get(f, "message") ||
+      (x->tensor[0] && !json_object_get(f, "tensor")) ||
+      (x->site[0] && !json_object_get(f, "site"))) {
+    json_decref(f);
+    return NULL;
+  }
+  json_t *line = json_pack("{s:s,s:o}", "event", "finding", "finding", f);
+  char *text = line ? json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII)
+                    : NULL;
+  json_decref(line);
+  if (!text) return NULL;
+  const size_t len = strlen(text);
+  char *whole = len + 2 <= VQC_TRACE_LINE_MAX ? realloc(text, len + 2) : NULL;
+  if (!whole) {
+    free(text);
+    return NULL;
+  }
+  whole[len] = '\n';
+  whole[len + 1] = '\0';
+  return whole;
+}
+
+void vqc_live_finding(vqc_live *l, const vqc_finding *x) {
+  if (!l || !x) return;
+  char *line = finding_line(x, false);
+  if (!line) line = finding_line(x, true);
+  if (!line) {
+    l->write_failed = true; /* the record is no longer complete */
+    return;
+  }
+  live_write(l, line, strlen(line));
+  free(line);
 }
 
 void vqc_live_close(vqc_live *l) {

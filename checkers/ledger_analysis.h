@@ -52,6 +52,11 @@
  *     a ledger line (the dump's format, no "event") when a collective is
  *       entered and again when it ends (the later line for a seq wins);
  *     {"event":"step","step"}       step `step` is complete;
+ *     {"event":"finding","finding":{...}}  a finding this rank made, as it
+ *                                   made it (findings.h's JSON; checker.h
+ *                                   vqc_check_report), so the run's findings
+ *                                   outlive a run.json that was never
+ *                                   written (findings_record.h reads them);
  *     {"event":"finished","status","step"}  the rank's run is over, whatever
  *                                   its status (it reached its end);
  *     {"event":"signal","signal"}   it was terminated by a signal it could
@@ -172,6 +177,10 @@ vqc_status vqc_live_open(const char *run_dir, int rank, int size,
 void vqc_live_record(vqc_live *l, const vqc_ledger_record *r);
 void vqc_live_step(vqc_live *l, int64_t step);
 void vqc_live_finished(vqc_live *l, vqc_status status, int64_t step);
+/* Appends {"event":"finding","finding":<vqc_finding_to_json(x)>} in one
+ * write (a finding that cannot be written as JSON is written with its kind,
+ * step, ranks, tensor and site only). Safe from any thread of the rank. */
+void vqc_live_finding(vqc_live *l, const vqc_finding *x);
 /* Closes; NULL is fine. */
 void vqc_live_close(vqc_live *l);
 

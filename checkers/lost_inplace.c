@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "checkers.h"
+#include "ledger_analysis.h" /* vqc_live_finding */
 #include "vqc/ledger.h"
 #include "vqc/tensor.h"
 
@@ -187,6 +188,9 @@ static json_t *dims_json(int ndim, const int64_t *v) {
  * added for the same site (threads backend: one shared list). */
 static vqc_status record(lost_impl *li, vqc_finding *f) {
   vqc_findings *all = li->ctx->findings;
+  /* On this rank's record as this rank saw it, merged or not: the reader
+   * merges the same way (findings_record.h). */
+  vqc_live_finding(li->ctx->live, f);
   pthread_mutex_lock(&record_lock);
   bool merged = false;
   pthread_mutex_lock(&all->lock);

@@ -204,7 +204,7 @@ static vqc_status record_mismatch(const shape_impl *sh, const vqc_probe *p,
                       rc->tensor[0] ? json_string(rc->tensor) : json_null());
   json_object_set_new(d, "root_cause_step",
                       rc->step >= 0 ? json_integer(rc->step) : json_null());
-  return vqc_findings_add(ctx->findings, &f);
+  return vqc_check_report(ctx, -1, &f);
 }
 
 static vqc_status on_probe(vqc_comm *c, const vqc_probe *p, void *user) {

@@ -49,6 +49,7 @@
 #include "analyze.h"
 #include "bridge_findings.h"
 #include "cli.h"
+#include "findings_record.h"
 #include "ledger_analysis.h"
 #include "offline.h"
 #include "trace_compare.h"
@@ -245,16 +246,34 @@ int vqc_cmd_analyze(int argc, char **argv) {
   return vqc_analyze_run_dir(&ao);
 }
 
+/* Appends ", r" (or "r" first) to the list in buf (n bytes) at *k. */
+static void list_rank(char *buf, size_t n, size_t *k, int r) {
+  int w = snprintf(buf + *k, *k < n ? n - *k : 0, "%s%d", *k ? ", " : "", r);
+  if (w > 0 && *k + (size_t)w < n) *k += (size_t)w;
+}
+
 /* Ranks 0..size-1 that left a live record but no clean end (a "finished"
  * line with VQC_OK, or a status dump, which a rank writes at its end too),
  * as "0, 2" into buf; how many. *nlive gets how many ranks left a live
- * record. */
+ * record. Ranks that did end cleanly but after fewer steps than another
+ * rank's record shows go into `few` ("1 (1 of 3 steps)"), counted in
+ * *nfew: every rank of a run trains every step. *most: the most steps a
+ * rank's record shows done. */
 static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
-                            size_t n) {
+                            size_t n, char *few, size_t nf, int *nfew,
+                            int64_t *most_steps) {
   int count = 0;
-  size_t k = 0;
+  size_t k = 0, kf = 0;
   *nlive = 0;
-  buf[0] = '\0';
+  *nfew = 0;
+  buf[0] = few[0] = '\0';
+  int64_t most = 0; /* the most steps a rank's record shows */
+  for (int r = 0; r < size; r++) {
+    vqc_live_info info;
+    if (vqc_live_scan(dir, r, &info) == VQC_OK && info.steps_done > most)
+      most = info.steps_done;
+  }
+  *most_steps = most;
   for (int r = 0; r < size; r++) {
     vqc_live_info info;
     char path[4200];
@@ -266,11 +285,21 @@ static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
     /* A clean end: a status dump, or a "finished" line with VQC_OK (the
      * Python bridge ends with another status when one of its checks had
      * to stop, e.g. on a full disk: the rest of that rank went unchecked). */
-    if ((info.finished && strcmp(info.status, "VQC_OK") == 0) || status)
+    if ((info.finished && strcmp(info.status, "VQC_OK") == 0) || status) {
+      if (info.exists && !status && info.steps_done < most) {
+        (*nfew)++;
+        char one[96];
+        snprintf(one, sizeof one, "%s%d (%" PRId64 " of %" PRId64 " steps)",
+                 kf ? ", " : "", r, info.steps_done, most);
+        if (kf + strlen(one) < nf) {
+          memcpy(few + kf, one, strlen(one) + 1);
+          kf += strlen(one);
+        }
+      }
       continue;
+    }
     count++;
-    int w = snprintf(buf + k, k < n ? n - k : 0, "%s%d", k ? ", " : "", r);
-    if (w > 0 && k + (size_t)w < n) k += (size_t)w;
+    list_rank(buf, n, &k, r);
   }
   return count;
 }
@@ -296,15 +325,19 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   vqc_status s = VQC_OK;
   int code = 0;
   const bool had_run_json = stat(path, &st) == 0;
+  bool locked = false;
 
   /* Before anything is read or written: one writer per run directory, and
    * a foreign job's directory keeps its own reports (an existing run.json
    * is validated as vqcheck's own format before it is rewritten). */
   static const char *const outputs[] = {"report.md", "report.html",
                                         "junit.xml", "run.json"};
-  s = vqc_run_dir_lock(o.run_dir);
-  if (s == VQC_OK)
-    s = vqc_run_dir_claim_outputs(o.run_dir, outputs, had_run_json ? 3 : 4);
+  /* The claim first: a directory analyze refuses gets no lock file. */
+  s = vqc_run_dir_claim_outputs(o.run_dir, outputs, had_run_json ? 3 : 4);
+  if (s == VQC_OK) {
+    s = vqc_run_dir_lock(o.run_dir);
+    locked = s == VQC_OK;
+  }
   if (s != VQC_OK) goto fail;
 
   if (had_run_json) {
@@ -315,6 +348,14 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   int ranks = ao->ranks > 0 ? ao->ranks
                             : (int)int_member(env, "ranks", 1,
                                               VQC_TRACE_COMPARE_MAX_RANKS, 0);
+
+  /* The findings the ranks put on record as they made them: first, so
+   * they win over what the dumps and traces show of the same problem
+   * (they carry the run's own detail). With run.json they repeat its
+   * findings; without it they are the run's findings. */
+  int nrecorded = 0;
+  s = vqc_recorded_findings_read(o.run_dir, &fresh, &nrecorded);
+  if (s != VQC_OK) goto fail;
 
   /* Ledger dumps and live records: deadlock and rank_failure. */
   int max_ledger = -1, max_status = -1, max_trace = -1, max_live = -1;
@@ -360,24 +401,39 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
                                ao->backend ? ao->backend : "unknown",
                                guess > 0 ? guess : 1);
     /* Never clean: a job whose ranks did not all reach their end. */
-    char which[512];
-    int nlive = 0;
+    char which[512], few[512];
+    int nlive = 0, nfew = 0;
+    int64_t live_steps = 0;
     int nun = unfinished_ranks(o.run_dir, guess, &nlive, which,
-                               sizeof which);
-    if (nlive > 0 && nun > 0) {
-      char msg[1024];
-      snprintf(msg, sizeof msg, "%s%sthe job ended before rank%s %s "
-               "reached a clean end (no end record, or one with a status "
-               "other than VQC_OK), and wrote no run.json",
-               ao->why ? ao->why : "", ao->why ? ": " : "",
-               nun == 1 ? "" : "s", which);
+                               sizeof which, few, sizeof few, &nfew,
+                               &live_steps);
+    if (nlive > 0 && (nun > 0 || nfew > 0)) {
+      char msg[1400];
+      if (nun > 0)
+        snprintf(msg, sizeof msg, "%s%sthe job ended before rank%s %s "
+                 "reached a clean end (no end record, or one with a status "
+                 "other than VQC_OK), and wrote no run.json",
+                 ao->why ? ao->why : "", ao->why ? ": " : "",
+                 nun == 1 ? "" : "s", which);
+      else
+        snprintf(msg, sizeof msg, "%s%srank%s %s ended cleanly but did not "
+                 "train every step another rank's record shows, and the job "
+                 "wrote no run.json",
+                 ao->why ? ao->why : "", ao->why ? ": " : "",
+                 nfew == 1 ? "" : "s", few);
       json_t *tr0 = json_object_get(doc, "training");
       json_object_set_new(tr0, "status",
                           json_string(vqc_status_name(VQC_EABORTED)));
       json_object_set_new(tr0, "message", json_string(msg));
     }
+    /* Steps done, as the runner counts them: through the last step any
+     * record shows (traces hold only the checked steps: at interval > 1,
+     * far fewer than were trained). */
+    int64_t done = live_steps;
+    if (res.nsteps > 0 && res.steps[res.nsteps - 1].step + 1 > done)
+      done = res.steps[res.nsteps - 1].step + 1;
     json_object_set_new(json_object_get(doc, "training"), "steps_done",
-                        json_integer(res.nsteps));
+                        json_integer(done));
     json_t *steps = json_object_get(doc, "steps");
     for (int64_t i = 0; i < res.nsteps; i++)
       json_array_append_new(
@@ -444,16 +500,31 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   else if (status && strcmp(status, "VQC_OK") != 0) code = 3;
   else code = 0;
   if (ao->unchecked) code = 3;
+  /* A verdict rebuilt from files that compared nothing (no two ranks'
+   * digests, no finding on record) is no verdict: never clean. */
+  if (!had_run_json && code == 0 && res.digests_compared == 0) {
+    json_t *tr0 = json_object_get(doc, "training");
+    json_object_set_new(tr0, "status",
+                        json_string(vqc_status_name(VQC_EUNSUPPORTED)));
+    json_object_set_new(
+        tr0, "message",
+        json_string("nothing was compared: the directory holds no run.json, "
+                    "no finding on record and no digests of two ranks for "
+                    "one step (rank-<r>.trace.jsonl); a run that checked "
+                    "nothing is not clean"));
+    code = 3;
+  }
   json_object_set_new(doc, "exit_code", json_integer(code));
 
   char when[64];
   vqc_run_json_time(when, sizeof when);
   json_object_set_new(
       doc, "analysis",
-      json_pack("{s:s,s:b,s:i,s:i,s:i,s:i,s:i,s:I,s:I,s:i,s:i,s:O}",
+      json_pack("{s:s,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:I,s:i,s:i,s:O}",
                 "analyzed", when, "had_run_json", had_run_json,
                 "ledger_dumps", nledger, "status_dumps", nstatus,
-                "live_records", nlivef, "trace_files", ntrace,
+                "live_records", nlivef, "recorded_findings", nrecorded,
+                "trace_files", ntrace,
                 "findings_files", nbridge,
                 "digests_compared", (json_int_t)res.digests_compared,
                 "lines_not_compared", (json_int_t)res.lines_not_compared,
@@ -468,10 +539,12 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
     json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     printf("\n");
   } else if (!o.quiet) {
-    printf("%s %s: %s run.json, %d ledger dump%s, %d live record%s, %d "
-           "trace%s (%" PRId64 " digests compared)\n", cmd, o.run_dir,
+    printf("%s %s: %s run.json, %d ledger dump%s, %d live record%s (%d "
+           "finding%s on record), %d trace%s (%" PRId64 " digests "
+           "compared)\n", cmd, o.run_dir,
            had_run_json ? "updated its" : "no run.json: wrote a new",
            nledger, nledger == 1 ? "" : "s", nlivef, nlivef == 1 ? "" : "s",
+           nrecorded, nrecorded == 1 ? "" : "s",
            ntrace, ntrace == 1 ? "" : "s", res.digests_compared);
     printf("new findings: %d (%d already in run.json)\n", added, repeated);
     vqc_offline_print_findings(stdout, &known);
@@ -486,7 +559,7 @@ fail:
   fprintf(stderr, "vqcheck %s: %s\n", cmd, vqc_cli_error_text());
   code = vqc_status_exit_code(s);
 done:
-  vqc_run_dir_unlock(o.run_dir);
+  if (locked) vqc_run_dir_unlock(o.run_dir);
   vqc_trace_set_close(set);
   vqc_trace_compare_result_free(&res);
   json_decref(doc);

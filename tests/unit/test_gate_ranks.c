@@ -208,12 +208,24 @@ Test(gate_ranks, stopped_rank_marked_lost_is_named) {
   json_decref(a.run);
 }
 
-/* Every rank reached its end: clean (the live records add no false red). */
+/* Every rank reached its end: clean (the live records add no false red),
+ * once the ranks' digests were compared (without traces nothing was, and
+ * that is never clean: test_gate_verdict). */
 Test(gate_ranks, finished_ranks_are_clean) {
   for (int r = 0; r < 2; r++) {
     trained(dir, r, 2, 3);
     append(dir, r, "{\"event\":\"finished\",\"status\":\"VQC_OK\","
                    "\"step\":3}\n");
+    char path[512];
+    snprintf(path, sizeof path, "%s/rank-%d.trace.jsonl", dir, r);
+    FILE *f = fopen(path, "w");
+    cr_assert_not_null(f);
+    for (int step = 0; step < 3; step++)
+      fprintf(f, "{\"schema\":\"vqcheck-trace/1\",\"rank\":%d,\"step\":%d,"
+              "\"tensor\":\"w\",\"dtype\":\"float32\",\"shape\":[2],"
+              "\"digest_algo\":\"vqc-xxh3-tree-1\",\"digest\":"
+              "\"6c2fb54e585a545%d\"}\n", r, step, step);
+    cr_assert_eq(fclose(f), 0);
   }
   analysis a = analyze(dir);
   cr_expect_eq(a.code, 0, "exit %d: %s", a.code, a.err);

@@ -1,0 +1,164 @@
+/* findings_record.c: each finding on record as it is made (checker.h
+ * vqc_check_report), and read back from the live records
+ * (findings_record.h). */
+#include "findings_record.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checker.h"
+#include "ledger_analysis.h"
+#include "rundir.h"
+#include "trace.h" /* vqc_trace_read_line: bounded lines */
+
+vqc_status vqc_check_report(const vqc_check_ctx *ctx, int at,
+                            const vqc_finding *x) {
+  /* On record first: the list takes x->detail. */
+  vqc_live_finding(ctx->live, x);
+  if (at < 0) return vqc_findings_add(ctx->findings, x);
+  return vqc_findings_insert(ctx->findings, at, x);
+}
+
+/* ---- reading back */
+
+static int cmp_int(const void *a, const void *b) {
+  const int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* The ranks r with a rank-<r>.live.jsonl in dir, increasing, into a new
+ * array *out (*n of them). */
+static vqc_status live_ranks(const char *dir, int **out, int *n) {
+  *out = NULL;
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir,
+                           strerror(errno));
+  int cap = 0;
+  vqc_status s = VQC_OK;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    int r;
+    if (!vqc_run_dir_rank_file(e->d_name, ".live.jsonl", &r)) continue;
+    if (*n == cap) {
+      int ncap = cap ? 2 * cap : 16;
+      int *g = realloc(*out, (size_t)ncap * sizeof *g);
+      if (!g) {
+        s = vqc_error(VQC_ENOMEM, "no memory to list %s", dir);
+        break;
+      }
+      *out = g;
+      cap = ncap;
+    }
+    (*out)[(*n)++] = r;
+  }
+  closedir(d);
+  if (s == VQC_OK && *n > 1) qsort(*out, (size_t)*n, sizeof **out, cmp_int);
+  return s;
+}
+
+/* Appends the finding lines of one record to all, in order. */
+static vqc_status read_record(const char *path, vqc_findings *all,
+                              int *nlines) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (errno == ENOENT) return VQC_OK; /* gone since the listing */
+    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
+  }
+  char *buf = NULL;
+  size_t cap = 0, len = 0;
+  vqc_status s = VQC_OK;
+  for (long lineno = 1;; lineno++) {
+    s = vqc_trace_read_line(f, path, lineno, &buf, &cap, &len);
+    if (s != VQC_OK || len == 0) break;
+    json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+    const char *ev = json_string_value(json_object_get(j, "event"));
+    if (!ev || strcmp(ev, "finding") != 0) {
+      json_decref(j); /* a collective, another event, or not JSON */
+      continue;
+    }
+    vqc_finding x;
+    s = vqc_finding_from_json(json_object_get(j, "finding"), &x);
+    json_decref(j);
+    if (s != VQC_OK) {
+      char why[1024]; /* vqc_error overwrites the message it would quote */
+      snprintf(why, sizeof why, "%s", vqc_last_error());
+      s = vqc_error(VQC_EPARSE, "%s:%ld: a finding line: %s", path, lineno,
+                    why);
+      break;
+    }
+    if ((s = vqc_findings_add(all, &x)) != VQC_OK) break;
+    if (nlines) (*nlines)++;
+  }
+  free(buf);
+  fclose(f);
+  return s;
+}
+
+/* Stable order by step (insertion sort: records hold a handful). */
+static void sort_by_step(vqc_findings *all) {
+  for (int i = 1; i < all->count; i++) {
+    vqc_finding x = all->items[i];
+    int k = i;
+    while (k > 0 && all->items[k - 1].step > x.step) {
+      all->items[k] = all->items[k - 1];
+      k--;
+    }
+    all->items[k] = x;
+  }
+}
+
+/* lost_inplace.c's rule: one lost_inplace finding per call site, the
+ * first (earliest) one keeping its step, message and detail, with every
+ * later one's ranks. In place; the dropped ones' details freed. */
+static void merge_lost_by_site(vqc_findings *all) {
+  int kept = 0;
+  for (int i = 0; i < all->count; i++) {
+    vqc_finding *x = &all->items[i];
+    int into = -1;
+    for (int k = 0; k < kept && into < 0 && x->kind ==
+                                   VQC_FINDING_LOST_INPLACE; k++)
+      if (all->items[k].kind == VQC_FINDING_LOST_INPLACE &&
+          strcmp(all->items[k].site, x->site) == 0)
+        into = k;
+    if (into < 0) {
+      if (kept != i) all->items[kept] = *x;
+      kept++;
+      continue;
+    }
+    for (int r = 0; r < x->nranks; r++)
+      vqc_finding_add_rank(&all->items[into], x->ranks[r]);
+    json_decref(x->detail);
+  }
+  all->count = kept;
+}
+
+vqc_status vqc_recorded_findings_read(const char *dir, vqc_findings *out,
+                                      int *nlines) {
+  if (nlines) *nlines = 0;
+  int *ranks = NULL, n = 0;
+  VQC_TRY(live_ranks(dir, &ranks, &n));
+  vqc_findings all;
+  vqc_findings_init(&all);
+  vqc_status s = VQC_OK;
+  for (int i = 0; i < n && s == VQC_OK; i++) {
+    char path[4200];
+    s = vqc_live_path(dir, ranks[i], path, sizeof path);
+    if (s == VQC_OK) s = read_record(path, &all, nlines);
+  }
+  free(ranks);
+  if (s == VQC_OK) {
+    sort_by_step(&all);
+    vqc_findings_merge_duplicates(&all);
+    merge_lost_by_site(&all);
+    for (int i = 0; i < all.count && s == VQC_OK; i++) {
+      s = vqc_findings_add(out, &all.items[i]);
+      if (s == VQC_OK) all.items[i].detail = NULL; /* out owns it now */
+    }
+  }
+  vqc_findings_free(&all);
+  return s;
+}
