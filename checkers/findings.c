@@ -102,6 +102,48 @@ bool vqc_findings_has(vqc_findings *f, vqc_finding_kind kind) {
   return has;
 }
 
+/* A JSON string of s; bytes that are not UTF-8 (a rank's stderr cut in the
+ * middle of a character, a path in another encoding) become '?', so the
+ * member is never missing: jansson refuses a string that is not UTF-8. */
+static json_t *text_json(const char *s) {
+  json_t *j = json_string(s);
+  if (j) return j;
+  const size_t n = strlen(s);
+  char *out = malloc(n + 1);
+  if (!out) return json_string("?");
+  size_t i = 0, k = 0;
+  while (i < n) {
+    const unsigned char c = (unsigned char)s[i];
+    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2
+                              : (c & 0xF0) == 0xE0 ? 3
+                              : (c & 0xF8) == 0xF0 ? 4 : 0;
+    bool ok = len > 0 && i + len <= n;
+    for (size_t m = 1; ok && m < len; m++)
+      ok = ((unsigned char)s[i + m] & 0xC0) == 0x80;
+    /* One character at a time, so an overlong or surrogate form that
+     * jansson still refuses is caught below. */
+    if (ok && len > 1) {
+      char one[5] = {0};
+      memcpy(one, s + i, len);
+      json_t *t = json_string(one);
+      ok = t != NULL;
+      json_decref(t);
+    }
+    if (ok) {
+      memcpy(out + k, s + i, len);
+      k += len;
+      i += len;
+    } else {
+      out[k++] = '?';
+      i++;
+    }
+  }
+  out[k] = '\0';
+  j = json_string(out);
+  free(out);
+  return j ? j : json_string("?");
+}
+
 json_t *vqc_finding_to_json(const vqc_finding *x) {
   json_t *ranks = json_array();
   for (int i = 0; i < x->nranks; i++)
@@ -115,10 +157,13 @@ json_t *vqc_finding_to_json(const vqc_finding *x) {
     vqc_rank_ranges_text(x->ranks, x->nranks, text, sizeof text);
     json_object_set_new(j, "rank_ranges", json_string(text));
   }
-  if (x->tensor[0]) json_object_set_new(j, "tensor", json_string(x->tensor));
-  if (x->site[0]) json_object_set_new(j, "site", json_string(x->site));
-  json_object_set(j, "detail", x->detail ? x->detail : json_object());
-  json_object_set_new(j, "message", json_string(x->message));
+  if (x->tensor[0]) json_object_set_new(j, "tensor", text_json(x->tensor));
+  if (x->site[0]) json_object_set_new(j, "site", text_json(x->site));
+  if (x->detail)
+    json_object_set(j, "detail", x->detail);
+  else
+    json_object_set_new(j, "detail", json_object());
+  json_object_set_new(j, "message", text_json(x->message));
   return j;
 }
 

@@ -802,6 +802,14 @@ static void last_lines(const vqc_watch_proc *p, char *buf, size_t room) {
       break;
     }
   }
+  /* Cut where a character ends: a message must stay UTF-8. */
+  size_t lead = k;
+  while (lead > 0 && ((unsigned char)buf[lead - 1] & 0xC0) == 0x80) lead--;
+  if (lead > 0 && (unsigned char)buf[lead - 1] >= 0xC0) {
+    const unsigned char c = (unsigned char)buf[lead - 1];
+    const size_t want = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+    if (k - (lead - 1) < want) k = lead - 1; /* its last bytes did not fit */
+  }
   buf[k] = '\0';
   json_decref(s);
 }
