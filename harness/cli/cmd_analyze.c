@@ -24,15 +24,20 @@
  * rewritten (temporary file + rename; created in the runner's schema if it
  * was missing) with an "analysis" section, and the reports regenerated.
  * Findings that need the live state (gradient_mismatch, lost_inplace,
- * shape_mismatch, nonfinite, a divergence's element-level detail) are kept
- * from run.json but cannot be found anew offline.
+ * shape_mismatch, nonfinite, a divergence's element-level detail) cannot
+ * be found anew offline; each rank put them on its live record as it made
+ * them ({"event":"finding"}, findings_record.h), so they come back from
+ * there, merged as the run merged them, when run.json was never written.
  *
  * Live records (rank-<r>.live.jsonl, ledger_analysis.h), which every rank
  * appends as it goes, stand in for the dumps of ranks that left none: a
  * rank whose record stops without an end line is a rank_failure, with its
  * last step and collective. A directory with live records, no run.json and
- * a rank that never wrote "finished" is never clean: training is marked
- * VQC_EABORTED (exit 3 unless a finding explains it, then 1).
+ * a rank that never wrote "finished" (or ended cleanly after fewer steps
+ * than another rank's record shows) is never clean: training is marked
+ * VQC_EABORTED (exit 3 unless a finding explains it, then 1). Nor is a
+ * directory without run.json whose files compared nothing (no finding, no
+ * two ranks' digests of one step): VQC_EUNSUPPORTED, exit 3.
  *
  * Exit: 0 clean, 1 findings, 2 usage or bad input, 3 I/O error or (as for
  * `vqcheck run`) training that stopped with an error no finding explains.
@@ -77,7 +82,10 @@ static void analyze_help(FILE *f) {
           "Python bridge (rank-<r>.findings.jsonl)\nare read and merged too. "
           "What needs the live state\n(gradient_mismatch, lost_inplace, "
           "shape_mismatch, nonfinite, element-level\ndivergence detail) is "
-          "kept from run.json, not found anew.\n\n"
+          "not found anew: it comes from run.json, or from the\nfindings "
+          "each rank put on its live record as it made them. Without\n"
+          "run.json, a directory that compared nothing or whose ranks did "
+          "not all finish\nevery step is never clean.\n\n"
           "  --json      print the new run.json on stdout instead of the "
           "summary\n"
           "  --quiet     no summary (warnings and errors still go to "
