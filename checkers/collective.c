@@ -103,6 +103,7 @@ typedef struct coll_impl {
   bool subscribed;
   _Atomic int64_t step;      /* the step being trained: last step_end + 1 */
   bool mismatch_reported;    /* strict mode vetoed a mismatch (every rank) */
+  bool not_started;          /* vqc_collective_not_started: no end exchange */
   vqc_watchdog *wd;
   vqc_live *live;            /* rank-<r>.live.jsonl; NULL if it failed */
   bool live_subscribed;
@@ -503,6 +504,15 @@ static void on_stuck(const vqc_ledger_record *stuck, void *user) {
   else vqc_comm_abort(im->comm);
 }
 
+vqc_status vqc_collective_not_started(vqc_checker *chk) {
+  if (!chk || !chk->impl || !chk->name || strcmp(chk->name, "collective") != 0)
+    return vqc_error(VQC_EINVAL, "vqc_collective_not_started: not an "
+                     "attached collective checker");
+  coll_impl *im = chk->impl;
+  im->not_started = true;
+  return VQC_OK;
+}
+
 vqc_status vqc_collective_on_hang(vqc_checker *chk, vqc_hang_fn fn,
                                   void *user) {
   if (!chk || !chk->impl || !chk->name || strcmp(chk->name, "collective") != 0)
@@ -636,6 +646,10 @@ static vqc_status coll_finish(vqc_checker *self, vqc_check_ctx *ctx,
   vqc_watchdog_stop(im->wd);
   im->wd = NULL;
 
+  if (im->not_started) { /* every rank knows why; no exchange to pair */
+    vqc_live_finished(im->live, run_status, atomic_load(&im->step));
+    return VQC_OK;
+  }
   pthread_mutex_lock(&im->mu);
   bool watchdog_dumped = im->watchdog_dumped;
   pthread_mutex_unlock(&im->mu);
@@ -664,9 +678,15 @@ static vqc_status coll_finish(vqc_checker *self, vqc_check_ctx *ctx,
 
   /* A strict-mode mismatch is already the finding for this run's end. */
   if (dump && im->rank == 0 && !im->mismatch_reported) {
-    if (!all_dumped)
-      wait_for_dumps(im, now_ns() + (uint64_t)((im->timeout_s +
-                                                FINISH_SLACK_S) * 1e9));
+    if (!all_dumped) {
+      /* No longer than the side channel's overall deadline, when the
+       * caller set one (the runner's end of a failed run, comm.h): the
+       * dumps that are missing then are the ranks' that are gone. */
+      double wait_s = im->timeout_s + FINISH_SLACK_S;
+      const double budget = vqc_comm_wait_budget(im->side);
+      if (budget < wait_s) wait_s = budget;
+      wait_for_dumps(im, now_ns() + (uint64_t)(wait_s * 1e9));
+    }
     vqc_status a = analyse_once(im);
     if (s == VQC_OK) s = a;
   }

@@ -31,4 +31,14 @@ typedef void (*vqc_hang_fn)(const vqc_ledger_record *stuck, bool analysed,
 vqc_status vqc_collective_on_hang(vqc_checker *chk, vqc_hang_fn fn,
                                   void *user);
 
+/* Tells an attached collective checker that the ranks agreed, before the
+ * first step, that the run cannot start (a rank could not prepare its run
+ * directory, build its model or attach its checkers: the runner's start
+ * agreement gives every rank that answer). Its finish then runs no
+ * side-channel exchange, writes no dump and runs no analysis (the rank that
+ * could not start may have no collective checker to meet it there); it
+ * only ends the live record. Call it on every rank or on none. VQC_EINVAL
+ * for another checker. */
+vqc_status vqc_collective_not_started(vqc_checker *chk);
+
 #endif /* VQC_COLLECTIVE_H */

@@ -532,3 +532,86 @@ vqc_status vqc_run_json_write(const char *run_dir, const json_t *j) {
                      run_dir);
   return vqc_json_write_atomic(path, j, JSON_INDENT(2) | JSON_ENSURE_ASCII);
 }
+
+/* ---- reading run.json, bounded (rundir.h) */
+
+/* What read_capped hands jansson: the file and the bytes it may still
+ * give; `over` when the file held more (it grew after the size check). */
+typedef struct capped_file {
+  FILE *f;
+  long long left;
+  bool over;
+} capped_file;
+
+/* jansson's json_load_callback source: at most VQC_RUN_JSON_MAX_BYTES in
+ * all, then an error, so a file that grows while it is read is still
+ * bounded. Returns the bytes read, 0 at the end, (size_t)-1 on error. */
+static size_t read_capped(void *buf, size_t n, void *arg) {
+  capped_file *c = arg;
+  const size_t got = fread(buf, 1, n, c->f);
+  if (got == 0) return ferror(c->f) ? (size_t)-1 : 0;
+  c->left -= (long long)got;
+  if (c->left < 0) {
+    c->over = true;
+    return (size_t)-1;
+  }
+  return got;
+}
+
+/* The VQC_EINVAL of a run.json over the cap (size in bytes). */
+static vqc_status too_big(const char *path, long long size) {
+  return vqc_error(VQC_EINVAL, "%s is %lld bytes, more than the %lld MiB "
+                   "vqcheck reads of a run.json (no run writes one that "
+                   "big): it is not a run.json vqcheck wrote; move it away "
+                   "and run again, or name the run directory it belongs to",
+                   path, size, VQC_RUN_JSON_MAX_BYTES / (1024 * 1024));
+}
+
+vqc_status vqc_run_json_load(const char *path, json_t **out) {
+  *out = NULL;
+  struct stat st;
+  if (lstat(path, &st) != 0) {
+    if (errno == ENOENT)
+      return vqc_error(VQC_EINVAL, "%s: no such file", path);
+    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
+  }
+  if (S_ISLNK(st.st_mode))
+    return vqc_error(VQC_EINVAL, "%s is a symbolic link: vqcheck reads only "
+                     "the run.json it wrote, a regular file (replace the "
+                     "link by the file it points to)", path);
+  if (!S_ISREG(st.st_mode))
+    return vqc_error(VQC_EINVAL, "%s is not a regular file: move it away "
+                     "and run again", path);
+  if ((long long)st.st_size > VQC_RUN_JSON_MAX_BYTES)
+    return too_big(path, (long long)st.st_size);
+  /* O_NOFOLLOW: a link put in its place since the lstat is refused too. */
+  const int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0)
+    return vqc_error(errno == ELOOP ? VQC_EINVAL : VQC_EIO,
+                     "cannot read %s: %s", path, strerror(errno));
+  FILE *f = fdopen(fd, "rb");
+  if (!f) {
+    const int e = errno;
+    close(fd);
+    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(e));
+  }
+  capped_file c = {f, VQC_RUN_JSON_MAX_BYTES, false};
+  json_error_t err;
+  json_t *j = json_load_callback(read_capped, &c, JSON_REJECT_DUPLICATES, &err);
+  const bool read_failed = ferror(f) != 0;
+  fclose(f);
+  if (!j) {
+    if (c.over) return too_big(path, VQC_RUN_JSON_MAX_BYTES - c.left);
+    if (read_failed)
+      return vqc_error(VQC_EIO, "cannot read %s: a read failed", path);
+    return vqc_error(VQC_EPARSE, "%s:%d:%d: not valid JSON: %s", path,
+                     err.line, err.column, err.text);
+  }
+  if (!json_is_object(j)) {
+    json_decref(j);
+    return vqc_error(VQC_EPARSE, "%s: expected a JSON object at the top",
+                     path);
+  }
+  *out = j;
+  return VQC_OK;
+}

@@ -165,4 +165,32 @@ vqc_status vqc_run_json_write(const char *run_dir, const json_t *j);
  * ("0", "17"; not "01" or "+1") and below 1000000; *rank gets r. */
 bool vqc_run_dir_rank_file(const char *name, const char *suffix, int *rank);
 
+/* ---- reading run.json, bounded
+ *
+ * Every reader of a run.json (the reports, the runner's read-back, `vqcheck
+ * run --json`, the suite, `vqcheck analyze`) goes through
+ * vqc_run_json_load, so a file that is not one vqcheck wrote (a link, a
+ * device, a 200 MB file, which jansson turns into about 1 GB of memory) is
+ * refused with its name and why, before it is parsed.
+ *
+ * VQC_RUN_JSON_MAX_BYTES: above anything vqcheck writes. The largest
+ * run.json a run makes is a scenario of 1,000,000 steps (scenario.c
+ * MAX_STEPS) at about 145 bytes per "steps" entry: about 140 MiB, plus its
+ * findings. 256 MiB leaves room for those, and bounds a parse (about 5x
+ * the text in jansson's objects) near 1.3 GB. Traces (trace.h) and
+ * scenario files (1 MiB) have their own caps. */
+#define VQC_RUN_JSON_MAX_BYTES ((long long)256 * 1024 * 1024)
+
+/* Reads the run.json at path into *out (a new reference; the caller
+ * json_decref()s it; NULL on failure). The file must be a regular file, not
+ * a symbolic link (lstat), of at most VQC_RUN_JSON_MAX_BYTES, holding one
+ * JSON object without duplicate keys (JSON_REJECT_DUPLICATES). Errors,
+ * each naming path:
+ *   VQC_EINVAL  no such file; a link or not a regular file; too big (its
+ *               size and the cap) -- the CLI's exit 2;
+ *   VQC_EPARSE  not valid JSON ("path:line:column: not valid JSON: ..."),
+ *               or not an object at the top -- exit 2;
+ *   VQC_EIO     it cannot be opened or read -- exit 3. */
+vqc_status vqc_run_json_load(const char *path, json_t **out);
+
 #endif /* VQC_RUNDIR_H */

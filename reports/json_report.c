@@ -28,8 +28,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "report_internal.h"
+#include "rundir.h"
 
 #define SCHEMA_VERSION 1
 
@@ -210,24 +212,15 @@ vqc_status rep_run_load(const char *run_dir, rep_run *r) {
                      run_dir ? run_dir : "(null)");
   snprintf(r->path, sizeof r->path, "%s/run.json", run_dir);
 
-  FILE *f = fopen(r->path, "rb");
-  if (!f) {
-    /* A missing run.json is the user naming the wrong directory (exit 2);
-     * any other failure to open it is the environment's (exit 3). */
-    if (errno == ENOENT)
-      return vqc_error(VQC_EINVAL, "%s: no such file (is %s a vqcheck run "
-                       "directory?)", r->path, run_dir);
-    return vqc_error(VQC_EIO, "cannot read %s: %s", r->path, strerror(errno));
-  }
-  json_error_t err;
-  r->root = json_loadf(f, 0, &err);
-  fclose(f);
-  if (!r->root)
-    return vqc_error(VQC_EPARSE, "%s:%d:%d: not valid JSON: %s", r->path,
-                     err.line, err.column, err.text);
-  if (!json_is_object(r->root))
-    return vqc_error(VQC_EPARSE, "%s: expected a JSON object at the top",
-                     r->path);
+  /* A missing run.json is the user naming the wrong directory (exit 2);
+   * any other failure to read it is the environment's (exit 3). A link,
+   * a file over rundir.h's VQC_RUN_JSON_MAX_BYTES, invalid JSON or not an
+   * object: vqc_run_json_load's errors, naming the file. */
+  struct stat st;
+  if (lstat(r->path, &st) != 0 && errno == ENOENT)
+    return vqc_error(VQC_EINVAL, "%s: no such file (is %s a vqcheck run "
+                     "directory?)", r->path, run_dir);
+  VQC_TRY(vqc_run_json_load(r->path, &r->root));
 
   long long v;
   const json_t *sv = json_object_get(r->root, "schema_version");

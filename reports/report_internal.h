@@ -148,7 +148,10 @@ typedef enum {
  * collective_mismatch, rank_failure; divergence: divergence, nonfinite;
  * lost_inplace; shape: shape_mismatch; equivalence: gradient_mismatch);
  * any other file checked no kind known: each without a finding is
- * NOT_RUN. */
+ * NOT_RUN. Whatever run.json says, divergence is NOT_RUN on one rank
+ * (environment.ranks 1), with REP_ONE_RANK_WHY: there is no second copy to
+ * compare, so it never passes. */
+#define REP_ONE_RANK_WHY "1 rank: nothing to compare"
 rep_check_state rep_check(const rep_run *r, vqc_finding_kind k,
                           const char **why);
 

@@ -746,6 +746,12 @@ rep_check_state rep_check(const rep_run *r, vqc_finding_kind k,
   *why = "";
   for (int i = 0; i < r->nfindings; i++)
     if (strcmp(r->findings[i].kind, kind) == 0) return REP_CHECK_FAILED;
+  /* Divergence compares ranks' copies: one rank has nothing to compare
+   * with, whatever "checks" claims (an older run.json, another writer). */
+  if (k == VQC_FINDING_DIVERGENCE && r->ranks < 2) {
+    *why = REP_ONE_RANK_WHY;
+    return REP_CHECK_NOT_RUN;
+  }
 
   const json_t *checks = json_object_get(r->root, "checks");
   if (json_is_array(checks)) {

@@ -4,8 +4,10 @@
 #include "cli.h"
 
 #include <ctype.h>
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdio_ext.h> /* __fpending (glibc, musl) */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -95,6 +97,31 @@ int vqc_cli_check_out(const char *cmd, const char *out) {
   return vqc_cli_usage_error(cmd, "--out is empty: pass a directory (a new "
                              "or empty one, or one vqcheck made before), or "
                              "leave --out out for the default");
+}
+
+int vqc_cli_close_stdout(int code) {
+  /* Decided before the flush, which empties the buffer: bytes still
+   * pending, or an earlier failed write (a command's own fflush, whose
+   * result it may not check, leaves ferror set). */
+  const bool pending = __fpending(stdout) != 0;
+  const bool failed_before = ferror(stdout) != 0;
+  errno = 0;
+  const bool flush_failed = fflush(stdout) != 0;
+  int err = flush_failed ? errno : 0;
+  errno = 0;
+  const bool close_failed = fclose(stdout) != 0;
+  const int close_err = errno;
+  /* EBADF from the close alone, with nothing to write: stdout was closed
+   * (`>&-`) and the command printed nothing, so nothing was lost. */
+  const bool lost = failed_before || flush_failed ||
+                    (close_failed && !(close_err == EBADF && !pending));
+  if (!lost) return code;
+  if (err == 0) err = close_err;
+  fprintf(stderr, "vqcheck: cannot write to standard output: %s\n"
+          "hint: what this command printed is incomplete; check the disk "
+          "or pipe stdout goes to, or leave out --json\n",
+          err ? strerror(err) : "an earlier write failed");
+  return code < 3 ? 3 : code;
 }
 
 bool vqc_cli_show_progress(bool quiet, bool json) {

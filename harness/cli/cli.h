@@ -61,6 +61,15 @@ int vqc_cli_usage_error(const char *cmd, const char *fmt, ...)
  * before it chooses its directory. */
 int vqc_cli_check_out(const char *cmd, const char *out);
 
+/* The end of every command (main calls it once with the command's exit
+ * code): flushes and closes stdout and returns the code to exit with. A
+ * document that did not reach stdout (a full disk, /dev/full, a closed
+ * pipe end) is an environment error: said on stderr with the reason, and
+ * the code becomes 3 unless it is 3 or more already (an interrupted suite's
+ * 130/143 stays). A stdout that was closed before vqcheck started and had
+ * nothing written to it is not an error (gnulib's close_stdout rule). */
+int vqc_cli_close_stdout(int code);
+
 /* Whether to print progress (a line per step or per scenario): only for a
  * person watching, i.e. stdout is a terminal, and not with --quiet or
  * while stdout carries a --json document. */

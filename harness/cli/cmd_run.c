@@ -13,7 +13,8 @@
  * nccl (device buffers) needs --device cuda.
  *
  * Output conventions (cli.h): progress (a line per step, a line per
- * scenario) only when stdout is a terminal; --quiet drops it and the
+ * scenario) only when stdout is a terminal (a launched rank cannot tell:
+ * see launched_progress); --quiet drops it and the
  * summary; --json puts one JSON document on stdout and nothing else there
  * (errors always go to stderr). A run whose training stopped without an
  * expected finding to explain it (run_options.h) is an error: said on
@@ -102,7 +103,9 @@ static void run_help(FILE *f) {
           "  --quiet        no progress and no summary\n"
           "  --verbose      full internal error text (also: VQC_DEBUG=1)\n\n"
           "Progress (a line per step, findings as they appear) is shown when "
-          "stdout is\na terminal. On a cluster: mpirun -np N vqcheck run "
+          "stdout is\na terminal (a rank started by a launcher cannot see "
+          "whether it is: it\nshows progress only with VQC_PROGRESS=1, e.g. "
+          "mpiexec -x VQC_PROGRESS=1). On a cluster: mpirun -np N vqcheck run "
           "SCENARIO --backend mpi,\nor srun -n N vqcheck run SCENARIO (rank 0 "
           "writes the run directory). Started\nthat way, a job in which one "
           "rank dies is torn down by mpirun at once\n(every rank killed, "
@@ -124,10 +127,15 @@ static vqc_run_training training_of(const vqc_run_result *r) {
                             r->message};
 }
 
+/* The summary of a finished run. `code` is the run's final exit code:
+ * the expectation is called met only when that is 0 or 1 (the verdict
+ * stands); with 3 (run.json, a report or the JSON document could not be
+ * written) the summary says the run was not recorded instead. */
 static void print_summary(const vqc_scenario *sc, const vqc_run_result *r,
-                          bool reports_written) {
-  printf("%s: %s model, %d ranks (%s%s), %" PRId64 "/%d steps in %.2f s\n",
+                          bool reports_written, int code) {
+  printf("%s: %s model, %d rank%s (%s%s), %" PRId64 "/%d steps in %.2f s\n",
          sc->name, vqc_model_name(sc->model), r->ranks,
+         r->ranks == 1 ? "" : "s",
          vqc_backend_name(r->backend),
          r->device == VQC_DEVICE_CUDA ? ", device cuda" : "", r->steps_done,
          sc->steps, r->seconds);
@@ -153,12 +161,21 @@ static void print_summary(const vqc_scenario *sc, const vqc_run_result *r,
   const vqc_training_verdict v =
       vqc_run_judge_training(sc, &t, f, stop, sizeof stop);
   if (v != VQC_TRAINING_COMPLETE) printf("%s\n", stop);
+  /* One rank holds the only copy of every replicated tensor: divergence
+   * had nothing to compare (reports/run_data.c rep_check says the same). */
+  if (r->ranks < 2)
+    printf("not checked: divergence (1 rank: nothing to compare)\n");
   char why[512];
+  const bool verdict_stands = code == 0 || code == 1;
   if (v == VQC_TRAINING_FAILED)
     printf("expectation: NOT met: training did not finish, so the findings "
            "are not a verdict\n");
   else if (vqc_scenario_expectations_met(sc, f, why, sizeof why))
-    printf("expectation (%s): met\n", sc->expect_clean ? "clean" : "findings");
+    printf(verdict_stands ? "expectation (%s): met\n"
+                          : "expectation (%s): the findings meet it, but the "
+                            "run could not be recorded (see the error on "
+                            "stderr): exit %d\n",
+           sc->expect_clean ? "clean" : "findings", code);
   else
     printf("expectation: NOT met: %s\n", why);
   printf("run directory: %s\n", r->run_dir);
@@ -174,12 +191,10 @@ static void print_summary(const vqc_scenario *sc, const vqc_run_result *r,
 static int print_run_document(const char *run_dir, bool reports_written) {
   char path[4200];
   snprintf(path, sizeof path, "%s/run.json", run_dir);
-  json_error_t err;
-  json_t *doc = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
-  if (!json_is_object(doc)) {
-    fprintf(stderr, "vqcheck run: cannot read back %s: %s\n", path,
-            doc ? "not an object" : err.text);
-    json_decref(doc);
+  json_t *doc = NULL;
+  if (vqc_run_json_load(path, &doc) != VQC_OK) { /* rundir.h */
+    fprintf(stderr, "vqcheck run: cannot read back the run.json it wrote: "
+            "%s\n", vqc_cli_error_text());
     return 3;
   }
   json_object_set_new(doc, "run_dir", json_string(run_dir));
@@ -206,8 +221,10 @@ static int print_run_document(const char *run_dir, bool reports_written) {
 static int write_run_reports(const char *run_dir) {
   vqc_status s = vqc_reports_write(run_dir, VQC_REPORT_ALL);
   if (s == VQC_OK) return 0;
-  fprintf(stderr, "vqcheck run: cannot write the reports: %s\n",
-          vqc_cli_error_text());
+  fprintf(stderr, "vqcheck run: the run finished but could not be recorded: "
+          "cannot write the reports: %s\nhint: once the cause is fixed, "
+          "'vqcheck report %s' makes them from its run.json\n",
+          vqc_cli_error_text(), run_dir);
   return vqc_status_exit_code(s);
 }
 
@@ -233,7 +250,7 @@ static int finish_run(const run_opts *o, const vqc_scenario *sc,
     const int j = print_run_document(r->run_dir, report_code == 0);
     if (j != 0) code = j;
   } else if (!o->quiet) {
-    print_summary(sc, r, report_code == 0);
+    print_summary(sc, r, report_code == 0, code);
   }
   fflush(stdout);
   return code;
@@ -292,6 +309,19 @@ static void wait_for_rank0_reports(const char *run_dir, double limit_s) {
   }
 }
 
+/* Whether rank 0 of a launched job prints per-step progress. The rule is
+ * the threads backend's (per-step lines only to a terminal), but a rank
+ * cannot apply it itself: OpenMPI's launcher hands every rank a
+ * pseudo-terminal as stdout whatever its own stdout is (a file, a pipe, a
+ * CI log), so isatty() says yes there. So a rank shows progress only when
+ * told, VQC_PROGRESS=1: vqcheck's supervisor sets it (to 1 or 0) by its
+ * own stdout (supervise.c); under a plain mpiexec a user at a terminal
+ * exports it (mpiexec -x VQC_PROGRESS=1). --quiet and --json win. */
+static bool launched_progress(bool quiet, bool json) {
+  const char *v = getenv("VQC_PROGRESS");
+  return !quiet && !json && v && strcmp(v, "1") == 0;
+}
+
 /* Typed outside a launcher, `vqcheck run --backend mpi` launches the job
  * itself and supervises it (supervise.h): a rank that dies or stops is
  * then reported. Under a launcher this process is one rank.
@@ -346,8 +376,7 @@ static int run_mpi(run_opts *o, vqc_scenario *sc, int argc, char **argv) {
     return 2;
   }
   vqc_run_options ro = {o->out, NULL};
-  if (rank == 0 && vqc_cli_show_progress(o->quiet, o->json))
-    ro.progress = stdout;
+  if (rank == 0 && launched_progress(o->quiet, o->json)) ro.progress = stdout;
   vqc_run_result r;
   s = vqc_run_on_comm_device(sc, &ro, o->device, c, &r);
   int code;
@@ -446,8 +475,15 @@ int vqc_cmd_run(int argc, char **argv) {
   vqc_status s = vqc_run_threads_device(&sc, &ro, o.device, &r);
   if (s != VQC_OK) {
     /* A refused run directory (not vqcheck's, or in use) is VQC_EINVAL:
-     * exit 2, with the message saying what to pass instead. */
-    fprintf(stderr, "vqcheck run: %s\n", vqc_cli_error_text());
+     * exit 2, with the message saying what to pass instead. Steps done
+     * (the runner sets them only once training is over): it trained, and
+     * what failed is writing run.json, so no verdict was recorded. */
+    if (r.steps_done > 0)
+      fprintf(stderr, "vqcheck run: the run finished (%" PRId64 " steps) "
+              "but could not be recorded, so it has no verdict: %s\n",
+              r.steps_done, vqc_cli_error_text());
+    else
+      fprintf(stderr, "vqcheck run: %s\n", vqc_cli_error_text());
     vqc_run_result_free(&r);
     return vqc_status_exit_code(s);
   }

@@ -15,7 +15,8 @@
  * <out> is a run directory of its own (rundir.h): refused unless new,
  * empty or made by vqcheck, and locked for the suite's whole life; each
  * <out>/<name> is prepared (cleared) by the suite, then locked by its
- * child `vqcheck run`.
+ * child `vqcheck run`. Two files naming one scenario never share it: the
+ * second runs in <out>/<name>-2 (name_run_dirs).
  *
  * SIGINT and SIGTERM are not left to kill the suite alone: the running
  * child is in a process group of its own (so a terminal's Ctrl-C does not
@@ -72,7 +73,9 @@ static void suite_help(FILE *f) {
           "is what stopped it (a deadlock).\n\n"
           "Writes OUT/junit.xml (one testcase per scenario) and OUT/report.md "
           "(the table,\nwith links); each OUT/<name> holds that scenario's "
-          "run.json, report.html,\nreport.md, junit.xml and vqcheck.log. OUT "
+          "run.json, report.html,\nreport.md, junit.xml and vqcheck.log "
+          "(a second file naming the same scenario\nruns in OUT/<name>-2, "
+          "and so on, said on stderr). OUT "
           "must be new, empty, or made by\nvqcheck (it holds .vqcheck-run); "
           "vqcheck removes only the files it writes\nthere. OUT is locked "
           "while the suite runs: a second suite on it exits 2.\n\n"
@@ -198,9 +201,8 @@ static int run_child(char **args, const char *log, double limit_s) {
  * the suite does not guess. */
 static vqc_status read_training(const char *path, vqc_run_training *t,
                                 char *msg, size_t n) {
-  json_error_t err;
-  json_t *j = json_load_file(path, 0, &err);
-  if (!j) return vqc_error(VQC_EPARSE, "%s:%d: %s", path, err.line, err.text);
+  json_t *j = NULL;
+  VQC_TRY(vqc_run_json_load(path, &j)); /* bounded, checked (rundir.h) */
   const json_t *tr = json_object_get(j, "training");
   const json_t *st = json_object_get(tr, "status");
   const json_t *done = json_object_get(tr, "steps_done");
@@ -309,6 +311,56 @@ static int mark_unfinished(vqc_suite_case *cases, int from, int n, int sig,
   return n - from;
 }
 
+/* A run directory's name under OUT: a scenario name (127 characters at
+ * most) and "-<n>". */
+#define SUITE_DIR_NAME 160
+
+/* Whether `name` is dirs[m] for some m < n, or the name of a scenario that
+ * loaded (its first file gets that directory). */
+static bool dir_name_taken(const char *name, char (*dirs)[SUITE_DIR_NAME],
+                           const vqc_scenario *scs, const bool *loaded,
+                           int n) {
+  for (int m = 0; m < n; m++)
+    if (strcmp(dirs[m], name) == 0 ||
+        (loaded[m] && strcmp(scs[m].name, name) == 0))
+      return true;
+  return false;
+}
+
+/* The run directory of each loaded scenario (dirs[i], under base): its
+ * name, or for a file that names a scenario an earlier file names too,
+ * NAME-2, NAME-3, ... (a name no other file or scenario takes), said on
+ * stderr. Two files never share a directory: the second's run would clear
+ * the first's evidence (DESIGN.md "never lose a user's file"). */
+static void name_run_dirs(char **files, const vqc_scenario *scs,
+                          const bool *loaded, int nfiles, const char *base,
+                          char (*dirs)[SUITE_DIR_NAME]) {
+  for (int i = 0; i < nfiles; i++) {
+    if (!loaded[i]) continue;
+    int first = -1;
+    for (int j = 0; j < i && first < 0; j++)
+      if (loaded[j] && strcmp(scs[j].name, scs[i].name) == 0) first = j;
+    if (first < 0) snprintf(dirs[i], SUITE_DIR_NAME, "%s", scs[i].name);
+  }
+  for (int i = 0; i < nfiles; i++) {
+    if (!loaded[i] || dirs[i][0]) continue;
+    int first = 0;
+    while (strcmp(scs[first].name, scs[i].name) != 0 || !loaded[first])
+      first++;
+    for (int k = 2;; k++) {
+      char name[SUITE_DIR_NAME];
+      snprintf(name, sizeof name, "%s-%d", scs[i].name, k);
+      if (dir_name_taken(name, dirs, scs, loaded, nfiles)) continue;
+      snprintf(dirs[i], SUITE_DIR_NAME, "%s", name);
+      break;
+    }
+    fprintf(stderr, "vqcheck suite: %s and %s both name scenario '%s': "
+            "%s runs in %s/%s, so neither run's files replace the other's\n"
+            "hint: give each scenario file a name of its own\n", files[first],
+            files[i], scs[i].name, files[i], base, dirs[i]);
+  }
+}
+
 int vqc_cmd_suite(int argc, char **argv) {
   run_opts o;
   int rc = vqc_run_parse_opts("suite", argc, argv, true, suite_help, &o);
@@ -376,7 +428,8 @@ int vqc_cmd_suite(int argc, char **argv) {
   char (*load_err)[1024] = calloc((size_t)nfiles, sizeof *load_err);
   vqc_suite_case *cases = calloc((size_t)nfiles, sizeof *cases);
   int *exit_codes = calloc((size_t)nfiles, sizeof *exit_codes);
-  if (!scs || !loaded || !load_err || !cases || !exit_codes) {
+  char (*dirs)[SUITE_DIR_NAME] = calloc((size_t)nfiles, sizeof *dirs);
+  if (!scs || !loaded || !load_err || !cases || !exit_codes || !dirs) {
     fprintf(stderr, "vqcheck suite: no memory for %d scenarios\n", nfiles);
     vqc_scenario_files_free(files, nfiles);
     free(scs);
@@ -384,6 +437,7 @@ int vqc_cmd_suite(int argc, char **argv) {
     free(load_err);
     free(cases);
     free(exit_codes);
+    free(dirs);
     return 3;
   }
   table_widths w = {8, 5, 8, 30};
@@ -406,6 +460,7 @@ int vqc_cmd_suite(int argc, char **argv) {
     l = (int)strlen(e);
     if (l > w.expected) w.expected = l;
   }
+  name_run_dirs(files, scs, loaded, nfiles, base, dirs);
   const bool table = !o.json && !o.quiet;
   const bool progress = vqc_cli_show_progress(o.quiet, o.json);
   /* From here on a SIGINT or SIGTERM ends the running scenario and is
@@ -467,7 +522,7 @@ int vqc_cmd_suite(int argc, char **argv) {
       continue;
     }
     char rundir[4300], log[4400];
-    snprintf(rundir, sizeof rundir, "%s/%s", base, sc.name);
+    snprintf(rundir, sizeof rundir, "%s/%s", base, dirs[i]);
     /* The report keeps 1023 characters of it: a longer path would link
      * somewhere else. */
     if (snprintf(c->run_dir, sizeof c->run_dir, "%s", rundir) >=
@@ -695,6 +750,7 @@ int vqc_cmd_suite(int argc, char **argv) {
   free(load_err);
   free(cases);
   free(exit_codes);
+  free(dirs);
   return code;
 }
 

@@ -350,6 +350,10 @@ int vqc_supervise_run(const run_opts *o, const vqc_scenario *sc, int argc,
     signal(SIGTERM, SIG_DFL);
     signal(SIGHUP, SIG_DFL);
     unsetenv("VQC_SUPERVISE"); /* the ranks are ranks */
+    /* The ranks' stdout is the launcher's pseudo-terminal, whatever ours
+     * is: tell rank 0 whether per-step progress is wanted (cmd_run.c). */
+    setenv("VQC_PROGRESS", vqc_cli_show_progress(o->quiet, o->json) ? "1"
+                                                                     : "0", 1);
     execvp(args[0], args);
     fprintf(stderr, "vqcheck run: cannot run %s: %s\n", args[0],
             strerror(errno));

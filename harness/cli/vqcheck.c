@@ -52,7 +52,8 @@ static void print_version(void) {
   printf("cuda: %s\n", VQC_WITH_CUDA ? "on" : "off");
 }
 
-int main(int argc, char **argv) {
+/* The command line's exit code, before stdout is closed. */
+static int dispatch(int argc, char **argv) {
   if (argc < 2) {
     print_usage(stderr);
     return 2;
@@ -71,4 +72,10 @@ int main(int argc, char **argv) {
   fprintf(stderr, "vqcheck: unknown command '%s'\n", argv[1]);
   fprintf(stderr, "hint: 'vqcheck --help' lists the commands\n");
   return 2;
+}
+
+int main(int argc, char **argv) {
+  /* Every command ends here: output that never reached stdout (a full
+   * disk under `--json > file`) is exit 3, never a silent 0. */
+  return vqc_cli_close_stdout(dispatch(argc, argv));
 }

@@ -7,11 +7,30 @@
  * process and gathers the other ranks' findings over the side channel
  * afterwards.
  *
- * Deadlines: the data comm's is the scenario's timeout (a collective whose
- * peers never come returns VQC_ETIMEOUT then). The side channel's is longer
- * (2 timeouts + slack), so a rank that already left its loop is still
- * waiting in a side-channel exchange when a peer's data collective gives up
- * and joins it; the checkers' own exchanges rely on that ordering. */
+ * Deadlines: the data comm's is the scenario's timeout T (a collective whose
+ * peers never come returns VQC_ETIMEOUT then). The side channel's is longer,
+ * so a rank that already left its loop is still waiting in a side-channel
+ * exchange when a peer's data collective gives up and joins it; the
+ * checkers' own exchanges rely on that ordering:
+ *   threads: 2 T + SIDE_SLACK_S for every side-channel wait (one process:
+ *     no rank can be stopped or lost alone, and an abort wakes every rank);
+ *   mpi, nccl (launched: a rank may be stopped or gone, and nobody but the
+ *     ranks themselves notices under a plain mpiexec): T +
+ *     LAUNCHED_SIDE_SLACK_S in the step loop (a peer that rank waits for is
+ *     at worst in a data collective that gives up within T), and once this
+ *     rank's training has stopped, ONE overall deadline for every side wait
+ *     left in the run (the agreement, the checkers' settle and finish, the
+ *     result gathers): END_SLACK_S from the stop. A rank that stops aborts
+ *     its data comm, which on mpi tells every peer at once (comm.h,
+ *     vqc_comm_abort), so the live ranks all reach the agreement within
+ *     moments of the first stop; nccl's data waits do not hear of it, so
+ *     there the overall deadline is T longer. A stopped or lost rank thus
+ *     costs the others T (their data collective) + END_SLACK_S, not one
+ *     deadline per exchange in a row (that was 3 T + 10 s and more).
+ * A rank that fails before training (its run directory, its model, its
+ * checkers) still meets the others at the start agreement, so they learn
+ * at once and name it, and no rank runs the checkers' end exchanges then
+ * (vqc_collective_not_started): every rank's side traffic stays paired. */
 #include "runner.h"
 
 #include <inttypes.h>
@@ -22,13 +41,28 @@
 #include <time.h>
 
 #include "checkers.h"
+#include "collective.h" /* vqc_collective_not_started */
 #include "run_memory.h"
 #include "run_models.h"
 #include "rundir.h"
 #include "vqc/fsutil.h"
 
-/* Side-channel deadline = 2 x the data deadline + this. */
+/* Side-channel deadline, threads: 2 x the data deadline + this. */
 #define SIDE_SLACK_S 10.0
+/* Launched backends: the step loop's side-channel deadline is the data
+ * deadline + this: in the loop the ranks meet at every data collective, so
+ * they reach a side exchange within moments of each other, and a rank
+ * waiting there for a peer stuck in a data collective hears of that
+ * peer's stop within T... */
+#define LAUNCHED_SIDE_SLACK_S 1.0
+/* ...and every side wait after this rank's training stopped ends within
+ * this of the stop. The live ranks stop within moments of each other (the
+ * first one's abort wakes the rest), and with every rank alive the whole
+ * end, agreement to gathered findings, takes milliseconds; 2 s leaves room
+ * for a loaded node. A stopped rank is then reported T + 2 s after it
+ * stopped (T + 3 s when the others were in a side exchange), inside the
+ * T + 5 s the supervisor also keeps. */
+#define END_SLACK_S 2.0
 /* Bytes of a rank's training message carried to rank 0 (mpi). */
 #define RANK_MESSAGE 256
 
@@ -39,6 +73,7 @@ typedef struct rank_report {
   vqc_status training;
   int64_t steps_done;
   char message[RANK_MESSAGE];
+  bool ending; /* the side channel's overall end deadline is set */
 } rank_report;
 
 /* What the rank bodies share (threads) or what the one rank uses (mpi). */
@@ -49,6 +84,10 @@ typedef struct run_world {
   const char *run_dir;
   vqc_findings *findings;   /* where checkers record */
   rank_report *reports;     /* threads: (size); mpi: this rank's at [0] */
+  /* mpi: why this rank cannot train, found before run_rank (its copy of
+   * the run directory); VQC_OK when none. */
+  vqc_status start_error;
+  char start_message[RANK_MESSAGE];
   vqc_step_summary *steps;  /* (sc->steps) rank 0's */
   int nsteps;
   int printed;              /* findings already shown on progress */
@@ -129,6 +168,26 @@ static vqc_status agree(vqc_comm *c, vqc_status mine, int64_t step,
   return vqc_error(VQC_EABORTED, "%s", why);
 }
 
+/* The side channel's deadline in the step loop (see the top). */
+static double loop_side_timeout(vqc_comm *c, double timeout_s) {
+  return vqc_comm_backend(c) == VQC_BACKEND_THREADS
+             ? 2 * timeout_s + SIDE_SLACK_S
+             : timeout_s + LAUNCHED_SIDE_SLACK_S;
+}
+
+/* Launched backends, once this rank's training has stopped (it failed, a
+ * peer did, or it could not start): one overall deadline for every
+ * side-channel wait left in the run, set at the first stop only (see the
+ * top). */
+static void begin_end(vqc_comm *c, rank_report *rep, double timeout_s) {
+  const vqc_backend b = vqc_comm_backend(c);
+  if (b == VQC_BACKEND_THREADS || rep->ending) return;
+  rep->ending = true;
+  vqc_comm_set_overall_deadline(
+      vqc_comm_side(c),
+      END_SLACK_S + (b == VQC_BACKEND_MPI ? 0.0 : timeout_s));
+}
+
 /* The rank's attached checkers, for the settle hook. */
 typedef struct rank_checkers {
   vqc_checker *chk;
@@ -168,13 +227,27 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
   rep->training = VQC_OK;
   rep->steps_done = 0;
   rep->message[0] = '\0';
+  rep->ending = false;
   vqc_comm_set_timeout(c, sc->timeout_s);
-  vqc_comm_set_timeout(vqc_comm_side(c), 2 * sc->timeout_s + SIDE_SLACK_S);
+  vqc_comm_set_timeout(vqc_comm_side(c),
+                       loop_side_timeout(c, sc->timeout_s));
+  char why[512];
 
   vqc_run_model *m = NULL;
-  vqc_status s = vqc_run_model_create_device(sc, c, w->device, &m);
+  vqc_status s = w->start_error;
   if (s != VQC_OK) {
+    rep->training = s;
+    snprintf(rep->message, sizeof rep->message, "%s", w->start_message);
+  } else if ((s = vqc_run_model_create_device(sc, c, w->device, &m))) {
     report_error(rep, s, "building the model");
+  }
+  if (s != VQC_OK) {
+    /* The others wait for this rank at the start agreement: meet them
+     * there, so they learn at once that the run cannot start, and name
+     * this rank. */
+    vqc_comm_abort(c);
+    begin_end(c, rep, sc->timeout_s);
+    agree(c, s, -1, why, sizeof why);
     return;
   }
   vqc_check_ctx ctx = {
@@ -202,12 +275,22 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
   vqc_run_model_set_before_update(m, settle_before_update, &settle);
   /* Train only if every rank is ready: a rank that could not attach (its
    * run directory unwritable, say) must not leave the others training. */
-  char why[512];
+  if (s != VQC_OK) {
+    vqc_comm_abort(c);
+    begin_end(c, rep, sc->timeout_s);
+  }
   vqc_status ready = agree(c, s, -1, why, sizeof why);
   if (s == VQC_OK && ready != VQC_OK) {
     s = ready;
     rep->training = s;
     snprintf(rep->message, sizeof rep->message, "did not start: %.200s", why);
+  }
+  if (ready != VQC_OK) {
+    /* The same answer on every rank that got here, so none of them runs
+     * the collective checker's end exchanges (a rank that could not
+     * attach it has none to run): the side channel stays paired. */
+    begin_end(c, rep, sc->timeout_s);
+    if (attached > 0) (void)vqc_collective_not_started(&chk[0]);
   }
 
   const int interval = sc->interval >= 1 ? sc->interval : 1;
@@ -217,10 +300,11 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
     s = vqc_run_model_step(m, step, &loss);
     if (s != VQC_OK) {
       report_error(rep, s, "training");
-      /* Peers waiting in a data collective for this rank stop now (threads;
-       * on mpi only this rank's comm is marked) instead of at their
+      /* Peers waiting in a data collective for this rank stop now (threads:
+       * the shared flag; mpi: a notice to every peer) instead of at their
        * deadline. The side channel stays up for the checkers. */
       vqc_comm_abort(c);
+      begin_end(c, rep, sc->timeout_s);
       settle_checkers(&settle, true);
       agree(c, s, step, why, sizeof why);
       break;
@@ -233,6 +317,7 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
         snprintf(rep->message, sizeof rep->message, "stopped at step %"
                  PRId64 ": %.200s", step, why);
         vqc_comm_abort(c);
+        begin_end(c, rep, sc->timeout_s);
         break;
       }
     }
@@ -242,6 +327,7 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
     }
     if (s != VQC_OK) {
       vqc_comm_abort(c);
+      begin_end(c, rep, sc->timeout_s);
       settle_checkers(&settle, true);
       agree(c, s, step, why, sizeof why);
       break;
@@ -445,7 +531,7 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
                      "launcher started %d (pass --ranks %d to run it on %d)",
                      sc->path, sc->ranks, size, size, size);
   VQC_TRY(vqc_run_check_memory_comm(sc, c)); /* every rank: same answer */
-  vqc_comm_set_timeout(side, 2 * sc->timeout_s + SIDE_SLACK_S);
+  vqc_comm_set_timeout(side, loop_side_timeout(c, sc->timeout_s));
   /* Every rank checks the scenario and its own device before the run
    * directory is touched. The scenario check gives every rank the same
    * answer; the device may not, so with cuda the ranks agree first (one
@@ -481,7 +567,13 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
   if (dir[0] == '\0')
     return vqc_error(VQC_EIO, "rank 0 could not prepare the run directory");
   snprintf(out->run_dir, sizeof out->run_dir, "%s", dir);
-  if (rank != 0 && (s = vqc_mkdir_p(dir))) return s;
+  /* A rank that cannot reach the directory still runs run_rank, which
+   * takes it to the start agreement (the others wait for it there). */
+  vqc_status start = rank != 0 ? vqc_mkdir_p(dir) : VQC_OK;
+  char start_why[RANK_MESSAGE] = "";
+  if (start != VQC_OK)
+    snprintf(start_why, sizeof start_why, "preparing the run directory: %s",
+             vqc_last_error());
 
   vqc_findings mine;
   vqc_findings_init(&mine);
@@ -490,6 +582,8 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
     vqc_findings_free(&mine);
     return s;
   }
+  w.start_error = start;
+  snprintf(w.start_message, sizeof w.start_message, "%s", start_why);
   const double t0 = now_s();
   run_rank(c, &w, &w.reports[0]);
   out->seconds = now_s() - t0;
@@ -547,6 +641,8 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
   if (vqc_broadcast(side, &written, 1, VQC_I64, 0) == VQC_OK && rank != 0 &&
       written != VQC_OK)
     s = vqc_error((vqc_status)written, "rank 0 could not write run.json");
+  /* The caller's own exchanges have their own deadlines. */
+  vqc_comm_set_overall_deadline(side, 0);
   free(w.reports);
   free(w.steps);
   vqc_findings_free(&mine);
@@ -554,6 +650,22 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
 }
 
 /* ---- run.json */
+
+/* On one rank, divergence has no second copy to compare: run.json says so
+ * ("checks" lists every other kind, "checks_not_run" gives the reason), so
+ * no report can show it as passed (reports/report_internal.h rep_check). */
+static void record_one_rank_checks(json_t *j, int ranks) {
+  if (ranks >= 2) return;
+  json_t *checks = json_array();
+  for (int k = 0; k < VQC_FINDING_KIND_COUNT; k++)
+    if (k != VQC_FINDING_DIVERGENCE)
+      json_array_append_new(
+          checks, json_string(vqc_finding_kind_name((vqc_finding_kind)k)));
+  json_object_set_new(j, "checks", checks);
+  json_object_set_new(j, "checks_not_run",
+                      json_pack("{s:s}", "divergence",
+                                "1 rank: nothing to compare"));
+}
 
 vqc_status vqc_run_write_json(const vqc_scenario *sc, const vqc_run_result *r) {
   json_t *head = json_object();
@@ -581,6 +693,7 @@ vqc_status vqc_run_write_json(const vqc_scenario *sc, const vqc_run_result *r) {
     json_object_set_new(o, "findings", json_integer(r->steps[i].findings));
     json_array_append_new(steps, o);
   }
+  record_one_rank_checks(j, r->ranks);
   vqc_status s = vqc_run_json_write(r->run_dir, j);
   json_decref(j);
   return s;
@@ -588,10 +701,10 @@ vqc_status vqc_run_write_json(const vqc_scenario *sc, const vqc_run_result *r) {
 
 vqc_status vqc_run_read_json(const char *path, vqc_findings *f,
                              int *exit_code) {
-  json_error_t err;
-  json_t *j = json_load_file(path, 0, &err);
-  if (!j)
-    return vqc_error(VQC_EPARSE, "%s:%d: %s", path, err.line, err.text);
+  /* Bounded and checked (rundir.h): a link or an oversized file is
+   * refused before it is parsed. */
+  json_t *j = NULL;
+  VQC_TRY(vqc_run_json_load(path, &j));
   vqc_status s = VQC_OK;
   const json_t *v = json_object_get(j, "schema_version");
   const json_t *fs = json_object_get(j, "findings");

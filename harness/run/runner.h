@@ -31,7 +31,8 @@
  *    "compiler", "mpi", "cuda"}, "finished": ISO time, "duration_s",
  *    "training": {"status", "failed_rank", "message", "steps_done"},
  *    "findings": [...], "steps": [{"step", "seconds", "loss", "findings"}],
- *    "exit_code"}
+ *    "exit_code"[, on one rank: "checks" (every kind but divergence) and
+ *    "checks_not_run": {"divergence": "1 rank: nothing to compare"}]}
  * beside the checkers' own files (rank-<r>.trace.jsonl, ledger dumps). */
 #ifndef VQC_RUNNER_H
 #define VQC_RUNNER_H

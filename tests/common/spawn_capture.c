@@ -55,6 +55,12 @@ static int temp_file(char *templ) {
 
 int vqc_spawn_capture(vqc_spawn_result *r, const char *const *argv,
                       const char *drop, const char *extra) {
+  return vqc_spawn_capture_stdout(r, argv, drop, extra, NULL);
+}
+
+int vqc_spawn_capture_stdout(vqc_spawn_result *r, const char *const *argv,
+                             const char *drop, const char *extra,
+                             const char *stdout_path) {
   memset(r, 0, sizeof *r);
   char out_path[] = "/tmp/vqc-spawn-out-XXXXXX";
   char err_path[] = "/tmp/vqc-spawn-err-XXXXXX";
@@ -76,8 +82,12 @@ int vqc_spawn_capture(vqc_spawn_result *r, const char *const *argv,
   posix_spawn_file_actions_init(&fa);
   posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY,
                                    0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out_path,
-                                   O_WRONLY | O_TRUNC, 0);
+  if (stdout_path)
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, stdout_path,
+                                     O_WRONLY, 0);
+  else
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out_path,
+                                     O_WRONLY | O_TRUNC, 0);
   posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, err_path,
                                    O_WRONLY | O_TRUNC, 0);
   pid_t pid;

@@ -32,6 +32,14 @@ typedef struct vqc_spawn_result {
 int vqc_spawn_capture(vqc_spawn_result *r, const char *const *argv,
                       const char *drop, const char *extra);
 
+/* vqc_spawn_capture with the child's stdout opened (write-only, not
+ * created) on stdout_path instead of captured, e.g. "/dev/full" to see
+ * what a command does when its output cannot be written; r->out is then
+ * "" (still to be freed). stdout_path NULL: vqc_spawn_capture. */
+int vqc_spawn_capture_stdout(vqc_spawn_result *r, const char *const *argv,
+                             const char *drop, const char *extra,
+                             const char *stdout_path);
+
 /* vqc_spawn_capture with argv = path, first, then the arguments in `rest`
  * up to a NULL (first == NULL: no arguments), for tests that take their
  * arguments as a `...` list. E2BIG beyond VQC_SPAWN_MAX_ARGS. */

@@ -85,6 +85,19 @@ vqc_ledger *vqc_comm_ledger(vqc_comm *c);
 /* Deadline for every wait, in seconds (default 60; <= 0 restores it). */
 void vqc_comm_set_timeout(vqc_comm *c, double seconds);
 double vqc_comm_timeout(const vqc_comm *c);
+/* One overall deadline, `seconds` from now, for a whole sequence of waits
+ * on this comm (<= 0 clears it): each later wait ends at its own deadline
+ * (now + timeout) or at this one, whichever comes first, so deadlines in a
+ * row do not add up (the runner's end of a failed run: agreement, the
+ * checkers' finish, the result gathers, all within one deadline). Once it
+ * has passed, a wait that is not already complete fails at once with
+ * VQC_ETIMEOUT. Not inherited by the side channel. */
+void vqc_comm_set_overall_deadline(vqc_comm *c, double seconds);
+/* How long the next wait on c may last, in seconds: its timeout, or less
+ * when an overall deadline comes first (0 once that has passed). For
+ * waits outside the comm (polling the run directory) that must end with
+ * the comm's. */
+double vqc_comm_wait_budget(const vqc_comm *c);
 /* What this rank moved through a comm since it was created: collective
  * calls and their LOGICAL bytes, the same on every backend whatever its
  * algorithm: all_reduce sends and receives count elements; all_gather(v)

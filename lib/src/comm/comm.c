@@ -50,7 +50,8 @@ bool vqc_backend_built(vqc_backend b) {
 /* ---- common state */
 
 uint64_t vqc_comm_deadline_ns(const vqc_comm *c) {
-  return vqc_now_ns() + (uint64_t)(c->timeout_s * 1e9);
+  const uint64_t own = vqc_now_ns() + (uint64_t)(c->timeout_s * 1e9);
+  return c->until_ns != 0 && c->until_ns < own ? c->until_ns : own;
 }
 
 vqc_status vqc_comm_init_common(vqc_comm *c, const vqc_comm_ops *ops,
@@ -85,6 +86,18 @@ void vqc_comm_set_timeout(vqc_comm *c, double seconds) {
 }
 
 double vqc_comm_timeout(const vqc_comm *c) { return c->timeout_s; }
+
+void vqc_comm_set_overall_deadline(vqc_comm *c, double seconds) {
+  c->until_ns = seconds > 0 ? vqc_now_ns() + (uint64_t)(seconds * 1e9) : 0;
+}
+
+double vqc_comm_wait_budget(const vqc_comm *c) {
+  if (c->until_ns == 0) return c->timeout_s;
+  const uint64_t now = vqc_now_ns();
+  const double left = c->until_ns > now ? (double)(c->until_ns - now) * 1e-9
+                                        : 0.0;
+  return left < c->timeout_s ? left : c->timeout_s;
+}
 
 vqc_status vqc_comm_set_wait_mode(vqc_comm *c, vqc_wait_mode mode) {
   if (!c) return vqc_error(VQC_EINVAL, "vqc_comm_set_wait_mode: comm is NULL");

@@ -43,6 +43,7 @@ struct vqc_comm {
   int rank;
   int size;
   double timeout_s;
+  uint64_t until_ns;   /* overall deadline (vqc_now_ns units); 0: none */
   vqc_wait_mode wait_mode; /* POLL unless set; backends read it per call */
   void *impl;          /* backend state, owned by the backend */
   vqc_comm *side;      /* side channel; NULL when this comm is one */
@@ -67,7 +68,8 @@ vqc_status vqc_comm_init_common(vqc_comm *c, const vqc_comm_ops *ops,
 /* Frees the ledger (the struct itself belongs to the backend). */
 void vqc_comm_fini_common(vqc_comm *c);
 
-/* now + c->timeout_s, in vqc_now_ns units. */
+/* now + c->timeout_s, or the overall deadline when that comes first
+ * (vqc_comm_set_overall_deadline), in vqc_now_ns units. */
 uint64_t vqc_comm_deadline_ns(const vqc_comm *c);
 
 /* Element-wise dst[i] = op(dst[i], src[i]) for i < count. */

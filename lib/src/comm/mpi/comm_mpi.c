@@ -40,6 +40,24 @@
  * its own: a run with a lost rank reaches its report in one side deadline,
  * not in the sum of all of them.
  *
+ * A peer's abort. vqc_comm_abort on a data comm is local to the process
+ * in MPI itself, yet its peers may sit in a data collective waiting for
+ * this rank until their deadline. So abort also sends every peer a notice
+ * (a one-word point-to-point message on the side communicator, tag
+ * NOTICE_TAG: point-to-point traffic never matches a collective, so it
+ * cannot disturb the side channel's exchanges). Each world keeps one receive
+ * for it posted from create to destroy; a POLL wait on the data comm tests
+ * it once past its spin phase (no cost to a collective that completes at
+ * once) and, when a notice has come, marks the data comm aborted and
+ * returns VQC_EABORTED naming the rank that gave up. So when one rank's
+ * training stops (its own error, or a collective that timed out), the
+ * others stop waiting for it at once and meet it on the side channel,
+ * which the notice does not touch. A rank that learns of an abort from a
+ * notice sends none itself (N ranks send N - 1 notices each at most once,
+ * and only the first aborters do). Sent from the thread that aborts when
+ * MPI gives MPI_THREAD_MULTIPLE, else from the rank's thread at its next
+ * call on either comm.
+ *
  * Every MPI call goes through MPI_CALL, which turns a failure into
  * VQC_ECOMM with file:line, the rank, the function name and the MPI error
  * string. The duplicated communicators use MPI_ERRORS_RETURN so that failures
@@ -79,8 +97,15 @@ static vqc_status mpi_check(int rc, const char *file, int line, int rank,
 
 /* ---- state */
 
+/* The tag of a peer's abort notice on the side communicator (see the top;
+ * collectives use no tags, so any value that MPI_TAG_UB allows will do). */
+#define NOTICE_TAG 7651
+
+struct mpi_world;
+
 /* One communicator (data or side). */
 typedef struct mpi_comm_impl {
+  struct mpi_world *world; /* the world this comm belongs to */
   MPI_Comm comm;     /* our duplicate of MPI_COMM_WORLD; MPI_COMM_NULL if none */
   int aborted;       /* set by ops->abort (any thread); read with __atomic */
   MPI_Request stale; /* a collective that timed out and is still pending */
@@ -97,6 +122,14 @@ typedef struct mpi_world {
   mpi_comm_impl data_impl;
   mpi_comm_impl side_impl;
   int thread_provided; /* what MPI_Init_thread / MPI_Query_thread gave */
+  /* Peers' abort notices (see the top): the posted receive and its buffer,
+   * who sent the first one (-1: none yet), and this rank's own notice
+   * (its buffer must outlive the sends, so it lives here too). */
+  MPI_Request notice_req;
+  int64_t notice_in;
+  int notice_from;      /* rank thread only */
+  int64_t notice_out;
+  int notice_pending;   /* abort asked for the notices to be sent (__atomic) */
 } mpi_world;
 
 /* Whether vqc called MPI_Init_thread (then the last destroy finalizes), and
@@ -110,6 +143,54 @@ static bool is_aborted(const mpi_comm_impl *m) {
   return __atomic_load_n(&m->aborted, __ATOMIC_ACQUIRE) != 0;
 }
 
+/* Sends this rank's abort notice to every peer, once (rank thread, or any
+ * thread under MPI_THREAD_MULTIPLE). The sends are small, hence buffered
+ * by MPI: their requests are freed at once, and a stopped peer that never
+ * receives holds nobody up. Best effort: a failed send only means that
+ * peer waits out its own deadline, as it would without notices. */
+static void send_notices(vqc_comm *c) {
+  struct mpi_world *w = ((mpi_comm_impl *)c->impl)->world;
+  /* A plain load first: this runs before every collective. */
+  if (!__atomic_load_n(&w->notice_pending, __ATOMIC_RELAXED) ||
+      !__atomic_exchange_n(&w->notice_pending, 0, __ATOMIC_ACQ_REL))
+    return;
+  w->notice_out = c->rank;
+  for (int r = 0; r < c->size; r++) {
+    if (r == c->rank) continue;
+    MPI_Request req;
+    if (MPI_Isend(&w->notice_out, 1, MPI_INT64_T, r, NOTICE_TAG,
+                  w->side_impl.comm, &req) == MPI_SUCCESS)
+      MPI_Request_free(&req);
+  }
+}
+
+/* Whether a peer's abort notice has come (rank thread only). The first one
+ * marks the data comm aborted; the receive is not posted again: one notice
+ * is all a rank needs to stop waiting in data collectives. */
+static bool notice_seen(struct mpi_world *w) {
+  if (w->notice_from >= 0) return true;
+  if (w->notice_req == MPI_REQUEST_NULL) return false;
+  int done = 0;
+  MPI_Status st;
+  if (MPI_Test(&w->notice_req, &done, &st) != MPI_SUCCESS || !done)
+    return false;
+  w->notice_from = st.MPI_SOURCE;
+  __atomic_store_n(&w->data_impl.aborted, 1, __ATOMIC_RELEASE);
+  return true;
+}
+
+/* VQC_EABORTED for `what` on an aborted comm, naming the peer whose notice
+ * aborted it when one did. */
+static vqc_status aborted_error(const vqc_comm *c, const char *what) {
+  const struct mpi_world *w = ((const mpi_comm_impl *)c->impl)->world;
+  if (c->ledger && w->notice_from >= 0)
+    return vqc_error(VQC_EABORTED, "rank %d: %s: rank %d gave up its "
+                     "collectives (its training stopped), so this one "
+                     "cannot complete", c->rank, what, w->notice_from);
+  return vqc_error(VQC_EABORTED, "rank %d: %s: the comm was aborted",
+                   c->rank, what);
+}
+
 /* Polls *req until it completes (VQC_OK, *req becomes MPI_REQUEST_NULL), the
  * comm is aborted (VQC_EABORTED) or `deadline` passes (VQC_ETIMEOUT; *req
  * stays pending). `what` names the collective for messages. */
@@ -121,15 +202,15 @@ static vqc_status wait_request(vqc_comm *c, MPI_Request *req,
     int done = 0;
     VQC_TRY(MPI_CALL(c->rank, MPI_Test, req, &done, MPI_STATUS_IGNORE));
     if (done) return VQC_OK;
-    if (is_aborted(m))
-      return vqc_error(VQC_EABORTED, "rank %d: %s: the comm was aborted",
-                       c->rank, what);
     uint64_t now = vqc_now_ns();
+    /* Past the spin phase only: a peer's notice (see the top). */
+    if (c->ledger && now - start > VQC_POLL_SPIN_NS) (void)notice_seen(m->world);
+    if (is_aborted(m)) return aborted_error(c, what);
     if (now > deadline)
       return vqc_error(VQC_ETIMEOUT,
                        "rank %d: %s did not complete within %.3g s (did every "
                        "rank enter it?); the MPI request stays pending",
-                       c->rank, what, c->timeout_s);
+                       c->rank, what, (double)(now - start) * 1e-9);
     vqc_poll_pause(now - start);
   }
 }
@@ -147,9 +228,8 @@ static vqc_status begin_collective(vqc_comm *c, uint64_t *deadline,
                                    const char *what) {
   mpi_comm_impl *m = c->impl;
   *deadline = 0;
-  if (is_aborted(m))
-    return vqc_error(VQC_EABORTED, "rank %d: %s: the comm was aborted",
-                     c->rank, what);
+  send_notices(c); /* an abort's, when it could not send them itself */
+  if (is_aborted(m)) return aborted_error(c, what);
   if (!blocking(c) || m->stale != MPI_REQUEST_NULL)
     *deadline = vqc_comm_deadline_ns(c);
   if (m->stale == MPI_REQUEST_NULL) return VQC_OK;
@@ -337,13 +417,18 @@ static vqc_status mpi_barrier(vqc_comm *c) {
   return finish_collective(c, &req, deadline, "barrier");
 }
 
-/* Local only (MPI has no way to wake other processes' waits short of
- * MPI_Abort, which is left to main): this rank's pending POLL waits and its
- * future calls return VQC_EABORTED. A BLOCKING call already inside MPI
- * cannot be woken (only MPI_Abort ends it). */
+/* This rank's pending POLL waits and its future calls return VQC_EABORTED;
+ * on a data comm the peers get a notice (see the top), so their POLL waits
+ * on the data comm end too. A BLOCKING call already inside MPI cannot be
+ * woken (only MPI_Abort, left to main, ends it). */
 static void mpi_abort(vqc_comm *c) {
   mpi_comm_impl *m = c->impl;
-  __atomic_store_n(&m->aborted, 1, __ATOMIC_RELEASE);
+  const bool was = __atomic_exchange_n(&m->aborted, 1, __ATOMIC_ACQ_REL);
+  /* A data comm's first abort tells the peers, unless a peer's notice is
+   * what aborted it (they know). */
+  if (!c->ledger || was) return;
+  __atomic_store_n(&m->world->notice_pending, 1, __ATOMIC_RELEASE);
+  if (m->world->thread_provided == MPI_THREAD_MULTIPLE) send_notices(c);
 }
 
 static const vqc_comm_ops mpi_ops = {
@@ -359,7 +444,9 @@ static const vqc_comm_ops mpi_ops = {
 
 /* Duplicates MPI_COMM_WORLD into m (errors returned, not fatal) and allocates
  * the gatherv scratch for `size` ranks. */
-static vqc_status impl_init(mpi_comm_impl *m, int rank, int size) {
+static vqc_status impl_init(mpi_world *w, mpi_comm_impl *m, int rank,
+                            int size) {
+  m->world = w;
   m->comm = MPI_COMM_NULL;
   m->stale = MPI_REQUEST_NULL;
   m->aborted = 0;
@@ -388,6 +475,16 @@ static void impl_fini(mpi_comm_impl *m) {
   m->counts = m->displs = NULL;
 }
 
+/* Withdraws the posted notice receive (before its communicator is freed). */
+static void notice_cancel(mpi_world *w) {
+  if (w->notice_req == MPI_REQUEST_NULL) return;
+  int done = 0;
+  if (MPI_Test(&w->notice_req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS &&
+      !done && MPI_Cancel(&w->notice_req) == MPI_SUCCESS)
+    MPI_Wait(&w->notice_req, MPI_STATUS_IGNORE);
+  w->notice_req = MPI_REQUEST_NULL;
+}
+
 vqc_status vqc_mpi_comm_create(int *argc, char ***argv, vqc_comm **out) {
   if (!out) return vqc_error(VQC_EINVAL, "vqc_mpi_comm_create: out is NULL");
   *out = NULL;
@@ -404,6 +501,8 @@ vqc_status vqc_mpi_comm_create(int *argc, char ***argv, vqc_comm **out) {
   if (!w) return vqc_error(VQC_ENOMEM, "cannot allocate an mpi comm");
   w->data_impl.comm = w->side_impl.comm = MPI_COMM_NULL;
   w->data_impl.stale = w->side_impl.stale = MPI_REQUEST_NULL;
+  w->notice_req = MPI_REQUEST_NULL;
+  w->notice_from = -1;
 
   vqc_status s;
   if (!initialized) {
@@ -422,8 +521,12 @@ vqc_status vqc_mpi_comm_create(int *argc, char ***argv, vqc_comm **out) {
   int rank = -1, size = 0;
   s = MPI_CALL(-1, MPI_Comm_rank, MPI_COMM_WORLD, &rank);
   if (s == VQC_OK) s = MPI_CALL(rank, MPI_Comm_size, MPI_COMM_WORLD, &size);
-  if (s == VQC_OK) s = impl_init(&w->data_impl, rank, size);
-  if (s == VQC_OK) s = impl_init(&w->side_impl, rank, size);
+  if (s == VQC_OK) s = impl_init(w, &w->data_impl, rank, size);
+  if (s == VQC_OK) s = impl_init(w, &w->side_impl, rank, size);
+  if (s == VQC_OK)
+    s = MPI_CALL(rank, MPI_Irecv, &w->notice_in, 1, MPI_INT64_T,
+                 MPI_ANY_SOURCE, NOTICE_TAG, w->side_impl.comm,
+                 &w->notice_req);
   if (s != VQC_OK) goto fail;
 
   s = vqc_comm_init_common(&w->data, &mpi_ops, VQC_BACKEND_MPI, rank, size,
@@ -441,6 +544,7 @@ vqc_status vqc_mpi_comm_create(int *argc, char ***argv, vqc_comm **out) {
 fail:
   /* MPI itself stays initialised (it cannot be restarted once finalized);
    * vqc_owns_mpi makes a later destroy finalize it. */
+  notice_cancel(w);
   vqc_comm_fini_common(&w->data);
   impl_fini(&w->data_impl);
   impl_fini(&w->side_impl);
@@ -452,6 +556,7 @@ void vqc_mpi_comm_destroy(vqc_comm *c) {
   /* Only a handle from vqc_mpi_comm_create: an MPI data comm (not a side). */
   if (!c || c->backend != VQC_BACKEND_MPI || !c->side) return;
   mpi_world *w = (mpi_world *)c; /* data is the first member */
+  notice_cancel(w);
   vqc_comm_fini_common(&w->data);
   vqc_comm_fini_common(&w->side);
   impl_fini(&w->data_impl);
