@@ -479,9 +479,12 @@ int vqc_cmd_run(int argc, char **argv) {
      * (the runner sets them only once training is over): it trained, and
      * what failed is writing run.json, so no verdict was recorded. */
     if (r.steps_done > 0)
-      fprintf(stderr, "vqcheck run: the run finished (%" PRId64 " steps) "
-              "but could not be recorded, so it has no verdict: %s\n",
-              r.steps_done, vqc_cli_error_text());
+      fprintf(stderr, "vqcheck run: the run ended after %" PRId64 " of %d "
+              "step%s but could not be recorded, so it has no verdict: %s\n"
+              "hint: once the cause is fixed, 'vqcheck analyze %s' rebuilds "
+              "its verdict from the files the ranks wrote\n",
+              r.steps_done, sc.steps, sc.steps == 1 ? "" : "s",
+              vqc_cli_error_text(), r.run_dir);
     else
       fprintf(stderr, "vqcheck run: %s\n", vqc_cli_error_text());
     vqc_run_result_free(&r);
