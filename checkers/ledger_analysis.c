@@ -29,6 +29,7 @@
 #include "rundir.h"
 #include "trace.h" /* vqc_trace_read_line: bounded lines */
 #include "vqc/digest.h"
+#include "vqc/fsutil.h"
 #include "vqc/tensor.h"
 
 /* ---- fingerprints */
@@ -655,13 +656,12 @@ vqc_status vqc_live_open(const char *run_dir, int rank, int size,
   VQC_TRY(vqc_live_path(run_dir, rank, path, sizeof path));
   vqc_live *l = calloc(1, sizeof *l);
   if (!l) return vqc_error(VQC_ENOMEM, "no memory for a live record");
-  l->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC,
-               0644);
-  if (l->fd < 0) {
-    int err = errno;
+  /* Never through a link or into a file of other names (vqc/fsutil.h
+   * "Links"): VQC_EINVAL naming it, nothing truncated. */
+  vqc_status s = vqc_open_write(path, true, true, &l->fd);
+  if (s != VQC_OK) {
     free(l);
-    return vqc_error(VQC_EIO, "cannot create %s: %s (is the run directory "
-                     "writable?)", path, strerror(err));
+    return s;
   }
   char host[256] = "", line[1024];
   gethostname(host, sizeof host - 1);
@@ -815,9 +815,8 @@ vqc_status vqc_live_mark(const char *run_dir, int rank, const char *event,
   k += (size_t)snprintf(line + k, sizeof line - k, "\",\"why\":\"");
   append_escaped(line, &k, sizeof line - 8, why);
   k += (size_t)snprintf(line + k, sizeof line - k, "\"}\n");
-  int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (fd < 0)
-    return vqc_error(VQC_EIO, "cannot open %s: %s", path, strerror(errno));
+  int fd = -1;
+  VQC_TRY(vqc_open_write(path, false, true, &fd)); /* no link followed */
   ssize_t w = write(fd, line, k);
   int err = errno;
   close(fd);

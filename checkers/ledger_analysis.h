@@ -169,7 +169,9 @@ typedef struct vqc_live vqc_live;
 /* Creates (truncates) rank-<r>.live.jsonl and writes its start line. After
  * vqc_live_signals, the descriptor also becomes the one vqc_live_note_signal
  * writes to (the last opened one in the process), and stays open until the
- * process ends. Caller closes with vqc_live_close. */
+ * process ends. Caller closes with vqc_live_close. A link (or a file that
+ * is not regular, or has other hard links) at that name is VQC_EINVAL
+ * naming it, and left as it is (vqc/fsutil.h vqc_open_write). */
 vqc_status vqc_live_open(const char *run_dir, int rank, int size,
                          vqc_live **out);
 /* Appends one line. Best effort after open (a full disk must not stop the
@@ -193,7 +195,8 @@ void vqc_live_signals(void);
 void vqc_live_note_signal(int sig);
 
 /* Appends {"event":event,"by":by,"why":why} to rank r's live record (made if
- * missing). For a supervisor, once the rank's process is gone. */
+ * missing). For a supervisor, once the rank's process is gone. Never
+ * through a link: VQC_EINVAL naming it (vqc_open_write). */
 vqc_status vqc_live_mark(const char *run_dir, int rank, const char *event,
                          const char *by, const char *why);
 

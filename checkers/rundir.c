@@ -183,14 +183,19 @@ vqc_status vqc_run_dir_claim_outputs(const char *dir,
   char list[4096] = "";
   struct stat st;
   if (lstat(path, &st) == 0) {
-    FILE *f = S_ISREG(st.st_mode) && st.st_size < (off_t)sizeof list
-                  ? fopen(path, "r")
-                  : NULL;
-    if (!f)
+    if (S_ISLNK(st.st_mode))
+      return vqc_error(VQC_EINVAL, "refusing to write through the link %s: "
+                       "remove it (vqcheck never follows links in a run "
+                       "directory)", path);
+    /* O_NOFOLLOW: a link put there since the lstat is not read either. */
+    const int fd = S_ISREG(st.st_mode) && st.st_size < (off_t)sizeof list
+                       ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC)
+                       : -1;
+    const ssize_t got = fd >= 0 ? read(fd, list, sizeof list - 1) : -1;
+    if (fd >= 0) close(fd);
+    if (got < 0)
       return vqc_error(VQC_EIO, "cannot read %s (vqcheck's list of the files "
                        "it wrote there)", path);
-    const size_t got = fread(list, 1, sizeof list - 1, f);
-    fclose(f);
     list[got] = '\0';
   }
   size_t used = strlen(list);
@@ -241,7 +246,11 @@ static void holder_line(char *buf, size_t n) {
            cmd, when, host);
 }
 
-/* Writes the marker into dir unless it is there. */
+/* Writes the marker into dir unless it is there: whole, and made by one
+ * process only (vqc_write_file_new: a fully written temporary, link()ed;
+ * of several processes marking dir at once, one makes it and none
+ * replaces it). Something else of that name (a link) stays as it is and is
+ * refused by vqc_run_dir_check. */
 static vqc_status mark(const char *dir) {
   if (has_marker(dir)) return VQC_OK;
   char path[4200], holder[512], text[2048];
@@ -257,7 +266,8 @@ static vqc_status mark(const char *dir) {
       "rank-<r>.stacks.txt, rank-<r>.hang); everything else here is left\n"
       "alone.\n",
       VQC_VERSION_STRING, holder);
-  return vqc_write_file_atomic(path, text, (size_t)(k > 0 ? k : 0));
+  bool made = false;
+  return vqc_write_file_new(path, text, (size_t)(k > 0 ? k : 0), &made);
 }
 
 /* ---- the lock */
@@ -306,60 +316,89 @@ static vqc_status busy(const char *dir, int fd) {
                    who[0] ? who : "another vqcheck process");
 }
 
+/* Whether path still names the file (dev, ino): a lock taken on a lock
+ * file that vqc_run_dir_abandon unlinked meanwhile locks nothing. */
+static bool still_named(const char *path, const struct stat *st) {
+  struct stat now;
+  return lstat(path, &now) == 0 && now.st_dev == st->st_dev &&
+         now.st_ino == st->st_ino;
+}
+
 vqc_status vqc_run_dir_lock(const char *dir) {
   char path[4200];
   VQC_TRY(join(dir, VQC_RUN_DIR_LOCK, path, sizeof path));
-  /* O_CLOEXEC: a child (the suite's `vqcheck run`, mpiexec) must not keep
-   * the lock alive after this process ends. O_NOFOLLOW: a link of that
-   * name is not ours to write through. */
-  int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
-  if (fd < 0)
-    return vqc_error(VQC_EIO, "cannot create the lock file %s: %s", path,
-                     strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    return vqc_error(VQC_EIO, "the lock file %s is not a regular file", path);
-  }
-  pthread_mutex_lock(&held_mu);
-  held_lock *h = find_held(st.st_dev, st.st_ino);
-  if (h) {
-    /* Already ours: a second flock on another descriptor would conflict
-     * with our own. */
-    h->holds++;
+  /* A few tries: each retry means another process abandoned the
+   * directory (and unlinked its lock file) between our open and flock. */
+  for (int attempt = 0; attempt < 8; attempt++) {
+    /* O_CLOEXEC: a child (the suite's `vqcheck run`, mpiexec) must not
+     * keep the lock alive after this process ends. O_NOFOLLOW: a link of
+     * that name is not ours to write through. */
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+    if (fd < 0) {
+      const int e = errno;
+      if (e == ELOOP)
+        return vqc_error(VQC_EINVAL, "refusing to write through the link "
+                         "%s: remove it (vqcheck never follows links in a "
+                         "run directory)", path);
+      return vqc_error(VQC_EIO, "cannot create the lock file %s: %s", path,
+                       strerror(e));
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      close(fd);
+      return vqc_error(VQC_EIO, "the lock file %s is not a regular file",
+                       path);
+    }
+    pthread_mutex_lock(&held_mu);
+    held_lock *h = find_held(st.st_dev, st.st_ino);
+    if (h) {
+      /* Already ours: a second flock on another descriptor would conflict
+       * with our own. */
+      h->holds++;
+      pthread_mutex_unlock(&held_mu);
+      close(fd);
+      return VQC_OK;
+    }
+    vqc_status s = VQC_OK;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      s = errno == EWOULDBLOCK
+              ? busy(dir, fd)
+              : vqc_error(VQC_EIO, "cannot lock %s: %s", path,
+                          strerror(errno));
+    } else if (!still_named(path, &st)) {
+      pthread_mutex_unlock(&held_mu);
+      close(fd); /* an unlinked file's lock: try the one there now */
+      continue;
+    } else {
+      char line[600];
+      holder_line(line, sizeof line);
+      strncat(line, "\n", sizeof line - strlen(line) - 1);
+      const size_t l = strlen(line);
+      if (ftruncate(fd, 0) != 0 || pwrite(fd, line, l, 0) != (ssize_t)l)
+        s = vqc_error(VQC_EIO, "cannot write the lock file %s: %s", path,
+                      strerror(errno));
+    }
+    if (s == VQC_OK) {
+      int slot = -1;
+      for (int i = 0; i < nheld && slot < 0; i++)
+        if (held[i].fd < 0) slot = i;
+      if (slot < 0 && nheld < MAX_HELD) slot = nheld++;
+      if (slot < 0)
+        s = vqc_error(VQC_EINVAL, "more than %d run directories locked at "
+                      "once by this process: give back those it is done "
+                      "with (vqc_run_dir_unlock, vqc_run_result_free)",
+                      MAX_HELD);
+      else
+        held[slot] = (held_lock){fd, 1, st.st_dev, st.st_ino};
+    }
     pthread_mutex_unlock(&held_mu);
-    close(fd);
-    return VQC_OK;
+    if (s != VQC_OK) close(fd); /* releases the flock if it was taken */
+    return s;
   }
-  vqc_status s = VQC_OK;
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
-    s = errno == EWOULDBLOCK
-            ? busy(dir, fd)
-            : vqc_error(VQC_EIO, "cannot lock %s: %s", path, strerror(errno));
-  } else {
-    char line[600];
-    holder_line(line, sizeof line);
-    strncat(line, "\n", sizeof line - strlen(line) - 1);
-    const size_t l = strlen(line);
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, line, l, 0) != (ssize_t)l)
-      s = vqc_error(VQC_EIO, "cannot write the lock file %s: %s", path,
-                    strerror(errno));
-  }
-  if (s == VQC_OK) {
-    int slot = -1;
-    for (int i = 0; i < nheld && slot < 0; i++)
-      if (held[i].fd < 0) slot = i;
-    if (slot < 0 && nheld < MAX_HELD) slot = nheld++;
-    if (slot < 0)
-      s = vqc_error(VQC_EINVAL, "more than %d run directories locked at once "
-                    "by this process: give back those it is done with "
-                    "(vqc_run_dir_unlock, vqc_run_result_free)", MAX_HELD);
-    else
-      held[slot] = (held_lock){fd, 1, st.st_dev, st.st_ino};
-  }
-  pthread_mutex_unlock(&held_mu);
-  if (s != VQC_OK) close(fd); /* releases the flock if it was taken */
-  return s;
+  return vqc_error(VQC_EINVAL, "%s is being set up and removed by other "
+                   "vqcheck processes (its lock file was replaced 8 times "
+                   "while this one took it); wait for them to end or pass "
+                   "another --out", dir);
 }
 
 void vqc_run_dir_unlock(const char *dir) {
@@ -404,9 +443,34 @@ static vqc_status not_in_use(const char *dir) {
   return s;
 }
 
+/* VQC_EINVAL naming the first symbolic link in dir at a name vqcheck
+ * writes (is_run_file): it would be written through (or replaced). The
+ * run is refused before anything is removed or written (vqc/fsutil.h
+ * "Links"). A directory of such a name is left to the write, which fails
+ * with the system's reason (an I/O error, exit 3). */
+static vqc_status no_link_at_run_names(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir, strerror(errno));
+  struct dirent *e;
+  vqc_status s = VQC_OK;
+  while ((e = readdir(d)) != NULL && s == VQC_OK) {
+    if (!is_run_file(e->d_name)) continue;
+    char path[8192]; /* dir (< 4096) + "/" + a file name (< 256) */
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    struct stat st;
+    if (lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+      s = vqc_error(VQC_EINVAL, "refusing to write through the link %s: "
+                    "remove it (vqcheck never follows links in a run "
+                    "directory)", path);
+  }
+  closedir(d);
+  return s;
+}
+
 vqc_status vqc_run_dir_clear(const char *dir) {
   VQC_TRY(vqc_run_dir_check(dir));
   VQC_TRY(not_in_use(dir));
+  VQC_TRY(no_link_at_run_names(dir));
   VQC_TRY(mark(dir));
   DIR *d = opendir(dir);
   if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir, strerror(errno));
@@ -428,6 +492,92 @@ vqc_status vqc_run_dir_clear(const char *dir) {
   }
   closedir(d);
   return s;
+}
+
+vqc_status vqc_run_dir_make(const char *dir, bool *created) {
+  *created = false;
+  char parent[4096];
+  const int n = snprintf(parent, sizeof parent, "%s", dir ? dir : "");
+  if (n <= 0 || (size_t)n >= sizeof parent)
+    return vqc_error(VQC_EINVAL, "run directory name empty or too long: "
+                     "%.200s", dir ? dir : "(null)");
+  /* The parents as mkdir -p makes them; dir itself by one mkdir(2), which
+   * of several processes exactly one wins. */
+  size_t l = (size_t)n;
+  while (l > 1 && parent[l - 1] == '/') parent[--l] = '\0';
+  char *slash = strrchr(parent, '/');
+  if (slash && slash != parent) {
+    *slash = '\0';
+    VQC_TRY(vqc_mkdir_p(parent));
+  }
+  if (mkdir(dir, 0777) == 0) {
+    *created = true;
+    return VQC_OK;
+  }
+  if (errno != EEXIST)
+    return vqc_error(VQC_EIO, "cannot create %s: %s", dir, strerror(errno));
+  struct stat st;
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+    return vqc_error(VQC_EIO, "%s exists and is not a directory", dir);
+  return VQC_OK;
+}
+
+/* Whether dir holds anything but the marker, the lock file and their
+ * temporaries (is_bookkeeping): the files of a run that used it. True too
+ * when it cannot be read (then nothing is removed). */
+static bool holds_more_than_bookkeeping(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return true;
+  bool more = false;
+  struct dirent *e;
+  while (!more && (e = readdir(d)) != NULL) {
+    const char *name = e->d_name;
+    if (strcmp(name, ".") == 0 || strcmp(name, "..") == 0) continue;
+    if (strcmp(name, VQC_RUN_DIR_MARKER) == 0) continue;
+    /* The list of a foreign directory's outputs is no bookkeeping here. */
+    more = !is_bookkeeping(name) || strcmp(name, VQC_RUN_DIR_WRITTEN) == 0;
+  }
+  closedir(d);
+  return more;
+}
+
+void vqc_run_dir_abandon(const char *dir) {
+  char lock[4200], marker[4200];
+  if (!dir || join(dir, VQC_RUN_DIR_LOCK, lock, sizeof lock) != VQC_OK ||
+      join(dir, VQC_RUN_DIR_MARKER, marker, sizeof marker) != VQC_OK)
+    return;
+  /* The lock, held: this process's own hold, or one taken now. Another
+   * process holding it owns the directory now: nothing is touched. */
+  pthread_mutex_lock(&held_mu);
+  int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644);
+  struct stat st;
+  held_lock *h = NULL;
+  bool locked = false;
+  if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+    h = find_held(st.st_dev, st.st_ino);
+    locked = h != NULL || (flock(fd, LOCK_EX | LOCK_NB) == 0 &&
+                           still_named(lock, &st));
+  }
+  /* With the lock: a directory that only holds what this process put
+   * there loses the marker, then the lock file (while still locked, so a
+   * process that opened it meanwhile is refused, and one that comes after
+   * makes a lock file of its own), then itself. A directory some run wrote
+   * into (its run.json, its reports) keeps its marker: it is that run's. */
+  if (locked && !holds_more_than_bookkeeping(dir)) {
+    struct stat m;
+    if (lstat(marker, &m) == 0 && S_ISREG(m.st_mode)) unlink(marker);
+    unlink(lock);
+    if (rmdir(dir) != 0) {
+      /* Someone came in since: it marks the directory itself (clear). */
+    }
+  }
+  if (h) {
+    close(h->fd);
+    h->fd = -1;
+    h->holds = 0;
+  }
+  if (fd >= 0) close(fd);
+  pthread_mutex_unlock(&held_mu);
 }
 
 vqc_status vqc_run_dir_prepare(const char *dir) {

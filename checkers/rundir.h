@@ -21,6 +21,7 @@
 #define VQC_RUNDIR_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -40,6 +41,30 @@
  * rank-0.pt); pass a new or empty directory"), which the CLI turns into
  * exit 2. vqcheck's own bookkeeping files (the marker, the lock file and an
  * interrupted marker write) do not make a directory non-empty.
+ *
+ * Links. No file in a run directory is ever written through a symbolic
+ * link (vqc/fsutil.h "Links": every open has O_NOFOLLOW and O_CLOEXEC,
+ * vqc_open_write; every atomic write refuses a link at its name). A link
+ * at a name a run writes (the list below) makes
+ * vqc_run_dir_clear, and so every command that prepares a directory (run,
+ * suite, watch, compare, the instrumentation API), refuse it with
+ * VQC_EINVAL naming it ("refusing to write through the link DIR/NAME:
+ * remove it (vqcheck never follows links in a run directory)"), before
+ * anything is removed or written.
+ *
+ * Commands that write into a directory, and how each takes it:
+ *   run, suite, watch, compare --out (a new or vqcheck's directory), the
+ *     instrumentation API: vqc_run_dir_prepare (marker, lock, clear);
+ *   compare (into its TRACE_DIR), analyze, report: a directory another
+ *     program may have made: vqc_run_dir_claim_outputs for the names they
+ *     write, then vqc_run_dir_lock;
+ *   compare into a directory it made and then failed in: it takes it back
+ *     with vqc_run_dir_abandon, never another process's marker or lock.
+ * `compare --out` also refuses a directory whose run.json is not a
+ * comparison (another run's verdict: cmd_compare.c).
+ *
+ * The marker is made whole and once (a written temporary, link()ed to its
+ * name: of several processes, one makes it and none replaces it).
  *
  * Clearing removes, from a directory vqcheck owns, only the exact names a
  * run writes, when they are regular files (never a link or a directory):
@@ -109,12 +134,32 @@ void vqc_run_dir_unlock(const char *dir);
  * list above), so they cannot be taken for this run's: a stale ledger dump
  * would be analysed as part of this run, a stale run.json or report read
  * as its verdict. Refuses (VQC_EINVAL, nothing removed) a directory that
- * vqc_run_dir_check refuses, or whose lock another process holds; marks an
+ * vqc_run_dir_check refuses, whose lock another process holds, or that
+ * holds a symbolic link at a name a run writes; marks an
  * empty one as vqcheck's. Safe to call without holding the lock, but only
  * the lock keeps another process from starting in dir right after: take it
  * (vqc_run_dir_lock, or vqc_run_dir_prepare) for as long as dir is
  * written. VQC_EIO naming the file that cannot be read or removed. */
 vqc_status vqc_run_dir_clear(const char *dir);
+
+/* Makes dir (and its missing parents, vqc_mkdir_p) for a command that
+ * may have to take it back (vqc_run_dir_abandon). *created: whether this
+ * call made dir itself -- one mkdir(2), so of several processes making it
+ * at once exactly one is told so; the others, and any call on an existing
+ * directory, get false. VQC_EIO when it cannot be made or is not a
+ * directory; VQC_EINVAL for an empty or too long name. */
+vqc_status vqc_run_dir_make(const char *dir, bool *created);
+
+/* Takes back a directory this process made (vqc_run_dir_make said
+ * created) after its command failed, without ever taking another
+ * process's: only while holding dir's lock (this process's own hold, which
+ * ends here, or one taken now; when another process holds it, nothing is
+ * touched), and only when dir holds nothing but the marker and the lock
+ * file. Then the marker, the lock file and dir go (rmdir: never a file
+ * some other process put there since). A directory some run has written
+ * into (run.json, reports, rank files) keeps its marker and lock file, so
+ * it stays vqcheck's. Best effort: reports nothing. */
+void vqc_run_dir_abandon(const char *dir);
 
 /* Makes dir ready for a run: vqc_mkdir_p(dir), vqc_run_dir_check (before
  * anything is written into it), vqc_run_dir_lock, then vqc_run_dir_clear.

@@ -12,6 +12,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+
+#include "vqc/fsutil.h"
 
 struct vqc_trace_writer {
   FILE *f;
@@ -36,9 +39,18 @@ vqc_status vqc_trace_writer_open(const char *path, vqc_trace_writer **out) {
   vqc_trace_writer *w = calloc(1, sizeof *w);
   if (w == NULL) return vqc_error(VQC_ENOMEM, "trace: no memory for a writer");
   snprintf(w->path, sizeof w->path, "%s", path);
-  w->f = fopen(path, "w");
+  /* Never through a link, nor into a file of other names (vqc/fsutil.h
+   * "Links"): VQC_EINVAL naming it. Truncated only once that is known. */
+  int fd = -1;
+  vqc_status s = vqc_open_write(path, true, false, &fd);
+  if (s != VQC_OK) {
+    free(w);
+    return s;
+  }
+  w->f = fdopen(fd, "w");
   if (w->f == NULL) {
     int err = errno;
+    close(fd);
     free(w);
     return vqc_error(VQC_EIO, "cannot create trace '%s': %s", path,
                      strerror(err));

@@ -84,8 +84,9 @@ typedef struct vqc_trace_writer vqc_trace_writer;
  * fit in n bytes). */
 vqc_status vqc_trace_path(const char *run_dir, int rank, char *buf, size_t n);
 /* Creates (or truncates: one run, one trace) the file at path and returns a
- * writer in *out (free with vqc_trace_writer_close). VQC_EIO when the file
- * cannot be opened. */
+ * writer in *out (free with vqc_trace_writer_close). VQC_EINVAL, nothing
+ * truncated, when path is a symbolic link, not a regular file or a hard
+ * link (vqc/fsutil.h vqc_open_write); VQC_EIO when it cannot be opened. */
 vqc_status vqc_trace_writer_open(const char *path, vqc_trace_writer **out);
 /* Appends one line. The record must satisfy the format above (VQC_EINVAL
  * otherwise: e.g. an empty name, a negative dim); VQC_EIO on a write error.

@@ -52,8 +52,10 @@ static void compare_help(FILE *f) {
           "Writes a run directory: run.json (findings, the runner's schema), "
           "copies of\nthe traces, report.md, report.html and junit.xml.\n\n"
           "  --out DIR   run directory (default vqcheck-runs/compare-<time>); "
-          "the run.json,\n              reports and rank-* files already in "
-          "it are replaced\n"
+          "an earlier\n              comparison's run.json, reports and "
+          "rank-* files in it are\n              replaced; one holding "
+          "another run's run.json (its verdict) is\n              refused "
+          "(exit 2)\n"
           "  --json      print run.json on stdout instead of the summary\n"
           "  --quiet     no summary (warnings and errors still go to "
           "stderr)\n\n"
@@ -106,17 +108,49 @@ static bool same_dir(const char *a, const char *b) {
          sa.st_ino == sb.st_ino;
 }
 
-/* Takes back a run directory this command made, after a failed
- * comparison: vqcheck's own bookkeeping files in it (rundir.h's marker and
- * lock), then the directory, which rmdir removes only if nothing else is in
- * it. */
-static void remove_created(const char *out) {
+/* VQC_OK when out holds no run.json, or the run.json of a comparison (it
+ * has the "compare" section compare_json writes), which a new comparison
+ * may replace. Anything else is another run's verdict: replacing it would
+ * turn a run's findings into the comparison's, a red run into a green one
+ * (DESIGN.md "never a false green"): VQC_EINVAL saying so and what to do.
+ * Called with out locked, before anything in it is removed or written. */
+static vqc_status no_other_verdict(const char *out) {
   char path[4200];
-  snprintf(path, sizeof path, "%s/%s", out, VQC_RUN_DIR_MARKER);
-  unlink(path);
-  snprintf(path, sizeof path, "%s/%s", out, VQC_RUN_DIR_LOCK);
-  unlink(path);
-  rmdir(out);
+  int n = snprintf(path, sizeof path, "%s/run.json", out);
+  if (n < 0 || (size_t)n >= sizeof path)
+    return vqc_error(VQC_EINVAL, "run directory path too long: %.200s...",
+                     out);
+  struct stat st;
+  if (lstat(path, &st) != 0) return VQC_OK;
+  json_t *j = NULL;
+  if (vqc_run_json_load(path, &j) != VQC_OK) {
+    char why[1024];
+    snprintf(why, sizeof why, "%s", vqc_last_error());
+    return vqc_error(VQC_EINVAL, "refusing to write the comparison into %s: "
+                     "it holds a run.json that is not a comparison's (%s); "
+                     "pass another --out, or move run.json away yourself",
+                     out, why);
+  }
+  if (json_is_object(json_object_get(j, "compare"))) {
+    json_decref(j);
+    return VQC_OK;
+  }
+  const char *name = json_string_value(
+      json_object_get(json_object_get(j, "scenario"), "name"));
+  if (!name) name = json_string_value(json_object_get(j, "program"));
+  const json_t *code = json_object_get(j, "exit_code");
+  const size_t nfind = json_array_size(json_object_get(j, "findings"));
+  char what[400];
+  snprintf(what, sizeof what, "%s%.200s%s%zu finding%s, exit code %lld",
+           name ? "'" : "", name ? name : "", name ? "': " : "", nfind,
+           nfind == 1 ? "" : "s",
+           json_is_integer(code) ? (long long)json_integer_value(code) : -1);
+  json_decref(j);
+  return vqc_error(VQC_EINVAL, "refusing to write the comparison into %s: "
+                   "its run.json is the verdict of another run (%s), which "
+                   "the comparison would replace, findings and all; pass "
+                   "another --out (e.g. --out %.3000s-compare)", out, what,
+                   out);
 }
 
 static double now_s(void) {
@@ -343,26 +377,33 @@ int vqc_cmd_compare(int argc, char **argv) {
 
   char out[4096];
   vqc_run_dir_choose(o.out, "compare", out, sizeof out);
-  /* Made now (and so removed again if the comparison fails)? */
-  struct stat before;
-  const bool created = stat(out, &before) != 0;
-  s = vqc_mkdir_p(out);
+  /* Made now (and so taken back if the comparison fails)? Only the one
+   * process whose mkdir made it: of several compares racing for a new
+   * --out, the others never remove what the winner put there. */
+  bool created = false;
+  s = vqc_run_dir_make(out, &created);
   /* Writing into TRACE_DIR itself: keep its files, copy nothing, overwrite
-   * nothing vqcheck did not write. Else the directory is prepared as for
+   * nothing vqcheck did not write. Else the directory is taken as for
    * `vqcheck run` (refused when it holds a user's files; what an earlier
-   * run left there goes). Either way it is locked until this ends. */
+   * comparison left there goes). Either way it is locked until this ends,
+   * and another run's verdict in it is never replaced (no_other_verdict,
+   * checked under the lock, before anything is removed). */
   const bool in_place = s == VQC_OK && same_dir(out, o.trace_dir);
+  bool locked = false;
   if (s == VQC_OK && in_place) {
     static const char *const outputs[] = {"run.json", "report.md",
                                           "report.html", "junit.xml"};
     s = vqc_run_dir_claim_outputs(out, outputs, 4);
-    if (s == VQC_OK) s = vqc_run_dir_lock(out);
   } else if (s == VQC_OK) {
-    s = vqc_run_dir_prepare(out);
+    s = vqc_run_dir_check(out); /* before the lock file is made */
   }
+  if (s == VQC_OK) locked = (s = vqc_run_dir_lock(out)) == VQC_OK;
+  if (s == VQC_OK) s = no_other_verdict(out);
+  if (s == VQC_OK && !in_place) s = vqc_run_dir_clear(out);
   if (s != VQC_OK) {
     fprintf(stderr, "vqcheck compare: %s\n", vqc_cli_error_text());
-    if (created) remove_created(out);
+    if (created) vqc_run_dir_abandon(out); /* gives back our lock too */
+    else if (locked) vqc_run_dir_unlock(out);
     vqc_trace_set_close(set);
     return vqc_status_exit_code(s);
   }
@@ -377,8 +418,8 @@ int vqc_cmd_compare(int argc, char **argv) {
             json_string_value(json_array_get(res.warnings, i)));
   if (s != VQC_OK) {
     fprintf(stderr, "vqcheck compare: %s\n", vqc_cli_error_text());
-    vqc_run_dir_unlock(out);
-    if (created) remove_created(out);
+    if (created) vqc_run_dir_abandon(out);
+    else vqc_run_dir_unlock(out);
     vqc_findings_free(&fl);
     vqc_trace_compare_result_free(&res);
     return vqc_status_exit_code(s);

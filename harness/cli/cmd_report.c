@@ -3,6 +3,11 @@
  * (reports/report.h): after a killed job, after an upgrade of vqcheck, or
  * to print one report on stdout for a pipeline.
  *
+ * It writes only where `vqcheck analyze` would (rundir.h): a directory
+ * vqcheck made, or one whose report.md, report.html and junit.xml are
+ * absent or were written by vqcheck (a user's own report.html is refused,
+ * exit 2, and left as it is); locked while it writes.
+ *
  * The exit code follows DESIGN.md: once the reports are made it is the
  * run's own (0 clean, 1 findings, 3 the run stopped with an error nothing
  * explained), so `vqcheck report` can gate a CI step on a finished run; 2
@@ -10,9 +15,11 @@
  * report cannot be written. */
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli.h"
 #include "report.h"
+#include "rundir.h"
 #include "vqc/vqc.h"
 
 static void report_help(FILE *f) {
@@ -26,7 +33,9 @@ static void report_help(FILE *f) {
           "  report.html  the same with plots, in one self-contained file "
           "(open it in\n               any browser; it fetches nothing)\n"
           "  junit.xml    one testcase per check, for CI test reporters\n"
-          "Each is written to a temporary name and renamed into place.\n\n"
+          "Each is written to a temporary name and renamed into place, "
+          "only in a\ndirectory vqcheck made or over report files vqcheck "
+          "wrote (a report.html\nof yours there is refused, exit 2).\n\n"
           "  --format F   print only report F on stdout and write nothing: "
           "html, md,\n               junit, or json (the validated run.json)\n"
           "  --quiet      do not list the files written\n"
@@ -71,8 +80,28 @@ int vqc_cmd_report(int argc, char **argv) {
   }
   if (!dir) return usage_error("no run directory given", NULL);
 
-  vqc_status s = format ? vqc_report_render(dir, format, stdout)
-                        : vqc_reports_write(dir, VQC_REPORT_ALL);
+  /* Writing into dir follows the one ownership rule (rundir.h): a
+   * directory vqcheck made, or report files vqcheck wrote there before
+   * (never a user's report.html), and one writer at a time. A name that is
+   * not a directory is left to the reader, which says what is missing. */
+  struct stat st;
+  bool locked = false;
+  vqc_status s = VQC_OK;
+  if (!format && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+    static const char *const outputs[] = {"report.md", "report.html",
+                                          "junit.xml"};
+    s = vqc_run_dir_claim_outputs(dir, outputs, 3);
+    if (s == VQC_OK) locked = (s = vqc_run_dir_lock(dir)) == VQC_OK;
+    if (s != VQC_OK) {
+      fprintf(stderr, "vqcheck report: %s\nhint: 'vqcheck report %s "
+              "--format md' prints a report without writing any file\n",
+              vqc_cli_error_text(), dir);
+      return vqc_status_exit_code(s);
+    }
+  }
+  s = format ? vqc_report_render(dir, format, stdout)
+             : vqc_reports_write(dir, VQC_REPORT_ALL);
+  if (locked) vqc_run_dir_unlock(dir);
   if (s != VQC_OK) {
     fprintf(stderr, "vqcheck report: %s\n", vqc_cli_error_text());
     return vqc_status_exit_code(s);

@@ -163,8 +163,16 @@ static int run_child(char **args, const char *log, double limit_s) {
   if (pid < 0) return -1;
   if (pid == 0) {
     setpgid(0, 0);
-    FILE *f = freopen(log, "w", stdout);
-    if (f) dup2(fileno(stdout), STDERR_FILENO);
+    /* The log as every file in a run directory: never through a link
+     * (vqc/fsutil.h "Links"); refused, the case fails with the reason. */
+    int fd = -1;
+    if (vqc_open_write(log, true, false, &fd) != VQC_OK) {
+      fprintf(stderr, "vqcheck suite: %s\n", vqc_cli_error_text());
+      _exit(2);
+    }
+    dup2(fd, STDOUT_FILENO);
+    dup2(fd, STDERR_FILENO);
+    close(fd);
     execvp(args[0], args);
     fprintf(stderr, "vqcheck suite: cannot run %s: %s\n", args[0],
             strerror(errno));

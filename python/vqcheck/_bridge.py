@@ -102,6 +102,8 @@ import time
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
+from ._trace import open_run_file, replace_run_file
+
 _state: Optional["_Bridge"] = None
 
 
@@ -257,8 +259,8 @@ class _Bridge:
         # Stacks on SIGUSR1 before the start line: `vqcheck watch` asks
         # only ranks with a live record for their stacks.
         self.register_stack_dumps()
-        self.live_fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC |
-                               os.O_APPEND | os.O_CLOEXEC, 0o644)
+        # Never through a link (LinkRefused names it; _trace.open_run_file).
+        self.live_fd = open_run_file(path, truncate=True, append=True)
         self.live_event({"event": "start", "rank": self.rank,
                          "size": self.world_size(), "pid": os.getpid(),
                          "host": os.uname().nodename})
@@ -276,7 +278,7 @@ class _Bridge:
         except ValueError:
             return
         path = os.path.join(self.out, f"rank-{self.rank}.stacks.txt")
-        self.stacks_file = open(path, "a")
+        self.stacks_file = os.fdopen(open_run_file(path, append=True), "a")
         faulthandler.register(signal.SIGUSR1, file=self.stacks_file,
                               all_threads=True, chain=False)
 
@@ -292,9 +294,8 @@ class _Bridge:
         if self.findings_fd is None:
             self.open_live()
             path = os.path.join(self.out, f"rank-{self.rank}.findings.jsonl")
-            self.findings_fd = os.open(path, os.O_WRONLY | os.O_CREAT |
-                                       os.O_TRUNC | os.O_APPEND |
-                                       os.O_CLOEXEC, 0o644)
+            self.findings_fd = open_run_file(path, truncate=True,
+                                             append=True)
         line = json.dumps(finding, separators=(",", ":")) + "\n"
         os.write(self.findings_fd, line.encode("utf-8", "replace"))
 
@@ -579,14 +580,14 @@ class _Bridge:
     def write_hang(self, marker: Dict[str, Any]) -> None:
         import faulthandler
         stacks = os.path.join(self.out, f"rank-{self.rank}.stacks.txt")
-        with open(stacks, "a") as f:
+        with os.fdopen(open_run_file(stacks, append=True), "a") as f:
             faulthandler.dump_traceback(file=f, all_threads=True)
         # The marker last, whole (a rename), so the stacks are there first.
         path = os.path.join(self.out, f"rank-{self.rank}.hang")
         tmp = path + ".tmp"
-        with open(tmp, "w") as f:
+        with os.fdopen(open_run_file(tmp, truncate=True), "w") as f:
             json.dump(marker, f)
-        os.replace(tmp, path)
+        replace_run_file(tmp, path)
 
     # -- gradients through gathers (the OpenCLIP pattern)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from typing import IO, Iterable, Optional, Sequence, Tuple
 
 SCHEMA = "vqcheck-trace/1"
@@ -15,6 +16,64 @@ DIGEST_ALGO = "vqc-xxh3-tree-1"
 
 # (tensor name, dtype name, shape, digest)
 Entry = Tuple[str, str, Sequence[int], int]
+
+
+class LinkRefused(OSError):
+    """A file of a run directory that vqcheck will not write: a symbolic
+    link (never followed), a file that is not a regular one, or a hard link
+    (another name of a file elsewhere). The message names it and says what
+    to do, as the C library's (vqc/fsutil.h "Links")."""
+
+
+def open_run_file(path: str, truncate: bool = False,
+                  append: bool = False) -> int:
+    """Opens path for writing as every writer of a run directory does
+    (vqc/fsutil.h vqc_open_write): O_WRONLY | O_CREAT | O_NOFOLLOW |
+    O_CLOEXEC (and O_APPEND when asked), mode 0644; raises LinkRefused for a
+    link, a file that is not regular or one with other hard links, before
+    anything is truncated; truncates after that check when asked. Returns
+    the descriptor (the caller closes it)."""
+    flags = (os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC |
+             os.O_NONBLOCK | (os.O_APPEND if append else 0))
+    link = (f"refusing to write through the link {path}: remove it (vqcheck "
+            "never follows links in a run directory)")
+    try:
+        # O_NONBLOCK: a FIFO planted there must not block the open.
+        fd = os.open(path, flags, 0o644)
+    except OSError:
+        if os.path.islink(path):
+            raise LinkRefused(link) from None
+        raise
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise LinkRefused(f"refusing to write {path}: it is not a regular "
+                              "file; move it away and run again")
+        if st.st_nlink > 1:
+            raise LinkRefused(f"refusing to write {path}: it is a hard link "
+                              f"({st.st_nlink} names), so another file would "
+                              "be written through it; remove it (vqcheck "
+                              "writes only files of its own in a run "
+                              "directory)")
+        os.set_blocking(fd, True)
+        if truncate:
+            os.ftruncate(fd, 0)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def replace_run_file(tmp: str, path: str) -> None:
+    """os.replace(tmp, path), refusing (LinkRefused) a link at path: a
+    rename would replace the link, not follow it, but the rule is the C
+    library's: a link in a run directory is an error, never used."""
+    if os.path.islink(path):
+        os.unlink(tmp)
+        raise LinkRefused(f"refusing to write through the link {path}: remove "
+                          "it (vqcheck never follows links in a run "
+                          "directory)")
+    os.replace(tmp, path)
 
 
 def trace_path(out_dir: str, rank: int) -> str:
@@ -57,13 +116,18 @@ class TraceWriter:
         self.rank = rank
         self.program = _clean_program(program)
         os.makedirs(out_dir, exist_ok=True)
-        if os.path.lexists(self.path) and (os.path.islink(self.path) or
-                                           not is_vqcheck_trace(self.path)):
+        if os.path.islink(self.path):
+            raise LinkRefused(f"refusing to write through the link "
+                              f"{self.path}: remove it (vqcheck never follows "
+                              "links in a run directory)")
+        if os.path.lexists(self.path) and not is_vqcheck_trace(self.path):
             raise FileExistsError(
                 f"{self.path} exists and is not a vqcheck trace; vqcheck "
                 "never overwrites it: choose another out= directory or move "
                 "the file")
-        self._file: Optional[IO[str]] = open(self.path, "w", encoding="utf-8")
+        # O_NOFOLLOW: a link put there since the check is refused too.
+        fd = open_run_file(self.path, truncate=True)
+        self._file: Optional[IO[str]] = os.fdopen(fd, "w", encoding="utf-8")
 
     def write_step(self, step: int, entries: Iterable[Entry]) -> None:
         """The lines of one step, in the given order, then a flush."""

@@ -30,7 +30,8 @@ cc=${VQC_FUZZ_CC:-clang}
 case "$target" in
   trace)
     sources="$src/checkers/trace.c $src/checkers/trace_compare.c
-             $src/checkers/findings.c $src/lib/src/core/status.c"
+             $src/checkers/findings.c $src/lib/src/core/status.c
+             $src/lib/src/core/fsutil.c"
     libs="jansson" ;;
   scenario)
     sources="$src/harness/models/scenario.c $src/checkers/findings.c

@@ -160,26 +160,45 @@ Test(rundir, clear_removes_run_files) {
   cr_assert_eq(vqc_mkdir_p(in_tmp(sub, sizeof sub, "subdir")), VQC_OK);
   put_file(sub, "run.json", "inner");
   put_file(sub, "rank-0.trace.jsonl", "inner");
-  /* A directory and a link with a run file's name: not regular files. */
-  char rank_dir[512], link[512], target[512];
+  /* A directory with a run file's name: not a regular file. (A link of
+   * such a name is refused: clear_refuses_link_at_run_name.) */
+  char rank_dir[512];
   cr_assert_eq(vqc_mkdir_p(in_tmp(rank_dir, sizeof rank_dir,
                                   "rank-5.trace.jsonl")),
                VQC_OK);
-  cr_assert_eq(symlink(in_tmp(target, sizeof target, "notes.txt"),
-                       in_tmp(link, sizeof link, "rank-6.ledger.jsonl")),
-               0);
 
   cr_assert_eq(vqc_run_dir_clear(tmpdir), VQC_OK, "%s", vqc_last_error());
   assert_listing(tmpdir,
                  ".vqcheck-run,junit.xml.orig,notes.txt,old-run.json,"
                  "rank-0.pt,rank-0.trace,rank-01.trace.jsonl,"
                  "rank-1.trace.jsonl.bak,rank-2.status.json.tmp.,"
-                 "rank-5.trace.jsonl,rank-6.ledger.jsonl,"
+                 "rank-5.trace.jsonl,"
                  "rank-x.ledger.jsonl,report.mdx,run.json.bak,"
                  "run.json.tmp.12a,subdir,vqcheck.log");
   assert_listing(sub, "rank-0.trace.jsonl,run.json");
   assert_file_text(tmpdir, "notes.txt", "mine");
   assert_file_text(tmpdir, "rank-0.pt", "mine");
+}
+
+/* A link at a name a run writes would be written through (rundir.h
+ * "Links"): refused, naming it, before anything is removed. */
+Test(rundir, clear_refuses_link_at_run_name) {
+  mark_dir(tmpdir);
+  put_file(tmpdir, "run.json", "stale");
+  put_file(tmpdir, "notes.txt", "mine");
+  char link[512], target[512];
+  cr_assert_eq(symlink(in_tmp(target, sizeof target, "notes.txt"),
+                       in_tmp(link, sizeof link, "rank-6.ledger.jsonl")),
+               0);
+  vqc_clear_error();
+  cr_assert_eq(vqc_run_dir_clear(tmpdir), VQC_EINVAL);
+  const char *m = vqc_last_error();
+  cr_assert_not_null(strstr(m, "refusing to write through the link"),
+                     "message: %s", m);
+  cr_assert_not_null(strstr(m, "rank-6.ledger.jsonl"), "message: %s", m);
+  assert_listing(tmpdir, ".vqcheck-run,notes.txt,rank-6.ledger.jsonl,"
+                         "run.json");
+  assert_file_text(tmpdir, "notes.txt", "mine");
 }
 
 /* The bug this contract fixes: `--out DIR` on a directory of the user's
