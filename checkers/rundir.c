@@ -674,13 +674,48 @@ vqc_status vqc_json_write_atomic(const char *path, const json_t *j,
   return vqc_write_atomic(path, write_json, &d);
 }
 
+/* steps (a run.json "steps" array longer than VQC_RUN_JSON_MAX_STEPS)
+ * thinned as rundir.h says: a new array of references to its entries. */
+static json_t *thinned_steps(const json_t *steps) {
+  const size_t n = json_array_size(steps);
+  const size_t every = (n + VQC_RUN_JSON_MAX_STEPS / 2 - 1) /
+                       (VQC_RUN_JSON_MAX_STEPS / 2); /* half the budget */
+  json_t *out = json_array();
+  const json_t *before = NULL;
+  size_t nchanged = 0; /* kept for a change: the other half of the budget */
+  for (size_t i = 0; i < n; i++) {
+    const json_t *e = json_array_get(steps, i);
+    const json_t *f = json_object_get(e, "findings");
+    const bool changed = before && nchanged < VQC_RUN_JSON_MAX_STEPS / 2 &&
+                         !json_equal(f, json_object_get(before, "findings"));
+    if (i == 0 || i + 1 == n || i % every == 0 || changed) {
+      json_array_append(out, (json_t *)e);
+      if (changed && i % every != 0) nchanged++;
+    }
+    before = e;
+  }
+  return out;
+}
+
 vqc_status vqc_run_json_write(const char *run_dir, const json_t *j) {
   char path[4200];
   int n = snprintf(path, sizeof path, "%s/run.json", run_dir);
   if (n < 0 || (size_t)n >= sizeof path)
     return vqc_error(VQC_EINVAL, "run directory path too long: %.200s...",
                      run_dir);
-  return vqc_json_write_atomic(path, j, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+  const json_t *steps = json_object_get(j, "steps");
+  if (json_array_size(steps) <= VQC_RUN_JSON_MAX_STEPS)
+    return vqc_json_write_atomic(path, j, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+  /* A shallow copy with the thinned steps: the caller's document stays. */
+  json_t *thin = json_copy((json_t *)j);
+  json_t *kept = thinned_steps(steps);
+  const size_t omitted = json_array_size(steps) - json_array_size(kept);
+  json_object_set_new(thin, "steps", kept);
+  json_object_set_new(thin, "steps_omitted", json_integer((json_int_t)omitted));
+  vqc_status s =
+      vqc_json_write_atomic(path, thin, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+  json_decref(thin);
+  return s;
 }
 
 /* ---- reading run.json, bounded (rundir.h) */

@@ -201,8 +201,19 @@ void vqc_run_json_time(char *buf, size_t n);
 vqc_status vqc_json_write_atomic(const char *path, const json_t *j,
                                  size_t flags);
 
+/* The most "steps" entries a run.json holds. A longer run (a scenario of up
+ * to 1,000,000 steps, a foreign program's any number) keeps the first and
+ * the last step, the steps whose "findings" differs from the step before
+ * (where something was found; half the budget), and evenly spaced steps
+ * between (the other half), and says how many it left out as
+ * "steps_omitted". */
+#define VQC_RUN_JSON_MAX_STEPS 100000
+
 /* Writes j as run_dir/run.json, atomically, indented and ASCII (what every
- * run.json writer uses, so the files diff cleanly). */
+ * run.json writer uses, so the files diff cleanly). Its "steps" are thinned
+ * to VQC_RUN_JSON_MAX_STEPS in what is written (j itself is not changed),
+ * so every run.json vqcheck writes is one it reads
+ * (VQC_RUN_JSON_MAX_BYTES). */
 vqc_status vqc_run_json_write(const char *run_dir, const json_t *j);
 
 /* Whether name (a directory entry) is "rank-<r><suffix>", e.g.
@@ -218,13 +229,13 @@ bool vqc_run_dir_rank_file(const char *name, const char *suffix, int *rank);
  * device, a 200 MB file, which jansson turns into about 1 GB of memory) is
  * refused with its name and why, before it is parsed.
  *
- * VQC_RUN_JSON_MAX_BYTES: above anything vqcheck writes. The largest
- * run.json a run makes is a scenario of 1,000,000 steps (scenario.c
- * MAX_STEPS) at about 145 bytes per "steps" entry: about 140 MiB, plus its
- * findings. 256 MiB leaves room for those, and bounds a parse (about 5x
- * the text in jansson's objects) near 1.3 GB. Traces (trace.h) and
- * scenario files (1 MiB) have their own caps. */
-#define VQC_RUN_JSON_MAX_BYTES ((long long)256 * 1024 * 1024)
+ * VQC_RUN_JSON_MAX_BYTES: above anything vqcheck writes. vqc_run_json_write
+ * keeps at most VQC_RUN_JSON_MAX_STEPS entries of "steps" (about 145 bytes
+ * each: under 15 MiB however long the run); the rest is findings, a few
+ * KiB each. 64 MiB leaves room for thousands of those, and bounds a parse
+ * (about 5x the text in jansson's objects) near 320 MB. Traces (trace.h)
+ * and scenario files (1 MiB) have their own caps. */
+#define VQC_RUN_JSON_MAX_BYTES ((long long)64 * 1024 * 1024)
 
 /* Reads the run.json at path into *out (a new reference; the caller
  * json_decref()s it; NULL on failure). The file must be a regular file, not

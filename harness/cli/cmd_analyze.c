@@ -156,16 +156,17 @@ static int count_rank_files(const char *dir, const char *suffix,
 static vqc_status load_run_json(const char *path, json_t **doc,
                                 vqc_findings *fl) {
   *doc = NULL;
-  json_error_t err;
-  json_t *j = json_load_file(path, JSON_REJECT_DUPLICATES, &err);
-  if (!j) {
-    if (err.line < 0)
-      return vqc_error(VQC_EIO, "cannot read %s: %s", path, err.text);
-    return vqc_error(VQC_EPARSE, "%s:%d:%d: not valid JSON: %s (a corrupt "
-                     "run.json: move it away to analyse the dumps and traces "
-                     "alone)", path, err.line, err.column, err.text);
+  json_t *j = NULL;
+  /* Bounded and checked (rundir.h): a link, a special file or one over
+   * VQC_RUN_JSON_MAX_BYTES is refused before it is parsed. */
+  vqc_status s = vqc_run_json_load(path, &j);
+  if (s != VQC_OK) {
+    if (s == VQC_EIO) return s;
+    char why[1024]; /* vqc_error overwrites the message it would quote */
+    snprintf(why, sizeof why, "%s", vqc_last_error());
+    return vqc_error(s, "%s (not a run.json vqcheck can use: move it away "
+                     "to analyse the dumps and traces alone)", why);
   }
-  vqc_status s = VQC_OK;
   const json_t *v = json_object_get(j, "schema_version");
   const json_t *fs = json_object_get(j, "findings");
   if (!json_is_object(j))

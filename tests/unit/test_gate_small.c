@@ -289,7 +289,7 @@ Test(gate_small, suite_same_name_own_dirs) {
 Test(gate_small, run_json_over_cap) {
   char dir[512], path[1024];
   clean_run("big", dir, sizeof dir);
-  /* 300 MiB, sparse (no disk used): over the 256 MiB cap. */
+  /* 300 MiB, sparse (no disk used): over the 64 MiB cap. */
   const long long size = 300LL * 1024 * 1024;
   cr_assert_eq(truncate(path_in(path, sizeof path, dir, "run.json"), size), 0,
                "truncate: %s", strerror(errno));
@@ -297,7 +297,7 @@ Test(gate_small, run_json_over_cap) {
   cr_expect_eq(r.code, 2, "exit %d; stderr: %s", r.code, r.err);
   cr_expect_not_null(strstr(r.err, path), "stderr: %s", r.err);
   cr_expect_not_null(strstr(r.err, "314572800 bytes"), "stderr: %s", r.err);
-  cr_expect_not_null(strstr(r.err, "256 MiB"), "stderr: %s", r.err);
+  cr_expect_not_null(strstr(r.err, "64 MiB"), "stderr: %s", r.err);
   vqc_spawn_result_free(&r);
 
   /* A link to a valid run.json: vqcheck reads only the file it wrote. */

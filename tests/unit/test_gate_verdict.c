@@ -26,7 +26,9 @@
  *                      run.json said steps_done 3 (the checked steps) with
  *                      a finding at step 4;
  *   refusal_leaves_no_lock            analyze refusing a directory of the
- *                      user's left its .vqcheck.lock there.
+ *                      user's left its .vqcheck.lock there;
+ *   oversized_run_json_is_refused     a 200 MB run.json was parsed (964 MB
+ *                      of memory); it is refused by its size, exit 2.
  *
  * $VQC_TEST_CLI names another vqcheck to test: a build from before these
  * fixes fails every case. */
@@ -378,4 +380,28 @@ Test(gate_verdict, refusal_leaves_no_lock) {
   cr_assert_not_null(kept);
   cr_expect_str_eq(kept, "the user's own report");
   free(kept);
+}
+
+/* ---- a run.json no run writes */
+
+Test(gate_verdict, oversized_run_json_is_refused) {
+  char out[512], sc[512], path[1024];
+  path_in(out, sizeof out, tmpdir, "run");
+  vqc_spawn_result r = run_cli(
+      "run", scenario(sc, sizeof sc, "skip_weight_sync-clean"), "--out", out,
+      "--quiet", NULL);
+  cr_assert_eq(r.code, 0, "exit %d; stderr: %s", r.code, r.err);
+  vqc_spawn_result_free(&r);
+  /* 200 MB, sparse (no disk used): "{" and spaces as far as jansson reads. */
+  FILE *f = fopen(path_in(path, sizeof path, out, "run.json"), "w");
+  cr_assert_not_null(f);
+  fputs("{\"schema_version\": 1, \"findings\": [], \"pad\": \"", f);
+  cr_assert_eq(fseek(f, 200L * 1000 * 1000, SEEK_SET), 0);
+  fputs("\"}\n", f);
+  cr_assert_eq(fclose(f), 0);
+  r = run_cli("analyze", out, NULL);
+  cr_expect_eq(r.code, 2, "exit %d; stderr: %s", r.code, r.err);
+  cr_expect_not_null(strstr(r.err, "run.json"), "stderr: %s", r.err);
+  cr_expect_not_null(strstr(r.err, "MiB"), "stderr: %s", r.err);
+  vqc_spawn_result_free(&r);
 }

@@ -718,3 +718,52 @@ Test(rundir, run_json_no_dir) {
                      vqc_last_error());
   assert_listing(tmpdir, "");
 }
+
+/* A run.json of any length is one vqcheck reads back: "steps" beyond
+ * VQC_RUN_JSON_MAX_STEPS are thinned as written, keeping the first, the
+ * last and every step where the findings count changed, and saying how
+ * many were left out. (A 1,000,000-step run wrote ~140 MiB before.) */
+Test(rundir, long_runs_keep_a_bounded_steps_list) {
+  const json_int_t n = 3 * VQC_RUN_JSON_MAX_STEPS + 7;
+  json_t *j = json_object();
+  json_t *steps = json_array();
+  for (json_int_t i = 0; i < n; i++) /* findings: 1 from step 123457 on */
+    json_array_append_new(steps, json_pack("{s:I,s:f,s:n,s:i}", "step", i,
+                                           "seconds", 0.001, "loss",
+                                           "findings", i >= 123457 ? 1 : 0));
+  json_object_set_new(j, "schema_version", json_integer(1));
+  json_object_set_new(j, "findings", json_array());
+  json_object_set_new(j, "steps", steps);
+  char dir[512];
+  in_tmp(dir, sizeof dir, "long");
+  cr_assert_eq(vqc_mkdir_p(dir), VQC_OK);
+  cr_assert_eq(vqc_run_json_write(dir, j), VQC_OK, "%s", vqc_last_error());
+  cr_expect_eq(json_array_size(json_object_get(j, "steps")), (size_t)n,
+               "the caller's document was changed");
+  char path[600];
+  snprintf(path, sizeof path, "%s/run.json", dir);
+  json_t *back = NULL;
+  cr_assert_eq(vqc_run_json_load(path, &back), VQC_OK, "%s",
+               vqc_last_error());
+  const json_t *kept = json_object_get(back, "steps");
+  const size_t k = json_array_size(kept);
+  cr_expect_leq(k, (size_t)VQC_RUN_JSON_MAX_STEPS + 2, "%zu steps kept", k);
+  cr_expect_gt(k, (size_t)VQC_RUN_JSON_MAX_STEPS / 4);
+  cr_expect_eq(json_integer_value(json_object_get(back, "steps_omitted")),
+               n - (json_int_t)k);
+  bool change = false;
+  json_int_t prev = -1;
+  for (size_t i = 0; i < k; i++) {
+    json_int_t s = json_integer_value(
+        json_object_get(json_array_get(kept, i), "step"));
+    cr_assert_gt(s, prev, "steps out of order");
+    prev = s;
+    change = change || s == 123457;
+  }
+  cr_expect_eq(json_integer_value(
+                   json_object_get(json_array_get(kept, 0), "step")), 0);
+  cr_expect_eq(prev, n - 1, "the last step is kept");
+  cr_expect(change, "the step where the findings changed is kept");
+  json_decref(back);
+  json_decref(j);
+}
