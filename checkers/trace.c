@@ -132,6 +132,26 @@ vqc_status vqc_trace_write(vqc_trace_writer *w, const vqc_trace_record *r) {
   bad |= json_object_set(o, "digest_algo", algo);
   bad |= json_object_set_new(o, "digest", json_string(digest));
   if (program) bad |= json_object_set(o, "program", program);
+  if (r->group[0]) {
+    int *ranks = malloc(VQC_TRACE_GROUP_MAX_RANKS * sizeof *ranks);
+    const int k = ranks ? vqc_trace_group_ranks(r->group, ranks,
+                                                VQC_TRACE_GROUP_MAX_RANKS)
+                        : -1;
+    json_t *g = json_array();
+    for (int i = 0; i < k && i < VQC_TRACE_GROUP_MAX_RANKS && g; i++)
+      bad |= json_array_append_new(g, json_integer(ranks[i]));
+    free(ranks);
+    if (k < 1 || !g) {
+      json_decref(g);
+      bad = 1;
+    } else {
+      bad |= json_object_set_new(o, "group", g);
+    }
+  }
+  if (r->shard[0]) {
+    json_t *sh = json_string(r->shard);
+    bad |= sh ? json_object_set_new(o, "shard", sh) : -1;
+  }
   if (bad) goto nomem;
   char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(tensor);
@@ -237,6 +257,73 @@ static vqc_status get_program(const json_t *o, char *dst, size_t max,
   return VQC_OK;
 }
 
+/* The optional "shard" member into dst (max bytes): "" when absent. */
+static vqc_status get_shard(const json_t *o, char *dst, size_t max,
+                            const char *path, long lineno) {
+  dst[0] = '\0';
+  const json_t *v = json_object_get(o, "shard");
+  if (v == NULL) return VQC_OK;
+  const char *s = json_string_value(v);
+  if (!s || json_string_length(v) >= max || strlen(s) != json_string_length(v))
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'shard' must be a string of "
+                     "less than %zu bytes without NUL (which part of the "
+                     "tensor this rank holds), or be left out", path, lineno,
+                     max);
+  memcpy(dst, s, strlen(s) + 1);
+  return VQC_OK;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  const int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* The optional "group" member into r->group (canonical text) and
+ * r->group_size: an array of distinct ranks that holds r->rank. */
+static vqc_status get_group(const json_t *o, vqc_trace_record *r,
+                            const char *path, long lineno) {
+  r->group[0] = '\0';
+  r->group_size = 0;
+  const json_t *v = json_object_get(o, "group");
+  if (v == NULL) return VQC_OK;
+  const size_t n = json_array_size(v);
+  if (!json_is_array(v) || n == 0 || n > VQC_TRACE_GROUP_MAX_RANKS)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'group' must be an array of "
+                     "1 to %d ranks (the ranks that must hold equal bits of "
+                     "this tensor), or be left out", path, lineno,
+                     VQC_TRACE_GROUP_MAX_RANKS);
+  int *ranks = malloc(n * sizeof *ranks);
+  if (!ranks) return vqc_error(VQC_ENOMEM, "trace: no memory for a group");
+  bool self = false;
+  vqc_status s = VQC_OK;
+  for (size_t i = 0; i < n && s == VQC_OK; i++) {
+    const json_t *x = json_array_get(v, i);
+    if (!json_is_integer(x) || json_integer_value(x) < 0 ||
+        json_integer_value(x) > INT_MAX) {
+      s = vqc_error(VQC_EPARSE, "%s:%ld: field 'group': entry %zu must be a "
+                    "rank (an integer >= 0)", path, lineno, i);
+      break;
+    }
+    ranks[i] = (int)json_integer_value(x);
+    self = self || ranks[i] == r->rank;
+  }
+  if (s == VQC_OK && !self)
+    s = vqc_error(VQC_EPARSE, "%s:%ld: field 'group' does not hold the "
+                  "line's own rank %d (a rank's replica group holds the "
+                  "rank)", path, lineno, r->rank);
+  if (s == VQC_OK &&
+      vqc_trace_group_text(ranks, (int)n, r->group, sizeof r->group) !=
+          VQC_OK) {
+    char why[512]; /* vqc_error overwrites the message it would quote */
+    snprintf(why, sizeof why, "%s", vqc_last_error());
+    s = vqc_error(VQC_EPARSE, "%s:%ld: field 'group': %s", path, lineno, why);
+  }
+  if (s == VQC_OK) r->group_size = (int)n;
+  else r->group[0] = '\0';
+  free(ranks);
+  return s;
+}
+
 static int hex_value(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
@@ -297,7 +384,9 @@ static vqc_status parse_object(const json_t *o, const char *path, long lineno,
                      "%s:%ld: field 'digest' is '%s', expected 16 lowercase "
                      "hex digits", path, lineno, digest);
   r->digest = x;
-  return get_program(o, r->program, sizeof r->program, path, lineno);
+  VQC_TRY(get_program(o, r->program, sizeof r->program, path, lineno));
+  VQC_TRY(get_group(o, r, path, lineno));
+  return get_shard(o, r->shard, sizeof r->shard, path, lineno);
 }
 
 vqc_status vqc_trace_parse_line(const char *line, const char *path,
@@ -419,4 +508,75 @@ void vqc_trace_free(vqc_trace *t) {
   if (t == NULL) return;
   free(t->items);
   memset(t, 0, sizeof *t);
+}
+
+/* ---- replica groups */
+
+vqc_status vqc_trace_group_text(const int *ranks, int n, char *buf,
+                                size_t cap) {
+  if (cap == 0) return vqc_error(VQC_EINVAL, "group text: no room");
+  buf[0] = '\0';
+  if (n < 1) return vqc_error(VQC_EINVAL, "a group needs at least one rank");
+  int *r = malloc((size_t)n * sizeof *r);
+  if (!r) return vqc_error(VQC_ENOMEM, "group text: no memory");
+  memcpy(r, ranks, (size_t)n * sizeof *r);
+  qsort(r, (size_t)n, sizeof *r, cmp_int);
+  vqc_status s = VQC_OK;
+  size_t k = 0;
+  for (int i = 0; i < n && s == VQC_OK;) {
+    if (r[i] < 0 || (i > 0 && r[i] == r[i - 1])) {
+      s = vqc_error(VQC_EINVAL, "rank %d %s", r[i],
+                    r[i] < 0 ? "is negative" : "is named twice");
+      break;
+    }
+    /* The longest run from i with one stride (3 ranks or more). */
+    int j = i;
+    if (i + 2 < n && r[i + 1] - r[i] > 0 &&
+        r[i + 2] - r[i + 1] == r[i + 1] - r[i]) {
+      const int stride = r[i + 1] - r[i];
+      j = i + 2;
+      while (j + 1 < n && r[j + 1] - r[j] == stride) j++;
+    }
+    int w = j > i ? snprintf(buf + k, cap - k, "%s%d-%d:%d", k ? "," : "",
+                             r[i], r[j], r[i + 1] - r[i])
+                  : snprintf(buf + k, cap - k, "%s%d", k ? "," : "", r[i]);
+    if (w < 0 || (size_t)w >= cap - k) {
+      s = vqc_error(VQC_EINVAL, "a group of %d ranks too irregular to hold "
+                    "(its runs of one stride take more than %zu bytes)", n,
+                    cap - 1);
+      break;
+    }
+    k += (size_t)w;
+    i = j + 1;
+  }
+  free(r);
+  if (s != VQC_OK) buf[0] = '\0';
+  return s;
+}
+
+int vqc_trace_group_ranks(const char *text, int *out, int max) {
+  int count = 0;
+  const char *p = text;
+  if (!p || !*p) return -1;
+  for (;;) {
+    char *end;
+    long a = strtol(p, &end, 10);
+    if (end == p || a < 0 || a > INT_MAX) return -1;
+    long b = a, stride = 1;
+    if (*end == '-') {
+      p = end + 1;
+      b = strtol(p, &end, 10);
+      if (end == p || *end != ':' || b <= a) return -1;
+      p = end + 1;
+      stride = strtol(p, &end, 10);
+      if (end == p || stride < 1 || (b - a) % stride != 0) return -1;
+    }
+    for (long x = a; x <= b; x += stride) {
+      if (count < max) out[count] = (int)x;
+      count++;
+    }
+    if (*end == '\0') return count;
+    if (*end != ',') return -1;
+    p = end + 1;
+  }
 }

@@ -31,6 +31,20 @@
  *   program      optional string (< 256 bytes, no NUL): the program that
  *                wrote the trace, e.g. "train.py"; reports name the traces
  *                by it. Absent or "" means none. vqcheck runs leave it out.
+ *   group        optional array of distinct integers >= 0 holding `rank`:
+ *                the replica group, the ranks that must hold equal bits of
+ *                this tensor (a DDP process group, the data-parallel
+ *                replicas of a tensor-parallel shard or a pipeline stage,
+ *                HSDP's replica group). Absent: the whole world is one
+ *                group. Every rank of a group writes the same group (in
+ *                any order); a group of one rank has no replica, so its
+ *                tensor is not comparable (never a divergence).
+ *   shard        optional string (< 128 bytes, no NUL): which part of the
+ *                tensor this rank holds, e.g. "Shard(0)@1" (DTensor
+ *                placements and the mesh coordinate on Shard/Partial
+ *                dimensions) or "flat:2/4"; absent or "" for the whole
+ *                tensor. Lines are compared only among ranks that name the
+ *                same tensor, group and shard.
  *
  * Readers ignore keys they do not know (writers may add e.g. "time") and skip
  * empty lines; anything else that breaks the rules above is an error naming
@@ -57,6 +71,15 @@
 #define VQC_TRACE_NAME_MAX 256
 #define VQC_TRACE_DTYPE_MAX 32
 #define VQC_TRACE_ALGO_MAX 64
+/* A group as canonical text (vqc_trace_group_text): ranks in increasing
+ * order, a run of 3 or more with one stride as "a-b:s" ("0-1016:8"),
+ * others as single numbers, separated by ','. Mesh slices are such runs,
+ * so this holds groups of any size; a group too irregular for it is a
+ * VQC_EPARSE naming the line. */
+#define VQC_TRACE_GROUP_MAX 512
+#define VQC_TRACE_SHARD_MAX 128
+/* The most ranks a group may name (trace_compare.h's rank limit). */
+#define VQC_TRACE_GROUP_MAX_RANKS 4096
 /* The longest trace line, in bytes, the newline not counted. A line holds
  * one tensor's digest: a few hundred bytes, under 2 KiB even with a 255-byte
  * name written as \uXXXX escapes and unknown keys a writer adds. 1 MiB
@@ -74,7 +97,23 @@ typedef struct vqc_trace_record {
   char digest_algo[VQC_TRACE_ALGO_MAX];
   uint64_t digest;
   char program[VQC_TRACE_NAME_MAX]; /* optional "program"; "" when absent */
+  char group[VQC_TRACE_GROUP_MAX]; /* optional "group", canonical text;
+                                      "" when absent (the whole world) */
+  int group_size;                  /* ranks in group; 0 when absent */
+  char shard[VQC_TRACE_SHARD_MAX]; /* optional "shard"; "" when absent */
 } vqc_trace_record;
+
+/* ---- replica groups (the "group" key) */
+
+/* The canonical text of the n ranks (any order, distinct, >= 0) into buf
+ * (cap bytes). VQC_EINVAL when a rank repeats or is negative, or the text
+ * does not fit (a group too irregular: see VQC_TRACE_GROUP_MAX). */
+vqc_status vqc_trace_group_text(const int *ranks, int n, char *buf,
+                                size_t cap);
+/* The ranks of a canonical text, increasing, into out (at most max);
+ * returns how many there are (more than max: only max written), -1 when
+ * text is not canonical group text. */
+int vqc_trace_group_ranks(const char *text, int *out, int max);
 
 /* ---- writer */
 
@@ -90,7 +129,7 @@ vqc_status vqc_trace_path(const char *run_dir, int rank, char *buf, size_t n);
 vqc_status vqc_trace_writer_open(const char *path, vqc_trace_writer **out);
 /* Appends one line. The record must satisfy the format above (VQC_EINVAL
  * otherwise: e.g. an empty name, a negative dim); VQC_EIO on a write error.
- * "program" is written only when r->program is not "". */
+ * "program", "group" and "shard" are written only when r's are not "". */
 vqc_status vqc_trace_write(vqc_trace_writer *w, const vqc_trace_record *r);
 /* Pushes buffered lines to the file (VQC_EIO on error). */
 vqc_status vqc_trace_flush(vqc_trace_writer *w);

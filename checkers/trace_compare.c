@@ -26,6 +26,8 @@
 typedef struct line_rec {
   vqc_trace_record r;
   long line;
+  bool handled;  /* its (tensor, group, shard) was looked at this step */
+  bool compared; /* compared (or known to have no replica) */
 } line_rec;
 
 /* One rank's file while it is streamed. */
@@ -378,7 +380,9 @@ static vqc_status read_group(rank_file *rf, int rank, int64_t step,
       rf->byname = b;
       rf->gcap = cap;
     }
-    rf->group[rf->n++] = rf->next;
+    rf->group[rf->n] = rf->next;
+    rf->group[rf->n].handled = rf->group[rf->n].compared = false;
+    rf->n++;
     if (rf->copy) VQC_TRY(vqc_trace_write(rf->copy, &rf->next.r));
     VQC_TRY(read_next(rf, rank, warnings));
   }
@@ -580,18 +584,36 @@ static vqc_status add_finding(const vqc_trace_set *s, int64_t step,
              PRIx64 " on rank %d", ro->digest, outliers[0], rr->digest,
              ref_rank);
   }
+  /* Within a replica group (trace.h "group"), the finding says so: the
+   * other ranks hold other shards and were rightly not compared. */
+  char scope[VQC_TRACE_SHARD_MAX + 1100] = "";
+  int *grp = NULL, ngrp = 0;
+  if (rr->group[0]) {
+    grp = malloc(VQC_TRACE_GROUP_MAX_RANKS * sizeof *grp);
+    ngrp = grp ? vqc_trace_group_ranks(rr->group, grp,
+                                       VQC_TRACE_GROUP_MAX_RANKS)
+               : 0;
+    char ranges[1024];
+    vqc_rank_ranges_text(grp, ngrp > 0 ? ngrp : 0, ranges, sizeof ranges);
+    snprintf(scope, sizeof scope, " (shard '%s', replica group {%s})",
+             rr->shard[0] ? rr->shard : "whole", ranges);
+  } else if (rr->shard[0]) {
+    snprintf(scope, sizeof scope, " (shard '%s')", rr->shard);
+  }
   vqc_finding f;
   if (majority)
     vqc_finding_init(&f, VQC_FINDING_DIVERGENCE, step,
-                     "tensor '%s' differs on %s from rank %d at step %" PRId64
-                     " (%s; from traces, so digests only: no element-level "
-                     "detail)", rr->tensor, who, ref_rank, step, what);
+                     "tensor '%s'%s differs on %s from rank %d at step %"
+                     PRId64 " (%s; from traces, so digests only: no "
+                     "element-level detail)", rr->tensor, scope, who,
+                     ref_rank, step, what);
   else
     vqc_finding_init(&f, VQC_FINDING_DIVERGENCE, step,
-                     "tensor '%s' differs across ranks at step %" PRId64
+                     "tensor '%s'%s differs across ranks at step %" PRId64
                      " with no majority: %s, so no rank can be told to be the "
                      "wrong one (%s; from traces, so digests only: no "
-                     "element-level detail)", rr->tensor, step, who, what);
+                     "element-level detail)", rr->tensor, scope, step, who,
+                     what);
   snprintf(f.tensor, sizeof f.tensor, "%.127s", rr->tensor); /* may cut */
   if (majority) {
     for (int i = 0; i < nout; i++) vqc_finding_add_rank(&f, outliers[i]);
@@ -620,6 +642,14 @@ static vqc_status add_finding(const vqc_trace_set *s, int64_t step,
   }
   if (fits) json_object_set_new(det, "numel", json_integer(numel));
   json_object_set_new(det, "majority", json_boolean(majority));
+  if (rr->group[0]) {
+    json_t *g = json_array();
+    for (int i = 0; i < ngrp && i < VQC_TRACE_GROUP_MAX_RANKS; i++)
+      json_array_append_new(g, json_integer(grp[i]));
+    json_object_set_new(det, "group", g);
+  }
+  free(grp);
+  if (rr->shard[0]) json_object_set_new(det, "shard", json_string(rr->shard));
   /* Without a majority the lowest rank only anchors the wording ("base",
    * as the live checker calls it): it is no reference. */
   json_object_set_new(det, majority ? "reference_rank" : "base_rank",
@@ -677,8 +707,65 @@ typedef struct compare_state {
   const line_rec **cur;    /* (nranks) this tensor's line per rank */
   const line_rec **first;  /* (nranks) the first differing tensor's lines */
   size_t *matched;         /* (nranks) lines of the step that were compared */
-  name_set reported;
+  int *members;            /* (VQC_TRACE_GROUP_MAX_RANKS) a group's ranks */
+  name_set reported;       /* "tensor\x1fgroup\x1fshard" of every finding */
+  bool group_warned;       /* ranks disagreeing on a group were warned of */
 } compare_state;
+
+/* Whether b is the same tensor as a in the eyes of replica groups: the same
+ * name (find_tensor), group and shard. */
+static bool same_key(const line_rec *a, const line_rec *b) {
+  return strcmp(a->r.group, b->r.group) == 0 &&
+         strcmp(a->r.shard, b->r.shard) == 0;
+}
+
+/* The ranks that must hold equal bits of a's tensor, and their lines, into
+ * cs->cur (NULL for the other ranks); *complete: every one of them wrote
+ * it (with the same group and shard). Without a group: every rank that has
+ * a file. Marks each line found as handled. *nmembers: the group's size. */
+static void gather_group(vqc_trace_set *s, compare_state *cs,
+                         const line_rec *a, const char *apath, int64_t step,
+                         bool *complete, int *nmembers, json_t *warnings) {
+  const int n = s->nranks;
+  for (int r = 0; r < n; r++) cs->cur[r] = NULL;
+  *complete = true;
+  int m = 0;
+  if (a->r.group[0]) {
+    m = vqc_trace_group_ranks(a->r.group, cs->members,
+                              VQC_TRACE_GROUP_MAX_RANKS);
+  } else {
+    for (int r = 0; r < n; r++)
+      if (s->ranks[r].present) cs->members[m++] = r;
+  }
+  *nmembers = m;
+  for (int i = 0; i < m; i++) {
+    const int q = cs->members[i];
+    if (q >= n || !s->ranks[q].present) {
+      *complete = false;
+      continue;
+    }
+    line_rec *b = (line_rec *)find_tensor(&s->ranks[q], a->r.tensor);
+    if (b == NULL) {
+      *complete = false;
+      continue;
+    }
+    if (!same_key(a, b)) {
+      *complete = false;
+      if (!cs->group_warned && strcmp(a->r.group, b->r.group) != 0) {
+        cs->group_warned = true;
+        warn(warnings, "%s:%ld: tensor '%s' of step %" PRId64 " names group "
+             "{%s} but %s:%ld names {%s}: the ranks of a replica group must "
+             "write the same group; not compared",
+             s->ranks[q].path, b->line, b->r.tensor, step,
+             b->r.group[0] ? b->r.group : "every rank", apath, a->line,
+             a->r.group[0] ? a->r.group : "every rank");
+      }
+      continue;
+    }
+    b->handled = true;
+    cs->cur[q] = b;
+  }
+}
 
 static vqc_status grow_steps(vqc_trace_compare_result *res, int64_t *cap) {
   if (res->nsteps < *cap) return VQC_OK;
@@ -698,59 +785,64 @@ static vqc_status compare_step(vqc_trace_set *s, compare_state *cs,
   const int n = s->nranks;
   summary->step = step;
   summary->compared = summary->differing = 0;
-  /* A tensor is compared when every rank with a file wrote it; the lowest
-   * such rank's file gives the order, so it must have the tensor. */
-  int lo = -1;
-  bool every_rank = true;
-  for (int r = 0; r < n; r++) {
-    cs->matched[r] = 0;
-    if (!s->ranks[r].present) continue;
-    if (lo < 0) lo = r;
-    if (s->ranks[r].n == 0) every_rank = false;
-  }
+  for (int r = 0; r < n; r++) cs->matched[r] = 0;
   json_t *also = json_array();
   if (also == NULL) return vqc_error(VQC_ENOMEM, "trace compare: no memory");
   bool have_first = false;
   vqc_status st = VQC_OK;
-  if (lo < 0) every_rank = false; /* no files: nothing to compare */
-  const rank_file *base = &s->ranks[lo < 0 ? 0 : lo];
-  for (size_t i = 0; every_rank && i < base->n && st == VQC_OK; i++) {
-    const line_rec *a = &base->group[i];
-    bool complete = true;
-    for (int r = 0; r < n && complete; r++) {
-      cs->cur[r] = s->ranks[r].present ? find_tensor(&s->ranks[r],
-                                                     a->r.tensor)
-                                       : NULL;
-      if (s->ranks[r].present && cs->cur[r] == NULL) complete = false;
-    }
-    if (!complete) continue;
-    bool differ = false;
-    for (int r = 0; r < n; r++) {
-      const line_rec *b = cs->cur[r];
-      if (b == NULL) continue;
-      cs->matched[r]++;
-      if (strcmp(b->r.digest_algo, a->r.digest_algo) != 0) {
-        st = vqc_error(VQC_EPARSE, "%s:%ld: tensor '%s' of step %" PRId64
-                       " has digest_algo '%s' but %s:%ld has '%s': digests "
-                       "are comparable only under one algorithm",
-                       s->ranks[r].path, b->line, b->r.tensor, step,
-                       b->r.digest_algo, base->path, a->line,
-                       a->r.digest_algo);
-        break;
+  /* Every (tensor, group, shard) once, in the order of the lowest rank
+   * that wrote it: a tensor is compared among its group's ranks (the whole
+   * world without a group) when each of them wrote it. */
+  for (int r = 0; r < n && st == VQC_OK; r++) {
+    rank_file *rf = &s->ranks[r];
+    if (!rf->present) continue;
+    for (size_t i = 0; i < rf->n && st == VQC_OK; i++) {
+      line_rec *a = &rf->group[i];
+      if (a->handled) continue;
+      a->handled = true;
+      bool complete;
+      int members;
+      gather_group(s, cs, a, rf->path, step, &complete, &members,
+                   res->warnings);
+      if (!complete) continue;
+      for (int q = 0; q < n; q++)
+        if (cs->cur[q]) ((line_rec *)cs->cur[q])->compared = true;
+      if (members < 2) { /* no replica: nothing to compare it with */
+        res->no_replica++;
+        continue;
       }
-      if (!same_state(&b->r, &a->r)) differ = true;
-    }
-    if (st != VQC_OK) break;
-    summary->compared++;
-    if (!differ) continue;
-    summary->differing++;
-    if (name_set_has(&cs->reported, a->r.tensor)) continue;
-    st = name_set_add(&cs->reported, a->r.tensor);
-    if (!have_first) {
-      have_first = true;
-      memcpy(cs->first, cs->cur, (size_t)n * sizeof *cs->first);
-    } else {
-      json_array_append_new(also, json_string(a->r.tensor));
+      bool differ = false;
+      for (int q = 0; q < n; q++) {
+        const line_rec *b = cs->cur[q];
+        if (b == NULL) continue;
+        cs->matched[q]++;
+        if (strcmp(b->r.digest_algo, a->r.digest_algo) != 0) {
+          st = vqc_error(VQC_EPARSE, "%s:%ld: tensor '%s' of step %" PRId64
+                         " has digest_algo '%s' but %s:%ld has '%s': digests "
+                         "are comparable only under one algorithm",
+                         s->ranks[q].path, b->line, b->r.tensor, step,
+                         b->r.digest_algo, rf->path, a->line,
+                         a->r.digest_algo);
+          break;
+        }
+        if (!same_state(&b->r, &a->r)) differ = true;
+      }
+      if (st != VQC_OK) break;
+      summary->compared++;
+      if (!differ) continue;
+      summary->differing++;
+      char key[VQC_TRACE_NAME_MAX + VQC_TRACE_GROUP_MAX +
+               VQC_TRACE_SHARD_MAX + 4];
+      snprintf(key, sizeof key, "%s\x1f%s\x1f%s", a->r.tensor, a->r.group,
+               a->r.shard);
+      if (name_set_has(&cs->reported, key)) continue;
+      st = name_set_add(&cs->reported, key);
+      if (!have_first) {
+        have_first = true;
+        memcpy(cs->first, cs->cur, (size_t)n * sizeof *cs->first);
+      } else {
+        json_array_append_new(also, json_string(a->r.tensor));
+      }
     }
   }
   if (st == VQC_OK && have_first) {
@@ -761,26 +853,20 @@ static vqc_status compare_step(vqc_trace_set *s, compare_state *cs,
   res->digests_compared += summary->compared;
   summary->findings = res->findings;
 
-  /* Lines this step that were not compared, per rank. */
+  /* Lines this step that were not compared, per rank: the first in file
+   * order is named in the warning. */
   for (int r = 0; r < n && st == VQC_OK; r++) {
     rank_file *rf = &s->ranks[r];
-    if (!rf->present || rf->n == cs->matched[r]) continue;
-    if (rf->not_compared == 0) {
-      /* The first line in file order that found no match. */
-      for (size_t i = 0; i < rf->n; i++) {
-        bool everywhere = every_rank;
-        for (int q = 0; q < n && everywhere; q++)
-          if (s->ranks[q].present &&
-              find_tensor(&s->ranks[q], rf->group[i].r.tensor) == NULL)
-            everywhere = false;
-        if (!everywhere) {
-          rf->first_not_compared = rf->group[i];
-          break;
-        }
-      }
+    if (!rf->present) continue;
+    int64_t missed = 0;
+    for (size_t i = 0; i < rf->n; i++) {
+      if (rf->group[i].compared) continue;
+      if (rf->not_compared == 0 && missed == 0)
+        rf->first_not_compared = rf->group[i];
+      missed++;
     }
-    rf->not_compared += (int64_t)(rf->n - cs->matched[r]);
-    res->lines_not_compared += (int64_t)(rf->n - cs->matched[r]);
+    rf->not_compared += missed;
+    res->lines_not_compared += missed;
   }
   return st;
 }
@@ -988,6 +1074,12 @@ static vqc_status check_something_compared(const vqc_trace_set *s,
                      rf->first_not_compared.r.step,
                      rf->first_not_compared.r.tensor);
   }
+  if (res->no_replica > 0)
+    return vqc_error(VQC_EINVAL, "%s: nothing was compared: every tensor's "
+                     "replica group (its lines' \"group\") is one rank, so "
+                     "no two ranks must hold equal bits (a fully sharded "
+                     "job with no replica has nothing for compare to check)",
+                     s->dir);
   return vqc_error(VQC_EINVAL, "%s: nothing was compared (no (step, tensor) "
                    "is in the trace of every rank)", s->dir);
 }
@@ -1012,7 +1104,8 @@ vqc_status vqc_trace_set_compare(vqc_trace_set *s, const char *copy_dir,
     cs.cur = calloc((size_t)n, sizeof *cs.cur);
     cs.first = calloc((size_t)n, sizeof *cs.first);
     cs.matched = calloc((size_t)n, sizeof *cs.matched);
-    if (!cs.cur || !cs.first || !cs.matched) {
+    cs.members = calloc(VQC_TRACE_GROUP_MAX_RANKS, sizeof *cs.members);
+    if (!cs.cur || !cs.first || !cs.matched || !cs.members) {
       st = vqc_error(VQC_ENOMEM, "trace compare: no memory for %d ranks", n);
       goto done;
     }
@@ -1084,6 +1177,7 @@ done:
   free(cs.cur);
   free(cs.first);
   free(cs.matched);
+  free(cs.members);
   name_set_free(&cs.reported);
   return st;
 }

@@ -33,9 +33,15 @@
  * than VQC_TRACE_LINE_MAX (1 MiB, trace.h) is VQC_EPARSE naming file:line
  * and the cap, found without reading the rest of it.
  *
- * A (step, tensor) is compared only when every rank wrote it, as in a run
- * (the digest exchange needs every rank); lines that some rank lacks are
- * counted and named in a warning.
+ * Replica groups (trace.h "group", "shard"): a tensor is compared only among
+ * the ranks of its line's group (the whole world when a line names none),
+ * when each of them wrote it with the same group and shard, as in a run
+ * (the digest exchange needs every rank of the group); a finding names
+ * outliers within that group. Lines that some rank of the group lacks (or
+ * names another group for) are counted and named in a warning; a tensor
+ * whose group is its own rank alone has no replica: counted in no_replica,
+ * never a divergence. Ranks legitimately holding different shards write
+ * different groups or shard keys, so they are never compared.
  *
  * Never a false green: traces that stop early are a finding, not a warning.
  * Each rank's trace reaches its last step; an empty file reaches no step, a
@@ -118,6 +124,8 @@ typedef struct vqc_trace_compare_result {
   int64_t lines_read;        /* valid lines, every rank */
   int64_t digests_compared;  /* (step, tensor) pairs compared */
   int64_t lines_not_compared; /* lines whose (step, tensor) a rank lacks */
+  int64_t no_replica;        /* (step, tensor) whose replica group is one
+                                rank: not comparable, never a divergence */
   int findings;              /* divergence findings added */
   int rank_failures;         /* rank_failure findings added (0 or 1) */
   vqc_trace_step *steps;     /* (nsteps) steps with >= 1 line, ascending;

@@ -529,7 +529,7 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   vqc_run_json_time(when, sizeof when);
   json_object_set_new(
       doc, "analysis",
-      json_pack("{s:s,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:I,s:i,s:i,s:O}",
+      json_pack("{s:s,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:I,s:I,s:i,s:i,s:O}",
                 "analyzed", when, "had_run_json", had_run_json,
                 "ledger_dumps", nledger, "status_dumps", nstatus,
                 "live_records", nlivef, "recorded_findings", nrecorded,
@@ -537,7 +537,7 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
                 "findings_files", nbridge,
                 "digests_compared", (json_int_t)res.digests_compared,
                 "lines_not_compared", (json_int_t)res.lines_not_compared,
-                "added", added, "already_known", repeated, "warnings",
+                "no_replica", (json_int_t)res.no_replica, "added", added, "already_known", repeated, "warnings",
                 warnings));
   s = vqc_run_json_write(o.run_dir, doc);
   if (s == VQC_OK) s = vqc_offline_write_reports(o.run_dir);

@@ -174,7 +174,9 @@ static double now_s(void) {
  *                       step compared as many; 0 when none was compared)
  *   rank_last_step      per rank 0..ranks-1, the last step of its trace
  *                       (null: its trace holds no step)
- *   lines_read, digests_compared, lines_not_compared, warnings */
+ *   lines_read, digests_compared, lines_not_compared, warnings
+ *   no_replica          (step, tensor) whose replica group (trace.h
+ *                       "group") is one rank: not comparable */
 static json_t *compare_section(const compare_opts *o, int nranks,
                                const vqc_trace_compare_result *res) {
   int64_t ncompared = 0, first = -1, last = -1, most = 0, fewest = 0;
@@ -217,6 +219,7 @@ static json_t *compare_section(const compare_opts *o, int nranks,
                       json_integer(res->digests_compared));
   json_object_set_new(c, "lines_not_compared",
                       json_integer(res->lines_not_compared));
+  json_object_set_new(c, "no_replica", json_integer(res->no_replica));
   json_object_set(c, "warnings", res->warnings);
   return c;
 }
@@ -349,6 +352,10 @@ static void print_summary(const json_t *c, vqc_findings *fl, const char *out) {
   printf("%lld digests compared", section_int(c, "digests_compared"));
   const long long not_compared = section_int(c, "lines_not_compared");
   if (not_compared > 0) printf(", %lld lines not compared", not_compared);
+  const long long lone = section_int(c, "no_replica");
+  if (lone > 0)
+    printf(", %lld without a replica (a group of one rank: not comparable)",
+           lone);
   printf("\n");
   print_last_steps(json_object_get(c, "rank_last_step"));
   vqc_offline_print_findings(stdout, fl);
