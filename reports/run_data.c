@@ -51,8 +51,13 @@ static uint64_t str_hash(const char *s, uint64_t h) {
 
 typedef struct trace_entry {
   int64_t step;
-  uint64_t key;    /* hash of the tensor name */
+  uint64_t key;    /* hash of the tensor name (and its group and shard) */
   uint64_t value;  /* hash of dtype, shape, algorithm and digest */
+  int group_low;   /* a replica group's lowest rank (trace.h "group"), the
+                      reference its other ranks are drawn against; -1: no
+                      group (the whole world, drawn against the reference
+                      rank) */
+  int group_size;  /* its ranks; 0: no group */
 } trace_entry;
 
 typedef struct trace_entries {
@@ -135,8 +140,14 @@ static vqc_status read_trace(const char *path, int rank, trace_entries *out,
     v = fnv1a(rec.shape, (size_t)rec.ndim * sizeof rec.shape[0], v);
     v = str_hash(rec.digest_algo, v);
     v = fnv1a(&rec.digest, sizeof rec.digest, v);
-    out->items[out->n++] = (trace_entry){rec.step, str_hash(rec.tensor,
-                                                            FNV_OFFSET), v};
+    uint64_t key = str_hash(rec.tensor, FNV_OFFSET);
+    int low = -1;
+    if (rec.group[0]) { /* another group or shard is another tensor */
+      key = str_hash(rec.shard, str_hash(rec.group, key));
+      low = atoi(rec.group); /* canonical text starts at the lowest rank */
+    }
+    out->items[out->n++] =
+        (trace_entry){rec.step, key, v, low, rec.group[0] ? rec.group_size : 0};
   }
   free(line);
   fclose(f);
@@ -157,12 +168,16 @@ static size_t step_range(const trace_entries *e, size_t *pos, int64_t step,
 }
 
 /* Tensors that differ between two sorted runs of one step's entries: a name
- * on one side only, or the same name with another value. */
+ * on one side only, or the same name with another value. Entries of a
+ * replica group are left out (group_differing draws them). */
 static int count_differing(const trace_entry *a, size_t na,
                            const trace_entry *b, size_t nb) {
   size_t i = 0, j = 0;
   int diff = 0;
-  while (i < na || j < nb) {
+  for (;;) {
+    while (i < na && a[i].group_size > 0) i++;
+    while (j < nb && b[j].group_size > 0) j++;
+    if (i == na && j == nb) break;
     if (j == nb || (i < na && a[i].key < b[j].key)) {
       diff++;
       i++;
@@ -178,9 +193,50 @@ static int count_differing(const trace_entry *a, size_t na,
   return diff;
 }
 
+/* The entry of `key` among e[begin, end) (sorted by key), or NULL. */
+static const trace_entry *find_key(const trace_entries *e, size_t begin,
+                                   size_t end, uint64_t key) {
+  while (begin < end) {
+    size_t mid = begin + (end - begin) / 2;
+    if (e->items[mid].key == key) return &e->items[mid];
+    if (e->items[mid].key < key) begin = mid + 1;
+    else end = mid;
+  }
+  return NULL;
+}
+
+/* Of rank r's entries of step si (e[r].items[rbeg, rend)), those of a
+ * replica group that differ from the group's lowest rank's (missing there
+ * counts as differing): each rank is drawn against its own group, never
+ * against ranks that rightly hold other shards. */
+static int group_differing(const trace_entries *e, int nranks, int r,
+                           size_t rbeg, size_t rend, int64_t step) {
+  int diff = 0;
+  for (size_t i = rbeg; i < rend; i++) {
+    const trace_entry *x = &e[r].items[i];
+    if (x->group_size == 0 || x->group_low == r) continue;
+    const trace_entry *y = NULL;
+    if (x->group_low >= 0 && x->group_low < nranks) {
+      const trace_entries *g = &e[x->group_low];
+      size_t lo = 0, hi = g->n;
+      while (lo < hi) { /* the first entry of the step */
+        size_t mid = lo + (hi - lo) / 2;
+        if (g->items[mid].step < step) lo = mid + 1;
+        else hi = mid;
+      }
+      size_t end = lo;
+      while (end < g->n && g->items[end].step == step) end++;
+      y = find_key(g, lo, end, x->key);
+    }
+    if (!y || y->value != x->value) diff++;
+  }
+  return diff;
+}
+
 /* One rank's entry of one step, for the majority count. */
 typedef struct step_entry {
   uint64_t key, value;
+  int group_size; /* its replica group's ranks; 0: every rank */
 } step_entry;
 
 static int step_entry_cmp(const void *a, const void *b) {
@@ -216,7 +272,9 @@ static int count_no_majority(step_entry *es, size_t n, int traced) {
       }
       j = k;
     }
-    const int absent = traced - present;
+    /* A replica group's tensor is held by its group's ranks only. */
+    const int holders = es[i].group_size > 0 ? es[i].group_size : traced;
+    const int absent = holders > present ? holders - present : 0;
     if (absent > best) {
       best = absent;
       nbest = 1;
@@ -311,7 +369,8 @@ static vqc_status load_grid(const rep_run *run, rep_grid *g) {
         *c = REP_CELL_MISSING;
       else
         *c = count_differing(e[r].items + rbeg, rend - rbeg,
-                             ref->items + fbeg, fend - fbeg);
+                             ref->items + fbeg, fend - fbeg) +
+             group_differing(e, nranks, r, rbeg, rend, g->steps[si]);
     }
   }
   /* Steps where some tensor has no majority: there the reference rank is
@@ -332,7 +391,8 @@ static vqc_status load_grid(const rep_run *run, rep_grid *g) {
       size_t end, beg = step_range(&e[r], &pos[r], g->steps[si], &end);
       if (end > beg) traced++;
       for (size_t i = beg; i < end; i++)
-        es[n++] = (step_entry){e[r].items[i].key, e[r].items[i].value};
+        es[n++] = (step_entry){e[r].items[i].key, e[r].items[i].value,
+                               e[r].items[i].group_size};
     }
     g->nomajority[si] = count_no_majority(es, n, traced);
   }

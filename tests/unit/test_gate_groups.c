@@ -163,6 +163,17 @@ Test(gate_groups, drift_inside_a_group_is_found) {
   cr_expect(msg && strstr(msg, "replica group {1, 3, 5}"), "message: %s",
             msg);
   json_decref(j);
+  /* The report's digest table draws each rank against its own group:
+   * the ranks holding shard 0 agree, and only rank 5 differs at step 2. */
+  char path[600];
+  snprintf(path, sizeof path, "%s/report.md", out);
+  char *md = vqc_read_file(path);
+  cr_assert_not_null(md);
+  cr_expect_not_null(strstr(md, "| 1 | = | = | = | = | = | = |"),
+                     "step 1 not all agreeing: %s", md);
+  cr_expect_not_null(strstr(md, "| 2 | = | = | = | = | = | **1 differ** |"),
+                     "step 2: %s", md);
+  free(md);
 }
 
 Test(gate_groups, replicated_norm_drift_is_found) {
