@@ -726,17 +726,21 @@ void vqc_live_finished(vqc_live *l, vqc_status status, int64_t step) {
  * that is not UTF-8, which jansson refuses, or a line over the readers'
  * VQC_TRACE_LINE_MAX). */
 static char *finding_line(const vqc_finding *x, bool bare) {
-  vqc_finding b;
+  /* On the heap: a finding is ~5 KiB and this runs on rank threads, whose
+   * stacks are small (comm_threads.c). */
+  vqc_finding *b = NULL;
   if (bare) {
-    b = *x;
-    b.detail = NULL;
-    snprintf(b.message, sizeof b.message, "(the full finding could not be "
+    b = malloc(sizeof *b);
+    if (!b) return NULL;
+    *b = *x;
+    b->detail = NULL;
+    snprintf(b->message, sizeof b->message, "(the full finding could not be "
              "recorded: a string not UTF-8, or too long)");
-    for (char *p = b.tensor; *p; p++)
+    for (char *p = b->tensor; *p; p++)
       if ((unsigned char)*p >= 0x80) *p = '?';
-    for (char *p = b.site; *p; p++)
+    for (char *p = b->site; *p; p++)
       if ((unsigned char)*p >= 0x80) *p = '?';
-    x = &b;
+    x = b;
   }
   json_t *f = vqc_finding_to_json(x);
   /* jansson leaves out a string member that is not UTF-8. */
@@ -744,12 +748,14 @@ static char *finding_line(const vqc_finding *x, bool bare) {
       (x->tensor[0] && !json_object_get(f, "tensor")) ||
       (x->site[0] && !json_object_get(f, "site"))) {
     json_decref(f);
+    free(b);
     return NULL;
   }
   json_t *line = json_pack("{s:s,s:o}", "event", "finding", "finding", f);
   char *text = line ? json_dumps(line, JSON_COMPACT | JSON_ENSURE_ASCII)
                     : NULL;
   json_decref(line);
+  free(b);
   if (!text) return NULL;
   const size_t len = strlen(text);
   char *whole = len + 2 <= VQC_TRACE_LINE_MAX ? realloc(text, len + 2) : NULL;

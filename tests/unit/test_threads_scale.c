@@ -404,10 +404,25 @@ Test(threads_scale, rank_stacks_keep_a_4x_margin_on_real_scenarios) {
   cr_log_info("deepest rank stack: %zu bytes (%.1f KiB) of %zu", hw,
               hw / 1024.0, (size_t)VQC_RUN_RANK_STACK);
   cr_expect_gt(hw, 0u, "nothing was measured");
-  cr_expect_lt(hw, (size_t)VQC_RUN_RANK_STACK / 4,
+  /* The margin is the release build's (36-43 KiB measured). AddressSanitizer
+   * puts redzones around every stack object, which here takes the same
+   * paths to ~64 KiB: under it the check is that the stack still holds
+   * twice what a rank uses (the sanitizer pass, scripts/test.sh). */
+#if defined(__SANITIZE_ADDRESS__)
+  const size_t margin = 2;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+  const size_t margin = 2;
+#else
+  const size_t margin = 4;
+#endif
+#else
+  const size_t margin = 4;
+#endif
+  cr_expect_lt(hw, (size_t)VQC_RUN_RANK_STACK / margin,
                "a rank used %zu bytes of its %zu-byte stack: less than the "
-               "documented 4x margin (lib/src/comm/comm_threads.c)",
-               hw, (size_t)VQC_RUN_RANK_STACK);
+               "documented %zux margin (lib/src/comm/comm_threads.c)",
+               hw, (size_t)VQC_RUN_RANK_STACK, margin);
 }
 
 /* ---- a deadlock at 1024 ranks: two ranks skip a collective
