@@ -9,13 +9,15 @@ from __future__ import annotations
 import json
 import os
 import stat
-from typing import IO, Iterable, Optional, Sequence, Tuple
+from typing import IO, Any, Iterable, Optional, Tuple
 
 SCHEMA = "vqcheck-trace/1"
 DIGEST_ALGO = "vqc-xxh3-tree-1"
 
 # (tensor name, dtype name, shape, digest)
-Entry = Tuple[str, str, Sequence[int], int]
+# (name, dtype, shape, digest), or with (..., group, shard) for a tensor a
+# replica group holds (docs/trace-format.md "Replica groups").
+Entry = Tuple[Any, ...]
 
 
 class LinkRefused(OSError):
@@ -134,12 +136,23 @@ class TraceWriter:
         f = self._file
         if f is None:
             raise ValueError(f"{self.path} is closed")
-        for name, dtype, shape, digest in entries:
+        for entry in entries:
+            # (name, dtype, shape, digest) or, for a tensor held by a
+            # replica group (docs/trace-format.md "Replica groups"),
+            # (name, dtype, shape, digest, group, shard): group a list of
+            # ranks or None (every rank), shard a string or None.
+            name, dtype, shape, digest = entry[:4]
+            group = entry[4] if len(entry) > 4 else None
+            shard = entry[5] if len(entry) > 5 else None
             line = {"schema": SCHEMA, "rank": self.rank, "step": step,
                     "tensor": name, "dtype": dtype, "shape": list(shape),
                     "digest_algo": DIGEST_ALGO, "digest": f"{digest:016x}"}
             if self.program:
                 line["program"] = self.program
+            if group is not None:
+                line["group"] = sorted(int(r) for r in group)
+            if shard:
+                line["shard"] = str(shard)
             f.write(json.dumps(line, separators=(",", ":")))
             f.write("\n")
         f.flush()
