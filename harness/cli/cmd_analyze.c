@@ -335,6 +335,7 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   int code = 0;
   const bool had_run_json = stat(path, &st) == 0;
   bool locked = false;
+  int job_ranks = 0; /* the job's size as the files show it (no run.json) */
 
   /* Before anything is read or written: one writer per run directory, and
    * a foreign job's directory keeps its own reports (an existing run.json
@@ -398,11 +399,13 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
     char name[256];
     base_name(o.run_dir, name, sizeof name);
     int guess = ranks;
+    job_ranks = -1; /* set below, once every file was counted */
     if (max_trace + 1 > guess) guess = max_trace + 1;
     if (max_ledger + 1 > guess) guess = max_ledger + 1;
     if (max_status + 1 > guess) guess = max_status + 1;
     if (max_live + 1 > guess) guess = max_live + 1;
     if (ao->ranks > 0) guess = ao->ranks;
+    job_ranks = guess;
     doc = vqc_offline_run_json(ao->name ? ao->name : name,
                                ao->path ? ao->path : o.run_dir,
                                "no run.json: rebuilt by vqcheck analyze from "
@@ -510,8 +513,11 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   else code = 0;
   if (ao->unchecked) code = 3;
   /* A verdict rebuilt from files that compared nothing (no two ranks'
-   * digests, no finding on record) is no verdict: never clean. */
-  if (!had_run_json && code == 0 && res.digests_compared == 0) {
+   * digests, no finding on record) is no verdict: never clean. A job of
+   * one rank has no second copy to compare by nature: as `run --ranks 1`,
+   * its divergence check is not run, and that is not an error. */
+  if (!had_run_json && code == 0 && res.digests_compared == 0 &&
+      job_ranks != 1) {
     json_t *tr0 = json_object_get(doc, "training");
     json_object_set_new(tr0, "status",
                         json_string(vqc_status_name(VQC_EUNSUPPORTED)));
