@@ -3,7 +3,6 @@
  * (findings_record.h). */
 #include "findings_record.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,42 +22,6 @@ vqc_status vqc_check_report(const vqc_check_ctx *ctx, int at,
 }
 
 /* ---- reading back */
-
-static int cmp_int(const void *a, const void *b) {
-  const int x = *(const int *)a, y = *(const int *)b;
-  return (x > y) - (x < y);
-}
-
-/* The ranks r with a rank-<r>.live.jsonl in dir, increasing, into a new
- * array *out (*n of them). */
-static vqc_status live_ranks(const char *dir, int **out, int *n) {
-  *out = NULL;
-  *n = 0;
-  DIR *d = opendir(dir);
-  if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir,
-                           strerror(errno));
-  int cap = 0;
-  vqc_status s = VQC_OK;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    int r;
-    if (!vqc_run_dir_rank_file(e->d_name, ".live.jsonl", &r)) continue;
-    if (*n == cap) {
-      int ncap = cap ? 2 * cap : 16;
-      int *g = realloc(*out, (size_t)ncap * sizeof *g);
-      if (!g) {
-        s = vqc_error(VQC_ENOMEM, "no memory to list %s", dir);
-        break;
-      }
-      *out = g;
-      cap = ncap;
-    }
-    (*out)[(*n)++] = r;
-  }
-  closedir(d);
-  if (s == VQC_OK && *n > 1) qsort(*out, (size_t)*n, sizeof **out, cmp_int);
-  return s;
-}
 
 /* Appends the finding lines of one record to all, in order. */
 static vqc_status read_record(const char *path, vqc_findings *all,
@@ -140,7 +103,7 @@ vqc_status vqc_recorded_findings_read(const char *dir, vqc_findings *out,
                                       int *nlines) {
   if (nlines) *nlines = 0;
   int *ranks = NULL, n = 0;
-  VQC_TRY(live_ranks(dir, &ranks, &n));
+  VQC_TRY(vqc_run_dir_rank_list(dir, ".live.jsonl", &ranks, &n));
   vqc_findings all;
   vqc_findings_init(&all);
   vqc_status s = VQC_OK;

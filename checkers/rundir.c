@@ -75,6 +75,46 @@ bool vqc_run_dir_rank_file(const char *name, const char *suffix, int *rank) {
   return true;
 }
 
+static int cmp_rank(const void *a, const void *b) {
+  const int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+vqc_status vqc_run_dir_rank_list(const char *dir, const char *suffix,
+                                 int **ranks, int *n) {
+  *ranks = NULL;
+  *n = 0;
+  DIR *d = opendir(dir);
+  if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir,
+                           strerror(errno));
+  int cap = 0;
+  vqc_status s = VQC_OK;
+  struct dirent *e;
+  while ((e = readdir(d)) != NULL) {
+    int r;
+    if (!vqc_run_dir_rank_file(e->d_name, suffix, &r)) continue;
+    if (*n == cap) {
+      const int ncap = cap ? 2 * cap : 16;
+      int *g = realloc(*ranks, (size_t)ncap * sizeof *g);
+      if (!g) {
+        s = vqc_error(VQC_ENOMEM, "no memory to list %s", dir);
+        break;
+      }
+      *ranks = g;
+      cap = ncap;
+    }
+    (*ranks)[(*n)++] = r;
+  }
+  closedir(d);
+  if (s == VQC_OK && *n > 1) qsort(*ranks, (size_t)*n, sizeof **ranks, cmp_rank);
+  if (s != VQC_OK) {
+    free(*ranks);
+    *ranks = NULL;
+    *n = 0;
+  }
+  return s;
+}
+
 /* Whether s is "" or ".tmp.<pid>" (vqc/fsutil.h's temporaries). */
 static bool is_end_or_temp(const char *s) {
   if (s[0] == '\0') return true;

@@ -221,6 +221,12 @@ vqc_status vqc_run_json_write(const char *run_dir, const json_t *j);
  * ("0", "17"; not "01" or "+1") and below 1000000; *rank gets r. */
 bool vqc_run_dir_rank_file(const char *name, const char *suffix, int *rank);
 
+/* The ranks r with a file "rank-<r><suffix>" in dir (vqc_run_dir_rank_file),
+ * increasing, into a new array *ranks (the caller frees it; NULL when none)
+ * of *n entries. VQC_EIO when dir cannot be read, VQC_ENOMEM. */
+vqc_status vqc_run_dir_rank_list(const char *dir, const char *suffix,
+                                 int **ranks, int *n);
+
 /* ---- reading run.json, bounded
  *
  * Every reader of a run.json (the reports, the runner's read-back, `vqcheck

@@ -276,17 +276,25 @@ static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
   *nlive = 0;
   *nfew = 0;
   buf[0] = few[0] = '\0';
+  /* Each record read once: the most steps any shows, then each rank. */
+  vqc_live_info *infos = calloc(size > 0 ? (size_t)size : 1, sizeof *infos);
+  bool *scanned = calloc(size > 0 ? (size_t)size : 1, sizeof *scanned);
   int64_t most = 0; /* the most steps a rank's record shows */
-  for (int r = 0; r < size; r++) {
-    vqc_live_info info;
-    if (vqc_live_scan(dir, r, &info) == VQC_OK && info.steps_done > most)
-      most = info.steps_done;
+  for (int r = 0; infos && scanned && r < size; r++) {
+    scanned[r] = vqc_live_scan(dir, r, &infos[r]) == VQC_OK;
+    if (scanned[r] && infos[r].steps_done > most) most = infos[r].steps_done;
   }
   *most_steps = most;
+  if (!infos || !scanned) { /* no memory to tell: never clean */
+    free(infos);
+    free(scanned);
+    for (int r = 0; r < size; r++) list_rank(buf, n, &k, r);
+    return size;
+  }
   for (int r = 0; r < size; r++) {
-    vqc_live_info info;
+    const vqc_live_info info = infos[r];
     char path[4200];
-    if (vqc_live_scan(dir, r, &info) != VQC_OK) continue;
+    if (!scanned[r]) continue;
     if (info.exists) (*nlive)++;
     struct stat st;
     bool status = vqc_status_dump_path(dir, r, path, sizeof path) == VQC_OK &&
@@ -310,6 +318,8 @@ static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
     count++;
     list_rank(buf, n, &k, r);
   }
+  free(infos);
+  free(scanned);
   return count;
 }
 

@@ -3,7 +3,6 @@
  * files, this is their only reader. */
 #include "bridge_findings.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -139,29 +138,8 @@ static vqc_status merge_into(vqc_findings *all, vqc_findings *out) {
 vqc_status vqc_bridge_findings_read(const char *dir, vqc_findings *out,
                                     int *nfiles) {
   if (nfiles) *nfiles = 0;
-  DIR *d = opendir(dir);
-  if (!d) return vqc_error(VQC_EIO, "cannot read %s: %s", dir,
-                           strerror(errno));
-  int *ranks = NULL, n = 0, cap = 0;
-  vqc_status s = VQC_OK;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    int r;
-    if (!vqc_run_dir_rank_file(e->d_name, ".findings.jsonl", &r)) continue;
-    if (n == cap) {
-      int ncap = cap ? 2 * cap : 16;
-      int *g = realloc(ranks, (size_t)ncap * sizeof *g);
-      if (!g) {
-        s = vqc_error(VQC_ENOMEM, "no memory to list %s", dir);
-        break;
-      }
-      ranks = g;
-      cap = ncap;
-    }
-    ranks[n++] = r;
-  }
-  closedir(d);
-  if (s == VQC_OK && n > 0) qsort(ranks, (size_t)n, sizeof *ranks, cmp_int);
+  int *ranks = NULL, n = 0;
+  vqc_status s = vqc_run_dir_rank_list(dir, ".findings.jsonl", &ranks, &n);
 
   vqc_findings all;
   vqc_findings_init(&all);
