@@ -18,6 +18,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -308,6 +309,8 @@ static const record_op record_ops[] = {
     {"reduce_scatter", true, false},
     {"reduce_scatter_tensor", true, false},
     {"_reduce_scatter_base", true, false},
+    {"all_gather_single", false, false},    /* torch 2.x, FSDP2 */
+    {"reduce_scatter_single", true, false},
     {"broadcast_object_list", false, true},
     {"all_to_all", false, false},
     {"all_to_all_single", false, false},
@@ -831,6 +834,85 @@ vqc_status vqc_live_mark(const char *run_dir, int rank, const char *event,
   return VQC_OK;
 }
 
+/* The signals a rank's process is seen killed by, with their names: the
+ * name is what a person searches for ("SIGABRT gloo"), strsignal's text
+ * what they read. */
+static const struct {
+  int sig;
+  const char *name;
+} signal_names[] = {
+    {SIGHUP, "SIGHUP"},   {SIGINT, "SIGINT"},   {SIGQUIT, "SIGQUIT"},
+    {SIGILL, "SIGILL"},   {SIGTRAP, "SIGTRAP"}, {SIGABRT, "SIGABRT"},
+    {SIGBUS, "SIGBUS"},   {SIGFPE, "SIGFPE"},   {SIGKILL, "SIGKILL"},
+    {SIGUSR1, "SIGUSR1"}, {SIGSEGV, "SIGSEGV"}, {SIGUSR2, "SIGUSR2"},
+    {SIGPIPE, "SIGPIPE"}, {SIGALRM, "SIGALRM"}, {SIGTERM, "SIGTERM"},
+    {SIGXCPU, "SIGXCPU"}, {SIGXFSZ, "SIGXFSZ"}, {SIGSYS, "SIGSYS"},
+};
+
+void vqc_signal_text(int sig, char *buf, size_t n) {
+  const char *name = NULL;
+  for (size_t i = 0; i < sizeof signal_names / sizeof signal_names[0]; i++)
+    if (signal_names[i].sig == sig) name = signal_names[i].name;
+  if (name)
+    snprintf(buf, n, "signal %d (%s, %s)", sig, name, strsignal(sig));
+  else
+    snprintf(buf, n, "signal %d (%s)", sig, strsignal(sig));
+}
+
+vqc_status vqc_live_mark_end(const char *run_dir, int rank, const char *by,
+                             int signal, int exit_code,
+                             const char *last_words) {
+  char path[4200], why[128], sig[96];
+  VQC_TRY(vqc_live_path(run_dir, rank, path, sizeof path));
+  if (signal > 0) {
+    vqc_signal_text(signal, sig, sizeof sig);
+    snprintf(why, sizeof why, "killed by %s", sig);
+  } else {
+    snprintf(why, sizeof why, "exited with status %d", exit_code);
+  }
+  json_t *j = json_object();
+  json_object_set_new(j, "event", json_string("lost"));
+  json_object_set_new(j, "by", json_string(by ? by : ""));
+  json_object_set_new(j, "why", json_string(why));
+  json_object_set_new(j, signal > 0 ? "signal" : "exit_code",
+                      json_integer(signal > 0 ? signal : exit_code));
+  if (last_words && last_words[0]) {
+    /* Its end, from a character's start (the cut may fall inside one). */
+    size_t len = strlen(last_words), from = 0;
+    if (len > VQC_LIVE_LAST_WORDS - 1) from = len - (VQC_LIVE_LAST_WORDS - 1);
+    while (from < len && ((unsigned char)last_words[from] & 0xC0) == 0x80)
+      from++;
+    /* NULL for text that is not UTF-8: the line goes without it. */
+    json_t *w = json_stringn(last_words + from, len - from);
+    if (w) json_object_set_new(j, "last_words", w);
+  }
+  char *text = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
+  json_decref(j);
+  if (!text) return vqc_error(VQC_ENOMEM, "no memory for a live record line");
+  /* One write(2) of the whole line (O_APPEND): never interleaved. */
+  const size_t k = strlen(text);
+  char *line = realloc(text, k + 2);
+  if (!line) {
+    free(text);
+    return vqc_error(VQC_ENOMEM, "no memory for a live record line");
+  }
+  line[k] = '\n';
+  line[k + 1] = '\0';
+  int fd = -1;
+  vqc_status s = vqc_open_write(path, false, true, &fd); /* no link */
+  if (s != VQC_OK) {
+    free(line);
+    return s;
+  }
+  ssize_t w = write(fd, line, k + 1);
+  int err = errno;
+  close(fd);
+  free(line);
+  if (w != (ssize_t)(k + 1))
+    return vqc_error(VQC_EIO, "cannot write %s: %s", path, strerror(err));
+  return VQC_OK;
+}
+
 /* Records ledger line r in d (the later line for a seq replaces the earlier;
  * a nested collective can close after the next one opened, so lines are not
  * strictly in seq order). */
@@ -850,6 +932,17 @@ static vqc_status merge_record(rank_dump *d, const drec *r) {
   memmove(&d->recs[lo + 1], &d->recs[lo], (d->n - 1 - lo) * sizeof *d->recs);
   d->recs[lo] = *r;
   return VQC_OK;
+}
+
+/* Drops an incomplete character at the end of s (a copy cut to its
+ * buffer), so that the text stays UTF-8 for the findings it goes into. */
+static void utf8_cut(char *s) {
+  size_t k = strlen(s), lead = k;
+  while (lead > 0 && ((unsigned char)s[lead - 1] & 0xC0) == 0x80) lead--;
+  if (lead == 0 || (unsigned char)s[lead - 1] < 0xC0) return;
+  const unsigned char c = (unsigned char)s[lead - 1];
+  const size_t want = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
+  if (k - (lead - 1) < want) s[lead - 1] = '\0';
 }
 
 /* Applies event line j (it has "event") to *info. */
@@ -884,6 +977,15 @@ static void live_event(const json_t *j, vqc_live_info *info) {
     if ((lost || !info->why[0]) &&
         json_is_string(v = json_object_get(j, "why")))
       snprintf(info->why, sizeof info->why, "%s", json_string_value(v));
+    /* How the process ended, as its supervisor saw it (vqc_live_mark_end). */
+    if (lost && json_is_integer(v = json_object_get(j, "signal")) &&
+        json_integer_value(v) > 0 && json_integer_value(v) < 256)
+      info->end_signal = (int)json_integer_value(v);
+    if (lost && json_is_string(v = json_object_get(j, "last_words"))) {
+      snprintf(info->last_words, sizeof info->last_words, "%s",
+               json_string_value(v));
+      utf8_cut(info->last_words);
+    }
   }
 }
 
@@ -1028,6 +1130,54 @@ static json_t *record_detail(const analysis *a, const drec *r) {
   return j;
 }
 
+/* Whether rank d reached its end cleanly: a status file, or a live record
+ * whose end line, says VQC_OK. */
+static bool ended_cleanly(const rank_dump *d) {
+  if (d->has_status) return strcmp(d->status, "VQC_OK") == 0;
+  return d->live.finished && strcmp(d->live.status, "VQC_OK") == 0;
+}
+
+/* A process's last stderr lines (a "lost" line's last_words) for a message:
+ * at most the last 3 lines, joined by " / ", in buf (room bytes with its
+ * NUL). When they do not fit, their end (what a process says last tells
+ * most), from a character's start, after "... ". "" when there are none. */
+static void last_words_text(const char *w, char *buf, size_t room) {
+  buf[0] = '\0';
+  if (room < 16) return;
+  size_t end = strlen(w);
+  while (end > 0 && (w[end - 1] == '\n' || w[end - 1] == '\r' ||
+                     w[end - 1] == ' '))
+    end--;
+  size_t start = end;
+  int lines = 0;
+  while (start > 0 && !(w[start - 1] == '\n' && ++lines == 3)) start--;
+  /* Joined, from the end backwards: a newline becomes " / ". */
+  char joined[3 * VQC_LIVE_LAST_WORDS];
+  size_t m = sizeof joined - 1, stop = start;
+  joined[m] = '\0';
+  for (size_t i = end; i > start && m >= 3; i--) {
+    const char c = w[i - 1];
+    if (c == '\r') continue;
+    if (c == '\n') {
+      m -= 3;
+      memcpy(joined + m, " / ", 3);
+    } else {
+      joined[--m] = c;
+    }
+    stop = i - 1;
+  }
+  const char *from = joined + m;
+  const size_t len = sizeof joined - 1 - m;
+  if (stop == start && len + 1 <= room) {
+    memcpy(buf, from, len + 1);
+    return;
+  }
+  static const char cut[] = "... ";
+  if (len > room - sizeof cut) from += len - (room - sizeof cut);
+  while (*from && ((unsigned char)*from & 0xC0) == 0x80) from++;
+  snprintf(buf, room, "%s%s", cut, from);
+}
+
 /* Where rank r is instead of collective `seq`: one phrase for the detail and
  * the message. */
 static void where_of(const analysis *a, int r, uint64_t seq, char *buf,
@@ -1070,6 +1220,8 @@ static void where_of(const analysis *a, int r, uint64_t seq, char *buf,
   } else {
     appendf(buf, &k, n, "never called a collective");
   }
+  char sig[96] = "";
+  if (d->live.signal > 0) vqc_signal_text(d->live.signal, sig, sizeof sig);
   if (d->has_status && strcmp(d->status, "VQC_OK") == 0)
     appendf(buf, &k, n, "; it left its training loop (VQC_OK)");
   else if (d->has_status)
@@ -1077,8 +1229,14 @@ static void where_of(const analysis *a, int r, uint64_t seq, char *buf,
   else if (d->failed)
     appendf(buf, &k, n, "; its record stops there (%s)",
             d->live.lost && d->live.why[0] ? d->live.why : "no end record");
+  else if (ended_cleanly(d)) /* a live record only (the Python bridge) */
+    appendf(buf, &k, n, "; it left its training loop (VQC_OK) after %" PRId64
+            " step%s", d->live.steps_done,
+            d->live.steps_done == 1 ? "" : "s");
+  else if (d->live.finished)
+    appendf(buf, &k, n, "; its training ended with %s", d->live.status);
   else if (d->live.signal > 0)
-    appendf(buf, &k, n, "; then terminated by signal %d", d->live.signal);
+    appendf(buf, &k, n, "; then terminated by %s", sig);
   else if (d->live.killed)
     appendf(buf, &k, n, "; then killed (%s)", d->live.why);
 }
@@ -1209,6 +1367,260 @@ vqc_status vqc_ledger_analyze(const char *run_dir, int size, int64_t step,
   return s;
 }
 
+/* ---- one call site, other arguments: collective_mismatch */
+
+/* How a rank's call of the mismatched collective ended. */
+typedef enum {
+  END_RETURNED,   /* it returned (the backend paired the calls) */
+  END_FAILED,     /* it returned an error (its status) */
+  END_DIED,       /* the rank's record stops there: its process died */
+  END_DIED_AFTER, /* it returned, then died with nothing else recorded */
+  END_WAITING,    /* still in it when the record was read */
+  END_TERMINATED  /* in it when others ended the rank (signal, killed) */
+} call_end;
+
+static const char *const call_end_names[] = {
+    "returned", "failed", "died", "died after it returned", "waiting",
+    "terminated"};
+
+/* How rank r's call at seq ended: the code, and for END_FAILED the status,
+ * for END_DIED why (what killed it, when its supervisor saw it). */
+static call_end call_ending(const analysis *a, int r, uint64_t seq,
+                            char *why, size_t n) {
+  const rank_dump *d = &a->dumps[r];
+  const long i = find_seq(d, seq);
+  const drec *x = &d->recs[i];
+  why[0] = '\0';
+  /* Its record stops at this call and it reached no end: it died there. */
+  if (d->failed && i == (long)d->n - 1) {
+    if (d->live.end_signal > 0) {
+      char sig[96];
+      vqc_signal_text(d->live.end_signal, sig, sizeof sig);
+      /* An abort inside a collective is the backend's (gloo's enforce,
+       * NCCL's, c10's): it checked the sizes and gave up. */
+      snprintf(why, n, "killed by %s%s", sig,
+               d->live.end_signal == SIGABRT && x->state != VQC_REC_DONE
+                   ? ": the backend aborted on the mismatch"
+                   : "");
+    } else if (d->live.lost && d->live.why[0]) {
+      snprintf(why, n, "%s", d->live.why);
+    } else {
+      snprintf(why, n, "its record stops there, with no end record");
+    }
+    utf8_cut(why); /* the copy of a "why" may be cut inside a character */
+    return x->state == VQC_REC_DONE ? END_DIED_AFTER : END_DIED;
+  }
+  if (x->state == VQC_REC_DONE) return END_RETURNED;
+  if (x->state == VQC_REC_FAILED) {
+    snprintf(why, n, "%s", x->status[0] ? x->status : "an error");
+    return END_FAILED;
+  }
+  return d->terminated ? END_TERMINATED : END_WAITING;
+}
+
+/* The phrase for ranks `rl` (n of them) whose calls ended as `e`. */
+static void ending_text(call_end e, const char *rl, int n, const char *why,
+                        char *buf, size_t cap) {
+  const bool one = n == 1;
+  switch (e) {
+    case END_RETURNED:
+      snprintf(buf, cap, "rank%s %s returned from it", one ? "" : "s", rl);
+      break;
+    case END_FAILED:
+      if (one)
+        snprintf(buf, cap, "rank %s's call failed (%s)", rl, why);
+      else
+        snprintf(buf, cap, "the calls of ranks %s failed (%s)", rl, why);
+      break;
+    case END_DIED:
+    case END_DIED_AFTER:
+      snprintf(buf, cap, "rank%s %s died %s (%s)", one ? "" : "s", rl,
+               e == END_DIED ? "in it" : "after it returned", why);
+      break;
+    case END_WAITING:
+      snprintf(buf, cap, "rank%s %s wait%s in it", one ? "" : "s", rl,
+               one ? "s" : "");
+      break;
+    case END_TERMINATED:
+      snprintf(buf, cap, "rank%s %s %s terminated while waiting in it",
+               one ? "" : "s", rl, one ? "was" : "were");
+      break;
+  }
+}
+
+/* Whether every group at seq is the same collective at the same call site
+ * (only count, dtype, root or reduction differ): the same line called with
+ * other arguments, not a skipped or extra call. */
+static bool same_call(const vqc_coll_fingerprint *gfp, int ngroups) {
+  for (int g = 1; g < ngroups; g++)
+    if (gfp[g].op != gfp[0].op || gfp[g].site_hash != gfp[0].site_hash)
+      return false;
+  return ngroups > 1;
+}
+
+/* The collective_mismatch of one call site called with other arguments at
+ * seq (ledger_analysis.h). group[r]: rank r's group at seq (-1: no record
+ * there); gfp, gn, grec: each group's fingerprint, size and first record;
+ * expected: vqc_pick_expected's group. */
+static vqc_status report_mismatch(const analysis *a, uint64_t seq,
+                                  int64_t step, const int *group,
+                                  const vqc_coll_fingerprint *gfp,
+                                  const int *gn, const drec *const *grec,
+                                  int ngroups, int expected,
+                                  vqc_findings *out, int *nadded) {
+  const int size = a->size;
+  int *ranks = malloc((size_t)size * sizeof *ranks);
+  int *ends = malloc((size_t)size * sizeof *ends);
+  char (*whys)[256] = malloc((size_t)size * sizeof *whys);
+  if (!ranks || !ends || !whys) {
+    free(ranks);
+    free(ends);
+    free(whys);
+    return vqc_error(VQC_ENOMEM, "no memory for the analysis of %d ranks",
+                     size);
+  }
+
+  /* What differs: the fields the fingerprint compares, site and op aside. */
+  bool dcount = false, ddtype = false, droot = false, dredop = false;
+  for (int g = 1; g < ngroups; g++) {
+    dcount |= gfp[g].count != gfp[0].count;
+    ddtype |= gfp[g].dtype != gfp[0].dtype;
+    droot |= gfp[g].root != gfp[0].root;
+    dredop |= gfp[g].redop != gfp[0].redop;
+  }
+  const char *fields[4];
+  int nfields = 0;
+  if (dcount) fields[nfields++] = "count";
+  if (ddtype) fields[nfields++] = "dtype";
+  if (droot) fields[nfields++] = "root";
+  if (dredop) fields[nfields++] = "reduction";
+  char differs[64] = "";
+  size_t kd = 0;
+  for (int i = 0; i < nfields; i++)
+    appendf(differs, &kd, sizeof differs, "%s%s",
+            i == 0 ? "" : i == nfields - 1 ? " and " : ", ", fields[i]);
+
+  const drec *x = grec[expected];
+  const vqc_site site = site_of(&a->sites, x->site);
+  char stext[512];
+  vqc_site_text(site, stext, sizeof stext);
+
+  /* The ranks named: outside a strict majority, else every caller (1
+   * against 1 says nothing about which side is wrong). */
+  int ncalled = 0;
+  for (int g = 0; g < ngroups; g++) ncalled += gn[g];
+  const bool majority = 2 * gn[expected] > ncalled;
+
+  vqc_finding f;
+  vqc_finding_init(&f, VQC_FINDING_COLLECTIVE_MISMATCH, step, "%s", "");
+  vqc_finding_set_site(&f, site);
+  for (int r = 0; r < size; r++)
+    if (group[r] >= 0 && !(majority && group[r] == expected))
+      vqc_finding_add_rank(&f, r);
+
+  char *msg = f.message;
+  const size_t cap = sizeof f.message;
+  size_t k = 0;
+  appendf(msg, &k, cap, "collective #%" PRIu64 " %s at %s was called with a "
+          "different %s on different ranks: ", seq, record_ops[x->op].name,
+          stext, differs);
+  /* Each group's call, the expected one first. */
+  for (int i = 0, shown = 0; i < ngroups; i++) {
+    const int g = i == 0 ? expected : i <= expected ? i - 1 : i;
+    int n = 0;
+    for (int r = 0; r < size; r++)
+      if (group[r] == g) ranks[n++] = r;
+    if (shown == WHERE_SHOWN) {
+      appendf(msg, &k, cap, ", %d more calls", ngroups - shown);
+      break;
+    }
+    char rl[256], desc[128];
+    rank_list(ranks, n, rl, sizeof rl);
+    describe_rec(grec[g], desc, sizeof desc);
+    appendf(msg, &k, cap, "%srank%s %s %s", shown ? ", " : "",
+            n == 1 ? "" : "s", rl, desc);
+    shown++;
+  }
+
+  /* How each call ended, ranks with the same ending told together. */
+  bool all_returned = true;
+  for (int r = 0; r < size; r++) {
+    if (group[r] < 0) continue;
+    ends[r] = (int)call_ending(a, r, seq, whys[r], sizeof whys[r]);
+    all_returned &= ends[r] == END_RETURNED;
+  }
+  if (all_returned) {
+    appendf(msg, &k, cap, "; every rank returned from it, so the backend "
+            "paired calls that do not match and their results are not what "
+            "the program asked for");
+  } else {
+    bool *told = calloc((size_t)size, sizeof *told);
+    for (int r = 0, first = 1; told && r < size; r++) {
+      if (group[r] < 0 || told[r]) continue;
+      int n = 0;
+      for (int q = r; q < size; q++)
+        if (group[q] >= 0 && !told[q] && ends[q] == ends[r] &&
+            strcmp(whys[q], whys[r]) == 0) {
+          ranks[n++] = q;
+          told[q] = true;
+        }
+      char rl[256], text[640];
+      rank_list(ranks, n, rl, sizeof rl);
+      ending_text((call_end)ends[r], rl, n, whys[r], text, sizeof text);
+      appendf(msg, &k, cap, "%s%s", first ? "; " : ", ", text);
+      first = 0;
+    }
+    free(told);
+  }
+  appendf(msg, &k, cap, "; one call site must pass the same %s on every "
+          "rank", differs);
+  utf8_cut(msg); /* cut to its size, maybe inside a character */
+
+  /* The detail: the collective, what differs, every rank's call. */
+  json_t *det = f.detail;
+  json_object_set_new(det, "seq", json_integer((json_int_t)seq));
+  json_object_set_new(det, "op", json_string(record_ops[x->op].name));
+  json_object_set_new(det, "site", json_string(stext));
+  json_object_set_new(det, "misaligned", json_true());
+  json_t *jd = json_array();
+  for (int i = 0; i < nfields; i++)
+    json_array_append_new(jd, json_string(fields[i]));
+  json_object_set_new(det, "differs", jd);
+  json_t *calls = json_array(), *absent = json_array();
+  for (int r = 0; r < size; r++) {
+    const rank_dump *d = &a->dumps[r];
+    json_t *o = json_object();
+    json_object_set_new(o, "rank", json_integer(r));
+    if (group[r] < 0) {
+      char where[768];
+      where_of(a, r, seq, where, sizeof where);
+      json_object_set_new(o, "where", json_string(where));
+      json_array_append_new(absent, o);
+      continue;
+    }
+    json_object_set_new(o, "record",
+                        record_detail(a, &d->recs[find_seq(d, seq)]));
+    json_object_set_new(o, "ended", json_string(call_end_names[ends[r]]));
+    if (whys[r][0]) json_object_set_new(o, "why", json_string(whys[r]));
+    if (d->live.last_words[0])
+      json_object_set_new(o, "last_words", json_string(d->live.last_words));
+    json_array_append_new(calls, o);
+  }
+  json_object_set_new(det, "calls", calls);
+  json_object_set_new(det, "absent", absent);
+
+  free(ranks);
+  free(ends);
+  free(whys);
+  vqc_status s = vqc_findings_add(out, &f);
+  if (s != VQC_OK) {
+    json_decref(f.detail);
+    return s;
+  }
+  if (nadded) (*nadded)++;
+  return VQC_OK;
+}
+
 /* Appends the findings for sequence number seq: the first one not settled
  * (stuck) or, when !stuck, one past the last record (only failed ranks can
  * be reported then). */
@@ -1240,6 +1652,7 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
   /* Group the ranks that have a record at seq by fingerprint. */
   int ngroups = 0, nentered = 0, nmissing = 0;
   int expected = -1;
+  bool args_differ = false; /* one call site, other arguments */
   if (stuck) {
     for (int r = 0; r < size; r++) {
       group[r] = -1;
@@ -1268,6 +1681,20 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
     expected = ngroups > 0 ? vqc_pick_expected(gfp, gn, glow, ngroups, hist,
                                                nhist)
                            : -1;
+    /* One call site called with other arguments, unless every call there
+     * is one the program made before: a loop over tensors of several sizes
+     * at one line (each gradient all_reduced in turn), where a rank that
+     * skipped one pairs its next with the others' skipped one. That is a
+     * misaligned call, told as one. */
+    args_differ = same_call(gfp, ngroups);
+    bool all_made_before = args_differ;
+    for (int g = 0; all_made_before && g < ngroups; g++) {
+      bool made = false;
+      for (size_t j = 0; j < nhist && !made; j++)
+        made = vqc_fingerprint_equal(&hist[j], &gfp[g]);
+      all_made_before = made;
+    }
+    if (all_made_before) args_differ = false;
     free(hist);
     for (int r = 0; r < size; r++) {
       if (expected >= 0 && group[r] == expected) {
@@ -1277,6 +1704,32 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
         missing[nmissing++] = r;
       }
     }
+  }
+
+  /* ---- collective_mismatch: one call site called with other arguments
+   * (ledger_analysis.h). The failed ranks whose record stops in that call
+   * died of it: the mismatch tells them, with what killed them. */
+  const bool mismatch = stuck && expected >= 0 && args_differ;
+  if (mismatch) {
+    int64_t fstep = step;
+    for (int r = 0; fstep < 0 && r < size; r++)
+      if (group[r] >= 0 && a->dumps[r].has_status && a->dumps[r].step >= 0)
+        fstep = a->dumps[r].step;
+    /* Live records only (the Python bridge): the step they were in. */
+    for (int r = 0; fstep < 0 && r < size; r++)
+      if (group[r] >= 0 && a->dumps[r].live.started)
+        fstep = a->dumps[r].live.steps_done;
+    s = report_mismatch(a, seq, fstep, group, gfp, gn, grec, ngroups,
+                        expected, out, nadded);
+    if (s != VQC_OK) goto done;
+    int kept = 0;
+    for (int i = 0; i < nfailed; i++) {
+      const rank_dump *d = &a->dumps[failed[i]];
+      const bool died_in_it = group[failed[i]] >= 0 &&
+                              find_seq(d, seq) == (long)d->n - 1;
+      if (!died_in_it) failed[kept++] = failed[i];
+    }
+    nfailed = kept;
   }
 
   /* ---- deadlock: unless failed ranks alone explain the stuck collective.
@@ -1309,7 +1762,12 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
     if (d->has_status && strcmp(d->status, "VQC_OK") != 0)
       returned_apart = false;
   }
-  if (stuck && expected >= 0 && !only_failed) {
+  /* Every missing rank ended cleanly: it left early, and the others went
+   * on without it (ledger_analysis.h). */
+  bool left_early = nmissing > 0;
+  for (int i = 0; i < nmissing && left_early; i++)
+    left_early = ended_cleanly(&a->dumps[missing[i]]);
+  if (stuck && expected >= 0 && !only_failed && !mismatch) {
     const drec *x = grec[expected];
     vqc_site site = site_of(&a->sites, x->site);
     char desc[128], stext[512], ent[256], mis[256], msg[1024];
@@ -1338,6 +1796,11 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
       site = site_of(&a->sites, odd->site);
     } else {
       returned_apart = false;
+      if (left_early)
+        appendf(msg, &k, sizeof msg, "rank%s %s left early (%s cleanly "
+                "while rank%s %s went on): ", nmissing == 1 ? "" : "s", mis,
+                nmissing == 1 ? "it ended" : "they ended",
+                nentered == 1 ? "" : "s", ent);
       appendf(msg, &k, sizeof msg, "collective #%" PRIu64 " %s at %s was "
               "entered by rank%s %s but never by rank%s %s",
               seq, desc, stext, nentered == 1 ? "" : "s", ent,
@@ -1403,6 +1866,8 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
     json_object_del(det, "state");
     json_object_del(det, "status");
     json_object_set_new(det, "misaligned", json_boolean(ngroups > 1));
+    json_object_set_new(det, "left_early",
+                        json_boolean(left_early && !returned_apart));
     json_t *je = json_array();
     for (int i = 0; i < nentered; i++) {
       const rank_dump *d = &a->dumps[entered[i]];
@@ -1481,11 +1946,21 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
           : d->has_status ? "its status file is there, its dump is not"
                           : "no end record: killed (kill -9, the OOM "
                             "killer), crashed or stopped";
+      /* What its supervisor saw of its end (vqc_live_mark_end): its last
+       * words on stderr say what went wrong in its own terms. */
+      char words[200] = "";
+      last_words_text(d->live.last_words, words, 160);
       appendf(msg, kk, sizeof msg, "rank %d left no ledger dump and its "
-              "live record stops in step %" PRId64 " (%s)", failed[i],
-              d->live.steps_done, why);
+              "live record stops in step %" PRId64 " (%s%s%s)", failed[i],
+              d->live.steps_done, why, words[0] ? "; its stderr ended: " : "",
+              words);
       json_object_set_new(o, "step", json_integer(d->live.steps_done));
       json_object_set_new(o, "why", json_string(why));
+      if (d->live.end_signal > 0)
+        json_object_set_new(o, "signal", json_integer(d->live.end_signal));
+      if (d->live.last_words[0])
+        json_object_set_new(o, "last_words",
+                            json_string(d->live.last_words));
       json_object_set_new(o, "pid", json_integer(d->live.pid));
       json_object_set_new(o, "host", json_string(d->live.host));
       if (d->n > 0) {
@@ -1552,6 +2027,7 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
         fstep = a->dumps[failed[i]].live.steps_done;
     vqc_finding f;
     vqc_finding_init(&f, VQC_FINDING_RANK_FAILURE, fstep, "%s", msg);
+    utf8_cut(f.message); /* cut to its size, maybe inside a character */
     if (site.file) vqc_finding_set_site(&f, site);
     for (int i = 0; i < nfailed; i++) vqc_finding_add_rank(&f, failed[i]);
     json_decref(f.detail);

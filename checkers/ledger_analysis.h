@@ -23,18 +23,40 @@
  *   rank_failure  for ranks without a ledger dump (crashed, killed) whose
  *                 live record (below) does not say they reached their end:
  *                 named with their last step and last collective when the
- *                 live record has them, and the last sequence number the
- *                 others completed. When the only ranks missing from the
+ *                 live record has them, how the process ended when its
+ *                 supervisor recorded it (the signal or exit status and
+ *                 its last stderr lines, vqc_live_mark_end; else the
+ *                 possibilities: killed, crashed, stopped), and the last
+ *                 sequence number the others completed. When the only ranks missing from the
  *                 stuck collective are such ranks (or, once a rank failed,
  *                 ranks that others then terminated), rank_failure is the
  *                 whole story and no deadlock is reported.
- *   collective_mismatch  ranks that completed DIFFERENT collectives at
+ *   collective_mismatch  the same call site calling the same collective
+ *                 with other arguments on different ranks (count, dtype,
+ *                 root or reduction: `torch.ones(4 + rank)` all_reduced),
+ *                 however that ended: both returned (the backend paired
+ *                 them), one failed, one waits, or the backend aborted the
+ *                 process on it (gloo: "Received data size doesn't match
+ *                 expected size", SIGABRT). Named at that site with every
+ *                 rank's call and how it ended; the ranks named are those
+ *                 outside a strict majority, else all of them. A rank that
+ *                 died in it (its record stops there) is part of this
+ *                 story: no rank_failure of its own. Not when every
+ *                 call there is one the common history already holds (a
+ *                 line that all_reduces each gradient in turn, 8 floats
+ *                 then 2, where one rank skipped one): that is a misaligned
+ *                 call, a deadlock as below. Also: ranks that
+ *                 completed DIFFERENT collectives (another site or op) at
  *                 that sequence number in a run where no rank was left
  *                 waiting (a backend that pairs any calls, gloo or NCCL):
- *                 named at the odd call's site. Misaligned collectives that
- *                 did end in a wait stay a deadlock ("misaligned": true).
+ *                 named at the odd call's site. Other misaligned
+ *                 collectives that did end in a wait stay a deadlock
+ *                 ("misaligned": true).
  * A rank whose dump exists but has fewer collectives than the others (it
- * left its training loop) is "missing" from the deadlock, not failed.
+ * left its training loop) is "missing" from the deadlock, not failed; when
+ * every missing rank ended cleanly (status VQC_OK, or a live record that
+ * says finished VQC_OK) the message starts "rank R left early" and the
+ * detail has "left_early": true.
  *
  * Ledger lines may name torch.distributed's collectives, dtypes and
  * reductions as well as vqcheck's own: the Python bridge (`vqcheck watch`,
@@ -68,6 +90,12 @@
  *                                   lost: the rank was seen stopped or gone
  *                                   unfinished; killed: it was alive and
  *                                   running when the job had to be ended.
+ *                                   A "lost" line of a supervisor that saw
+ *                                   the process end (vqc_live_mark_end:
+ *                                   `vqcheck watch`) adds "signal" (the one
+ *                                   that killed it) or "exit_code", and
+ *                                   "last_words" (its last stderr lines),
+ *                                   so the findings name them.
  *
  * Which rank failed, when no dump says so: a rank without a dump and status
  * file whose live record has no end line ("finished", "signal", "killed"),
@@ -200,6 +228,23 @@ void vqc_live_note_signal(int sig);
 vqc_status vqc_live_mark(const char *run_dir, int rank, const char *event,
                          const char *by, const char *why);
 
+/* Appends {"event":"lost","by":by,"why":"killed by signal 6 (SIGABRT,
+ * Aborted)" | "exited with status 3","signal"|"exit_code",
+ * "last_words":last_words} to rank r's live record (made if missing): how
+ * its process ended, for a supervisor that saw it end (waitpid) before the
+ * rank wrote an end line of its own. signal > 0: killed by it (exit_code
+ * unused); else exited with exit_code. last_words (NULL: none) is kept to
+ * its last VQC_LIVE_LAST_WORDS - 1 bytes, made valid UTF-8 with control
+ * characters other than newline as '?'. Never through a link. */
+#define VQC_LIVE_LAST_WORDS 512
+vqc_status vqc_live_mark_end(const char *run_dir, int rank, const char *by,
+                             int signal, int exit_code,
+                             const char *last_words);
+
+/* "signal 6 (SIGABRT, Aborted)", "signal 9 (SIGKILL, Killed)"; a signal
+ * without a SIG name here: "signal 40 (Real-time signal 6)". */
+void vqc_signal_text(int sig, char *buf, size_t n);
+
 /* What a rank's live record says (vqc_live_scan). */
 typedef struct vqc_live_info {
   bool exists;          /* rank-<r>.live.jsonl exists */
@@ -213,6 +258,9 @@ typedef struct vqc_live_info {
   bool killed;          /* a "killed" line */
   bool lost;            /* a "lost" line */
   char why[256];        /* the "lost" (else "killed") line's "why" */
+  int end_signal;       /* a "lost" line's "signal": what killed the
+                           process (vqc_live_mark_end); 0 if none */
+  char last_words[VQC_LIVE_LAST_WORDS]; /* a "lost" line's "last_words" */
   int64_t steps_done;   /* last "step" line's step + 1; 0 if none */
   uint64_t records;     /* ledger lines */
 } vqc_live_info;

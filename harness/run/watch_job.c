@@ -1,6 +1,16 @@
 /* watch_job.c: run.json's "job" section and `vqcheck watch`'s own findings
- * (see watch_job.h; the rules are in cmd_watch.c's file comment). */
+ * (see watch_job.h; the rules are in cmd_watch.c's file comment, and what
+ * explains a failed process in vqc_watch_more_findings's).
+ *
+ * This is where the process facts (exit statuses, signals, stderr tails)
+ * meet the ledger analysis. Two ways, one story: before the analysis,
+ * vqc_watch_mark_ended writes them into the live records of the ranks that
+ * died without an end line, so the ledger analysis names them (and a later
+ * `vqcheck analyze` does too); after it, the findings callback tells what
+ * the analysis could not have known (a signal not on record) and leaves
+ * alone what a finding already explains. */
 #include "watch_job.h"
+#include "ledger_analysis.h" /* vqc_signal_text, vqc_live_mark_end */
 #include "rundir.h"
 
 #include <dirent.h>
@@ -28,15 +38,17 @@ void vqc_watch_proc_name(const vqc_watch_proc *p, char *buf, size_t n) {
     snprintf(buf, n, "the launcher (pid %ld)", (long)p->pid);
 }
 
-/* "exited with status 3" / "was killed by signal 9 (Killed)". */
+/* "exited with status 3" / "was killed by signal 9 (SIGKILL, Killed)". */
 void vqc_watch_end_text(const vqc_watch_proc *p, char *buf, size_t n) {
-  if (WIFEXITED(p->status))
+  char sig[96];
+  if (WIFEXITED(p->status)) {
     snprintf(buf, n, "exited with status %d", WEXITSTATUS(p->status));
-  else if (WIFSIGNALED(p->status))
-    snprintf(buf, n, "was killed by signal %d (%s)", WTERMSIG(p->status),
-             strsignal(WTERMSIG(p->status)));
-  else
+  } else if (WIFSIGNALED(p->status)) {
+    vqc_signal_text(WTERMSIG(p->status), sig, sizeof sig);
+    snprintf(buf, n, "was killed by %s", sig);
+  } else {
     snprintf(buf, n, "ended");
+  }
 }
 
 /* ---- run.json's "job" section */
@@ -82,6 +94,27 @@ static json_t *clean_string(const char *b, size_t n) {
 
 /* The NUL-terminated s made valid UTF-8 in place (clean_bytes). */
 static void clean_in_place(char *s) { (void)clean_bytes(s, strlen(s), s); }
+
+/* (watch_job.h) */
+void vqc_watch_mark_ended(const char *dir, const vqc_watch_proc *procs,
+                          int n) {
+  for (int i = 0; i < n; i++) {
+    const vqc_watch_proc *p = &procs[i];
+    if (p->rank < 0 || p->stopped || !vqc_watch_failed(p)) continue;
+    vqc_live_info info;
+    /* A record with an end of the rank's own (or of whoever ended it) says
+     * how it ended already; no record: the bridge never started there. */
+    if (vqc_live_scan(dir, p->rank, &info) != VQC_OK || !info.exists ||
+        info.finished || info.signal != 0 || info.killed || info.lost)
+      continue;
+    char words[VQC_WATCH_TAIL_MAX + 1];
+    (void)clean_bytes(p->tail, p->ntail, words);
+    (void)vqc_live_mark_end(dir, p->rank, "vqcheck watch",
+                            WIFSIGNALED(p->status) ? WTERMSIG(p->status) : 0,
+                            WIFEXITED(p->status) ? WEXITSTATUS(p->status) : 0,
+                            words);
+  }
+}
 
 /* (watch_job.h) */
 json_t *vqc_watch_job_json(const vqc_watch_opts *o, const char *bridge,
@@ -135,24 +168,41 @@ static bool has_kind(const vqc_findings *a, const vqc_findings *b,
   return false;
 }
 
-/* Whether a finding of a or b names rank r with a kind that says how a
- * rank ended (rank_failure, deadlock, collective_mismatch); r < 0: any. */
-static bool end_explained(const vqc_findings *a, const vqc_findings *b,
-                          int r) {
+/* Whether finding x is about rank r: it names r, or its detail lists r's
+ * call of the collective it is about (a deadlock's "entered", a
+ * collective_mismatch's "calls"). */
+static bool about_rank(const vqc_finding *x, int r) {
+  for (int k = 0; k < x->nranks; k++)
+    if (x->ranks[k] == r) return true;
+  static const char *const lists[] = {"entered", "calls"};
+  for (size_t l = 0; l < sizeof lists / sizeof lists[0]; l++) {
+    const json_t *arr = json_object_get(x->detail, lists[l]);
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+      const json_t *rank = json_object_get(json_array_get(arr, i), "rank");
+      if (json_is_integer(rank) && json_integer_value(rank) == r) return true;
+    }
+  }
+  return false;
+}
+
+/* A finding of a or b of a kind that says how a rank ended (rank_failure,
+ * deadlock, collective_mismatch) and is about rank r (about_rank; r < 0:
+ * any); only_failure: a rank_failure only. NULL when none. */
+static const vqc_finding *end_finding(const vqc_findings *a,
+                                      const vqc_findings *b, int r,
+                                      bool only_failure) {
   const vqc_findings *lists[2] = {a, b};
   for (int l = 0; l < 2; l++) {
     for (int i = 0; lists[l] && i < lists[l]->count; i++) {
       const vqc_finding *x = &lists[l]->items[i];
       if (x->kind != VQC_FINDING_RANK_FAILURE &&
-          x->kind != VQC_FINDING_DEADLOCK &&
-          x->kind != VQC_FINDING_COLLECTIVE_MISMATCH)
+          (only_failure || (x->kind != VQC_FINDING_DEADLOCK &&
+                            x->kind != VQC_FINDING_COLLECTIVE_MISMATCH)))
         continue;
-      if (r < 0) return true;
-      for (int k = 0; k < x->nranks; k++)
-        if (x->ranks[k] == r) return true;
+      if (r < 0 || about_rank(x, r)) return x;
     }
   }
-  return false;
+  return NULL;
 }
 
 /* Reads dir/rank-<r>.hang (a JSON object) into a new reference; NULL when
@@ -418,6 +468,7 @@ typedef struct rank_place {
   vqc_watch_frame top;  /* ELSEWHERE: its top frame */
   char why[160];        /* NONE: why there is no stack */
   const char *verb;     /* NONE: "had ended" wording instead of "no stack" */
+  bool left;            /* NONE: it had exited with status 0 (left early) */
   char key[1400];       /* places with the same key are told together */
   bool told;
 } rank_place;
@@ -581,6 +632,7 @@ static void place_other(const vqc_watch_ctx *c, rank_place *p,
   if (pr && pr->at_hang == VQC_WATCH_AT_HANG_ENDED) {
     p->verb = "had";
     vqc_watch_end_text(pr, p->why, sizeof p->why);
+    p->left = WIFEXITED(pr->status) && WEXITSTATUS(pr->status) == 0;
   } else if (pr && pr->at_hang == VQC_WATCH_AT_HANG_FINISHED) {
     p->verb = "had";
     snprintf(p->why, sizeof p->why, "finished (its live record says so)");
@@ -656,11 +708,19 @@ static void hang_finding(const vqc_watch_ctx *c, vqc_findings *known,
     return;
   }
   x.step = step;
-  /* The ranks to look at: those waiting (which collective) and those
-   * placed elsewhere (where the program went instead). Not the ranks
-   * without a stack: one that died keeps its own rank_failure. Those
-   * elsewhere first, should there be more than a finding holds. */
-  for (int kind = PLACE_ELSEWHERE; kind >= PLACE_WAITING; kind--)
+  /* The ranks to look at: those that had left early (exit status 0 while
+   * the others went on: they are why the others wait), if any; else those
+   * waiting (which collective) and those placed elsewhere (where the
+   * program went instead). Not the ranks without a stack otherwise: one
+   * that died keeps its own rank_failure. Those elsewhere first, should
+   * there be more than a finding holds. */
+  int nleft = 0;
+  int *left = malloc((size_t)n * sizeof *left);
+  for (int i = 0; left && i < n; i++)
+    if (pl[i].kind == PLACE_NONE && pl[i].left) left[nleft++] = pl[i].rank;
+  for (int i = 0; i < nleft; i++) vqc_finding_add_rank(&x, left[i]);
+  for (int kind = PLACE_ELSEWHERE; nleft == 0 && kind >= PLACE_WAITING;
+       kind--)
     for (int i = 0; i < n; i++)
       if (pl[i].kind == kind) vqc_finding_add_rank(&x, pl[i].rank);
   qsort(x.ranks, (size_t)x.nranks, sizeof x.ranks[0], cmp_int);
@@ -695,7 +755,15 @@ static void hang_finding(const vqc_watch_ctx *c, vqc_findings *known,
 
   /* The message: the waiting ranks, then the others, grouped. */
   size_t k = 0;
-  appendf(x.message, &k, sizeof x.message, "deadlock:");
+  if (nleft > 0) {
+    char names[128];
+    rank_names(left, nleft, names, sizeof names);
+    appendf(x.message, &k, sizeof x.message, "%s left early (exited with "
+            "status 0 while the others went on):", names);
+  } else {
+    appendf(x.message, &k, sizeof x.message, "deadlock:");
+  }
+  free(left);
   bool first = true;
   for (int kind = PLACE_WAITING; kind <= PLACE_NONE; kind++) {
     int groups = 0, untold = 0;
@@ -774,10 +842,14 @@ static void hang_finding(const vqc_watch_ctx *c, vqc_findings *known,
   (void)vqc_findings_add(out, &x);
 }
 
-/* The last lines (at most 3, at most `room` bytes) of p's stderr, joined
- * by " / ", into buf. */
+/* The last lines (at most 3) of p's stderr, joined by " / ", into buf
+ * (room bytes, its NUL included). When they do not fit, their end: what a
+ * process says last tells most (gloo's "Received data size doesn't match
+ * expected size" ends a line of 260 bytes), from a word's start, after
+ * "... ". Valid UTF-8 (clean_bytes). */
 static void last_lines(const vqc_watch_proc *p, char *buf, size_t room) {
   buf[0] = '\0';
+  if (room < 16) return;
   size_t end = p->ntail;
   while (end > 0 && (p->tail[end - 1] == '\n' || p->tail[end - 1] == '\r' ||
                      p->tail[end - 1] == ' '))
@@ -788,40 +860,59 @@ static void last_lines(const vqc_watch_proc *p, char *buf, size_t room) {
     if (p->tail[start - 1] == '\n') lines++;
     if (lines < 3) start--;
   }
-  if (end - start > room) start = end - room;
   json_t *s = clean_string(p->tail + start, end - start);
-  size_t k = 0;
-  for (const char *c = json_string_value(s); *c && k + 4 < room + 4; c++) {
+  const char *t = json_string_value(s);
+  /* Joined: a newline becomes " / " (3 bytes for 1). */
+  char *joined = malloc(3 * strlen(t) + 1);
+  if (!joined) {
+    json_decref(s);
+    return;
+  }
+  size_t m = 0;
+  for (const char *c = t; *c; c++) {
+    if (*c == '\r') continue;
     if (*c == '\n') {
-      if (k + 3 >= room) break;
-      memcpy(buf + k, " / ", 3);
-      k += 3;
-    } else if (k + 1 < room) {
-      buf[k++] = *c;
+      memcpy(joined + m, " / ", 3);
+      m += 3;
     } else {
-      break;
+      joined[m++] = *c;
     }
   }
-  /* Cut where a character ends: a message must stay UTF-8. */
-  size_t lead = k;
-  while (lead > 0 && ((unsigned char)buf[lead - 1] & 0xC0) == 0x80) lead--;
-  if (lead > 0 && (unsigned char)buf[lead - 1] >= 0xC0) {
-    const unsigned char c = (unsigned char)buf[lead - 1];
-    const size_t want = (c & 0xE0) == 0xC0 ? 2 : (c & 0xF0) == 0xE0 ? 3 : 4;
-    if (k - (lead - 1) < want) k = lead - 1; /* its last bytes did not fit */
+  joined[m] = '\0';
+  if (m + 1 <= room) {
+    memcpy(buf, joined, m + 1);
+  } else {
+    static const char cut[] = "... ";
+    const char *from = joined + (m - (room - sizeof cut)); /* fits after */
+    while (*from && ((unsigned char)*from & 0xC0) == 0x80) from++;
+    /* From the next word, unless that is far. */
+    const char *space = strchr(from, ' ');
+    if (space && space - from < 24) from = space + 1;
+    snprintf(buf, room, "%s%s", cut, from);
   }
-  buf[k] = '\0';
+  free(joined);
   json_decref(s);
 }
 
-/* Whether process p's failure goes into the rank_failure (see the file
- * comment); `others`: another process's failure does. */
+/* Whether p was killed by a signal of its own (not one vqcheck sent), and
+ * the analysis did not have it: its live record holds no such end
+ * (vqc_watch_mark_ended). */
+static bool signal_is_news(const vqc_watch_ctx *c, const vqc_watch_proc *p) {
+  if (p->stopped || !p->exited || !WIFSIGNALED(p->status) || p->rank < 0)
+    return false;
+  vqc_live_info info;
+  return vqc_live_scan(c->dir, p->rank, &info) != VQC_OK ||
+         !(info.lost && info.end_signal == WTERMSIG(p->status));
+}
+
+/* Whether process p's failure goes into the rank_failure (watch_job.h);
+ * `others`: another process's failure does. */
 static bool unexplained(const vqc_watch_ctx *c, const vqc_watch_proc *p,
                         vqc_findings *known, vqc_findings *out, bool others) {
   if (!vqc_watch_failed(p)) return false;
   if (p->stopped) /* the reason vqcheck stopped it is reported */
     return !(c->interrupted || others || known->count + out->count > 0);
-  return !end_explained(known, out, p->rank);
+  return !end_finding(known, out, p->rank, signal_is_news(c, p));
 }
 
 /* One rank_failure for every failed process no finding explains, the
@@ -843,14 +934,37 @@ static void failure_finding(const vqc_watch_ctx *c, vqc_findings *known,
       if (c->procs[i].exit_order == order) p = &c->procs[i];
     if (!p || !unexplained(c, p, known, out, own)) continue;
     if (p->rank >= 0) vqc_finding_add_rank(&x, p->rank);
-    char who[64], how[96], lines[220];
+    char who[64], how[128], lines[320], in[400] = "";
     vqc_watch_proc_name(p, who, sizeof who);
     vqc_watch_end_text(p, how, sizeof how);
-    last_lines(p, lines, sizeof lines);
+    /* Killed inside what another finding is about (a collective_mismatch,
+     * a deadlock): where it died, and an abort there is the backend's. */
+    const vqc_finding *about =
+        p->rank >= 0 && WIFSIGNALED(p->status)
+            ? end_finding(known, out, p->rank, false)
+            : NULL;
+    if (about) {
+      snprintf(in, sizeof in, " in the %s%s%.256s%s",
+               vqc_finding_kind_name(about->kind), about->site[0] ? " at " : "",
+               about->site,
+               WTERMSIG(p->status) == SIGABRT
+                   ? ": the backend aborted the process on it"
+                   : "");
+      if (nfail == 0 && about->site[0])
+        snprintf(x.site, sizeof x.site, "%s", about->site);
+      if (nfail == 0) x.step = about->step;
+    }
+    /* Its last words get what the message has left (their end is what
+     * tells most), at least 120 bytes, at most the buffer. */
+    const size_t said = strlen(who) + strlen(how) + strlen(in) + 64;
+    size_t room = said < sizeof x.message ? sizeof x.message - said : 0;
+    if (room < 120) room = 120;
+    if (room > sizeof lines) room = sizeof lines;
+    last_lines(p, lines, room);
     int w;
     if (nfail == 0)
-      w = snprintf(x.message, sizeof x.message, "%s %s%s%s%s", who, how,
-                   p->stopped ? " after vqcheck watch stopped it" : "",
+      w = snprintf(x.message, sizeof x.message, "%s %s%s%s%s%s", who, how,
+                   p->stopped ? " after vqcheck watch stopped it" : "", in,
                    lines[0] ? "; its stderr ended: " : " (no stderr)",
                    lines);
     else
@@ -879,6 +993,7 @@ static void failure_finding(const vqc_watch_ctx *c, vqc_findings *known,
     return;
   }
   json_object_set_new(x.detail, "processes", list);
+  clean_in_place(x.message); /* a cut may fall inside a character */
   (void)vqc_findings_add(out, &x);
 }
 

@@ -81,8 +81,22 @@ bool vqc_watch_failed(const vqc_watch_proc *p);
 /* "rank 1 (pid 123)" or "the launcher (pid 123)". */
 void vqc_watch_proc_name(const vqc_watch_proc *p, char *buf, size_t n);
 
-/* "exited with status 3" / "was killed by signal 9 (Killed)". */
+/* "exited with status 3" / "was killed by signal 9 (SIGKILL, Killed)". */
 void vqc_watch_end_text(const vqc_watch_proc *p, char *buf, size_t n);
+
+/* Before the analysis, once every process has ended: for each rank's
+ * process that ended by itself other than with exit status 0 (a signal of
+ * its own, SIGABRT from the backend, SIGKILL from the OOM killer, SIGSEGV;
+ * or an exit status) and whose live record has no end line (the bridge
+ * never got to write one), appends to that record how it ended and its
+ * last stderr lines (vqc_live_mark_end, by "vqcheck watch"). The ledger
+ * analysis then names the signal and the rank's last words instead of
+ * guessing, and so does a later `vqcheck analyze` of the directory.
+ * Processes vqcheck stopped itself, launchers, and ranks without a live
+ * record are left as they are. Best effort: a record that cannot be
+ * written stays as it was. */
+void vqc_watch_mark_ended(const char *dir, const vqc_watch_proc *procs,
+                          int n);
 
 /* run.json's "job" section (new reference), `stopped` "" when vqcheck did
  * not stop the job:
@@ -112,7 +126,25 @@ bool vqc_watch_stack_position(const char *path, vqc_watch_frame *where,
 /* Whether a rank left a hang marker (rank-<r>.hang) in dir. */
 bool vqc_watch_any_hang(const char *dir);
 
-/* analyze.h's more_findings for watch; ctx is a vqc_watch_ctx. */
+/* analyze.h's more_findings for watch; ctx is a vqc_watch_ctx. The rules
+ * (cmd_watch.c's file comment has the whole list):
+ *   - a deadlock from the hang markers when no deadlock or
+ *     collective_mismatch was found otherwise; when a rank had exited with
+ *     status 0 while the others waited (it left early) that rank is the
+ *     one it names, and its message starts "rank R left early";
+ *   - one rank_failure for the processes that failed with nothing to
+ *     explain them. A finding explains a rank's failure when it is about
+ *     that rank: it names it, or its detail lists the rank's call of the
+ *     collective it is about (a deadlock's "entered", a
+ *     collective_mismatch's "calls"): a rank whose collective failed
+ *     because its peer left or called it wrongly failed of that. A process
+ *     killed by a signal of its own (not vqcheck's) is explained only by a
+ *     rank_failure naming it, or by a finding about it when its live record
+ *     holds the signal (vqc_watch_mark_ended): the signal is news the other
+ *     findings do not have. Such a rank_failure names the finding the rank
+ *     died in ("killed by signal 6 (SIGABRT, Aborted) in the
+ *     collective_mismatch at job.py:5 <module>: the backend aborted the
+ *     process on it") and its last stderr lines. */
 void vqc_watch_more_findings(void *ctx, vqc_findings *known,
                              vqc_findings *out);
 

@@ -1,0 +1,112 @@
+"""The right name for what happened (issue 23): real gloo jobs under
+`vqcheck watch`, each a few lines written by the test.
+
+- A size mismatch (the same line all_reduces 4 floats on rank 0 and 5 on
+  rank 1): gloo aborts rank 0 (SIGABRT, "Received data size doesn't match
+  expected size") and rank 1's call fails. That is one collective_mismatch
+  at that line naming both calls, not a deadlock; rank 0's abort is told
+  with its signal and its last stderr lines, never guessed.
+- A rank that leaves early (rank 1 exits 0 after one of three steps while
+  rank 0 goes on and fails in its next all_reduce): the findings name rank
+  1, never rank 0.
+
+The C side of both is tested without torch in tests/unit/test_naming.c and
+test_naming_watch.c; these check that real torch runs come out the same.
+"""
+import json
+import os
+import subprocess
+import sys
+
+MISMATCH_JOB = '''\
+import torch, torch.distributed as dist
+dist.init_process_group("gloo"); r = dist.get_rank()
+x = torch.ones(4 + r)
+dist.all_reduce(x)  # MISMATCH: 4 floats on rank 0, 5 on rank 1
+print("done", x)
+'''
+
+EARLY_EXIT_JOB = '''\
+import datetime, sys
+import torch, torch.distributed as dist
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=30))
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = torch.nn.Linear(4, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(3):
+    opt.zero_grad()
+    model(torch.randn(8, 4)).square().mean().backward()
+    for p in model.parameters():
+        dist.all_reduce(p.grad)  # GRADS
+    opt.step()
+    if rank == 1 and step == 0:
+        sys.exit(0)  # LEAVES: rank 1 stops after its first step
+'''
+
+
+def watch(cli, tmp_path, name, text, timeout_s=10):
+    """`vqcheck watch --nproc 2 --json` of job `text`: (exit code, run.json,
+    stderr, the job's path)."""
+    job = tmp_path / name
+    job.write_text(text)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("PYTHONPATH", None)
+    p = subprocess.run([cli, "watch", "--nproc", "2", "--timeout",
+                        str(timeout_s), "--out", str(tmp_path / "run"),
+                        "--json", "--", sys.executable, str(job)],
+                       env=env, capture_output=True, text=True, timeout=120)
+    run = json.loads(p.stdout) if p.stdout.strip().startswith("{") else None
+    return p.returncode, run, p.stderr, job
+
+
+def line_of(job, marker):
+    return next(i + 1 for i, t in enumerate(job.read_text().splitlines())
+                if marker in t)
+
+
+def test_gloo_size_mismatch_is_a_collective_mismatch_at_its_line(cli,
+                                                                  tmp_path):
+    rc, run, err, job = watch(cli, tmp_path, "mismatch.py", MISMATCH_JOB)
+    assert rc == 1, err
+    kinds = sorted(f["kind"] for f in run["findings"])
+    assert "deadlock" not in kinds, run["findings"]
+    [mis] = [f for f in run["findings"] if f["kind"] == "collective_mismatch"]
+    line = line_of(job, "# MISMATCH")
+    assert mis["site"] == f"{job}:{line} <module>", mis
+    assert mis["ranks"] == [0, 1]
+    assert "all_reduce(float32, count 4)" in mis["message"], mis["message"]
+    assert "all_reduce(float32, count 5)" in mis["message"], mis["message"]
+    assert mis["detail"]["differs"] == ["count"]
+    # gloo aborts one side (which one is a race; usually rank 0) and fails
+    # the other's call. The abort is told with its signal and last words,
+    # in the mismatch itself or in a rank_failure of its own.
+    procs = {p["rank"]: p for p in run["job"]["processes"]}
+    aborted = [r for r, p in procs.items() if p["signal"] == 6]
+    for r in aborted:
+        told = [f for f in run["findings"]
+                if r in f["ranks"] and "signal 6 (SIGABRT, Aborted)" in
+                f["message"]]
+        assert told, run["findings"]
+        assert any("Received data size doesn't match" in f["message"]
+                   for f in told), told
+    for f in run["findings"]:
+        assert "OOM killer" not in f["message"], f
+        if f["kind"] == "rank_failure":
+            assert sorted(f["ranks"]) == aborted, f
+
+
+def test_rank_that_left_early_is_the_rank_named(cli, tmp_path):
+    rc, run, err, job = watch(cli, tmp_path, "early.py", EARLY_EXIT_JOB,
+                              timeout_s=5)
+    assert rc == 1, err
+    procs = {p["rank"]: p for p in run["job"]["processes"]}
+    assert procs[1]["exit_code"] == 0
+    ends = [f for f in run["findings"]
+            if f["kind"] in ("deadlock", "rank_failure", "collective_mismatch")]
+    assert ends, run["findings"]
+    for f in ends:
+        assert f["ranks"] == [1], f
+    [first] = ends
+    assert first["message"].startswith("rank 1 left early"), first
+    assert first["site"] == f"{job}:{line_of(job, '# GRADS')} <module>"
