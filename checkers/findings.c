@@ -1,13 +1,16 @@
 /* findings.c: the finding list, its JSON form, and the merge of the
  * duplicates several ranks recorded (see findings.h). The gather over a comm
- * is in findings_gather.c, so this file needs nothing but jansson (the
- * parser fuzzers in tests/fuzz build it on its own). */
+ * is in findings_gather.c, so this file needs nothing but jansson and
+ * utf8.c (the parser fuzzers in tests/fuzz build them on their own). */
 #include "findings.h"
 
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "utf8.h"
 
 static const char *const kind_names[] = {
 #define X(e, name) name,
@@ -66,6 +69,22 @@ vqc_status vqc_findings_add(vqc_findings *f, const vqc_finding *x) {
   return VQC_OK;
 }
 
+/* Drops an incomplete UTF-8 character at the end of s, which a byte-wise
+ * cut (snprintf's) left; only for a cut string: an incomplete character
+ * that was in the text itself stays, for vqc_finding_to_json to replace
+ * and report. */
+static void cut_partial_char(char *s) {
+  const size_t n = strlen(s);
+  size_t lead = n;
+  /* At most 3 continuation bytes back to the lead byte. */
+  while (lead > 0 && n - lead < 3 && ((unsigned char)s[lead - 1] & 0xC0) == 0x80)
+    lead--;
+  if (lead == 0) return;
+  const unsigned char c = (unsigned char)s[lead - 1];
+  const size_t want = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+  if (want > 1 && n - (lead - 1) < want) s[lead - 1] = '\0';
+}
+
 void vqc_finding_init(vqc_finding *x, vqc_finding_kind kind, int64_t step,
                       const char *fmt, ...) {
   memset(x, 0, sizeof *x);
@@ -74,8 +93,13 @@ void vqc_finding_init(vqc_finding *x, vqc_finding_kind kind, int64_t step,
   x->detail = json_object();
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(x->message, sizeof x->message, fmt, ap);
+  const int w = vsnprintf(x->message, sizeof x->message, fmt, ap);
   va_end(ap);
+  if (w >= (int)sizeof x->message) {
+    /* vsnprintf cuts at a byte: take back a character it left half. */
+    x->truncated |= VQC_FINDING_TEXT_MESSAGE;
+    cut_partial_char(x->message);
+  }
 }
 
 void vqc_finding_set_site(vqc_finding *x, vqc_site site) {
@@ -84,11 +108,17 @@ void vqc_finding_set_site(vqc_finding *x, vqc_site site) {
   const char *rel = strstr(file, "/lib/");
   if (!rel) rel = strstr(file, "/harness/");
   if (!rel) rel = strstr(file, "/examples/");
-  snprintf(x->site, sizeof x->site, "%s:%d %s", rel ? rel + 1 : file,
-           site.line, site.func ? site.func : "?");
+  const int w = snprintf(x->site, sizeof x->site, "%s:%d %s",
+                         rel ? rel + 1 : file, site.line,
+                         site.func ? site.func : "?");
+  if (w >= (int)sizeof x->site) {
+    x->truncated |= VQC_FINDING_TEXT_SITE;
+    cut_partial_char(x->site);
+  }
 }
 
 void vqc_finding_add_rank(vqc_finding *x, int rank) {
+  if (rank < 0) return;
   for (int i = 0; i < x->nranks; i++)
     if (x->ranks[i] == rank) return;
   if (x->nranks < VQC_FINDING_MAX_RANKS) x->ranks[x->nranks++] = rank;
@@ -102,81 +132,185 @@ bool vqc_findings_has(vqc_findings *f, vqc_finding_kind kind) {
   return has;
 }
 
-/* A JSON string of s; bytes that are not UTF-8 (a rank's stderr cut in the
- * middle of a character, a path in another encoding) become '?', so the
- * member is never missing: jansson refuses a string that is not UTF-8. */
-static json_t *text_json(const char *s) {
-  json_t *j = json_string(s);
-  if (j) return j;
-  const size_t n = strlen(s);
-  char *out = malloc(n + 1);
-  if (!out) return json_string("?");
-  size_t i = 0, k = 0;
-  while (i < n) {
-    const unsigned char c = (unsigned char)s[i];
-    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2
-                              : (c & 0xF0) == 0xE0 ? 3
-                              : (c & 0xF8) == 0xF0 ? 4 : 0;
-    bool ok = len > 0 && i + len <= n;
-    for (size_t m = 1; ok && m < len; m++)
-      ok = ((unsigned char)s[i + m] & 0xC0) == 0x80;
-    /* One character at a time, so an overlong or surrogate form that
-     * jansson still refuses is caught below. */
-    if (ok && len > 1) {
-      char one[5] = {0};
-      memcpy(one, s + i, len);
-      json_t *t = json_string(one);
-      ok = t != NULL;
-      json_decref(t);
-    }
-    if (ok) {
-      memcpy(out + k, s + i, len);
-      k += len;
-      i += len;
-    } else {
-      out[k++] = '?';
-      i++;
-    }
+/* The names of the VQC_FINDING_TEXT_* bits, in bit order. */
+static const char *const text_names[3] = {"tensor", "site", "message"};
+
+/* A JSON string of a finding's field (utf8.h); bit `field` is set in
+ * *replaced when bytes had to be replaced. */
+static json_t *text_json(const char *s, unsigned field, unsigned *replaced) {
+  unsigned done = 0;
+  json_t *j = vqc_json_text_opts(s, strlen(s), 0, &done);
+  if (done & VQC_UTF8_REPLACED) *replaced |= field;
+  return j;
+}
+
+/* ["tensor", "message"] of the bits set in bits; NULL when none. */
+static json_t *text_list(unsigned bits) {
+  if (!bits) return NULL;
+  json_t *a = json_array();
+  for (unsigned i = 0; i < 3; i++)
+    if (bits & (1u << i)) json_array_append_new(a, json_string(text_names[i]));
+  return a;
+}
+
+/* Whether v, a detail at nesting level `depth` (1 for the detail itself),
+ * is written as it is: nested no deeper than VQC_FINDING_DETAIL_MAX_DEPTH,
+ * and no string in it holding a NUL (jansson keeps one from json_stringn;
+ * written as \u0000, it makes run.json one that vqcheck's reader, like
+ * jansson's by default, refuses). */
+static bool detail_as_is(const json_t *v, int depth) {
+  if (json_is_string(v))
+    return strlen(json_string_value(v)) == json_string_length(v);
+  if (!json_is_object(v) && !json_is_array(v)) return true;
+  if (depth > VQC_FINDING_DETAIL_MAX_DEPTH) return false;
+  const char *k;
+  size_t i;
+  json_t *m;
+  if (json_is_object(v)) {
+    json_object_foreach((json_t *)v, k, m)
+      if (!detail_as_is(m, depth + 1)) return false;
+  } else {
+    json_array_foreach(v, i, m)
+      if (!detail_as_is(m, depth + 1)) return false;
   }
-  out[k] = '\0';
-  j = json_string(out);
-  free(out);
-  return j ? j : json_string("?");
+  return true;
+}
+
+/* A copy of v (new reference; other values shared) that detail_as_is
+ * accepts: objects and arrays past level VQC_FINDING_DETAIL_MAX_DEPTH
+ * become a string saying so, a NUL in a string '?' (utf8.h). */
+static json_t *detail_fixed(json_t *v, int depth) {
+  if (json_is_string(v))
+    return vqc_json_text(json_string_value(v), json_string_length(v));
+  if (!json_is_object(v) && !json_is_array(v)) return json_incref(v);
+  if (depth > VQC_FINDING_DETAIL_MAX_DEPTH)
+    return json_string("(nested too deep: left out)");
+  json_t *out;
+  if (json_is_object(v)) {
+    out = json_object();
+    const char *k;
+    json_t *m;
+    json_object_foreach(v, k, m)
+      json_object_set_new(out, k, detail_fixed(m, depth + 1));
+  } else {
+    out = json_array();
+    size_t i;
+    json_t *m;
+    json_array_foreach(v, i, m)
+      json_array_append_new(out, detail_fixed(m, depth + 1));
+  }
+  return out;
 }
 
 json_t *vqc_finding_to_json(const vqc_finding *x) {
   json_t *ranks = json_array();
   for (int i = 0; i < x->nranks; i++)
-    json_array_append_new(ranks, json_integer(x->ranks[i]));
+    if (x->ranks[i] >= 0)
+      json_array_append_new(ranks, json_integer(x->ranks[i]));
   json_t *j = json_object();
   json_object_set_new(j, "kind", json_string(vqc_finding_kind_name(x->kind)));
-  json_object_set_new(j, "step", json_integer(x->step));
+  json_object_set_new(j, "step", json_integer(x->step < -1 ? -1 : x->step));
   json_object_set_new(j, "ranks", ranks);
   if (x->nranks > VQC_FINDING_RANGES_FROM) {
     char text[1024];
     vqc_rank_ranges_text(x->ranks, x->nranks, text, sizeof text);
     json_object_set_new(j, "rank_ranges", json_string(text));
   }
-  if (x->tensor[0]) json_object_set_new(j, "tensor", text_json(x->tensor));
-  if (x->site[0]) json_object_set_new(j, "site", text_json(x->site));
-  if (x->detail)
-    json_object_set(j, "detail", x->detail);
-  else
+  unsigned replaced = x->invalid_utf8;
+  if (x->tensor[0])
+    json_object_set_new(j, "tensor", text_json(x->tensor,
+                                               VQC_FINDING_TEXT_TENSOR,
+                                               &replaced));
+  if (x->site[0])
+    json_object_set_new(j, "site", text_json(x->site, VQC_FINDING_TEXT_SITE,
+                                             &replaced));
+  if (!x->detail)
     json_object_set_new(j, "detail", json_object());
-  json_object_set_new(j, "message", text_json(x->message));
+  else if (!detail_as_is(x->detail, 1))
+    json_object_set_new(j, "detail", detail_fixed(x->detail, 1));
+  else
+    json_object_set(j, "detail", x->detail);
+  json_object_set_new(j, "message", text_json(x->message,
+                                              VQC_FINDING_TEXT_MESSAGE,
+                                              &replaced));
+  json_t *bad = text_list(replaced), *cut = text_list(x->truncated);
+  if (bad) json_object_set_new(j, "invalid_utf8", bad);
+  if (cut) json_object_set_new(j, "truncated", cut);
   return j;
 }
 
-/* Copies an optional string member into buf; false if present but not a
- * string or too long. */
+/* An optional string member `key` of j into buf (n bytes): "" when
+ * absent; cut where a character ends when longer (bit `field` in
+ * *truncated), a NUL in it made '?' (in *replaced). False when present but
+ * not a string. */
 static bool get_opt_string(const json_t *j, const char *key, char *buf,
-                           size_t n) {
+                           size_t n, unsigned field, unsigned *truncated,
+                           unsigned *replaced) {
   const json_t *v = json_object_get(j, key);
   buf[0] = '\0';
   if (!v) return true;
-  if (!json_is_string(v) || strlen(json_string_value(v)) >= n) return false;
-  strcpy(buf, json_string_value(v));
+  if (!json_is_string(v)) return false;
+  const unsigned done = vqc_utf8_copy(buf, n, json_string_value(v),
+                                      json_string_length(v), 0, NULL);
+  if (done & VQC_UTF8_CUT) *truncated |= field;
+  if (done & VQC_UTF8_REPLACED) *replaced |= field;
   return true;
+}
+
+/* The bridge's site object {"file", "line", "func"} as run.json's "file:line
+ * func" into buf (n bytes): a path too long keeps its end (the file's name),
+ * func at most 40 bytes, each cut where a character ends (bit
+ * VQC_FINDING_TEXT_SITE in *truncated). */
+static void site_from_object(const json_t *site, char *buf, size_t n,
+                             unsigned *truncated, unsigned *replaced) {
+  const json_t *jf = json_object_get(site, "file");
+  const json_t *jn = json_object_get(site, "func");
+  const json_t *line = json_object_get(site, "line");
+  const char *file = json_string_value(jf), *func = json_string_value(jn);
+  size_t lf = file ? json_string_length(jf) : 0;
+  size_t ln = func ? json_string_length(jn) : 0;
+  if (lf == 0) {
+    file = "?";
+    lf = 1;
+  }
+  if (ln == 0) {
+    func = "?";
+    ln = 1;
+  }
+  char fn[41];
+  unsigned done = vqc_utf8_copy(fn, sizeof fn, func, ln, 0, NULL);
+  char tail[80];
+  snprintf(tail, sizeof tail, ":%lld %s",
+           json_is_integer(line) ? (long long)json_integer_value(line) : 0LL,
+           fn);
+  const size_t lt = strlen(tail), room = n - 1 - lt;
+  const char *shown = file;
+  if (lf > room) { /* keep the end, from where a character starts */
+    shown = file + (lf - room);
+    while (shown < file + lf && ((unsigned char)*shown & 0xC0) == 0x80)
+      shown++;
+    done |= VQC_UTF8_CUT;
+  }
+  size_t k = 0;
+  done |= vqc_utf8_copy(buf, room + 1, shown, lf - (size_t)(shown - file), 0,
+                        &k);
+  memcpy(buf + k, tail, lt + 1);
+  if (done & VQC_UTF8_CUT) *truncated |= VQC_FINDING_TEXT_SITE;
+  if (done & VQC_UTF8_REPLACED) *replaced |= VQC_FINDING_TEXT_SITE;
+}
+
+/* The VQC_FINDING_TEXT_* bits named in the list member `key` of j (the
+ * notes of vqc_finding_to_json); anything else in it is ignored. */
+static unsigned text_bits(const json_t *j, const char *key) {
+  unsigned bits = 0;
+  size_t i;
+  const json_t *v;
+  json_array_foreach(json_object_get(j, key), i, v) {
+    const char *name = json_string_value(v);
+    for (unsigned b = 0; name && b < 3; b++)
+      if (strcmp(name, text_names[b]) == 0) bits |= 1u << b;
+  }
+  return bits;
 }
 
 vqc_status vqc_finding_from_json(const json_t *j, vqc_finding *out) {
@@ -189,8 +323,9 @@ vqc_status vqc_finding_from_json(const json_t *j, vqc_finding *out) {
     return vqc_error(VQC_EPARSE, "finding field 'kind': expected one of the "
                                  "finding kinds of spec/bugs.md");
   const json_t *step = json_object_get(j, "step");
-  if (!json_is_integer(step))
-    return vqc_error(VQC_EPARSE, "finding field 'step': expected an integer");
+  if (!json_is_integer(step) || json_integer_value(step) < -1)
+    return vqc_error(VQC_EPARSE, "finding field 'step': expected an integer "
+                                 ">= -1 (-1: no step)");
   out->step = json_integer_value(step);
   const json_t *ranks = json_object_get(j, "ranks");
   if (!json_is_array(ranks))
@@ -198,16 +333,30 @@ vqc_status vqc_finding_from_json(const json_t *j, vqc_finding *out) {
   size_t i;
   const json_t *r;
   json_array_foreach(ranks, i, r) {
-    if (!json_is_integer(r))
-      return vqc_error(VQC_EPARSE, "finding field 'ranks[%zu]': expected an "
-                                   "integer", i);
+    if (!json_is_integer(r) || json_integer_value(r) < 0 ||
+        json_integer_value(r) > INT_MAX)
+      return vqc_error(VQC_EPARSE, "finding field 'ranks[%zu]': expected a "
+                                   "rank, an integer from 0 to %d", i,
+                       INT_MAX);
     vqc_finding_add_rank(out, (int)json_integer_value(r));
   }
-  if (!get_opt_string(j, "tensor", out->tensor, sizeof out->tensor) ||
-      !get_opt_string(j, "site", out->site, sizeof out->site) ||
-      !get_opt_string(j, "message", out->message, sizeof out->message))
-    return vqc_error(VQC_EPARSE, "finding fields 'tensor', 'site' and "
-                                 "'message' must be (short) strings");
+  unsigned cut = text_bits(j, "truncated"), bad = text_bits(j, "invalid_utf8");
+  const json_t *site = json_object_get(j, "site");
+  bool ok = get_opt_string(j, "tensor", out->tensor, sizeof out->tensor,
+                           VQC_FINDING_TEXT_TENSOR, &cut, &bad) &&
+            get_opt_string(j, "message", out->message, sizeof out->message,
+                           VQC_FINDING_TEXT_MESSAGE, &cut, &bad);
+  if (ok && json_is_object(site))
+    site_from_object(site, out->site, sizeof out->site, &cut, &bad);
+  else if (ok)
+    ok = get_opt_string(j, "site", out->site, sizeof out->site,
+                        VQC_FINDING_TEXT_SITE, &cut, &bad);
+  if (!ok)
+    return vqc_error(VQC_EPARSE, "finding fields 'tensor' and 'message' must "
+                                 "be strings, 'site' a string or an object "
+                                 "{\"file\", \"line\", \"func\"}");
+  out->truncated = (unsigned char)cut;
+  out->invalid_utf8 = (unsigned char)bad;
   const json_t *detail = json_object_get(j, "detail");
   if (detail && !json_is_object(detail))
     return vqc_error(VQC_EPARSE, "finding field 'detail': expected an object");

@@ -48,15 +48,36 @@ vqc_status vqc_finding_kind_from_name(const char *name, vqc_finding_kind *out);
  * programs read, "rank_ranges" is what a person reads. */
 #define VQC_FINDING_RANGES_FROM 8
 
+/* A finding's strings, as bits of vqc_finding.invalid_utf8 and .truncated
+ * (and the names in its JSON's "invalid_utf8" and "truncated" lists). */
+enum {
+  VQC_FINDING_TEXT_TENSOR = 1u << 0,
+  VQC_FINDING_TEXT_SITE = 1u << 1,
+  VQC_FINDING_TEXT_MESSAGE = 1u << 2,
+};
+
+/* The deepest nesting of a finding's detail run.json keeps (objects and
+ * arrays inside detail, detail itself being level 1). jansson reads at most
+ * 2048 levels; a detail read from a file at that limit would put run.json
+ * past it (findings sit 3 levels down), and vqcheck could not read its own
+ * run.json. Real details are 3 or 4 levels deep. */
+#define VQC_FINDING_DETAIL_MAX_DEPTH 64
+
 typedef struct vqc_finding {
   vqc_finding_kind kind;
   int64_t step;                    /* -1 when no step applies */
   int nranks;
-  int ranks[VQC_FINDING_MAX_RANKS]; /* the ranks involved (outliers, stuck) */
+  int ranks[VQC_FINDING_MAX_RANKS]; /* the ranks involved (outliers, stuck),
+                                      each >= 0 */
   char tensor[128];                /* "" when none applies */
   char site[256];                  /* "file:line function", "" when none */
   json_t *detail;                  /* object, owned by the finding */
   char message[512];
+  /* VQC_FINDING_TEXT_* bits: the strings whose bytes that were not UTF-8
+   * became '?' (utf8.h), and those cut (where a character ends) to fit,
+   * on their way into this finding; kept through the JSON form. */
+  unsigned char invalid_utf8;
+  unsigned char truncated;
 } vqc_finding;
 
 /* A thread-safe growable list of findings. */
@@ -77,11 +98,13 @@ void vqc_findings_free(vqc_findings *f);
  * be NULL: an empty object is used). */
 vqc_status vqc_findings_add(vqc_findings *f, const vqc_finding *x);
 /* Starts a finding: zeroes it, sets kind, step, an empty detail object, and
- * the message from printf-style arguments. */
+ * the message from printf-style arguments (cut where a character ends when
+ * it does not fit, and marked truncated). */
 void vqc_finding_init(vqc_finding *x, vqc_finding_kind kind, int64_t step,
                       const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-/* "file:line function" from a call site. */
+/* "file:line function" from a call site (cut as the message). */
 void vqc_finding_set_site(vqc_finding *x, vqc_site site);
+/* Adds rank (once); a negative rank is no rank and is ignored. */
 void vqc_finding_add_rank(vqc_finding *x, int rank);
 /* True when the list holds a finding of this kind. */
 bool vqc_findings_has(vqc_findings *f, vqc_finding_kind kind);
@@ -115,9 +138,30 @@ vqc_status vqc_findings_gather(vqc_comm *side, vqc_findings *mine,
 /* The finding as a JSON object (new reference): {"kind","step","ranks",
  * "tensor","site","detail","message"} (tensor and site omitted when empty),
  * plus "rank_ranges" when ranks has more than VQC_FINDING_RANGES_FROM
- * entries (vqc_rank_ranges_text; readers take "ranks" and may ignore it). */
+ * entries (vqc_rank_ranges_text; readers take "ranks" and may ignore it).
+ *
+ * Always one that vqcheck's own run.json validation accepts, whatever the
+ * finding holds (issue 23): tensor, site and message go through utf8.h
+ * (bytes that are not UTF-8 become '?'); the strings that had such bytes,
+ * now or on their way in (x->invalid_utf8), are listed by name in
+ * "invalid_utf8" (e.g. ["message"]), those cut to fit (x->truncated) in
+ * "truncated"; both are left out when empty. A step below -1 is written
+ * as -1, negative ranks are left out, and a detail nested deeper than
+ * VQC_FINDING_DETAIL_MAX_DEPTH has its deeper levels replaced by the
+ * string "(nested too deep: left out)", a NUL in one of its strings by '?'
+ * (written as \u0000 it would make run.json unreadable to vqcheck). */
 json_t *vqc_finding_to_json(const vqc_finding *x);
-/* Parses one; VQC_EPARSE with a message naming the field otherwise. */
+/* Parses one; VQC_EPARSE with a message naming the field otherwise: kind
+ * not a known kind, step not an integer >= -1, ranks not an array of
+ * integers in 0..INT_MAX, tensor, site or message present but not a
+ * string, detail present but not an object. Lenient where the text is
+ * concerned, so that what a rank or the bridge wrote is reported rather
+ * than refused: a string longer than the finding holds (tensor 127, site
+ * 255, message 511 bytes) is cut where a character ends, a NUL in it
+ * becomes '?', and both are marked (truncated, invalid_utf8; the lists of
+ * vqc_finding_to_json are read back too). "site" may also be the bridge's
+ * object {"file", "line", "func"} (each optional), turned into "file:line
+ * func" (a path too long keeps its end, func at most 40 bytes). */
 vqc_status vqc_finding_from_json(const json_t *j, vqc_finding *out);
 /* The whole list as a JSON array of vqc_finding_to_json objects (new
  * reference), in list order. */

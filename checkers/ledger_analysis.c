@@ -12,6 +12,7 @@
  * thousands of times), so parsed records keep an index into a table of
  * distinct sites instead of their own copies of the strings. */
 #include "ledger_analysis.h"
+#include "utf8.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -882,9 +883,12 @@ vqc_status vqc_live_mark_end(const char *run_dir, int rank, const char *by,
     if (len > VQC_LIVE_LAST_WORDS - 1) from = len - (VQC_LIVE_LAST_WORDS - 1);
     while (from < len && ((unsigned char)last_words[from] & 0xC0) == 0x80)
       from++;
-    /* NULL for text that is not UTF-8: the line goes without it. */
-    json_t *w = json_stringn(last_words + from, len - from);
-    if (w) json_object_set_new(j, "last_words", w);
+    /* Bytes that are not UTF-8 become '?' (utf8.h): the words stay. */
+    json_object_set_new(j, "last_words",
+                        vqc_json_text_opts(last_words + from, len - from,
+                                           VQC_UTF8_TAIL |
+                                               VQC_UTF8_NO_CONTROLS,
+                                           NULL));
   }
   char *text = json_dumps(j, JSON_COMPACT | JSON_ENSURE_ASCII);
   json_decref(j);

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "utf8.h"
 #include "vqc/fsutil.h"
 #include "vqc/version.h"
 
@@ -640,12 +641,13 @@ void vqc_run_json_time(char *buf, size_t n) {
   strftime(buf, n, "%Y-%m-%dT%H:%M:%SZ", &tm);
 }
 
-/* A JSON string of s, or of `fallback` when s is not UTF-8 (a host name or
- * a message can be anything; jansson refuses what is not UTF-8, and the
- * field would then be missing). */
-static json_t *string_or(const char *s, const char *fallback) {
-  json_t *v = json_string(s ? s : "");
-  return v ? v : json_string(fallback);
+/* A JSON string of s, valid UTF-8 whatever s holds (a host name or a
+ * message can be anything; jansson refuses what is not UTF-8, and the
+ * field would then be missing): utf8.h, bytes replaced by '?' and, with
+ * `say`, the text ending in VQC_UTF8_NOTE_TEXT then. s NULL: "". */
+static json_t *text_or_empty(const char *s, bool say) {
+  return vqc_json_text_opts(s, s ? strlen(s) : 0, say ? VQC_UTF8_NOTE : 0,
+                            NULL);
 }
 
 json_t *vqc_run_json_new(json_t *head, const vqc_run_json_info *info) {
@@ -659,10 +661,15 @@ json_t *vqc_run_json_new(json_t *head, const vqc_run_json_info *info) {
   char host[256] = "";
   gethostname(host, sizeof host - 1);
   json_t *env = json_object();
-  json_object_set_new(env, "hostname", string_or(host, "?"));
-  json_object_set_new(env, "backend", string_or(info->backend, "?"));
+  json_object_set_new(env, "hostname", text_or_empty(host, false));
+  /* run.json's readers need a backend: none given is "unknown". */
+  json_object_set_new(env, "backend",
+                      text_or_empty(info->backend && info->backend[0]
+                                        ? info->backend
+                                        : "unknown",
+                                    false));
   if (info->device)
-    json_object_set_new(env, "device", string_or(info->device, "?"));
+    json_object_set_new(env, "device", text_or_empty(info->device, false));
   json_object_set_new(env, "ranks", json_integer(info->ranks));
   json_object_set_new(env, "pid", json_integer((json_int_t)getpid()));
   json_object_set_new(j, "environment", env);
@@ -682,7 +689,7 @@ json_t *vqc_run_json_new(json_t *head, const vqc_run_json_info *info) {
   json_t *tr = json_object();
   json_object_set_new(tr, "status", json_string(vqc_status_name(info->training)));
   json_object_set_new(tr, "failed_rank", json_integer(info->failed_rank));
-  json_object_set_new(tr, "message", string_or(info->message, "(not UTF-8)"));
+  json_object_set_new(tr, "message", text_or_empty(info->message, true));
   json_object_set_new(tr, "steps_done", json_integer(info->steps_done));
   json_object_set_new(j, "training", tr);
   json_object_set_new(j, "findings", info->findings

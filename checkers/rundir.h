@@ -190,7 +190,10 @@ typedef struct vqc_run_json_info {
  * members of `head` in their order (the writer's subject; the reference is
  * taken, head may be NULL), then environment (this host and process),
  * build (this build), finished (now), duration_s, training, findings,
- * "steps": [] (the writer appends its steps) and exit_code, from info. */
+ * "steps": [] (the writer appends its steps) and exit_code, from info.
+ * Every string of info is made valid UTF-8 (utf8.h: bytes replaced by '?';
+ * training.message then ends with VQC_UTF8_NOTE_TEXT), so no member is
+ * ever missing; a NULL or "" backend is "unknown". */
 json_t *vqc_run_json_new(json_t *head, const vqc_run_json_info *info);
 
 /* "2024-05-01T12:00:00Z" (now, UTC) into buf: run.json's time stamps. */

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "report_internal.h"
+#include "utf8.h"
 
 /* "exit 0", "exit 3", "signal 9", "(running)" for a process object. */
 static void status_text(const json_t *p, char *buf, size_t n) {
@@ -71,6 +72,7 @@ static void command_text(const json_t *job, char *buf, size_t n) {
     if (w < 0 || k + (size_t)w >= n) break;
     k += (size_t)w;
   }
+  (void)vqc_utf8_clean(buf, 0); /* a cut may fall inside a character */
 }
 
 void rep_render_md_job(FILE *f, const rep_run *r) {

@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "report_internal.h"
+#include "utf8.h"
 
 static void xml_attr(FILE *f, const char *name, const char *value) {
   fprintf(f, " %s=\"", name);
@@ -76,6 +77,7 @@ vqc_status rep_render_junit(const rep_run *r, FILE *f) {
   const int tests = VQC_FINDING_KIND_COUNT + 1;
   char suite[300];
   snprintf(suite, sizeof suite, "vqcheck.%s", r->name);
+  (void)vqc_utf8_clean(suite, 0); /* a cut may fall inside a character */
 
   fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites");
   xml_attr(f, "name", "vqcheck");
@@ -164,6 +166,7 @@ vqc_status rep_render_junit(const rep_run *r, FILE *f) {
     char msg[1200];
     snprintf(msg, sizeof msg, "training stopped (%s) and no finding explains "
              "it: %s", r->training_status, r->training_message);
+    (void)vqc_utf8_clean(msg, 0);
     fprintf(f, ">\n      <error");
     xml_attr(f, "message", msg);
     xml_attr(f, "type", r->training_status);
@@ -186,6 +189,7 @@ vqc_status rep_render_junit_suite(const char *suite_name,
   for (int i = 0; i < ncases; i++) seconds += cases[i].seconds;
   char suite[300];
   snprintf(suite, sizeof suite, "vqcheck.%s", suite_name);
+  (void)vqc_utf8_clean(suite, 0);
   fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<testsuites");
   xml_attr(f, "name", "vqcheck");
   fprintf(f, " tests=\"%d\" failures=\"%d\" errors=\"%d\" time=\"%.3f\">\n",

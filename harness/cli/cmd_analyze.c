@@ -39,6 +39,14 @@
  * directory without run.json whose files compared nothing (no finding, no
  * two ranks' digests of one step): VQC_EUNSUPPORTED, exit 3.
  *
+ * vqcheck's own output is always valid (issue 23): every string from
+ * outside (a rank's stderr, the bridge's files, paths) goes into run.json
+ * through checkers/utf8.h, findings through vqc_finding_to_json. The
+ * run.json written is then checked with the validator every reader uses
+ * (the reports'); should it fail anyway, it is rebuilt from what is known
+ * (write_checked below), the reports are written from that, and the exit
+ * code stays the verdict's, never 2.
+ *
  * Exit: 0 clean, 1 findings, 2 usage or bad input, 3 I/O error or (as for
  * `vqcheck run`) training that stopped with an error no finding explains.
  * The work is vqc_analyze_run_dir (analyze.h), which the MPI supervisor
@@ -57,7 +65,9 @@
 #include "findings_record.h"
 #include "ledger_analysis.h"
 #include "offline.h"
+#include "report.h"
 #include "trace_compare.h"
+#include "utf8.h"
 
 typedef struct analyze_opts {
   const char *run_dir;
@@ -323,6 +333,129 @@ static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
   return count;
 }
 
+/* ---- when vqcheck's own run.json fails its own validation
+ *
+ * Everything that goes into run.json is made valid on the way in (utf8.h,
+ * findings.h vqc_finding_to_json), so this should never happen; should it
+ * anyway (a member of an existing run.json that analyze keeps but never
+ * reads, a writer's bug), the verdict is still delivered: run.json is
+ * rebuilt from what is known -- the findings (the list the verdict was
+ * made from), the exit code, and each member of the first document that
+ * passes the validator's rules on its own -- with "validation_error"
+ * saying what the first one failed, and the reports are written from it.
+ * The exit code stays the verdict's (1 with findings), never 2: the input
+ * was fine, the fault is vqcheck's. Should the rebuilt one fail too (not
+ * known to happen), no reports are written, an error says so, and the exit
+ * code is 1 with findings, else 3. */
+
+/* Whether v is a string other than "". */
+static bool nonempty_string(const json_t *v) {
+  return json_is_string(v) && json_string_value(v)[0] != '\0';
+}
+
+/* Member key of src, when ok(member), set on dst (a new reference). */
+static void keep_if(json_t *dst, const json_t *src, const char *key,
+                    bool (*ok)(const json_t *)) {
+  json_t *v = json_object_get(src, key);
+  if (v && ok(v)) json_object_set(dst, key, v);
+}
+
+static bool any_json(const json_t *v) { return v != NULL; }
+static bool is_string(const json_t *v) { return json_is_string(v); }
+static bool is_number(const json_t *v) { return json_is_number(v); }
+static bool is_int(const json_t *v) { return json_is_integer(v); }
+static bool is_count(const json_t *v) {
+  return json_is_integer(v) && json_integer_value(v) >= 0;
+}
+
+/* run.json rebuilt from what is known (see above), a new reference: the
+ * skeleton of vqc_offline_run_json named as doc names its run, the
+ * findings `known`, exit_code `code`, "validation_error" `why`, and those
+ * members of doc that keep to run.json's rules. */
+static json_t *rebuilt_run_json(const char *dir, const json_t *doc,
+                                vqc_findings *known, int code,
+                                const char *why) {
+  const json_t *subject = json_object_get(doc, "scenario");
+  if (!json_is_object(subject)) subject = json_object_get(doc, "program");
+  const json_t *env = json_object_get(doc, "environment");
+  const json_t *name = json_object_get(subject, "name");
+  const json_t *path = json_object_get(subject, "path");
+  const json_t *backend = json_object_get(env, "backend");
+  char base[256];
+  base_name(dir, base, sizeof base);
+  json_t *j = vqc_offline_run_json(
+      nonempty_string(name) ? json_string_value(name)
+                            : base[0] ? base : "run",
+      json_is_string(path) ? json_string_value(path) : dir,
+      "rebuilt by vqcheck: its first run.json failed its own validation",
+      nonempty_string(backend) ? json_string_value(backend) : "unknown",
+      (int)int_member(env, "ranks", 1, 1000000, 1));
+  /* The skeleton's training, with what of doc's keeps to the rules. */
+  const json_t *tr = json_object_get(doc, "training");
+  json_t *tr_new = json_object_get(j, "training");
+  if (nonempty_string(json_object_get(tr, "status")))
+    json_object_set(tr_new, "status", json_object_get(tr, "status"));
+  keep_if(tr_new, tr, "message", is_string);
+  keep_if(tr_new, tr, "failed_rank", is_int);
+  keep_if(tr_new, tr, "steps_done", is_count);
+  keep_if(j, doc, "duration_s", is_number);
+  keep_if(j, doc, "finished", is_string);
+  json_object_set_new(j, "findings", vqc_findings_to_json(known));
+  json_t *steps = json_object_get(j, "steps");
+  size_t i;
+  const json_t *x;
+  json_array_foreach(json_object_get(doc, "steps"), i, x) {
+    if (json_is_object(x) && is_count(json_object_get(x, "step")))
+      json_array_append(steps, (json_t *)x);
+  }
+  json_object_set_new(j, "exit_code", json_integer(code));
+  /* Informative sections the reports read leniently, or not at all. */
+  static const char *const sections[] = {"job", "analysis", "checks",
+                                         "checks_not_run", "compare"};
+  for (size_t k = 0; k < sizeof sections / sizeof sections[0]; k++)
+    keep_if(j, doc, sections[k], any_json);
+  json_object_set_new(j, "validation_error",
+                      vqc_json_text(why, strlen(why)));
+  return j;
+}
+
+/* Writes *doc as dir/run.json and checks it with the validator every
+ * reader of run.json uses (the reports', vqc_report_run_exit_code). When
+ * it fails, *doc is replaced by rebuilt_run_json, written and checked
+ * again (see above). *valid: whether dir/run.json is valid now (the
+ * reports can be made from it); when even the rebuilt one is not, the
+ * error is printed here and *code becomes 3 if it was 0. VQC_OK, or the
+ * error of a write (VQC_EIO) or of memory. */
+static vqc_status write_checked(const char *dir, const char *cmd,
+                                json_t **doc, vqc_findings *known,
+                                int *code, bool *valid) {
+  *valid = false;
+  VQC_TRY(vqc_run_json_write(dir, *doc));
+  int run_code = 0;
+  vqc_status s = vqc_report_run_exit_code(dir, &run_code);
+  *valid = s == VQC_OK;
+  if (s == VQC_OK || s == VQC_EIO || s == VQC_ENOMEM) return s;
+  char why[1024]; /* vqc_error overwrites the message it would quote */
+  snprintf(why, sizeof why, "%s", vqc_cli_error_text());
+  fprintf(stderr, "vqcheck %s: warning: the run.json vqcheck wrote fails "
+          "its own validation (%s): it is rebuilt from the findings, with "
+          "\"validation_error\" saying so, and the reports are written from "
+          "that; please report this (a vqcheck bug, or a member of the "
+          "run.json it was given that it kept)\n", cmd, why);
+  json_t *re = rebuilt_run_json(dir, *doc, known, *code, why);
+  json_decref(*doc);
+  *doc = re;
+  VQC_TRY(vqc_run_json_write(dir, re));
+  s = vqc_report_run_exit_code(dir, &run_code);
+  *valid = s == VQC_OK;
+  if (s == VQC_OK || s == VQC_EIO || s == VQC_ENOMEM) return s;
+  fprintf(stderr, "vqcheck %s: error: the rebuilt run.json fails "
+          "vqcheck's validation too (%s): no reports were written; please "
+          "report this vqcheck bug\n", cmd, vqc_cli_error_text());
+  if (*code == 0) *code = 3; /* no verdict to show is no clean run */
+  return VQC_OK;
+}
+
 int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   const char *cmd = ao->cmd ? ao->cmd : "analyze";
   const analyze_opts o = {.run_dir = ao->run_dir, .json = ao->json,
@@ -408,6 +541,8 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   if (!doc) {
     char name[256];
     base_name(o.run_dir, name, sizeof name);
+    if (!name[0]) /* "/": run.json's readers need a name */
+      snprintf(name, sizeof name, "run");
     int guess = ranks;
     job_ranks = -1; /* set below, once every file was counted */
     if (max_trace + 1 > guess) guess = max_trace + 1;
@@ -446,7 +581,9 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
       json_t *tr0 = json_object_get(doc, "training");
       json_object_set_new(tr0, "status",
                           json_string(vqc_status_name(VQC_EABORTED)));
-      json_object_set_new(tr0, "message", json_string(msg));
+      json_object_set_new(tr0, "message",
+                          vqc_json_text_opts(msg, strlen(msg), VQC_UTF8_NOTE,
+                                             NULL));
     }
     /* Steps done, as the runner counts them: through the last step any
      * record shows (traces hold only the checked steps: at interval > 1,
@@ -503,7 +640,10 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
     json_t *tr0 = json_object_get(doc, "training");
     json_object_set_new(tr0, "status",
                         json_string(vqc_status_name(VQC_EUNSUPPORTED)));
-    json_object_set_new(tr0, "message", json_string(ao->unchecked));
+    json_object_set_new(tr0, "message",
+                        vqc_json_text_opts(ao->unchecked,
+                                           strlen(ao->unchecked),
+                                           VQC_UTF8_NOTE, NULL));
   }
   /* A run.json made here names the rank that failed, as the runner's does
    * (the first rank of the first rank_failure). */
@@ -555,8 +695,9 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
                 "lines_not_compared", (json_int_t)res.lines_not_compared,
                 "no_replica", (json_int_t)res.no_replica, "added", added, "already_known", repeated, "warnings",
                 warnings));
-  s = vqc_run_json_write(o.run_dir, doc);
-  if (s == VQC_OK) s = vqc_offline_write_reports(o.run_dir);
+  bool valid = false;
+  s = write_checked(o.run_dir, cmd, &doc, &known, &code, &valid);
+  if (s == VQC_OK && valid) s = vqc_offline_write_reports(o.run_dir);
   if (s != VQC_OK) goto fail;
 
   print_warnings(cmd, warnings);

@@ -61,10 +61,20 @@
  *                 keeps its rank_failure); its site: the first waiting
  *                 rank's;
  *   rank_failure  the processes that failed (exit status != 0, or a signal)
- *                 that no finding explains: a rank_failure, deadlock or
- *                 collective_mismatch naming its rank explains a rank; any
- *                 such finding explains the launcher (no --nproc); any
- *                 finding explains a process vqcheck stopped itself.
+ *                 that no finding explains (the rule is watch_job.h's:
+ *                 a finding about the rank, its call of the collective
+ *                 included; a signal of its own only by a finding naming
+ *                 it once its live record holds the signal). Before the
+ *                 analysis, each rank that died by itself gets its signal
+ *                 or exit status and last stderr words appended to its
+ *                 live record (vqc_watch_mark_ended), so the analysis
+ *                 names them instead of guessing.
+ *
+ * Whatever bytes the job leaves (a stderr tail cut inside a character,
+ * the bridge's strings), run.json, the reports and junit.xml are valid
+ * UTF-8 (checkers/utf8.h: bad bytes become '?', and the finding or text
+ * says so), and a run.json that fails vqcheck's own validation anyway is
+ * rebuilt and reported with the verdict's exit code (cmd_analyze.c).
  *
  * Exit: 0 clean, 1 findings, 2 usage (or a refused --out, or a malformed
  * bridge file: file:line), 3 environment (no bridge, a command that cannot
@@ -860,6 +870,9 @@ int vqc_cmd_watch(int argc, char **argv) {
     for (int i = 0; i < started; i++) any_stopped |= procs[i].stopped;
     if (any_stopped)
       mark_killed(dir, procs, started, o.nproc == 0, reason);
+    /* Ranks that died by themselves: their signal or exit status and last
+     * stderr words into their live records, for the analysis to name. */
+    vqc_watch_mark_ended(dir, procs, started);
     /* Did the bridge load? Every rank it ran in writes something. */
     static const char *const written[] = {".trace.jsonl", ".live.jsonl",
                                           ".findings.jsonl", ".hang",

@@ -12,6 +12,7 @@
 #include "watch_job.h"
 #include "ledger_analysis.h" /* vqc_signal_text, vqc_live_mark_end */
 #include "rundir.h"
+#include "utf8.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -54,31 +55,13 @@ void vqc_watch_end_text(const vqc_watch_proc *p, char *buf, size_t n) {
 /* ---- run.json's "job" section */
 
 /* The bytes b[0..n), which may be anything (a stderr tail cut anywhere),
- * into out (n + 1 bytes, NUL-terminated): continuation bytes at the start
- * are dropped, invalid UTF-8 and control characters other than newline and
- * tab become '?'. The length written. out may be b. */
+ * into out (n + 1 bytes, NUL-terminated) by utf8.h's rule: continuation
+ * bytes at the start are dropped, invalid UTF-8 and control characters
+ * other than newline and tab become '?'. The length written. out may be b. */
 static size_t clean_bytes(const char *b, size_t n, char *out) {
-  size_t i = 0, k = 0;
-  while (i < n && ((unsigned char)b[i] & 0xC0) == 0x80) i++;
-  while (i < n) {
-    const unsigned char c = (unsigned char)b[i];
-    size_t len = c < 0x80 ? 1 : (c & 0xE0) == 0xC0 ? 2
-                              : (c & 0xF0) == 0xE0 ? 3
-                              : (c & 0xF8) == 0xF0 ? 4 : 0;
-    bool ok = len > 0 && i + len <= n;
-    for (size_t j = 1; ok && j < len; j++)
-      ok = ((unsigned char)b[i + j] & 0xC0) == 0x80;
-    if (ok && len == 1 && c < 0x20 && c != '\n' && c != '\t') ok = false;
-    if (ok && len > 1) {
-      memmove(out + k, b + i, len);
-      k += len;
-      i += len;
-      continue;
-    }
-    out[k++] = ok ? (char)c : '?';
-    i++;
-  }
-  out[k] = '\0';
+  size_t k = 0;
+  (void)vqc_utf8_copy(out, n + 1, b, n, VQC_UTF8_TAIL | VQC_UTF8_NO_CONTROLS,
+                      &k);
   return k;
 }
 

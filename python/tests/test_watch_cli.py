@@ -586,3 +586,130 @@ def test_help(cli):
     top = subprocess.run([cli, "--help"], capture_output=True, text=True,
                          timeout=30)
     assert "watch" in top.stdout
+
+
+# ---- vqcheck's own output is always valid (issue 23): whatever bytes a
+# rank's stderr or the bridge's files hold, run.json is valid JSON that
+# vqcheck itself accepts, all three reports are written, and the exit code
+# is the verdict's (1: findings), never 2.
+
+# Rank 1's last words end in an emoji cut after 2 of its 4 bytes (torch
+# 2.x gloo errors end in one; a kill can cut the pipe anywhere).
+CUT_EMOJI_JOB = '''
+import os, sys, time
+if os.environ["RANK"] == "1":
+    sys.stderr.write("Traceback (most recent call last):\\n")
+    sys.stderr.flush()
+    sys.stderr.buffer.write(b"RuntimeError: gloo size mismatch \\xf0\\x9f")
+    sys.stderr.buffer.flush()
+    sys.exit(3)
+time.sleep(60)
+'''
+
+# More than the 4 KiB of stderr vqcheck keeps, all 3-byte characters, so
+# the kept tail starts inside one (4096 is not a multiple of 3), and a last
+# line cut inside another.
+LONG_TAIL_JOB = '''
+import os, sys
+if os.environ["RANK"] == "0":
+    sys.stderr.write("\\u20ac" * 3000 + "\\n")
+    sys.stderr.flush()
+    sys.stderr.buffer.write("\\u20ac".encode() * 100 + b"\\xe2\\x82")
+    sys.stderr.buffer.flush()
+    sys.exit(5)
+'''
+
+# A findings line whose strings hold what the bridge may pass on: a
+# message longer than a finding holds (511 bytes) made of 4-byte emoji, a
+# tensor name likewise, and a site object whose path is longer than run.json
+# keeps, so the cut falls inside an emoji.
+LONG_FINDING = '''
+if _d:
+    _e = "\\U0001F525"
+    with open(os.path.join(_d, "rank-%d.findings.jsonl" % _r), "a") as _f:
+        _f.write(json.dumps({"kind": "lost_inplace", "step": 1,
+                             "ranks": [_r], "tensor": "t" + _e * 40,
+                             "site": {"file": "/abs/" + _e * 100 + ".py",
+                                      "line": 7, "func": "f" + _e * 20},
+                             "message": "lost " + _e * 200,
+                             "detail": {"rank": _r}}) + "\\n")
+'''
+
+
+def watch_bytes(cli, bridge_dir, out, args, job, timeout=60):
+    """watch() for jobs whose stderr is not UTF-8: (returncode, stdout,
+    stderr as text with bad bytes replaced, run.json or None)."""
+    env = dict(os.environ)
+    env["VQC_BRIDGE_DIR"] = str(bridge_dir)
+    p = subprocess.run([cli, "watch", "--out", str(out), *args, "--", *job],
+                       capture_output=True, timeout=timeout, env=env)
+    run_json = out / "run.json"
+    # Strict: vqcheck's own file must be UTF-8 (and ASCII, as it writes it).
+    doc = (json.loads(run_json.read_bytes().decode("utf-8"))
+           if run_json.exists() else None)
+    return (p.returncode, p.stdout.decode("utf-8", "replace"),
+            p.stderr.decode("utf-8", "replace"), doc)
+
+
+def assert_reports_valid(cli, out, code=1):
+    """The three reports exist and are UTF-8; vqcheck reads its own run.json
+    back (`vqcheck report` validates it, then exits with the run's code)."""
+    for name in ("report.md", "report.html", "junit.xml"):
+        assert (out / name).exists(), name + " was not written"
+        (out / name).read_bytes().decode("utf-8")  # strict
+    p = subprocess.run([cli, "report", str(out), "--format", "json"],
+                       capture_output=True, timeout=60)
+    assert p.returncode == code, p.stderr.decode("utf-8", "replace")
+
+
+def test_output_valid_last_words_with_a_cut_emoji(cli, tmp_path):
+    b = bridge(tmp_path, TRACE)
+    out = tmp_path / "run"
+    job = script(tmp_path, "fail.py", CUT_EMOJI_JOB)
+    rc, _, stderr, doc = watch_bytes(cli, b, out,
+                                     ["--nproc", "2", "--timeout", "2"],
+                                     [sys.executable, str(job)])
+    assert rc == 1, stderr
+    assert_reports_valid(cli, out)
+    (f,) = [x for x in doc["findings"] if x["kind"] == "rank_failure"]
+    assert f["ranks"] == [1]
+    assert "gloo size mismatch" in f["message"]
+    procs = {p["rank"]: p for p in doc["job"]["processes"]}
+    assert "gloo size mismatch" in procs[1]["stderr_tail"]
+    assert "gloo size mismatch" in (out / "report.md").read_text("utf-8")
+
+
+def test_output_valid_stderr_tail_cut_mid_character(cli, tmp_path):
+    b = bridge(tmp_path, TRACE)
+    out = tmp_path / "run"
+    job = script(tmp_path, "fail.py", LONG_TAIL_JOB)
+    rc, _, stderr, doc = watch_bytes(cli, b, out, ["--nproc", "1"],
+                                     [sys.executable, str(job)])
+    assert rc == 1, stderr
+    assert_reports_valid(cli, out)
+    (p,) = doc["job"]["processes"]
+    assert p["exit_code"] == 5 and "\u20ac" * 50 in p["stderr_tail"]
+    (f,) = [x for x in doc["findings"] if x["kind"] == "rank_failure"]
+    assert "\u20ac" in f["message"]
+
+
+def test_output_valid_bridge_strings_too_long_and_cut(cli, tmp_path):
+    b = bridge(tmp_path, TRACE, LONG_FINDING)
+    out = tmp_path / "run"
+    job = script(tmp_path, "job.py", "print('ok')\n")
+    rc, _, stderr, doc = watch_bytes(cli, b, out, ["--nproc", "2"],
+                                     [sys.executable, str(job)])
+    assert rc == 1, stderr
+    assert_reports_valid(cli, out)
+    (f,) = doc["findings"]
+    assert f["kind"] == "lost_inplace" and f["ranks"] == [0, 1]
+    # Cut where a character ends, and said so.
+    assert f["message"].startswith("lost \U0001F525")
+    assert len(f["message"].encode()) <= 511
+    assert len(f["tensor"].encode()) <= 127
+    assert f["tensor"].startswith("t\U0001F525")
+    # The site object: the path keeps its end, func its first 40 bytes.
+    assert f["site"].endswith(".py:7 f" + "\U0001F525" * 9)
+    assert len(f["site"].encode()) <= 255
+    assert sorted(f["truncated"]) == ["message", "site", "tensor"]
+    assert "invalid_utf8" not in f
