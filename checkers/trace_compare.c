@@ -595,8 +595,11 @@ static vqc_status add_finding(const vqc_trace_set *s, int64_t step,
                : 0;
     char ranges[1024];
     vqc_rank_ranges_text(grp, ngrp > 0 ? ngrp : 0, ranges, sizeof ranges);
-    snprintf(scope, sizeof scope, " (shard '%s', replica group {%s})",
-             rr->shard[0] ? rr->shard : "whole", ranges);
+    if (rr->shard[0])
+      snprintf(scope, sizeof scope, " (shard '%s', replica group {%s})",
+               rr->shard, ranges);
+    else
+      snprintf(scope, sizeof scope, " (replica group {%s})", ranges);
   } else if (rr->shard[0]) {
     snprintf(scope, sizeof scope, " (shard '%s')", rr->shard);
   }

@@ -77,7 +77,11 @@ thread, so nothing is inferred from when objects die):
   Assigned (even to `_`), returned, passed on or used in an expression, it
   is never reported.
 - An async_op=True collective whose Work is garbage-collected without
-  wait() (or get_future(), result(), synchronize()) is reported.
+  wait() (or get_future(), result(), synchronize()) is reported when the
+  function that issued it returns before a blocking call on the same
+  process group (barrier, a blocking collective, a later Work's wait())
+  ordered it: the backend runs a group's work in order
+  (docs/pytorch.md, "Ordering").
 Limits: memory shared with numpy or another framework (torch.from_numpy,
 dlpack) is not seen, so such a temporary is reported although the array
 sees the result; a result dropped by the caller of the user's own helper
@@ -102,6 +106,7 @@ import time
 import weakref
 from typing import Any, Dict, List, Optional, Tuple
 
+from ._heartbeat import FINISHED, IN_COLLECTIVE, RUNNING, Heartbeat
 from ._trace import open_run_file, replace_run_file
 
 _state: Optional["_Bridge"] = None
@@ -176,7 +181,8 @@ class _PatchingLoader(importlib.abc.Loader):
 # torch itself, and the packages of out-of-place collectives, which torch
 # does not import by itself.
 _PATCHED_MODULES = ("torch", "torch.distributed.nn",
-                    "torch.distributed._functional_collectives")
+                    "torch.distributed._functional_collectives",
+                    "torch.distributed.pipelining.stage")
 
 
 # ---- the bridge's state in one process
@@ -191,6 +197,7 @@ class _Bridge:
         self.optimizers: List[weakref.ref] = []
         self.watch: Any = None                # the state watch, at step 1
         self.live_fd: Optional[int] = None
+        self.heartbeat: Optional[Heartbeat] = None  # with the live record
         self.findings_fd: Optional[int] = None
         self.rank: Optional[int] = None
         self.reported_sites: set = set()
@@ -222,6 +229,11 @@ class _Bridge:
         # local tensor, its index in the list, site, step), checked at the
         # next step end for the local tensor put back (see _check_gathers).
         self.pending_gathers: List[Tuple[Any, Any, int, Any, int]] = []
+        # pipeline stages: id(stage module) -> (weakref, stage index)
+        self.stages: Dict[int, Tuple[Any, int]] = {}
+        # optimizer steps in progress on this thread (an optimizer that
+        # drives another, as ZeroRedundancyOptimizer does, ends one step)
+        self.step_depth = threading.local()
         # The step-end digest, off the training thread (see _Overlap).
         self.overlap = _Overlap(self, _overlap_setting())
 
@@ -261,6 +273,11 @@ class _Bridge:
         self.register_stack_dumps()
         # Never through a link (LinkRefused names it; _trace.open_run_file).
         self.live_fd = open_run_file(path, truncate=True, append=True)
+        try:
+            self.heartbeat = Heartbeat(os.path.join(
+                self.out, f"rank-{self.rank}.heartbeat"))
+        except OSError as e:
+            self.fail("heartbeat", e)
         self.live_event({"event": "start", "rank": self.rank,
                          "size": self.world_size(), "pid": os.getpid(),
                          "host": os.uname().nodename})
@@ -339,6 +356,8 @@ class _Bridge:
             self.patched.add(name)
         if name == "torch":
             self.patch_torch()
+        elif name == "torch.distributed.pipelining.stage":
+            self._patch_pipeline_stage(sys.modules[name])
         else:
             self._patch_out_of_place(sys.modules[name])
 
@@ -357,6 +376,7 @@ class _Bridge:
             self.failed = True
             excepthook(*args)
         sys.excepthook = note_failure
+        _keep_warnings_at_the_callers_line()
 
     def _patch_module_init(self, torch: Any) -> None:
         original = torch.nn.Module.__init__
@@ -370,12 +390,49 @@ class _Bridge:
                 bridge.overlap.join("module init")
             original(module, *args, **kwargs)
             # Only the outermost __init__ of a subclass chain records it.
-            if getattr(module, "_vqcheck_seen", False):
+            # The mark is read from __dict__: a getattr would reach the
+            # module's own __getattr__, which may forward to an attribute
+            # its __init__ has not set yet (FSDP1: RecursionError).
+            if module.__dict__.get("_vqcheck_seen", False):
                 return
             object.__setattr__(module, "_vqcheck_seen", True)
             bridge.modules.append(weakref.ref(module))
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
         torch.nn.Module.__init__ = __init__
+
+    def _patch_pipeline_stage(self, module: Any) -> None:
+        """A pipeline stage (torch.distributed.pipelining) remembers its
+        module's stage index: its tensors are compared per stage
+        (vqcheck._layout)."""
+        base = getattr(module, "_PipelineStageBase", None)
+        if base is None or getattr(base.__init__, "_vqcheck", False):
+            return
+        import functools
+        original = base.__init__
+        bridge = self
+
+        @functools.wraps(original)
+        def __init__(stage: Any, submodule: Any, stage_index: int,
+                     *args: Any, **kwargs: Any) -> None:
+            original(stage, submodule, stage_index, *args, **kwargs)
+            with bridge.lock:
+                bridge.stages[id(submodule)] = (weakref.ref(submodule),
+                                                int(stage_index))
+        __init__._vqcheck = True  # type: ignore[attr-defined]
+        base.__init__ = __init__
+
+    def stage_of(self, module: Any) -> Optional[int]:
+        """The pipeline stage index of `module` (or of a module above it in
+        a stage), None outside any stage."""
+        with self.lock:
+            stages = list(self.stages.values())
+        for ref, index in stages:
+            held = ref()
+            if held is None:
+                continue
+            if held is module or any(m is module for m in held.modules()):
+                return index
+        return None
 
     def _patch_load_state_dict(self, torch: Any) -> None:
         """Module.load_state_dict copies into the parameters and buffers in
@@ -400,9 +457,9 @@ class _Bridge:
 
         def __init__(opt: Any, *args: Any, **kwargs: Any) -> None:
             original(opt, *args, **kwargs)
-            if getattr(opt, "_vqcheck_hooked", False):
+            if opt.__dict__.get("_vqcheck_hooked", False):
                 return
-            opt._vqcheck_hooked = True
+            opt.__dict__["_vqcheck_hooked"] = True
             bridge.optimizers.append(weakref.ref(opt))
             bridge.hook_step(opt)
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
@@ -411,14 +468,28 @@ class _Bridge:
     def hook_step(self, opt: Any) -> None:
         """opt.step() then the step end (vqcheck.torch's optimizer hook);
         before the step, which writes the parameters and the optimizer's
-        state, the pending digest is joined."""
+        state, the pending digest is joined. A step taken inside another
+        optimizer's step (ZeroRedundancyOptimizer's local optimizer, a
+        Lookahead wrapper's inner one) is part of that step: only the
+        outermost ends a training step, after all it does (ZeRO's
+        broadcast of the updated partitions)."""
         from .torch import _call_after_step
         overlap = self.overlap
+        depth = self.step_depth
 
         def before_step() -> None:
-            if overlap.pending is not None:
+            if getattr(depth, "n", 0) == 0 and overlap.pending is not None:
                 overlap.join("optimizer.step")
-        _call_after_step(opt, self.step_end, before_step)
+            depth.n = getattr(depth, "n", 0) + 1
+
+        def after_step() -> None:
+            depth.n -= 1
+            if depth.n == 0:
+                self.step_end()
+
+        def failed() -> None:
+            depth.n -= 1
+        _call_after_step(opt, after_step, before_step, failed)
 
     def _patch_collectives(self, torch: Any) -> None:
         import torch.distributed as dist
@@ -483,6 +554,8 @@ class _Bridge:
             self.seq += 1
             step = self.watch.steps if self.watch is not None else 0
             self.in_flight[self.seq] = (op, text, time.monotonic(), step)
+            if self.heartbeat is not None:
+                self.heartbeat.beat(IN_COLLECTIVE, self.seq, step, op)
             if self.watchdog is None:
                 self.watchdog = threading.Thread(
                     target=self.watch_for_hangs, name="vqcheck-watchdog",
@@ -491,18 +564,24 @@ class _Bridge:
             record = None
             if fields is not None and "ledger" not in self.disabled:
                 self.ledger_seq += 1
-                middle = self.ledger_middle(op, fields, site)
+                library = _library_caller(frame)
+                middle = self.ledger_middle(op, fields, library or site,
+                                            library is not None)
                 record = (self.ledger_seq, middle, time.monotonic_ns())
                 self.write_ledger(record, 0, "entered", '""')
             return self.seq, record
 
     def ledger_middle(self, op: str, fields: Dict[str, Any],
-                      site: Any) -> str:
+                      site: Any, library: bool = False) -> str:
         """The part of a ledger line between "rank" and "t_enter_ns": the
         same for every call of one collective at one site, so it is made
-        once (a training loop repeats a few thousand such lines)."""
+        once (a training loop repeats a few thousand such lines). library:
+        site is torch's own function issuing the call, named by its first
+        line (torch too writes `if src: scatter(...) else: scatter(...)`)."""
         file = site.f_code.co_filename if site is not None else "?"
         line = site.f_lineno if site is not None else 0
+        if library and site is not None:
+            line = site.f_code.co_firstlineno
         func = site.f_code.co_name if site is not None else "?"
         key = (op, fields["redop"], fields["dtype"], fields["count"],
                fields["root"], file, line, func)
@@ -540,6 +619,8 @@ class _Bridge:
             if entry is not None:
                 self.last_completed = {"op": entry[0], "seq": seq,
                                        "site": entry[1]}
+                if self.heartbeat is not None:
+                    self.heartbeat.beat(RUNNING, seq, entry[3], "")
             if record is not None:
                 if error is None:
                     self.write_ledger(record, time.monotonic_ns(), "done",
@@ -665,6 +746,7 @@ class _Bridge:
 
     def step_end(self) -> None:
         self.check_gathers()
+        _sweep_dropped(self)
         if "state" in self.disabled:
             return
         start, cpu = time.perf_counter(), time.thread_time()
@@ -677,6 +759,8 @@ class _Bridge:
                 self.overlap.in_step_end = True
                 self.watch.step()
                 self.live_event({"event": "step", "step": step})
+                if self.heartbeat is not None:
+                    self.heartbeat.beat(RUNNING, self.seq, step + 1, "")
         except Exception as e:
             self.fail("state", e)
         finally:
@@ -686,6 +770,7 @@ class _Bridge:
 
     def at_exit(self) -> None:
         self.check_gathers()
+        _sweep_dropped(self)
         self.overlap.join("exit")  # the last step's digest, written
         try:
             if self.watch is not None and not self.watch.closed:
@@ -702,6 +787,8 @@ class _Bridge:
                 self.live_event(event)
             except OSError:
                 pass  # no end line: the analysis reports the rank unfinished
+            if self.heartbeat is not None:
+                self.heartbeat.beat(FINISHED, self.seq, steps, "")
 
     def status(self) -> str:
         """The rank's end status: VQC_OK only when the program ended
@@ -734,14 +821,17 @@ def _make_bridge_watch(bridge: _Bridge) -> Any:
 
         def _roots(self) -> List[Tuple[str, Any]]:
             self._outer = {}
-            return _root_modules(bridge.live_modules(), self._outer)
+            self._ddps: Dict[int, Any] = {}
+            return _root_modules(bridge.live_modules(), self._outer,
+                                 self._ddps)
 
         def _write(self, step: int) -> None:
             """The step's digests on the helper thread (bridge.overlap),
             or here with the overlap off and at the last step."""
             overlap = bridge.overlap
             overlap.join("step end")  # the previous step's, first
-            if not overlap.enabled or self._closing:
+            if not overlap.enabled or self._closing or \
+                    _compiled(bridge.live_modules()):
                 Watch._write(self, step)
                 overlap.on_thread += 1
                 return
@@ -766,6 +856,19 @@ def _make_bridge_watch(bridge: _Bridge) -> Any:
         def _optimizers(self) -> List[Any]:
             return bridge.live_optimizers()
 
+        def _context(self, module: Any) -> Tuple[Any, Optional[int]]:
+            stage = bridge.stage_of(self._outer.get(id(module), module))
+            return self._ddps.get(id(module)), stage
+
+        def _not_digested(self, name: str, why: str) -> None:
+            # said once per name on stderr, and in the live record, which
+            # the analysis reads for the report ("not digested: why")
+            if name not in self._skipped:
+                bridge.live_event({"event": "not_digested", "tensor": name,
+                                   "why": why[:400],
+                                   "step": max(self.steps - 1, 0)})
+            Watch._not_digested(self, name, why)
+
         def _check_layout(self, name: str, dtype: str, shape: Any,
                           step: int) -> None:
             # A job is never stopped for a changed shape: the ranks' shapes
@@ -775,14 +878,26 @@ def _make_bridge_watch(bridge: _Bridge) -> Any:
     return _BridgeWatch()
 
 
+def _compiled(modules: List[Any]) -> bool:
+    """Whether the program runs torch.compile'd modules (torch.compile(m),
+    m.compile()). Their steps are digested on the training thread: the
+    overlap's join points are module forward hooks, which compiled code
+    would trace (a crash in dynamo's guards, or graph breaks), and the
+    bridge must leave the program's graphs as they are without it."""
+    return any(type(m).__name__ == "OptimizedModule" or
+               m.__dict__.get("_compiled_call_impl") is not None
+               for m in modules)
+
+
 def _root_modules(modules: List[Any],
-                  outer: Optional[Dict[int, Any]] = None
+                  outer: Optional[Dict[int, Any]] = None,
+                  ddps: Optional[Dict[int, Any]] = None
                   ) -> List[Tuple[str, Any]]:
     """(prefix, module) for each module no other one holds as a child and
     that holds state, in creation order; wrappers (DDP) looked through
     (outer, if given, maps each looked-through module's id to its outermost
     wrapper)."""
-    from .torch import _REPLICATING_WRAPPERS
+    from .torch import _unwrap
     children = set()
     for m in modules:
         for child in m._modules.values():
@@ -792,12 +907,11 @@ def _root_modules(modules: List[Any],
     for m in modules:
         if id(m) in children:
             continue
-        inner = m
-        while type(inner).__name__ in _REPLICATING_WRAPPERS and \
-                getattr(inner, "module", None) is not None:
-            inner = inner.module
+        inner, ddp = _unwrap(m)
         if outer is not None and inner is not m:
             outer[id(inner)] = m
+        if ddps is not None and ddp is not None:
+            ddps[id(inner)] = ddp
         if next(inner.parameters(), None) is None and \
                 next(inner.buffers(), None) is None:
             continue
@@ -969,39 +1083,46 @@ class _Overlap:
         if hasattr(os, "register_at_fork"):
             os.register_at_fork(after_in_child=self._after_fork_in_child)
 
-    def submit(self, writer: Any, step: int,
-               collected: List[Tuple[str, str, Tuple[int, ...], Any]],
+    def submit(self, writer: Any, step: int, collected: List[Any],
                relevant: set) -> None:
-        """Step `step`'s digest: the tensors are checked and prepared here,
-        hashed on the digest thread, or here: the first step (its job, a
-        learning one, stays pending to the first join point and teaches
-        which tensors unordered code writes), those tensors, CUDA ones."""
+        """Step `step`'s digest of `collected` (vqcheck.torch.Collected:
+        name, dtype, shape, tensor, group, shard): the tensors are checked
+        and prepared here, hashed on the digest thread, or here: the first
+        step (its job, a learning one, stays pending to the first join
+        point and teaches which tensors unordered code writes), those
+        tensors, CUDA ones. (Tensors the digest cannot read were left out
+        by watch._collect; an error here turns the check off.)"""
         from ._digest import _digest_prepared, _digest_start, _prepare, \
             digest
         learn = not self.learned
-        entries = [[n, d, s, None] for n, d, s, _ in collected]
+        kept = []
+        entries: List[List[Any]] = []
+        for c in collected:
+            name, t = c[0], c[3]
+            if learn or name in self.sync_names:
+                item = None
+                value = digest(t, name=name)
+            else:
+                item = _prepare(t, name)
+                value = _digest_prepared([item], [name])[0] \
+                    if item[0] != "cpu" else None
+            entries.append([name, c[1], c[2], value, c[4], c[5]])
+            kept.append((c, item))
         job = _Job(step, writer, entries, relevant, learn)
         if learn:
-            for entry, (name, _, _, t) in zip(entries, collected):
-                entry[3] = digest(t, name=name)
             writer.write_step(step, [tuple(e) for e in entries])
             self.on_thread += 1
-            job.checked = [(n, t, _version(t)) for n, _, _, t in collected]
+            job.checked = [(c[0], c[3], _version(c[3])) for c, _ in kept]
             # the memory each spans, for the collectives that join
-            job.items = [_prepare(t, n) for n, _, _, t in collected]
+            job.items = [_prepare(c[3], c[0]) for c, _ in kept]
         else:
-            for k, (name, _, _, t) in enumerate(collected):
-                if name in self.sync_names:
-                    entries[k][3] = digest(t, name=name)
-                    continue
-                item = _prepare(t, name)
-                if item[0] != "cpu":
-                    entries[k][3] = _digest_prepared([item], [name])[0]
-                    continue
+            for k, (c, item) in enumerate(kept):
+                if item is None or item[0] != "cpu":
+                    continue  # digested above
                 job.items.append(item)
-                job.names.append(name)
+                job.names.append(c[0])
                 job.positions.append(k)
-                job.checked.append((name, item[2], _version(t)))
+                job.checked.append((c[0], item[2], _version(c[3])))
             if job.items:
                 job.batch = _digest_start(job.items)
         with self.lock:
@@ -1179,7 +1300,11 @@ _COLLECTIVES = ("all_reduce", "all_reduce_coalesced", "all_gather",
                 "reduce_scatter_tensor", "_reduce_scatter_base", "broadcast",
                 "broadcast_object_list", "barrier", "all_to_all",
                 "all_to_all_single", "reduce", "gather", "scatter",
-                "gather_object", "scatter_object_list", "send", "recv")
+                "gather_object", "scatter_object_list", "send", "recv",
+                # torch 2.x: FSDP2's, and point-to-point (pipelining)
+                "all_gather_single", "reduce_scatter_single", "isend",
+                "irecv", "batch_isend_irecv", "send_object_list",
+                "recv_object_list")
 _INPLACE = ("all_reduce", "broadcast", "reduce", "all_reduce_coalesced")
 
 
@@ -1216,6 +1341,8 @@ def _collective_wrapper(bridge: _Bridge, op: str, original: Any,
             # dist.all_reduce): the outer call stands for it.
             return original(*args, **kwargs)
         caller = sys._getframe(1)
+        if _dropped:
+            _sweep_dropped(bridge)
         tensor = args[0] if args else kwargs.get("tensor")
         if inplace and tensor is not None and \
                 "lost_inplace" not in bridge.disabled:
@@ -1270,7 +1397,12 @@ def _collective_wrapper(bridge: _Bridge, op: str, original: Any,
                 elif inplace and result is not None and \
                         tensor is not None and \
                         _is_async(params, args, kwargs):
-                    _watch_work(bridge, op, tensor, result, caller)
+                    _watch_work(bridge, op, tensor, result, caller,
+                                _group_key(params, args, kwargs))
+                elif (_pending_works or _dropped) and error is None and \
+                        not _is_async(params, args, kwargs):
+                    # a blocking call orders its group's earlier work
+                    _ordered(_group_key(params, args, kwargs))
             except Exception as e:
                 bridge.fail("lost_inplace", e)
         return result
@@ -1295,6 +1427,8 @@ _LEDGER_ARGS: Dict[str, Tuple[Optional[str], bool, Optional[str]]] = {
     "all_gather_object": (None, False, None),
     "reduce_scatter": ("output", True, None),
     "reduce_scatter_tensor": ("output", True, None),
+    "all_gather_single": ("input_tensor", False, None),
+    "reduce_scatter_single": ("output", True, None),
     "_reduce_scatter_base": ("output", True, None),
     "broadcast": ("tensor", False, "src"),
     "broadcast_object_list": (None, False, "src"),
@@ -1428,16 +1562,55 @@ def _is_async(params: Any, args: Any, kwargs: Any) -> bool:
     return bool(_arguments(params, args, kwargs).get("async_op", False))
 
 
-# Works of async collectives not yet waited on: id(work) -> (op, site,
-# tensor description). A Work that is garbage-collected while still here was
-# never waited on: nothing ordered the program's reads after the result.
-_pending_works: Dict[int, Tuple[str, Any, Dict[str, Any]]] = {}
+# Works of async collectives not yet waited on (id(work) -> _PendingWork),
+# and those dropped (garbage-collected) unwaited while the function that
+# issued them still runs: nothing ordered the program's reads after the
+# result yet, but a later blocking call on the same process group still
+# may before that function returns (docs/pytorch.md, "Ordering").
+class _PendingWork:
+    __slots__ = ("op", "where", "described", "group", "order", "frame")
+
+    def __init__(self, op: str, where: Tuple[str, int, str],
+                 described: Dict[str, Any], group: int, order: int,
+                 frame: Tuple[int, Any]) -> None:
+        self.op, self.where, self.described = op, where, described
+        self.group, self.order, self.frame = group, order, frame
+
+
+_pending_works: Dict[int, _PendingWork] = {}
+_dropped: List[_PendingWork] = []
+_work_order = 0
 _work_patched = False
 
 
+def _group_key(params: Any, args: Any, kwargs: Any) -> int:
+    """Which process group a call runs on: id() of its group argument, 0
+    for the default group."""
+    group = kwargs.get("group") if "group" in kwargs else \
+        (_arguments(params, args, kwargs).get("group")
+         if params is not None else None)
+    dist = sys.modules.get("torch.distributed")
+    if group is None or (dist is not None and
+                         group is getattr(dist.GroupMember, "WORLD", None)):
+        return 0
+    return id(group)
+
+
+def _executing(frame: Tuple[int, Any]) -> bool:
+    """Whether the frame (id, code) is still running on this thread's
+    stack. Frames are never held: a frame keeps its locals, and so the
+    Work, alive."""
+    f = sys._getframe(1)
+    while f is not None:
+        if id(f) == frame[0] and f.f_code is frame[1]:
+            return True
+        f = f.f_back
+    return False
+
+
 def _watch_work(bridge: _Bridge, op: str, tensor: Any, work: Any,
-                frame: Any) -> None:
-    global _work_patched
+                frame: Any, group: int) -> None:
+    global _work_patched, _work_order
     if not _work_patched:
         _patch_work_class(type(work))
         _work_patched = True
@@ -1448,18 +1621,48 @@ def _watch_work(bridge: _Bridge, op: str, tensor: Any, work: Any,
     described = {"dtype": str(tensor.dtype).replace("torch.", ""),
                  "shape": list(tensor.shape), "count": int(tensor.numel())}
     key = id(work)
-    _pending_works[key] = (op, where, described)
+    _work_order += 1
+    _pending_works[key] = _PendingWork(op, where, described, group,
+                                       _work_order, (id(site), site.f_code))
 
     def collected() -> None:
         entry = _pending_works.pop(key, None)
-        if entry is not None:
-            _report_unwaited(bridge, *entry)
+        if entry is None:
+            return  # waited on, or ordered by a later blocking call
+        if _executing(entry.frame):
+            _dropped.append(entry)  # its function may still order it
+        else:
+            _report_unwaited(bridge, entry)
     weakref.finalize(work, collected)
+
+
+def _ordered(group: int, before: Optional[int] = None) -> None:
+    """A blocking call on process group `group` returned (or a Work of it
+    was waited on, `before` its order): the backend runs a group's work
+    in order, so every earlier async call on it has completed."""
+    for key, entry in list(_pending_works.items()):
+        if entry.group == group and (before is None or entry.order < before):
+            del _pending_works[key]
+    _dropped[:] = [e for e in _dropped if e.group != group or
+                   (before is not None and e.order >= before)]
+
+
+def _sweep_dropped(bridge: _Bridge) -> None:
+    """Dropped Works whose function returned with nothing ordering them
+    are findings (at the next collective, step end or exit)."""
+    if not _dropped:
+        return
+    done = [e for e in _dropped if not _executing(e.frame)]
+    if done:
+        _dropped[:] = [e for e in _dropped if e not in done]
+        for entry in done:
+            _report_unwaited(bridge, entry)
 
 
 def _patch_work_class(cls: Any) -> None:
     """Work.wait() and the other ways to observe a result mark the Work as
-    waited on (class-level: Work objects are torch's C++ objects)."""
+    waited on (class-level: Work objects are torch's C++ objects), and
+    order every earlier Work of its process group."""
     for name in ("wait", "get_future", "result", "synchronize"):
         original = getattr(cls, name, None)
         if original is None:
@@ -1467,13 +1670,16 @@ def _patch_work_class(cls: Any) -> None:
 
         def observed(work: Any, *args: Any, _original: Any = original,
                      **kwargs: Any) -> Any:
-            _pending_works.pop(id(work), None)
-            return _original(work, *args, **kwargs)
+            entry = _pending_works.pop(id(work), None)
+            result = _original(work, *args, **kwargs)
+            if entry is not None and (_pending_works or _dropped):
+                _ordered(entry.group, entry.order)
+            return result
         setattr(cls, name, observed)
 
 
-def _report_unwaited(bridge: _Bridge, op: str, where: Tuple[str, int, str],
-                     described: Dict[str, Any]) -> None:
+def _report_unwaited(bridge: _Bridge, entry: _PendingWork) -> None:
+    op, where, described = entry.op, entry.where, entry.described
     file, line, func = where
     source = linecache.getline(file, line).strip()
     bridge.report_once(
@@ -1482,13 +1688,74 @@ def _report_unwaited(bridge: _Bridge, op: str, where: Tuple[str, int, str],
         f"{op}(..., async_op=True) at {os.path.basename(file)}:{line} "
         f"({func}) returned a Work that was never waited on"
         f"{': `' + source + '`' if source else ''}; nothing orders the "
-        "program's reads of the tensor after the result arrives. Call "
-        "work.wait() before using the tensor",
+        "program's reads of the tensor after the result arrives (no wait(), "
+        f"and no blocking call on the same process group before {func} "
+        "returned). Call work.wait() before using the tensor",
         {"op": op, "out_of_place": False, "result": "not waited",
          "reason": "async collective's Work never waited on",
          **described, "source": source,
          "rule": "the Work was garbage-collected without wait(), "
-                 "get_future(), result() or synchronize()"})
+                 "get_future(), result() or synchronize(), and no blocking "
+                 "call on its process group (barrier, a blocking "
+                 "collective, a later Work's wait()) came before the "
+                 "function that issued it returned"})
+
+
+def _keep_warnings_at_the_callers_line() -> None:
+    """A warning torch raises inside a collective the bridge wraps (with
+    stacklevel=2, "your call") would name the bridge's wrapper as its
+    place. warnings.showwarning is wrapped (once; whatever the program or
+    logging installs later replaces it) to show such a warning at the line
+    that called the wrapper, where it would be without the bridge."""
+    import warnings
+    shown = warnings.showwarning
+    if getattr(shown, "_vqcheck", False):
+        return
+
+    def showwarning(message: Any, category: Any, filename: str, lineno: int,
+                    file: Any = None, line: Any = None) -> None:
+        if filename.startswith(_PACKAGE_DIR):
+            f = sys._getframe(1)
+            while f is not None and \
+                    not f.f_code.co_filename.startswith(_PACKAGE_DIR):
+                f = f.f_back  # up to the bridge's frame
+            while f is not None and \
+                    f.f_code.co_filename.startswith(_PACKAGE_DIR):
+                f = f.f_back  # and past it: its caller
+            if f is not None:
+                filename, lineno, line = f.f_code.co_filename, f.f_lineno, \
+                    None
+        shown(message, category, filename, lineno, file, line)
+    showwarning._vqcheck = True  # type: ignore[attr-defined]
+    warnings.showwarning = showwarning
+
+
+# vqcheck's own files (the package's folder, with a separator).
+_PACKAGE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "")
+# torch's collective API layer: a collective called from here stands for
+# the user's call (all_gather_object calls all_gather), not for torch's own.
+_API_FILES = (os.path.join("torch", "distributed", "distributed_c10d.py"),
+              os.path.join("torch", "distributed", "c10d_logger.py"))
+
+
+def _library_caller(frame: Any) -> Any:
+    """The frame in torch that called a collective torch issues itself
+    (pipelining's schedule, FSDP, DTensor redistribution), else None. Such
+    a call is identified in the ledger by that library function (its file
+    and first line), not by the user's line that led there: two ranks that
+    reach the same schedule step from the two branches of `if rank == 0:
+    ... else: ...` make the same call, and so do two branches inside the
+    function (DTensor's mesh_scatter) (docs/pytorch.md, "Parallel
+    layouts")."""
+    while frame is not None and \
+            frame.f_code.co_filename.startswith(_PACKAGE_DIR):
+        frame = frame.f_back
+    if frame is None:
+        return None
+    file = frame.f_code.co_filename
+    if os.sep + "torch" + os.sep not in file or file.endswith(_API_FILES):
+        return None
+    return frame
 
 
 def _outside(frame: Any) -> Any:

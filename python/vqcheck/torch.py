@@ -25,18 +25,38 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from ._digest import _dtype_name, digest
+from . import _layout
+from ._digest import DigestError, _dtype_name, dtype_code, digest
 from ._trace import TraceWriter, remove_stale_traces
 
 __all__ = ["Watch", "step", "watch"]
 
-# Wrappers whose parameters are their inner module's, under "module.": the
-# inner module is watched instead, so names match the model's own.
-_REPLICATING_WRAPPERS = ("DistributedDataParallel", "DataParallel")
-# Wrappers that shard parameters: each rank holds different bytes by design.
-_SHARDING_WRAPPERS = ("FullyShardedDataParallel",)
+# Wrappers whose parameters are their inner module's (class name -> the
+# attribute holding it: "module." or "_orig_mod." in the names): the inner
+# module is watched instead, so names match the model's own, whatever the
+# order of DDP and torch.compile.
+_WRAPPERS = {"DistributedDataParallel": "module", "DataParallel": "module",
+             "OptimizedModule": "_orig_mod"}
+
+
+def _unwrap(m: Any) -> Tuple[Any, Any]:
+    """(the module inside m's wrappers, the DistributedDataParallel among
+    them or None: its process group is the replica group)."""
+    ddp = None
+    while True:
+        inner = m.__dict__.get("_modules", {}).get(
+            _WRAPPERS.get(type(m).__name__, ""))
+        if inner is None:
+            return m, ddp
+        if type(m).__name__ == "DistributedDataParallel" and ddp is None:
+            ddp = m
+        m = inner
 # torch dtype -> the trace's dtype name, for each dtype met
 _DTYPE_NAMES: Dict[Any, str] = {}
+# A step's watched tensor: (name, dtype name, shape, tensor, replica group
+# or None for every rank, shard key or "").
+Collected = Tuple[str, str, Tuple[int, ...], torch.Tensor,
+                  Optional[Tuple[int, ...]], str]
 
 
 def watch(
@@ -88,7 +108,7 @@ class Watch:
 
     def __init__(self, modules: Any, optimizer: Any, out: str, interval: int,
                  names: Any, exclude: Sequence[str] = ()) -> None:
-        self._modules = _check_modules(modules)
+        self._modules, wrappers = _check_modules(modules)
         self._prefixes = _check_names(names, len(self._modules))
         if optimizer is not None and not isinstance(optimizer,
                                                     torch.optim.Optimizer):
@@ -108,6 +128,7 @@ class Watch:
         self.exclude = list(exclude)
         self.optimizer = optimizer
         self._setup(os.fspath(out), interval)
+        self._wrappers = wrappers
         if optimizer is not None:
             self._hook_optimizer(optimizer)
 
@@ -128,6 +149,11 @@ class Watch:
         # as found by the last _tensors(): vqcheck._bridge joins its
         # pending digest before their forward, which may write them
         self._buffer_roots: List[torch.nn.Module] = []
+        # tensors left out of the digests: name -> why (_not_digested)
+        self._skipped: Dict[str, str] = {}
+        # id(watched module) -> the DistributedDataParallel wrapper it was
+        # reached through (its process group is the replica group)
+        self._wrappers: Dict[int, torch.nn.Module] = {}
 
     # ---- public
 
@@ -230,25 +256,49 @@ class Watch:
         self._last_tried = step  # a step that raised is not retried at close
         if self._writer is None:
             self._start()
-        entries = [(name, dtype, shape, digest(tensor, name=name))
-                   for name, dtype, shape, tensor in self._collect(step)]
+        # A digest error here is not the tensor's (_collect left out those
+        # it cannot read): it is raised, and turns the check off.
+        entries = [(name, dtype, shape, digest(tensor, name=name), group,
+                    shard)
+                   for name, dtype, shape, tensor, group, shard
+                   in self._collect(step)]
         assert self._writer is not None
         self._writer.write_step(step, entries)
 
-    def _collect(self, step: int
-                 ) -> List[Tuple[str, str, Tuple[int, ...], torch.Tensor]]:
-        """(name, dtype name, shape, tensor) of every watched tensor at this
-        step, in trace order, their layouts checked: what a step's lines
-        say but the digests (vqcheck._bridge hashes them elsewhere)."""
+    def _collect(self, step: int) -> List[Collected]:
+        """(name, dtype name, shape, tensor, group, shard) of every watched
+        tensor at this step, in trace order, their layouts checked: what a
+        step's lines say but the digests (vqcheck._bridge hashes them
+        elsewhere). A DTensor is its local shard; group and shard are its
+        replica group and piece (vqcheck._layout). A tensor the digest
+        cannot read is left out and named once (_not_digested): one tensor
+        never switches the check off."""
         out = []
-        for name, tensor in self._tensors():
+        for name, tensor, layout in self._tensors():
+            if _layout.is_dtensor(tensor):
+                tensor, layout = _layout.dtensor_local(tensor)
+            why = _undigestable(tensor)
+            if why is not None:
+                self._not_digested(name, why)
+                continue
             dtype = _DTYPE_NAMES.get(tensor.dtype)
             if dtype is None:
                 dtype = _DTYPE_NAMES[tensor.dtype] = _dtype_name(tensor.dtype)
             shape = tuple(tensor.shape)
-            self._check_layout(name, dtype, shape, step)
-            out.append((name, dtype, shape, tensor))
+            self._check_layout(f"{name} (shard {layout.shard})"
+                               if layout.shard else name, dtype, shape, step)
+            out.append((name, dtype, shape, tensor, layout.group,
+                        layout.shard))
         return out
+
+    def _not_digested(self, name: str, why: str) -> None:
+        """Tensor `name` is left out of the digests (why); said once per
+        name, on stderr (vqcheck._bridge also records it for the report)."""
+        if name in self._skipped:
+            return
+        self._skipped[name] = why
+        print(f"vqcheck: tensor '{name}' is not digested ({why}); the "
+              "other tensors are", file=sys.stderr)
 
     def _check_layout(self, name: str, dtype: str, shape: Tuple[int, ...],
                       step: int) -> None:
@@ -266,47 +316,77 @@ class Watch:
                 f"{list(shape)} at step {step}; a watched tensor must keep "
                 "its dtype and shape")
 
-    def _tensors(self) -> List[Tuple[str, torch.Tensor]]:
-        """(name, tensor) of every watched tensor, in the same order on every
-        rank: each module's parameters, then its buffers, then the
-        optimizer's state. Read afresh at every step, so tensors a program
-        replaces (module.weight = ...) are the current ones."""
-        out: List[Tuple[str, torch.Tensor]] = []
+    def _tensors(self) -> List[Tuple[str, torch.Tensor, _layout.Layout]]:
+        """(name, tensor, layout) of every watched tensor, in the same order
+        on every rank: each module's parameters, then its buffers, then
+        the optimizers' state and hyper-parameters. Read afresh at every
+        step, so tensors a program replaces (module.weight = ...) are the
+        current ones. layout: the tensor's replica group (vqcheck._layout;
+        a DTensor's is found from the DTensor itself)."""
+        out: List[Tuple[str, torch.Tensor, _layout.Layout]] = []
         seen = set()
         param_names: Dict[int, str] = {}
+        param_layouts: Dict[int, _layout.Layout] = {}
+        WORLD = _layout.WORLD
 
-        def add(name: str, t: Any) -> None:
+        def add(name: str, t: Any, layout: _layout.Layout) -> None:
             if t is None or id(t) in seen:
                 return
             if any(fnmatch.fnmatchcase(name, p) for p in self.exclude):
                 return
             seen.add(id(t))
-            out.append((name, t))
+            out.append((name, t, layout))
 
         buffer_roots = []
         for prefix, module in self._roots():
+            wrapper, stage = self._context(module)
+            params, buffers = _layout.module_layouts(module, wrapper, stage)
             for n, p in module.named_parameters():
                 param_names.setdefault(id(p), prefix + n)
-                add(prefix + n, p)
+                layout = params.get(id(p), WORLD)
+                param_layouts.setdefault(id(p), layout)
+                add(prefix + n, p, layout)
             holds_buffers = False
             for n, b in module.named_buffers():
                 holds_buffers = True
-                add(prefix + n, b)
+                add(prefix + n, b, buffers.get(id(b), WORLD))
             if holds_buffers:
                 buffer_roots.append(module)
         self._buffer_roots = buffer_roots
-        for k, opt in enumerate(self._optimizers()):
+        optimizers = self._optimizers()
+        # an optimizer another one drives (ZeroRedundancyOptimizer's
+        # local .optim) holds this rank's partition only: no replica
+        inner = {id(getattr(o, "optim", None)) for o in optimizers}
+        for k, opt in enumerate(optimizers):
             label = "optimizer" if k == 0 else f"optimizer{k}"
+            partition = id(opt) in inner
             for g, group in enumerate(opt.param_groups):
                 for i, p in enumerate(group["params"]):
                     pname = param_names.get(id(p))
                     if pname is None:  # a parameter of no watched module
                         pname = f"{label}.param_groups.{g}.params.{i}"
-                        add(pname, p)
+                        add(pname, p, WORLD)
+                    layout = param_layouts.get(id(p), WORLD)
+                    if partition:
+                        layout = _layout.no_replica("zero")
                     for key, value in opt.state.get(p, {}).items():
                         if torch.is_tensor(value):
-                            add(f"{pname}.{key}", value)
+                            # shaped as (and held as) the parameter's piece
+                            add(f"{pname}.{key}", value, layout)
+            if not partition:
+                # what every rank must agree on whatever the layout: a
+                # rank with another learning rate in a pure FSDP job
+                add(f"{label}.hyperparameters",
+                    torch.tensor(_layout.hyper_parameters(opt),
+                                 dtype=torch.float64), WORLD)
         return out
+
+    def _context(self, module: torch.nn.Module
+                 ) -> Tuple[Optional[torch.nn.Module], Optional[int]]:
+        """(the DistributedDataParallel wrapper looked through to reach
+        root module `module`, or None; its pipeline stage index, or
+        None)."""
+        return self._wrappers.get(id(module)), None
 
     def _roots(self) -> List[Tuple[str, torch.nn.Module]]:
         """(name prefix, module) of every watched module, in order."""
@@ -321,24 +401,32 @@ class Watch:
 
 
 def _call_after_step(optimizer: Any, after: Any,
-                     before: Optional[Any] = None) -> Any:
+                     before: Optional[Any] = None,
+                     failed: Optional[Any] = None) -> Any:
     """Replaces optimizer.step (an instance attribute over the class's
     method; torch 1.13 has no step post-hook) with a bound method that calls
-    before() (if given), the current step and then after(). It is a bound
-    method, as LR schedulers expect (they rebind optimizer.step.__func__),
-    and it keeps a scheduler's `_with_counter` mark. Returns the installed
-    method."""
+    before() (if given), the current step and then after(), or failed() (if
+    given) when the step raised. It is a bound method, as LR schedulers
+    expect (they rebind optimizer.step.__func__), and it keeps a scheduler's
+    marks (`_with_counter` in torch 1.x, `_wrapped_by_lr_sched` in 2.x).
+    Returns the installed method."""
     original = optimizer.step
 
     def step_then(opt: Any, *args: Any, **kwargs: Any) -> Any:
         if before is not None:
             before()
-        result = original(*args, **kwargs)
+        try:
+            result = original(*args, **kwargs)
+        except BaseException:
+            if failed is not None:
+                failed()
+            raise
         after()
         return result
 
-    if getattr(original, "_with_counter", False):
-        step_then._with_counter = True  # type: ignore[attr-defined]
+    for mark in ("_with_counter", "_wrapped_by_lr_sched"):
+        if getattr(original, mark, False):
+            setattr(step_then, mark, True)
     step_then.__doc__ = getattr(original, "__doc__", None)
     optimizer.step = types.MethodType(step_then, optimizer)
     return optimizer.step
@@ -347,7 +435,10 @@ def _call_after_step(optimizer: Any, after: Any,
 # ---- argument checks
 
 
-def _check_modules(modules: Any) -> List[torch.nn.Module]:
+def _check_modules(modules: Any) -> Tuple[List[torch.nn.Module],
+                                          Dict[int, torch.nn.Module]]:
+    """The modules to watch, wrappers looked through (_unwrap), and
+    {id(inner module): the DistributedDataParallel around it}."""
     if isinstance(modules, torch.nn.Module):
         modules = [modules]
     elif isinstance(modules, (list, tuple)):
@@ -359,22 +450,35 @@ def _check_modules(modules: Any) -> List[torch.nn.Module]:
     if not modules:
         raise ValueError("vqcheck.torch.watch: no modules to watch")
     inner = []
+    wrappers: Dict[int, torch.nn.Module] = {}
     for i, m in enumerate(modules):
         if not isinstance(m, torch.nn.Module):
             raise TypeError(f"vqcheck.torch.watch: modules[{i}] is a "
                             f"{type(m).__name__}, not a torch.nn.Module")
-        kind = type(m).__name__
-        if kind in _SHARDING_WRAPPERS:
-            raise TypeError(
-                f"vqcheck.torch.watch: modules[{i}] is {kind}, which shards "
-                "parameters so that ranks hold different bytes by design; "
-                "the digest compares replicated state (watch the model "
-                "under DistributedDataParallel instead)")
-        while type(m).__name__ in _REPLICATING_WRAPPERS and \
-                isinstance(getattr(m, "module", None), torch.nn.Module):
-            m = m.module
+        m, ddp = _unwrap(m)
+        if ddp is not None:
+            wrappers[id(m)] = ddp
         inner.append(m)
-    return inner
+    return inner, wrappers
+
+
+def _undigestable(t: Any) -> Optional[str]:
+    """Why tensor t cannot be digested, or None: told before hashing, so
+    that the tensor is left out and the others go on."""
+    if t.layout != torch.strided:
+        return f"a {t.layout} tensor has no dense bytes"
+    if t.is_meta:
+        return "a meta tensor has no data"
+    if t.is_quantized:
+        return f"quantized tensors ({t.dtype}) are not digested"
+    try:
+        dtype_code(t.dtype)
+    except DigestError as e:
+        return str(e)
+    if t.numel() > 0 and t.data_ptr() == 0:
+        return (f"{type(t).__name__} has no data here (data_ptr() is 0: "
+                "storage freed, or a tensor subclass without local bytes)")
+    return None
 
 
 def _check_names(names: Any, count: int) -> List[str]:

@@ -1,7 +1,7 @@
 """An unmodified 2-rank gloo DDP job that, from step 3, holds state the
-digest refuses (a quantized buffer) on every rank: the bridge's state check
-stops there on both ranks while the job trains on, so its traces end early
-on every rank alike. The run must not come out clean."""
+digest cannot read (a quantized buffer) on every rank: that one tensor is
+left out and named ("not digested: why"); the state check goes on for every
+other tensor to the last step (one tensor never switches the check off)."""
 import datetime
 
 import torch

@@ -1,7 +1,7 @@
 """One gloo rank (world 1) making collectives on every kind of argument,
 for the bridge's lost-result rules. Only the lines marked LOST may be
-reported (two temporaries, a Work never waited on, two dropped out-of-place
-results); run under the bridge (VQC_WATCH_DIR set, python/bridge on
+reported (two temporaries, a Work never waited on nor ordered before its
+function returned, two dropped out-of-place results); run under the bridge (VQC_WATCH_DIR set, python/bridge on
 PYTHONPATH)."""
 import datetime
 import os
@@ -22,6 +22,11 @@ def keep(t):
 
 def returned(t):
     return dist_nn.all_reduce(t)
+
+
+def log_async(t):
+    dist.all_reduce(t, async_op=True)  # LOST: never waited, nor ordered
+    return t                           # before this function returns
 
 
 def reduce_named(t):
@@ -50,7 +55,7 @@ def main():
     works = [dist.broadcast(y, 0, None, True)]          # kept, then waited
     for w in works:
         w.wait()
-    dist.all_reduce(y, async_op=True)                   # LOST: never waited
+    log_async(y)                                        # LOST inside
     del works
     model = torch.nn.Linear(3, 2)
     model(x).sum().backward()

@@ -1,0 +1,131 @@
+"""`vqcheck watch` on the parallel layouts of torch 2.x: FSDP2, FSDP1
+(FULL_SHARD, HYBRID_SHARD), tensor parallel, HSDP on a 2-D mesh, DDP on
+process subgroups, a 2-stage pipeline, DDP with torch.compile (both orders)
+and ZeroRedundancyOptimizer, on gloo/CPU.
+
+Each job (jobs/layouts/, written as users write them: no vqcheck import)
+runs twice under the installed CLI: clean, it must exit 0 having compared
+digests, with the pieces that have no replica counted; with a planted drift
+on one rank (DRIFT=<rank>: another learning rate, noise on a replicated
+norm weight, a buffer moved), it must exit 1 with a divergence at the right
+step and tensor, naming exactly the ranks of the replica group involved.
+The verdicts are read from run.json.
+
+Needs torch >= 2.6 (DTensor, fully_shard and pipelining as public APIs):
+the torch 2.x lane (scripts/torch-env.sh). Debian's torch 1.13 lane skips
+this file, saying so.
+"""
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+_version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+pytestmark = pytest.mark.skipif(
+    _version < (2, 6),
+    reason=f"torch {torch.__version__}: the parallel layouts need torch >= "
+           "2.6 (run the torch 2.x lane: scripts/torch-env.sh)")
+
+JOBS = Path(__file__).resolve().parent / "jobs" / "layouts"
+
+
+def watch(cli, tmp_path, job, nproc, **env):
+    """Runs jobs/layouts/<job>.py under `vqcheck watch --nproc nproc`:
+    (exit code, run.json, output)."""
+    out = tmp_path / "run"
+    full = dict(os.environ, OMP_NUM_THREADS="1",
+                **{k: str(v) for k, v in env.items()})
+    import sys
+    p = subprocess.run([cli, "watch", "--nproc", str(nproc), "--timeout",
+                        "60", "--out", str(out), "--", sys.executable,
+                        str(JOBS / f"{job}.py")], env=full,
+                       capture_output=True, text=True, timeout=300)
+    text = p.stdout + p.stderr
+    path = out / "run.json"
+    assert path.exists(), text[-4000:]
+    return p.returncode, json.loads(path.read_text()), text
+
+
+def assert_clean(rc, run, text, no_replica):
+    assert rc == 0, text[-4000:]
+    assert run["findings"] == []
+    analysis = run["analysis"]
+    assert analysis["digests_compared"] > 0
+    if no_replica:
+        assert analysis["no_replica"] > 0, analysis
+    else:
+        assert analysis["no_replica"] == 0, analysis
+    assert analysis["lines_not_compared"] == 0, analysis
+    assert "not digested" not in text and "check failed" not in text, text
+
+
+def assert_divergence(rc, run, text, step, tensor, ranks):
+    """The first divergence is the planted one; a drift may spread to
+    other replica groups at later steps (a drifted norm weight changes the
+    gradient of a replicated bias), each its own finding, never another
+    kind."""
+    assert rc == 1, text[-4000:]
+    findings = run["findings"]
+    assert {f["kind"] for f in findings} == {"divergence"}, findings
+    f = min(findings, key=lambda f: f["step"])
+    assert (f["step"], f["tensor"]) == (step, tensor), f
+    assert sorted(f["ranks"]) == ranks, f
+
+
+# (job, nproc, extra environment, whether some pieces have no replica)
+CLEAN = [
+    ("fsdp2_job", 2, {}, True),
+    ("fsdp1_job", 2, {}, True),
+    ("fsdp1_job", 4, {"STRATEGY": "HYBRID_SHARD"}, False),
+    ("tp_job", 2, {}, True),
+    ("hsdp_job", 4, {}, False),
+    ("subgroups_job", 4, {}, False),
+    ("pipeline_job", 2, {}, True),
+    ("compiled_job", 2, {"ORDER": "compile_ddp"}, False),
+    ("compiled_job", 2, {"ORDER": "ddp_compile"}, False),
+    ("zero_job", 2, {}, True),
+]
+
+
+@pytest.mark.parametrize("job,nproc,env,no_replica", CLEAN,
+                         ids=[f"{c[0]}-{'-'.join(c[2].values()) or 'default'}"
+                              for c in CLEAN])
+def test_clean_layout_is_clean(cli, tmp_path, job, nproc, env, no_replica):
+    rc, run, text = watch(cli, tmp_path, job, nproc, **env)
+    assert_clean(rc, run, text, no_replica)
+
+
+# (job, nproc, extra environment, step, tensor, ranks named)
+DRIFT = [
+    # another lr in a pure FSDP job: only the hyper-parameters, which every
+    # rank must agree on, can show it (every other piece has no replica)
+    ("fsdp2_job", 2, {"DRIFT": 1}, 0, "optimizer.hyperparameters", [0, 1]),
+    ("fsdp1_job", 2, {"DRIFT": 1}, 0, "optimizer.hyperparameters", [0, 1]),
+    # HYBRID_SHARD: rank 3 holds shard 1 with rank 1
+    ("fsdp1_job", 4, {"STRATEGY": "HYBRID_SHARD", "DRIFT": 3}, 0,
+     "optimizer.hyperparameters", [3]),
+    # the replicated LayerNorm of a tensor-parallel MLP
+    ("tp_job", 2, {"DRIFT": 1}, 1, "MLP.norm.weight", [0, 1]),
+    # HSDP: rank 3's shard is replicated on rank 1 only
+    ("hsdp_job", 4, {"DRIFT": 3}, 1, "FSDPSequential.1.weight", [1, 3]),
+    # subgroup {2, 3}: ranks 0 and 1 train another model and are not named
+    ("subgroups_job", 4, {"DRIFT": 3}, 1, "Linear.weight", [2, 3]),
+    ("pipeline_job", 2, {"DRIFT": 1}, 0, "optimizer.hyperparameters", [0, 1]),
+    ("compiled_job", 2, {"ORDER": "compile_ddp", "DRIFT": 1}, 1, "Net.seen",
+     [0, 1]),
+    ("compiled_job", 2, {"ORDER": "ddp_compile", "DRIFT": 1}, 1, "Net.seen",
+     [0, 1]),
+    ("zero_job", 2, {"DRIFT": 1}, 0, "optimizer.hyperparameters", [0, 1]),
+]
+
+
+@pytest.mark.parametrize("job,nproc,env,step,tensor,ranks", DRIFT,
+                         ids=[f"{d[0]}-{'-'.join(map(str, d[2].values()))}"
+                              for d in DRIFT])
+def test_drift_in_one_replica_is_found(cli, tmp_path, job, nproc, env, step,
+                                       tensor, ranks):
+    rc, run, text = watch(cli, tmp_path, job, nproc, **env)
+    assert_divergence(rc, run, text, step, tensor, ranks)
