@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include "trace.h"
+#include "utf8.h"
 
 /* One valid line of a trace and where it was. */
 typedef struct line_rec {
@@ -705,6 +706,91 @@ static vqc_status add_finding(const vqc_trace_set *s, int64_t step,
   return st;
 }
 
+/* ---- pieces without a replica (trace_compare.h): counted and named */
+
+/* An open-addressing set of 64-bit hashes of (tensor, shard), load at most
+ * 1/2; 0 marks an empty slot. Holds at most VQC_TRACE_NO_REPLICA_COUNT_MAX
+ * hashes (2^21 slots, 16 MiB). Two pieces whose hashes collide (FNV-1a,
+ * 1 in 2^64 a pair) count once: a count in a report, never a verdict. */
+typedef struct hash_set {
+  uint64_t *slots; /* (cap) owned; cap 0 or a power of two */
+  size_t cap, n;
+} hash_set;
+
+static uint64_t piece_hash(const char *tensor, const char *shard) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (const char *p = tensor; *p; p++)
+    h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+  h = h * 0x100000001b3ULL; /* a NUL byte (h ^ 0): no name holds one */
+  for (const char *p = shard; *p; p++)
+    h = (h ^ (unsigned char)*p) * 0x100000001b3ULL;
+  return h ? h : 1; /* 0 is the empty slot */
+}
+
+static void hash_set_put(uint64_t *slots, size_t cap, uint64_t h) {
+  size_t i = (size_t)h & (cap - 1);
+  while (slots[i] != 0 && slots[i] != h) i = (i + 1) & (cap - 1);
+  slots[i] = h;
+}
+
+/* Adds h. *added: it was not there. *full: it was not there and the set
+ * is at its cap (not added). */
+static vqc_status hash_set_add(hash_set *hs, uint64_t h, bool *added,
+                               bool *full) {
+  *added = *full = false;
+  if (hs->cap > 0) {
+    size_t i = (size_t)h & (hs->cap - 1);
+    while (hs->slots[i] != 0) {
+      if (hs->slots[i] == h) return VQC_OK;
+      i = (i + 1) & (hs->cap - 1);
+    }
+  }
+  if ((int64_t)hs->n >= VQC_TRACE_NO_REPLICA_COUNT_MAX) {
+    *full = true;
+    return VQC_OK;
+  }
+  if (2 * (hs->n + 1) > hs->cap) { /* grow: double, rehash */
+    size_t cap = hs->cap ? 2 * hs->cap : 256;
+    uint64_t *g = calloc(cap, sizeof *g);
+    if (g == NULL)
+      return vqc_error(VQC_ENOMEM, "trace compare: no memory for %zu "
+                       "tensors without a replica", hs->n + 1);
+    for (size_t i = 0; i < hs->cap; i++)
+      if (hs->slots[i] != 0) hash_set_put(g, cap, hs->slots[i]);
+    free(hs->slots);
+    hs->slots = g;
+    hs->cap = cap;
+  }
+  hash_set_put(hs->slots, hs->cap, h);
+  hs->n++;
+  *added = true;
+  return VQC_OK;
+}
+
+/* Line r has no replica: counted, its piece counted once, and listed
+ * while fewer than VQC_TRACE_NO_REPLICA_LISTED are. */
+static vqc_status note_no_replica(hash_set *seen,
+                                  vqc_trace_compare_result *res,
+                                  const vqc_trace_record *r) {
+  res->no_replica++;
+  bool added, full;
+  VQC_TRY(hash_set_add(seen, piece_hash(r->tensor, r->shard), &added, &full));
+  if (full) res->no_replica_tensors_capped = true;
+  if (!added) return VQC_OK;
+  res->no_replica_tensors++;
+  if (res->nno_replica_listed >= VQC_TRACE_NO_REPLICA_LISTED) return VQC_OK;
+  if (res->no_replica_listed == NULL) {
+    res->no_replica_listed = calloc(VQC_TRACE_NO_REPLICA_LISTED,
+                                    sizeof *res->no_replica_listed);
+    if (res->no_replica_listed == NULL)
+      return vqc_error(VQC_ENOMEM, "trace compare: no memory");
+  }
+  vqc_trace_piece *p = &res->no_replica_listed[res->nno_replica_listed++];
+  memcpy(p->tensor, r->tensor, sizeof p->tensor);
+  memcpy(p->shard, r->shard, sizeof p->shard);
+  return VQC_OK;
+}
+
 /* What one step's comparison needs besides the set. */
 typedef struct compare_state {
   const line_rec **cur;    /* (nranks) this tensor's line per rank */
@@ -712,6 +798,7 @@ typedef struct compare_state {
   size_t *matched;         /* (nranks) lines of the step that were compared */
   int *members;            /* (VQC_TRACE_GROUP_MAX_RANKS) a group's ranks */
   name_set reported;       /* "tensor\x1fgroup\x1fshard" of every finding */
+  hash_set no_replica;     /* the pieces without a replica seen so far */
   bool group_warned;       /* ranks disagreeing on a group were warned of */
 } compare_state;
 
@@ -810,8 +897,10 @@ static vqc_status compare_step(vqc_trace_set *s, compare_state *cs,
       if (!complete) continue;
       for (int q = 0; q < n; q++)
         if (cs->cur[q]) ((line_rec *)cs->cur[q])->compared = true;
-      if (members < 2) { /* no replica: nothing to compare it with */
-        res->no_replica++;
+      if (members < 2) { /* nothing to compare it with */
+        /* Its group is its own rank: no replica. Without a group it is a
+         * world of one trace (trace_compare.h): not counted. */
+        if (a->r.group[0]) st = note_no_replica(&cs->no_replica, res, &a->r);
         continue;
       }
       bool differ = false;
@@ -1182,6 +1271,7 @@ done:
   free(cs.matched);
   free(cs.members);
   name_set_free(&cs.reported);
+  free(cs.no_replica.slots);
   return st;
 }
 
@@ -1189,6 +1279,19 @@ void vqc_trace_compare_result_free(vqc_trace_compare_result *r) {
   if (r == NULL) return;
   free(r->steps);
   free(r->rank_last_step);
+  free(r->no_replica_listed);
   json_decref(r->warnings);
   memset(r, 0, sizeof *r);
+}
+
+json_t *vqc_trace_no_replica_json(const vqc_trace_compare_result *r) {
+  json_t *a = json_array();
+  for (int i = 0; a && i < r->nno_replica_listed; i++) {
+    const vqc_trace_piece *p = &r->no_replica_listed[i];
+    json_array_append_new(
+        a, json_pack("{s:o,s:o}", "tensor",
+                     vqc_json_text(p->tensor, strlen(p->tensor)), "shard",
+                     vqc_json_text(p->shard, strlen(p->shard))));
+  }
+  return a;
 }

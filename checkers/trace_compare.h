@@ -40,8 +40,14 @@
  * outliers within that group. Lines that some rank of the group lacks (or
  * names another group for) are counted and named in a warning; a tensor
  * whose group is its own rank alone has no replica: counted in no_replica,
- * never a divergence. Ranks legitimately holding different shards write
- * different groups or shard keys, so they are never compared.
+ * never a divergence, and named: the distinct (tensor, shard) pieces
+ * without a replica are counted and the first
+ * VQC_TRACE_NO_REPLICA_LISTED of them kept, so a report can say which
+ * tensors were not comparable. (A tensor of a line without a group, when
+ * only one rank has a trace, is not counted there: that is a one-rank
+ * job, or ranks that left no trace, which the rank_failure finding names.)
+ * Ranks legitimately holding different shards write different groups or
+ * shard keys, so they are never compared.
  *
  * Never a false green: traces that stop early are a finding, not a warning.
  * Each rank's trace reaches its last step; an empty file reaches no step, a
@@ -72,6 +78,16 @@
 /* Ranks a directory may hold: each rank's file stays open while the steps
  * are streamed, so this also bounds the file descriptors used. */
 #define VQC_TRACE_COMPARE_MAX_RANKS 4096
+
+/* The pieces without a replica a result names (the first ones met, in the
+ * order of the lowest rank's file): enough for a report to show which
+ * tensors they are, bounded whatever the job (100 x 384 bytes). */
+#define VQC_TRACE_NO_REPLICA_LISTED 100
+/* Distinct pieces without a replica are counted through a set of 64-bit
+ * hashes of (tensor, shard), at most this many (a table of 16 MiB at most):
+ * a 1024-rank fully sharded job of 500 flat parameters has 512k. Past it
+ * the count stops (no_replica_tensors_capped). */
+#define VQC_TRACE_NO_REPLICA_COUNT_MAX ((int64_t)1 << 20)
 
 typedef struct vqc_trace_set vqc_trace_set;
 
@@ -120,12 +136,25 @@ typedef struct vqc_trace_step {
   int findings;      /* divergence findings so far, this step included */
 } vqc_trace_step;
 
+/* A tensor piece: the tensor's name and its line's shard ("" for none). */
+typedef struct vqc_trace_piece {
+  char tensor[VQC_TRACE_NAME_MAX];
+  char shard[VQC_TRACE_SHARD_MAX];
+} vqc_trace_piece;
+
 typedef struct vqc_trace_compare_result {
   int64_t lines_read;        /* valid lines, every rank */
   int64_t digests_compared;  /* (step, tensor) pairs compared */
   int64_t lines_not_compared; /* lines whose (step, tensor) a rank lacks */
   int64_t no_replica;        /* (step, tensor) whose replica group is one
                                 rank: not comparable, never a divergence */
+  int64_t no_replica_tensors; /* distinct (tensor, shard) among them */
+  bool no_replica_tensors_capped; /* the count stopped at
+                                     VQC_TRACE_NO_REPLICA_COUNT_MAX */
+  vqc_trace_piece *no_replica_listed; /* (nno_replica_listed) owned: the
+                                first VQC_TRACE_NO_REPLICA_LISTED of them,
+                                in the order met; NULL when none */
+  int nno_replica_listed;
   int findings;              /* divergence findings added */
   int rank_failures;         /* rank_failure findings added (0 or 1) */
   vqc_trace_step *steps;     /* (nsteps) steps with >= 1 line, ascending;
@@ -156,5 +185,10 @@ vqc_status vqc_trace_set_compare(vqc_trace_set *s, const char *copy_dir,
                                  vqc_findings *out,
                                  vqc_trace_compare_result *res);
 void vqc_trace_compare_result_free(vqc_trace_compare_result *r);
+
+/* run.json's list of the pieces without a replica (a new reference):
+ * [{"tensor": ..., "shard": ...}] from r->no_replica_listed, "shard" ""
+ * for a line without one; every string through utf8.h. */
+json_t *vqc_trace_no_replica_json(const vqc_trace_compare_result *r);
 
 #endif /* VQC_TRACE_COMPARE_H */

@@ -5,10 +5,11 @@
  * scripts off, printed, or dumped by a headless browser.
  *
  * Sections, top to bottom: verdict banner, summary, findings table (with
- * call sites), digest-agreement heatmap, divergence over steps (+ the
- * findings' measured magnitudes), collective timeline (+ each rank's record
- * of the stuck collective), finding details, per-step summary, environment
- * and build. A comparison of traces (trace_run.c) shows what was compared
+ * call sites), digest-agreement heatmap, what was not compared
+ * (not_compared.c, only when something was not), divergence over steps
+ * (+ the findings' measured magnitudes), collective timeline (+ each rank's
+ * record of the stuck collective), finding details, per-step summary,
+ * environment and build. A comparison of traces (trace_run.c) shows what was compared
  * in the banner, the run table and the per-step table instead of a
  * scenario's fault, seed and training, and a note that the collective
  * checks did not run instead of an empty timeline. Every string that comes
@@ -478,6 +479,23 @@ static void divergence_section(FILE *f, const rep_data *d) {
   fprintf(f, "</section>\n");
 }
 
+/* What could not be checked, by name (not_compared.c): a section only
+ * when there is something to say. */
+static void not_compared_section(FILE *f, const json_t *lines) {
+  if (json_array_size(lines) == 0) return;
+  fprintf(f, "<section id=\"not-compared\"><h2>Not compared</h2>\n"
+          "<p class=\"explain\">Not findings: what the check could not "
+          "compare.</p>\n<ul>\n");
+  size_t i;
+  const json_t *x;
+  json_array_foreach(lines, i, x) {
+    fprintf(f, "<li>");
+    rep_html(f, json_string_value(x));
+    fprintf(f, "</li>\n");
+  }
+  fprintf(f, "</ul>\n</section>\n");
+}
+
 /* Instead of the timeline, for a comparison of traces without ledger
  * dumps: the collective checks did not run, and why (once). */
 static void collectives_not_run(FILE *f, const rep_run *r) {
@@ -711,10 +729,13 @@ vqc_status rep_render_html(const rep_data *d, FILE *f) {
   fprintf(f, " &mdash; %s</title>\n<style>\n%s</style>\n</head>\n<body>\n",
           rep_verdict(r), CSS);
   verdict_banner(f, r);
+  json_t *not_compared = rep_not_compared_lines(r); /* freed below */
   fprintf(f, "<main>\n<nav><a href=\"#summary\">run</a><a href=\"#findings\">"
-          "findings</a><a href=\"#digests\">digest agreement</a><a href=\""
+          "findings</a><a href=\"#digests\">digest agreement</a>%s<a href=\""
           "#divergence\">divergence</a><a href=\"#collectives\">collectives"
           "</a>%s%s<a href=\"#environment\">environment and build</a></nav>\n",
+          json_array_size(not_compared)
+              ? "<a href=\"#not-compared\">not compared</a>" : "",
           r->nfindings ? "<a href=\"#details\">details</a>" : "",
           json_is_object(json_object_get(r->root, "job"))
               ? "<a href=\"#job\">job</a>" : "");
@@ -722,6 +743,8 @@ vqc_status rep_render_html(const rep_data *d, FILE *f) {
   findings_section(f, r);
   rep_render_html_job(f, r);
   digest_section(f, d);
+  not_compared_section(f, not_compared);
+  json_decref(not_compared);
   divergence_section(f, d);
   timeline_section(f, d);
   details_section(f, r);

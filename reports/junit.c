@@ -18,7 +18,10 @@
  * finding of its kind (the message is the first finding's, the text lists
  * all of them), passes only when run.json records that it ran, and is
  * otherwise <skipped/> with the reason (rep_check in run_data.c): a check
- * that did not run is never a pass. A suite of scenarios is one testcase
+ * that did not run is never a pass. What the check could not compare
+ * (tensors without a replica, tensors not digested: not_compared.c) is a
+ * property each ("not_compared.no_replica", "not_compared.not_digested"),
+ * never a testcase. A suite of scenarios is one testcase
  * per scenario. Text and attributes are XML-escaped (rep_xml). */
 #include <string.h>
 
@@ -114,6 +117,18 @@ vqc_status rep_render_junit(const rep_run *r, FILE *f) {
   snprintf(num, sizeof num, "%d", r->exit_code);
   property(f, "exit_code", num);
   property(f, "version", rep_str(r->root, "build.version", "?"));
+  /* What could not be checked (not_compared.c): properties, never a
+   * testcase, so it fails nothing. */
+  json_t *not_compared = rep_not_compared_lines(r);
+  size_t li;
+  const json_t *line;
+  json_array_foreach(not_compared, li, line) {
+    const char *text = json_string_value(line);
+    property(f, strncmp(text, "no replica", 10) == 0
+                    ? "not_compared.no_replica" : "not_compared.not_digested",
+             text);
+  }
+  json_decref(not_compared);
   fprintf(f, "    </properties>\n");
 
   for (int k = 0; k < VQC_FINDING_KIND_COUNT; k++) {

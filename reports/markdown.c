@@ -1,9 +1,10 @@
 /* markdown.c: report.md, the report that reads well both raw (a terminal,
  * `cat`) and rendered (a CI summary page, GitHub): verdict, findings table,
  * per-finding detail, the job of a `vqcheck watch` run (job.c), digest
- * agreement in words, the stuck collective, environment and build (for a
- * comparison of traces, what was compared instead of a scenario, and a note
- * instead of the collective; trace_run.c).
+ * agreement in words, what was not compared (not_compared.c), the stuck
+ * collective, environment and build (for a comparison of traces, what was
+ * compared instead of a scenario, and a note instead of the collective;
+ * trace_run.c).
  * Also the suite summary. Strings from the run go through rep_md /
  * rep_md_code so a name cannot break a table or inject markup; detail JSON
  * goes in a fence longer than any backtick run in it. */
@@ -339,6 +340,25 @@ static void collectives(FILE *f, const rep_timeline *t) {
   free(group_of);
 }
 
+/* What could not be checked, by name (not_compared.c); nothing when all
+ * was. */
+static void not_compared(FILE *f, const rep_run *r) {
+  json_t *lines = rep_not_compared_lines(r);
+  if (json_array_size(lines) > 0) {
+    fprintf(f, "## Not compared\n\nNot findings: what the check could not "
+            "compare.\n\n");
+    size_t i;
+    const json_t *x;
+    json_array_foreach(lines, i, x) {
+      fprintf(f, "- ");
+      rep_md(f, json_string_value(x));
+      fprintf(f, "\n");
+    }
+    fprintf(f, "\n");
+  }
+  json_decref(lines);
+}
+
 /* Instead of the stuck collective, for a comparison of traces without
  * ledger dumps: the collective checks did not run, and why (once). */
 static void collectives_not_run(FILE *f, const rep_run *r) {
@@ -357,6 +377,7 @@ vqc_status rep_render_md(const rep_data *d, FILE *f) {
   finding_details(f, r);
   rep_render_md_job(f, r);
   digests(f, &d->grid);
+  not_compared(f, r);
   if (r->traces.is_traces && !d->tl.any) collectives_not_run(f, r);
   else collectives(f, &d->tl);
   fprintf(f, "## Environment\n\n");

@@ -125,6 +125,16 @@ void rep_traces_last_steps_text(const rep_traces *t, char *buf, size_t n);
  * buf. Returns how many did not run (0: buf is "", say nothing). */
 int rep_collectives_not_run(const rep_run *r, char *buf, size_t n);
 
+/* ---- what was not compared (not_compared.c) */
+
+/* The lines of the "Not compared" section (issue 24), a new JSON array of
+ * strings, empty when there is nothing to say (or NULL without memory):
+ * "no replica: not comparable: N lines, K tensors: name (shard), ..." and
+ * one "not digested: TENSOR on ranks 0, 1: WHY" per tensor and reason,
+ * from run.json's "analysis" (else "compare") section. Plain text: each
+ * renderer escapes it. Never a finding, never part of the verdict. */
+json_t *rep_not_compared_lines(const rep_run *r);
+
 /* ---- which checks ran (run_data.c) */
 
 typedef enum {

@@ -10,6 +10,12 @@
  *   bridge        rank-<r>.findings.jsonl (bridge_findings.h): what the
  *                 Python bridge of `vqcheck watch` found in-process
  *                 (lost_inplace, ...), merged across ranks;
+ *   not compared  what could not be checked, said rather than hidden
+ *                 (issue 24), in run.json's "analysis" for the reports and
+ *                 never a finding or an exit code: the tensors whose
+ *                 replica group is one rank (trace_compare.h), and the
+ *                 tensors a rank could not digest, from the not_digested
+ *                 events of the live records (not_digested.h);
  *   run.json      the findings the run itself recorded, when it got that
  *                 far (validated: a corrupt one is exit 2, named by
  *                 file:line or field).
@@ -64,6 +70,7 @@
 #include "cli.h"
 #include "findings_record.h"
 #include "ledger_analysis.h"
+#include "not_digested.h"
 #include "offline.h"
 #include "report.h"
 #include "trace_compare.h"
@@ -474,6 +481,8 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   vqc_trace_set *set = NULL;
   vqc_trace_compare_result res;
   memset(&res, 0, sizeof res);
+  vqc_not_digested skipped; /* the tensors left out of the digests */
+  memset(&skipped, 0, sizeof skipped);
   vqc_status s = VQC_OK;
   int code = 0;
   const bool had_run_json = stat(path, &st) == 0;
@@ -536,6 +545,17 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   int nbridge = 0;
   s = vqc_bridge_findings_read(o.run_dir, &fresh, &nbridge);
   if (s != VQC_OK) goto fail;
+
+  /* The tensors the bridge could not digest: told in the reports, never a
+   * verdict, so a record that cannot be read here is a warning only. */
+  if (vqc_not_digested_read(o.run_dir, &skipped) != VQC_OK) {
+    const char *why = vqc_cli_error_text();
+    char msg[1400];
+    snprintf(msg, sizeof msg, "the tensors not digested could not be read "
+             "from the live records: %s", why);
+    json_array_append_new(warnings, vqc_json_text(msg, strlen(msg)));
+  }
+  json_array_extend(warnings, skipped.warnings);
 
   /* Merge: keep what run.json has, add what is new. */
   if (!doc) {
@@ -673,10 +693,17 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
                         json_string(vqc_status_name(VQC_EUNSUPPORTED)));
     json_object_set_new(
         tr0, "message",
-        json_string("nothing was compared: the directory holds no run.json, "
-                    "no finding on record and no digests of two ranks for "
-                    "one step (rank-<r>.trace.jsonl); a run that checked "
-                    "nothing is not clean"));
+        json_string(res.no_replica > 0
+                        ? "nothing was compared: the directory holds no "
+                          "run.json, no finding on record and no digests of "
+                          "two ranks for one step: every traced tensor's "
+                          "replica group is one rank (no replica, see "
+                          "analysis.no_replica_tensors); a run that checked "
+                          "nothing is not clean"
+                        : "nothing was compared: the directory holds no "
+                          "run.json, no finding on record and no digests of "
+                          "two ranks for one step (rank-<r>.trace.jsonl); a "
+                          "run that checked nothing is not clean"));
     code = 3;
   }
   json_object_set_new(doc, "exit_code", json_integer(code));
@@ -693,8 +720,20 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
                 "findings_files", nbridge,
                 "digests_compared", (json_int_t)res.digests_compared,
                 "lines_not_compared", (json_int_t)res.lines_not_compared,
-                "no_replica", (json_int_t)res.no_replica, "added", added, "already_known", repeated, "warnings",
-                warnings));
+                "no_replica", (json_int_t)res.no_replica, "added", added,
+                "already_known", repeated, "warnings", warnings));
+  /* What was not compared, by name (issue 24; docs/trace-format.md). */
+  json_t *an = json_object_get(doc, "analysis");
+  json_object_set_new(an, "no_replica_tensors",
+                      vqc_trace_no_replica_json(&res));
+  json_object_set_new(an, "no_replica_tensor_count",
+                      json_integer(res.no_replica_tensors));
+  if (res.no_replica_tensors_capped)
+    json_object_set_new(an, "no_replica_tensor_count_capped", json_true());
+  json_object_set_new(an, "not_digested", skipped.list
+                                              ? json_incref(skipped.list)
+                                              : json_array());
+  json_object_set_new(an, "not_digested_count", json_integer(skipped.count));
   bool valid = false;
   s = write_checked(o.run_dir, cmd, &doc, &known, &code, &valid);
   if (s == VQC_OK && valid) s = vqc_offline_write_reports(o.run_dir);
@@ -713,6 +752,15 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
            nrecorded, nrecorded == 1 ? "" : "s",
            ntrace, ntrace == 1 ? "" : "s", res.digests_compared);
     printf("new findings: %d (%d already in run.json)\n", added, repeated);
+    /* Said, never a finding (report.md "Not compared" names them). */
+    if (res.no_replica > 0)
+      printf("no replica (not comparable): %" PRId64 " line%s, %" PRId64
+             " tensor%s\n", res.no_replica, res.no_replica == 1 ? "" : "s",
+             res.no_replica_tensors, res.no_replica_tensors == 1 ? "" : "s");
+    if (skipped.count > 0)
+      printf("not digested: a tensor left out %" PRId64 " time%s (once per "
+             "tensor and rank)\n", skipped.count,
+             skipped.count == 1 ? "" : "s");
     vqc_offline_print_findings(stdout, &known);
     if (strcmp(cmd, "analyze") != 0) /* the supervisor's summary */
       printf("run directory: %s (run.json, report.html, report.md, "
@@ -728,6 +776,7 @@ done:
   if (locked) vqc_run_dir_unlock(o.run_dir);
   vqc_trace_set_close(set);
   vqc_trace_compare_result_free(&res);
+  vqc_not_digested_free(&skipped);
   json_decref(doc);
   json_decref(warnings);
   vqc_findings_free(&known);

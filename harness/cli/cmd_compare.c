@@ -176,7 +176,12 @@ static double now_s(void) {
  *                       (null: its trace holds no step)
  *   lines_read, digests_compared, lines_not_compared, warnings
  *   no_replica          (step, tensor) whose replica group (trace.h
- *                       "group") is one rank: not comparable */
+ *                       "group") is one rank: not comparable
+ *   no_replica_tensors  the first VQC_TRACE_NO_REPLICA_LISTED distinct
+ *                       (tensor, shard) of them, [{"tensor","shard"}];
+ *                       no_replica_tensor_count how many there are
+ *                       (no_replica_tensor_count_capped: true when the
+ *                       count stopped at VQC_TRACE_NO_REPLICA_COUNT_MAX) */
 static json_t *compare_section(const compare_opts *o, int nranks,
                                const vqc_trace_compare_result *res) {
   int64_t ncompared = 0, first = -1, last = -1, most = 0, fewest = 0;
@@ -220,6 +225,11 @@ static json_t *compare_section(const compare_opts *o, int nranks,
   json_object_set_new(c, "lines_not_compared",
                       json_integer(res->lines_not_compared));
   json_object_set_new(c, "no_replica", json_integer(res->no_replica));
+  json_object_set_new(c, "no_replica_tensors", vqc_trace_no_replica_json(res));
+  json_object_set_new(c, "no_replica_tensor_count",
+                      json_integer(res->no_replica_tensors));
+  if (res->no_replica_tensors_capped)
+    json_object_set_new(c, "no_replica_tensor_count_capped", json_true());
   json_object_set(c, "warnings", res->warnings);
   return c;
 }
@@ -354,8 +364,10 @@ static void print_summary(const json_t *c, vqc_findings *fl, const char *out) {
   if (not_compared > 0) printf(", %lld lines not compared", not_compared);
   const long long lone = section_int(c, "no_replica");
   if (lone > 0)
-    printf(", %lld without a replica (a group of one rank: not comparable)",
-           lone);
+    printf(", %lld without a replica (%lld tensor%s whose group is one rank: "
+           "not comparable; listed in the reports)", lone,
+           section_int(c, "no_replica_tensor_count"),
+           section_int(c, "no_replica_tensor_count") == 1 ? "" : "s");
   printf("\n");
   print_last_steps(json_object_get(c, "rank_last_step"));
   vqc_offline_print_findings(stdout, fl);

@@ -1,0 +1,142 @@
+/* not_digested.c: the tensors the ranks could not digest, from their live
+ * records (not_digested.h). One pass per record; a line is parsed only
+ * when it mentions the event, so the ledger lines that fill a record cost
+ * a substring search, not a JSON parse. */
+#include "not_digested.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ledger_analysis.h" /* vqc_live_path */
+#include "rundir.h"          /* vqc_run_dir_rank_list */
+#include "trace.h"           /* vqc_trace_read_line: bounded lines */
+#include "utf8.h"
+
+/* A JSON string of s cut to at most max bytes at a character's end (utf8.h;
+ * s came through jansson, so it is UTF-8 already: this only cuts). */
+static json_t *cut_text(const char *s, size_t max) {
+  char buf[VQC_NOT_DIGESTED_WHY_MAX + 1];
+  size_t len = 0;
+  if (max > VQC_NOT_DIGESTED_WHY_MAX) max = VQC_NOT_DIGESTED_WHY_MAX;
+  (void)vqc_utf8_copy(buf, max + 1, s, strlen(s), VQC_UTF8_NO_CONTROLS, &len);
+  return vqc_json_text(buf, len);
+}
+
+/* Whether rank's entry for tensor is listed already. */
+static bool listed(const json_t *list, int rank, const json_t *tensor) {
+  size_t i;
+  const json_t *e;
+  json_array_foreach(list, i, e) {
+    if (json_integer_value(json_object_get(e, "rank")) == rank &&
+        json_equal(json_object_get(e, "tensor"), (json_t *)tensor))
+      return true;
+  }
+  return false;
+}
+
+/* One not_digested event j of rank `rank` (line lineno of path) into nd;
+ * the first line skipped is named into first_skip (first_cap bytes). */
+static vqc_status take_event(vqc_not_digested *nd, const json_t *j, int rank,
+                             const char *path, long lineno, char *first_skip,
+                             size_t first_cap) {
+  const json_t *t = json_object_get(j, "tensor");
+  if (!json_is_string(t) || json_string_length(t) == 0) {
+    if (nd->skipped++ == 0) /* named once, at the end (vqc_not_digested_read) */
+      snprintf(first_skip, first_cap, "%s:%ld", path, lineno);
+    return VQC_OK;
+  }
+  nd->count++;
+  if (json_array_size(nd->list) >= VQC_NOT_DIGESTED_LISTED) return VQC_OK;
+  json_t *tensor = cut_text(json_string_value(t), VQC_NOT_DIGESTED_NAME_MAX);
+  if (listed(nd->list, rank, tensor)) {
+    json_decref(tensor);
+    return VQC_OK;
+  }
+  const json_t *w = json_object_get(j, "why");
+  json_t *why = json_is_string(w) && json_string_length(w) > 0
+                    ? cut_text(json_string_value(w), VQC_NOT_DIGESTED_WHY_MAX)
+                    : json_string("no reason given");
+  const json_t *s = json_object_get(j, "step");
+  json_t *step = json_is_integer(s) && json_integer_value(s) >= 0
+                     ? json_integer(json_integer_value(s))
+                     : json_null();
+  json_t *e = json_pack("{s:i,s:o,s:o,s:o}", "rank", rank, "tensor", tensor,
+                        "why", why, "step", step);
+  if (e == NULL || json_array_append_new(nd->list, e) != 0)
+    return vqc_error(VQC_ENOMEM, "not_digested: no memory");
+  return VQC_OK;
+}
+
+/* The not_digested events of one record (rank `rank`, at path). */
+static vqc_status read_record(vqc_not_digested *nd, const char *path,
+                              int rank, char *first_skip, size_t first_cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) {
+    if (errno == ENOENT) return VQC_OK; /* gone since the listing */
+    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
+  }
+  char *buf = NULL; /* vqc_trace_read_line's, freed here */
+  size_t cap = 0, len = 0;
+  vqc_status s = VQC_OK;
+  for (long lineno = 1;; lineno++) {
+    s = vqc_trace_read_line(f, path, lineno, &buf, &cap, &len);
+    if (s == VQC_EPARSE) { /* a line over the cap: the rest is not read */
+      const char *why = vqc_last_error();
+      json_array_append_new(nd->warnings, vqc_json_text(why, strlen(why)));
+      vqc_clear_error();
+      s = VQC_OK;
+      break;
+    }
+    if (s != VQC_OK || len == 0) break;
+    if (strstr(buf, "not_digested") == NULL) continue;
+    json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+    const char *ev = json_string_value(json_object_get(j, "event"));
+    if (ev && strcmp(ev, "not_digested") == 0)
+      s = take_event(nd, j, rank, path, lineno, first_skip, first_cap);
+    json_decref(j); /* another event, a collective, or not JSON */
+    if (s != VQC_OK) break;
+  }
+  if (s == VQC_OK && ferror(f))
+    s = vqc_error(VQC_EIO, "read error in %s", path);
+  free(buf);
+  fclose(f);
+  return s;
+}
+
+vqc_status vqc_not_digested_read(const char *dir, vqc_not_digested *out) {
+  memset(out, 0, sizeof *out);
+  out->list = json_array();
+  out->warnings = json_array();
+  if (out->list == NULL || out->warnings == NULL)
+    return vqc_error(VQC_ENOMEM, "not_digested: no memory");
+  int *ranks = NULL, n = 0; /* owned here */
+  VQC_TRY(vqc_run_dir_rank_list(dir, ".live.jsonl", &ranks, &n));
+  vqc_status s = VQC_OK;
+  char first_skip[4300] = ""; /* "path:line" of the first line skipped */
+  for (int i = 0; i < n && s == VQC_OK; i++) {
+    char path[4200];
+    s = vqc_live_path(dir, ranks[i], path, sizeof path);
+    if (s == VQC_OK)
+      s = read_record(out, path, ranks[i], first_skip, sizeof first_skip);
+  }
+  free(ranks);
+  if (out->skipped > 0) {
+    char msg[4600];
+    snprintf(msg, sizeof msg, "%s: a not_digested line without a tensor "
+             "name (\"tensor\"): skipped (%lld such line%s in all)",
+             first_skip, (long long)out->skipped,
+             out->skipped == 1 ? "" : "s");
+    json_array_append_new(out->warnings, vqc_json_text(msg, strlen(msg)));
+  }
+  return s;
+}
+
+void vqc_not_digested_free(vqc_not_digested *nd) {
+  if (nd == NULL) return;
+  json_decref(nd->list);
+  json_decref(nd->warnings);
+  memset(nd, 0, sizeof *nd);
+}

@@ -1,0 +1,63 @@
+/* not_digested.h: the tensors a rank could not digest, read back from the
+ * live records of a run directory (issue 24: "one tensor never switches the
+ * check off").
+ *
+ * When the digest cannot read a tensor (a sparse or meta tensor, a tensor
+ * subclass without local bytes), the Python bridge of `vqcheck watch`
+ * leaves that tensor out, goes on with every other one, and appends once
+ * per tensor and rank to rank-<r>.live.jsonl (ledger_analysis.h):
+ *
+ *   {"event":"not_digested","tensor":NAME,"why":TEXT,"step":N}
+ *
+ * This is the reader `vqcheck analyze` uses to put them into run.json
+ * ("analysis.not_digested") for the reports: never a finding, never an exit
+ * code. It is lenient, as a reader of what a dying process wrote must be:
+ * a line that is not a JSON object, or another event, is passed over; a
+ * not_digested line without a tensor name is skipped, counted and the
+ * first one named in a warning; a line over the 1 MiB cap ends the reading
+ * of that record, with a warning; a missing or mistyped "why" or "step" is
+ * told as such, never an error. Every string goes through utf8.h (cut at a
+ * character's end) so run.json stays valid.
+ *
+ * Bounded: lines through vqc_trace_read_line (1 MiB each, trace.h); at most
+ * VQC_NOT_DIGESTED_LISTED entries kept (a tensor name cut to
+ * VQC_NOT_DIGESTED_NAME_MAX bytes, a reason to VQC_NOT_DIGESTED_WHY_MAX),
+ * whatever the size of the records; the rest is only counted. */
+#ifndef VQC_NOT_DIGESTED_H
+#define VQC_NOT_DIGESTED_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "vqc/status.h"
+
+/* Entries kept: enough to name every tensor a job left out on a few ranks
+ * (the bridge leaves out a handful at most); the count says how many more. */
+#define VQC_NOT_DIGESTED_LISTED 100
+/* A tensor name longer than a trace's (trace.h VQC_TRACE_NAME_MAX) is cut
+ * here too; the bridge cuts its reason at 400 characters, at most 1600
+ * bytes of UTF-8. */
+#define VQC_NOT_DIGESTED_NAME_MAX 255
+#define VQC_NOT_DIGESTED_WHY_MAX 1600
+
+typedef struct vqc_not_digested {
+  /* Array (owned) of {"rank": int, "tensor": string, "why": string,
+   * "step": int or null}: the first VQC_NOT_DIGESTED_LISTED distinct (rank,
+   * tensor), in rank order, then each record's order. */
+  json_t *list;
+  int64_t count;   /* not_digested lines read with a tensor name, every
+                      rank (the bridge writes one per tensor and rank) */
+  int64_t skipped; /* not_digested lines without a tensor name */
+  json_t *warnings; /* array of strings (owned): a line over the cap, and
+                       the first line skipped, with how many were */
+} vqc_not_digested;
+
+/* Reads every rank-<r>.live.jsonl of dir into *out (initialised here; free
+ * it with vqc_not_digested_free, also after an error). A directory without
+ * live records gives an empty list. VQC_EIO when dir or a record cannot be
+ * read, VQC_ENOMEM. */
+vqc_status vqc_not_digested_read(const char *dir, vqc_not_digested *out);
+/* Frees what *nd holds and zeroes it; accepts NULL. */
+void vqc_not_digested_free(vqc_not_digested *nd);
+
+#endif /* VQC_NOT_DIGESTED_H */
