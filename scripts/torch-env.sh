@@ -134,4 +134,25 @@ for release in vector-quantize-pytorch==1.12.10 vector-quantize-pytorch==1.12.11
     touch "$tp/.complete"
   fi
 done
+# Current releases for the torch 2.x acceptance (test_thirdparty.py), each
+# folder with exactly its pinned requirements (--no-deps; torch, numpy,
+# sympy, fsspec and typing-extensions come from the venv):
+#   vector-quantize-pytorch 1.32.0: VectorQuantize, ResidualVQ, FSQ, LFQ;
+#   lightning 2.6.6: a Lightning DDP job on CPU.
+torch2_releases=(
+  "vector-quantize-pytorch-1.32.0:vector-quantize-pytorch==1.32.0 einops==0.8.2 einx==0.4.3 frozendict==2.5.1 loguru==0.7.3 torch-einops-utils==0.2.0"
+  "lightning-2.6.6:lightning==2.6.6 pytorch-lightning==2.6.6 torchmetrics==1.9.0 lightning-utilities==0.15.3 PyYAML==6.0.4 tqdm==4.70.1 packaging==26.4"
+)
+for entry in "${torch2_releases[@]}"; do
+  tp="$thirdparty/${entry%%:*}"
+  read -r -a wheels <<<"${entry#*:}"
+  if [ ! -f "$tp/.complete" ]; then
+    echo "torch-env: installing ${wheels[*]} into $tp" >&2
+    rm -rf "$tp"
+    "$venv/bin/python" -m pip install "${pip[@]}" --no-deps --target "$tp" \
+      "${wheels[@]}" >&2
+    rm -rf "${tp:?}/bin"
+    touch "$tp/.complete"
+  fi
+done
 echo "$PWD/$venv/bin/python"

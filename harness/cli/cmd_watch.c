@@ -24,7 +24,11 @@
  *   rank-<r>.stacks.txt: Python's faulthandler dumps of all its threads,
  *     appended: before its hang marker, and at SIGUSR1, which the bridge
  *     handles so (the program having no SIGUSR1 handler of its own) once
- *     it has written its live record.
+ *     it has written its live record;
+ *   rank-<r>.heartbeat: 64 bytes rewritten in place at every sign of
+ *     progress (a collective entered or left, a step end): pid, state
+ *     (running, in a collective, finished), beats, the time of the last
+ *     (python/vqcheck/_heartbeat.py; read by watch_heartbeat.h).
  *
  * BRIDGE_DIR, the first that holds sitecustomize.py: $VQC_BRIDGE_DIR;
  * <this executable's directory>/../share/vqcheck/bridge (`pip install .`);
@@ -34,7 +38,30 @@
  * in a process group of its own, stdin /dev/null, stdout passed through
  * (to our stderr with --json), stderr passed through with its last 4 KiB
  * kept. SIGINT/SIGTERM/SIGHUP are forwarded to every group (SIGKILL 5 s
- * later, or at a second signal). The first rank-*.hang: with --nproc,
+ * later, or at a second signal).
+ *
+ * Hangs: no progress for --timeout is a hang, wherever it is. Every
+ * HB_SCAN_S the heartbeats and each rank's process state (/proc: running,
+ * stopped, zombie, gone; with --nproc its process is known, with a
+ * launcher the heartbeat's pid when it is our descendant) are read. A
+ * rank's clock starts at its first heartbeat: a slow start before the
+ * bridge writes one is not a hang, but once any rank has beaten, a rank
+ * with none counts from then. Ranks that finished or ended are not hung.
+ * A live rank (stopped or not) whose last progress is --timeout old is
+ * hung: a rank waiting in a collective torch issues from C++ (DDP's
+ * gradient all_reduce), in a functional collective's wait (its deadline
+ * runs from the call to the wait), stopped by SIGSTOP, or looping in
+ * Python outside any collective (also after its peers exited 0). A rank
+ * slower than --timeout between two signs of progress is hung by this
+ * definition: the message and docs/pytorch.md ("Hangs") say so. Then, as
+ * at a hang marker (below): every live rank not stopped is asked for its
+ * stacks (a stopped one could not answer, and is said to be stopped),
+ * a rank hung in a collective the bridge sees gets its marker's time (it
+ * writes one about then), and the job is stopped; groups holding a
+ * stopped process get SIGKILL at once with the SIGTERM, so the report
+ * comes within --timeout + 5 s of the hang. Not once a process has
+ * failed (below): the others then get the timeout to end of it, and its
+ * failure is what is reported. The first rank-*.hang: with --nproc,
  * each rank still running that has written no marker, and whose live
  * record shows the bridge loaded, is sent SIGUSR1 (its process, not its
  * group: a DataLoader worker need not answer; never a launcher, which it
@@ -46,7 +73,7 @@
  * left behind are killed and reaped at the end: nothing survives.
  *
  * Then the analysis (vqc_analyze_run_dir) with run.json's "job" section
- * (watch_job.h) and two findings of this command's own (watch_job.c):
+ * (watch_job.h) and findings of this command's own (watch_job.c):
  *   deadlock      from the rank-*.hang markers, when no deadlock or
  *                 collective_mismatch was found otherwise, naming where
  *                 every rank is: a rank with a marker in its collective
@@ -58,8 +85,22 @@
  *                 at job.py:14); rank 0 never entered it: it is at
  *                 job.py:12 (main)". Its ranks: those waiting and those
  *                 elsewhere (not those without a stack: a rank that died
- *                 keeps its rank_failure); its site: the first waiting
+ *                 keeps its rank_failure; a stopped rank is "stopped" and
+ *                 then the one it names); its site: the first waiting
  *                 rank's;
+ *   deadlock      from the heartbeats, when no marker was written (and no
+ *                 deadlock or collective_mismatch found otherwise): the
+ *                 culprits first (vqc_hb_culprits: the stopped ranks; else
+ *                 those outside any collective in the program's own code;
+ *                 else those that ended cleanly while the others waited;
+ *                 else every hung rank), then every rank's place: "no
+ *                 progress for 5 s (the --timeout): rank 1 is stopped
+ *                 (process state T: ...); rank 0 is in torch's backward
+ *                 (_tensor.py:623), called at job.py:15 (main) (no
+ *                 progress for 5.2 s). A rank slower than --timeout between
+ *                 two signs of progress (...) counts as a hang." Its
+ *                 ranks: the culprits; detail.places: every rank's place,
+ *                 process state and heartbeat;
  *   rank_failure  the processes that failed (exit status != 0, or a signal)
  *                 that no finding explains (the rule is watch_job.h's:
  *                 a finding about the rank, its call of the collective
@@ -102,6 +143,7 @@
 #include "ledger_analysis.h"
 #include "rundir.h"
 #include "supervise.h"
+#include "watch_heartbeat.h"
 #include "watch_job.h"
 
 #ifndef VQC_BRIDGE_SOURCE_DIR
@@ -111,9 +153,12 @@
 #define CMD "watch"
 #define MAX_NPROC 1024
 /* Poll period of the loop (pipes, exits); the hang markers every
- * HANG_SCAN_S. */
+ * HANG_SCAN_S; the heartbeats and process states every HB_SCAN_S (a hang
+ * is then seen at most that late: well inside the 5 s its report may take
+ * past --timeout). */
 #define POLL_MS 50
 #define HANG_SCAN_S 0.15
+#define HB_SCAN_S 0.25
 /* After the first hang marker: how long the other ranks get to write
  * theirs. After SIGTERM: how long before SIGKILL. After a forwarded
  * interrupt: how long before SIGKILL. */
@@ -146,8 +191,12 @@ static void watch_help(FILE *f) {
           "such as\n"
           "                torchrun, mpirun or srun)\n"
           "  --interval K  digest every K steps (default 1)\n"
-          "  --timeout S   a collective in flight longer than S seconds is a "
-          "hang; a\n"
+          "  --timeout S   a rank with no progress for S seconds (no "
+          "collective entered\n"
+          "                or left, no step ended) is hung, wherever it is: "
+          "a rank slower\n"
+          "                than S between two signs of progress counts as "
+          "a hang; a\n"
           "                process that failed gives the others S seconds "
           "to end\n"
           "                (default 60)\n"
@@ -164,12 +213,14 @@ static void watch_help(FILE *f) {
           "BRIDGE_DIR:\n$VQC_BRIDGE_DIR, else the one 'pip install .' "
           "installs beside this program.\nCtrl-C is forwarded to the job; "
           "the run is still analysed.\n\n"
-          "At a hang (a rank's collective in flight longer than S), with "
-          "--nproc the\nother ranks are sent SIGUSR1, which the bridge "
-          "answers by dumping its\nPython stacks (rank-<r>.stacks.txt); the "
-          "deadlock then says where each\nrank is: in which collective at "
-          "which line, or at which line instead.\nThe job is then stopped "
-          "(SIGTERM, then SIGKILL).\n\n"
+          "At a hang (a rank without progress for S: in a collective, "
+          "stopped, or\nlooping), the live ranks that are not stopped are "
+          "sent SIGUSR1, which the\nbridge answers by dumping its Python "
+          "stacks (rank-<r>.stacks.txt); the\ndeadlock then names the "
+          "culprit and says where each rank is: in which\ncollective at "
+          "which line, at which line instead, stopped, or ended. The\njob "
+          "is then stopped (SIGTERM, then SIGKILL; a stopped rank SIGKILL), "
+          "within\nS + 5 seconds of the hang.\n\n"
           "exit: 0 clean, 1 findings (a process that failed is a "
           "rank_failure),\n      2 usage or bad input, 3 environment (no "
           "bridge, COMMAND cannot run,\n      nothing written: the bridge "
@@ -484,8 +535,11 @@ static long long stacks_size(const char *dir, int r) {
  * whose live record shows the bridge loaded, and to the process the record
  * names when that is the rank's process or one of its group (a wrapper's
  * Python child); another would die of SIGUSR1 (what became of each rank:
- * p->at_hang). A launcher's processes are never sent it. */
-static void ask_for_stacks(const char *dir, vqc_watch_proc *procs, int n) {
+ * p->at_hang). A rank found stopped is not sent it (AT_HANG_STOPPED). A
+ * launcher is never sent it; with hb (a hang from the heartbeats), a
+ * launcher's ranks are, by their heartbeat's pid (below). */
+static void ask_for_stacks(const char *dir, vqc_watch_proc *procs, int n,
+                           vqc_hb_watch *hb) {
   for (int i = 0; i < n; i++) {
     vqc_watch_proc *p = &procs[i];
     if (p->rank < 0) continue;
@@ -509,24 +563,85 @@ static void ask_for_stacks(const char *dir, vqc_watch_proc *procs, int n) {
         target = g == p->pid ? (pid_t)info.pid : 0;
       }
       p->stacks_size0 = stacks_size(dir, p->rank);
-      if (target > 0 && kill(target, SIGUSR1) == 0) {
+      char letter = '\0';
+      if (target > 0 && vqc_proc_state_of(target, &letter, NULL) ==
+                            VQC_PROC_STOPPED) {
+        /* It cannot answer; the signal would wait for a SIGCONT. */
+        p->at_hang = VQC_WATCH_AT_HANG_STOPPED;
+        p->stop_letter = letter;
+      } else if (target > 0 && kill(target, SIGUSR1) == 0) {
         p->at_hang = VQC_WATCH_AT_HANG_ASKED;
         p->asked_pid = target;
+        if (hb && p->rank < hb->n) {
+          hb->ranks[p->rank].asked = true;
+          hb->ranks[p->rank].stacks0 = p->stacks_size0;
+        }
       } else {
         p->at_hang = VQC_WATCH_AT_HANG_NO_BRIDGE;
       }
     }
   }
+  /* A launcher's ranks: those whose heartbeat names a process of ours that
+   * is neither stopped nor ended (its bridge set up the stack dump before
+   * it wrote its first heartbeat). The launcher itself never. */
+  for (int r = 0; hb && hb->nproc == 0 && r < hb->n; r++) {
+    vqc_hb_rank *h = &hb->ranks[r];
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/rank-%d.hang", dir, r);
+    if (!h->beaten || h->ended || h->pid <= 0 ||
+        h->hb.state == VQC_HB_FINISHED || lstat(path, &st) == 0 ||
+        !vqc_proc_is_descendant(h->pid) ||
+        vqc_proc_state_of(h->pid, NULL, NULL) != VQC_PROC_RUNNING)
+      continue;
+    h->stacks0 = stacks_size(dir, r);
+    h->asked = kill(h->pid, SIGUSR1) == 0;
+  }
+}
+
+/* Once the job is to stop: a process that is stopped (process state T)
+ * cannot act on SIGTERM before a SIGCONT, so every group holding one gets
+ * SIGKILL now, and so does a launcher's stopped rank (our descendant): the
+ * job ends within the grace instead of after it. */
+static void kill_stopped(vqc_watch_proc *procs, int n,
+                         const vqc_hb_watch *hb) {
+  for (int i = 0; i < n; i++) {
+    vqc_watch_proc *p = &procs[i];
+    if (p->exited) continue;
+    bool stopped = vqc_proc_state_of(p->pid, NULL, NULL) == VQC_PROC_STOPPED;
+    for (int r = 0; !stopped && hb && r < hb->n; r++) {
+      const pid_t pid = hb->ranks[r].pid;
+      stopped = pid > 0 && pid != p->pid && getpgid(pid) == p->pid &&
+                vqc_proc_state_of(pid, NULL, NULL) == VQC_PROC_STOPPED;
+    }
+    if (stopped) {
+      p->stopped = true;
+      kill(-p->pid, SIGKILL);
+    }
+  }
+  for (int r = 0; hb && hb->nproc == 0 && r < hb->n; r++) {
+    const pid_t pid = hb->ranks[r].pid;
+    if (pid > 0 && vqc_proc_state_of(pid, NULL, NULL) == VQC_PROC_STOPPED &&
+        vqc_proc_is_descendant(pid))
+      kill(pid, SIGKILL);
+  }
 }
 
 /* After ask_for_stacks: whether every rank has told where it is (its hang
  * marker, or stacks grown since it was asked), or never will (it ended, or
- * was not asked). hung: scratch, one per rank. */
+ * was not asked). hung: scratch, one per rank. With a hang decided from
+ * the heartbeats (hb_hang), a rank hung in a collective the bridge sees
+ * writes its marker about now (its deadline is the same): it is waited
+ * for, so that the marker's account (which collective, since when) is the
+ * one reported. */
 static bool all_placed(const char *dir, const vqc_watch_proc *procs, int n,
-                       bool *hung, int nproc) {
-  memset(hung, 0, (size_t)nproc * sizeof *hung);
-  count_files(dir, ".hang", hung, nproc);
-  for (int i = 0; i < n; i++) {
+                       bool *hung, int nproc, const vqc_hb_watch *hb,
+                       bool hb_hang) {
+  if (hung) {
+    memset(hung, 0, (size_t)nproc * sizeof *hung);
+    count_files(dir, ".hang", hung, nproc);
+  }
+  for (int i = 0; hung && i < n; i++) {
     const vqc_watch_proc *p = &procs[i];
     if (p->rank < 0 || p->rank >= nproc || p->exited || hung[p->rank])
       continue;
@@ -534,6 +649,17 @@ static bool all_placed(const char *dir, const vqc_watch_proc *procs, int n,
         stacks_size(dir, p->rank) <= p->stacks_size0)
       return false;
     if (p->at_hang == VQC_WATCH_AT_HANG_NONE) return false;
+  }
+  for (int r = 0; hb_hang && r < hb->n; r++) {
+    const vqc_hb_rank *h = &hb->ranks[r];
+    char path[4200];
+    struct stat st;
+    snprintf(path, sizeof path, "%s/rank-%d.hang", dir, r);
+    if (h->ended || h->proc == VQC_PROC_STOPPED || lstat(path, &st) == 0)
+      continue;
+    if (h->stalled && h->hb.state == VQC_HB_IN_COLLECTIVE) return false;
+    if (hb->nproc == 0 && h->asked && stacks_size(dir, r) <= h->stacks0)
+      return false;
   }
   return true;
 }
@@ -763,7 +889,11 @@ int vqc_cmd_watch(int argc, char **argv) {
   /* ---- the watch */
   char reason[512] = "";
   double term_at = 0.0, kill_at = 0.0, last_scan = 0.0, hang_at = 0.0;
+  double last_hb = 0.0;
   bool term_sent = false, kill_sent = false, fail_seen = false;
+  bool hb_hang = false; /* the hang was decided from the heartbeats */
+  vqc_hb_watch hbw;
+  (void)vqc_hb_watch_init(&hbw, dir, o.nproc);
   int forwarded = 0, nexited = 0;
   if (code >= 0) { /* a process could not start: end the others now */
     signal_all(procs, started, SIGKILL);
@@ -826,16 +956,40 @@ int vqc_cmd_watch(int argc, char **argv) {
                  "stopped the job", hr, hr, o.timeout);
         if (term_at == 0.0 || now + HANG_GRACE_S < term_at)
           term_at = now + HANG_GRACE_S;
-        if (o.nproc > 0) ask_for_stacks(dir, procs, started);
+        if (o.nproc > 0) ask_for_stacks(dir, procs, started, NULL);
       }
-    } else if (hang_at > 0.0 && !term_sent && hung &&
+    } else if (hang_at > 0.0 && !term_sent && (hung || hb_hang) &&
                now - last_scan >= HANG_SCAN_S) {
       /* Every rank told where it is: no need to wait longer. */
       last_scan = now;
-      if (all_placed(dir, procs, started, hung, o.nproc)) term_at = now;
+      if (all_placed(dir, procs, started, hung, o.nproc, &hbw, hb_hang))
+        term_at = now;
+    }
+    /* No progress for --timeout, wherever a rank is (the file comment).
+     * Not once a process failed: the others then get the timeout to end
+     * of it, and its failure is what is reported. */
+    if (hang_at == 0.0 && !term_sent && !fail_seen &&
+        now - last_hb >= HB_SCAN_S) {
+      last_hb = now;
+      vqc_hb_watch_poll(&hbw, procs, started, now);
+      double idle = 0.0;
+      const int hr = vqc_hb_stalled(hbw.ranks, hbw.n, now, o.timeout,
+                                    hbw.first_beat, &idle);
+      if (hr >= 0) {
+        hang_at = now;
+        hb_hang = true;
+        snprintf(reason, sizeof reason, "rank %d made no progress for %.1f s "
+                 "(--timeout %g s: no collective entered or left, no step "
+                 "ended); vqcheck watch stopped the job", hbw.ranks[hr].rank,
+                 idle, o.timeout);
+        if (term_at == 0.0 || now + HANG_GRACE_S < term_at)
+          term_at = now + HANG_GRACE_S;
+        ask_for_stacks(dir, procs, started, &hbw);
+      }
     }
     if (term_at > 0.0 && !term_sent && now >= term_at) {
       signal_all(procs, started, SIGTERM);
+      kill_stopped(procs, started, &hbw);
       term_sent = true;
       kill_at = now + TERM_GRACE_S;
     }
@@ -896,7 +1050,9 @@ int vqc_cmd_watch(int argc, char **argv) {
     json_t *job = vqc_watch_job_json(&o, bridge, procs, started,
                            any_stopped ? reason : "");
     vqc_watch_ctx ctx = {.dir = dir, .o = &o, .procs = procs, .nprocs = started,
-                     .interrupted = interrupt != 0};
+                     .interrupted = interrupt != 0,
+                     .hb = hb_hang ? hbw.ranks : NULL,
+                     .hb_n = hb_hang ? hbw.n : 0};
     const vqc_analyze_opts ao = {.run_dir = dir,
                                  .cmd = "watch",
                                  .ranks = o.nproc,
@@ -910,7 +1066,7 @@ int vqc_cmd_watch(int argc, char **argv) {
                                  .more_findings = vqc_watch_more_findings,
                                  .more_ctx = &ctx,
                                  .caller_reports_hangs =
-                                     vqc_watch_any_hang(dir),
+                                     hb_hang || vqc_watch_any_hang(dir),
                                  .unchecked = unchecked[0] ? unchecked
                                                            : NULL};
     code = vqc_analyze_run_dir(&ao);
@@ -929,6 +1085,7 @@ int vqc_cmd_watch(int argc, char **argv) {
   if (interrupt)
     code = 128 + (interrupt == SIGINT ? SIGINT
                   : interrupt == SIGHUP ? SIGHUP : SIGTERM);
+  vqc_hb_watch_free(&hbw);
   vqc_run_dir_unlock(dir);
   free(procs);
   return code;

@@ -8,11 +8,18 @@
  * died without an end line, so the ledger analysis names them (and a later
  * `vqcheck analyze` does too); after it, the findings callback tells what
  * the analysis could not have known (a signal not on record) and leaves
- * alone what a finding already explains. */
+ * alone what a finding already explains.
+ *
+ * A hang is told from the best evidence there is: the hang markers (the
+ * bridge saw its collective in flight too long: which one, since when),
+ * else the heartbeats as the watcher knew them at its decision
+ * (watch_heartbeat.h: no progress for --timeout), each rank placed by the
+ * stack it dumped when asked. */
 #include "watch_job.h"
 #include "ledger_analysis.h" /* vqc_signal_text, vqc_live_mark_end */
 #include "rundir.h"
 #include "utf8.h"
+#include "watch_heartbeat.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -256,8 +263,10 @@ static bool parse_frame(const char *line, vqc_watch_frame *f) {
 typedef struct stack_block {
   bool current;      /* "Current thread ..." or "Stack ..." */
   bool module;       /* a frame runs "<module>" */
-  bool have_top, have_where;
-  vqc_watch_frame top, where;
+  bool have_top, have_where, have_entry;
+  vqc_watch_frame top, where, entry;
+  vqc_watch_frame last; /* the frame read last */
+  int nframes;
 } stack_block;
 
 /* How much a block tells where its rank is: 0 nothing (no frame). */
@@ -268,6 +277,18 @@ static int block_rank(const stack_block *b) {
 /* (watch_job.h) */
 bool vqc_watch_stack_position(const char *path, vqc_watch_frame *where,
                               vqc_watch_frame *top) {
+  vqc_watch_stack *s = malloc(sizeof *s);
+  const bool ok = s && vqc_watch_stack_read(path, s);
+  if (ok) {
+    *where = s->where;
+    *top = s->top;
+  }
+  free(s);
+  return ok;
+}
+
+/* (watch_job.h) */
+bool vqc_watch_stack_read(const char *path, vqc_watch_stack *out) {
   FILE *f = fopen(path, "r");
   if (!f) return false;
   struct stat st;
@@ -332,7 +353,12 @@ bool vqc_watch_stack_position(const char *path, vqc_watch_frame *where,
       if (!block.have_where && !library_file(fr.file)) {
         block.where = fr;
         block.have_where = true;
+        /* The frame before it (most recent first) is the one it called. */
+        block.have_entry = block.nframes > 0;
+        if (block.have_entry) block.entry = block.last;
       }
+      block.last = fr;
+      block.nframes++;
       if (strcmp(fr.func, "<module>") == 0) block.module = true;
     }
     prev_blank = line[0] == '\0';
@@ -341,8 +367,12 @@ bool vqc_watch_stack_position(const char *path, vqc_watch_frame *where,
   fclose(f);
   if (in_block && block_rank(&block) > block_rank(&best)) best = block;
   if (block_rank(&best) == 0) return false;
-  *top = best.top;
-  *where = best.have_where ? best.where : best.top;
+  memset(out, 0, sizeof *out);
+  out->top = best.top;
+  out->where = best.have_where ? best.where : best.top;
+  out->has_entry = best.have_where && best.have_entry;
+  if (out->has_entry) out->entry = best.entry;
+  out->user_top = !library_file(best.top.file);
   return true;
 }
 
@@ -452,6 +482,7 @@ typedef struct rank_place {
   char why[160];        /* NONE: why there is no stack */
   const char *verb;     /* NONE: "had ended" wording instead of "no stack" */
   bool left;            /* NONE: it had exited with status 0 (left early) */
+  bool stopped;         /* NONE: it was stopped (process state T or t) */
   char key[1400];       /* places with the same key are told together */
   bool told;
 } rank_place;
@@ -571,6 +602,11 @@ static void place_text(const rank_place *p, bool plural, bool one,
                            : "is not in a collective",
               plural ? "they are" : "it is", at);
     }
+  } else if (p->stopped) {
+    appendf(buf, &k, n, "%s %s stopped (process state %s)",
+            one ? " never entered it:" : "",
+            one ? (plural ? "they are" : "it is") : plural ? "are" : "is",
+            p->why);
   } else if (p->verb) {
     if (one)
       appendf(buf, &k, n, " never entered it: %s %s %s",
@@ -612,7 +648,11 @@ static void place_other(const vqc_watch_ctx *c, rank_place *p,
   else if (pr->at_hang == VQC_WATCH_AT_HANG_ASKED && pr->exited &&
            WIFSIGNALED(pr->status) && WTERMSIG(pr->status) == SIGUSR1)
     why = "SIGUSR1 ended it: its bridge had set up no stack dump";
-  if (pr && pr->at_hang == VQC_WATCH_AT_HANG_ENDED) {
+  if (pr && pr->at_hang == VQC_WATCH_AT_HANG_STOPPED) {
+    p->stopped = true;
+    snprintf(p->why, sizeof p->why, "%s",
+             vqc_proc_stopped_text(pr->stop_letter));
+  } else if (pr && pr->at_hang == VQC_WATCH_AT_HANG_ENDED) {
     p->verb = "had";
     vqc_watch_end_text(pr, p->why, sizeof p->why);
     p->left = WIFEXITED(pr->status) && WEXITSTATUS(pr->status) == 0;
@@ -697,13 +737,18 @@ static void hang_finding(const vqc_watch_ctx *c, vqc_findings *known,
    * program went instead). Not the ranks without a stack otherwise: one
    * that died keeps its own rank_failure. Those elsewhere first, should
    * there be more than a finding holds. */
-  int nleft = 0;
+  int nleft = 0, nstopped = 0;
   int *left = malloc((size_t)n * sizeof *left);
-  for (int i = 0; left && i < n; i++)
+  for (int i = 0; i < n; i++)
+    if (pl[i].kind == PLACE_NONE && pl[i].stopped) {
+      vqc_finding_add_rank(&x, pl[i].rank); /* a stopped rank: the cause */
+      nstopped++;
+    }
+  for (int i = 0; left && nstopped == 0 && i < n; i++)
     if (pl[i].kind == PLACE_NONE && pl[i].left) left[nleft++] = pl[i].rank;
   for (int i = 0; i < nleft; i++) vqc_finding_add_rank(&x, left[i]);
-  for (int kind = PLACE_ELSEWHERE; nleft == 0 && kind >= PLACE_WAITING;
-       kind--)
+  for (int kind = PLACE_ELSEWHERE;
+       nleft == 0 && nstopped == 0 && kind >= PLACE_WAITING; kind--)
     for (int i = 0; i < n; i++)
       if (pl[i].kind == kind) vqc_finding_add_rank(&x, pl[i].rank);
   qsort(x.ranks, (size_t)x.nranks, sizeof x.ranks[0], cmp_int);
@@ -723,8 +768,8 @@ static void hang_finding(const vqc_watch_ctx *c, vqc_findings *known,
       full_site(&p->top, top, sizeof top);
       snprintf(p->key, sizeof p->key, "e|%s|%s", site, top);
     } else {
-      snprintf(p->key, sizeof p->key, "n|%s|%s", p->verb ? p->verb : "",
-               p->why);
+      snprintf(p->key, sizeof p->key, "n|%d|%s|%s", p->stopped,
+               p->verb ? p->verb : "", p->why);
     }
   }
   for (int i = 0; i < n; i++) {
@@ -807,8 +852,11 @@ static void hang_finding(const vqc_watch_ctx *c, vqc_findings *known,
                         clean_string(path, strlen(path))));
     } else {
       char why[200];
-      snprintf(why, sizeof why, "%s%s%s", p->verb ? p->verb : "",
-               p->verb ? " " : "", p->why);
+      if (p->stopped)
+        snprintf(why, sizeof why, "stopped (process state %s)", p->why);
+      else
+        snprintf(why, sizeof why, "%s%s%s", p->verb ? p->verb : "",
+                 p->verb ? " " : "", p->why);
       json_array_append_new(jn, json_pack("{s:i,s:s}", "rank", p->rank,
                                           "why", why));
     }
@@ -822,6 +870,334 @@ static void hang_finding(const vqc_watch_ctx *c, vqc_findings *known,
   for (int i = 0; i < n; i++) json_decref(pl[i].marker);
   free(pl);
   free(ranks);
+  (void)vqc_findings_add(out, &x);
+}
+
+/* ---- a hang from the heartbeats: no progress for --timeout */
+
+/* Where one rank is, from what the watcher knew at the decision and the
+ * stack the rank dumped then (hb_finding). */
+enum {
+  HB_STOPPED,    /* process state T or t */
+  HB_COLLECTIVE, /* its heartbeat says: in a collective */
+  HB_PROGRAM,    /* its innermost frame is the program's */
+  HB_LIBRARY,    /* its innermost frame is torch's or vqcheck's */
+  HB_NO_STACK,   /* no stack to tell */
+  HB_NO_BEAT,    /* alive, never beat */
+  HB_ENDED,      /* ended, or finished */
+  HB_MOVING      /* alive, still making progress */
+};
+static const char *const hb_kind_names[] = {
+    "stopped",  "in_collective", "program", "torch",
+    "no_stack", "no_heartbeat",  "ended",   "progressing"};
+
+typedef struct hb_place {
+  const vqc_hb_rank *r;
+  int kind;
+  bool has_stack;
+  vqc_watch_stack st;
+  char stack_file[4200];
+  char why[160];         /* NO_STACK: why; ENDED: how */
+  vqc_hb_place rule;     /* vqc_hb_culprits's view */
+  char key[1400];        /* places told together share it */
+  bool told;
+} hb_place;
+
+/* "torch's backward (_tensor.py:623)": the owner of a library frame, its
+ * function and where. */
+static void library_frame_text(const vqc_watch_frame *f, char *buf,
+                               size_t n) {
+  char at[256];
+  short_site(f, false, at, sizeof at);
+  const char *owner = strstr(f->file, "/torch/")     ? "torch's "
+                      : strstr(f->file, "/vqcheck/") ? "vqcheck's "
+                                                     : "";
+  snprintf(buf, n, "%s%.60s (%s)", owner, f->func[0] ? f->func : "?", at);
+}
+
+/* What follows "rank R " / "ranks R, S " for place p; idle: the group's
+ * longest time without progress. */
+static void hb_place_text(const hb_place *p, bool plural, double idle,
+                          char *buf, size_t n) {
+  size_t k = 0;
+  char at[256], lib[400];
+  const char *is = plural ? "are" : "is";
+  buf[0] = '\0';
+  switch (p->kind) {
+  case HB_STOPPED:
+    appendf(buf, &k, n, "%s stopped (process state %s)", is,
+            vqc_proc_stopped_text(p->r->letter));
+    break;
+  case HB_COLLECTIVE:
+    appendf(buf, &k, n, "wait%s in %.16s (%s collective #%llu)",
+            plural ? "" : "s", p->r->hb.op[0] ? p->r->hb.op : "a collective",
+            plural ? "their" : "its", (unsigned long long)p->r->hb.seq);
+    if (p->has_stack) {
+      short_site(&p->st.where, true, at, sizeof at);
+      appendf(buf, &k, n, " at %s", at);
+    }
+    appendf(buf, &k, n, " for %.1f s", idle);
+    break;
+  case HB_PROGRAM:
+    short_site(&p->st.top, true, at, sizeof at);
+    appendf(buf, &k, n, "%s at %s, outside any collective (no progress for "
+            "%.1f s)", is, at, idle);
+    break;
+  case HB_LIBRARY:
+    short_site(&p->st.where, true, at, sizeof at);
+    library_frame_text(p->st.has_entry ? &p->st.entry : &p->st.top, lib,
+                       sizeof lib);
+    if (p->st.has_entry)
+      appendf(buf, &k, n, "%s in %s, called at %s (no progress for %.1f s)",
+              is, lib, at, idle);
+    else
+      appendf(buf, &k, n, "%s in %s (no progress for %.1f s)", is, lib,
+              idle);
+    break;
+  case HB_NO_STACK:
+    appendf(buf, &k, n, "made no progress for %.1f s (no stack: %s)", idle,
+            p->why);
+    break;
+  case HB_NO_BEAT:
+    appendf(buf, &k, n, "never made progress (no heartbeat %.1f s after the "
+            "first rank's: %s)", idle, p->why);
+    break;
+  case HB_ENDED:
+    appendf(buf, &k, n, "had %s", p->why);
+    break;
+  default:
+    appendf(buf, &k, n, "%s still making progress", is);
+    if (p->has_stack) {
+      short_site(&p->st.where, true, at, sizeof at);
+      appendf(buf, &k, n, " (at %s)", at);
+    }
+    break;
+  }
+}
+
+/* Why rank p has no stack (it was live, not stopped). */
+static void hb_no_stack_why(const vqc_watch_ctx *c, hb_place *p) {
+  const vqc_watch_proc *pr = proc_of(c, p->r->rank);
+  const char *why = "the bridge did not answer SIGUSR1";
+  if (c->o->nproc == 0 && !p->r->asked)
+    why = "not asked: not a process vqcheck watch started on this machine";
+  else if (c->o->nproc > 0 && pr &&
+           pr->at_hang == VQC_WATCH_AT_HANG_NO_BRIDGE)
+    why = "the bridge had not started there: no live record";
+  else if (pr && pr->exited && WIFSIGNALED(pr->status) &&
+           WTERMSIG(pr->status) == SIGUSR1 && pr->asked_pid == pr->pid)
+    why = "SIGUSR1 ended it: its bridge had set up no stack dump";
+  snprintf(p->why, sizeof p->why, "%s", why);
+}
+
+/* Fills place p of rank r. */
+static void hb_place_fill(const vqc_watch_ctx *c, hb_place *p,
+                          const vqc_hb_rank *r) {
+  memset(p, 0, sizeof *p);
+  p->r = r;
+  snprintf(p->stack_file, sizeof p->stack_file, "%s/rank-%d.stacks.txt",
+           c->dir, r->rank);
+  p->has_stack = vqc_watch_stack_read(p->stack_file, &p->st);
+  const bool finished = r->beaten && r->hb.state == VQC_HB_FINISHED;
+  if (r->ended || finished) {
+    p->kind = HB_ENDED;
+    if (r->exit_code >= 0)
+      snprintf(p->why, sizeof p->why, "exited with status %d%s",
+               r->exit_code, finished ? " (finished)" : "");
+    else if (r->signal > 0) {
+      char sig[96];
+      vqc_signal_text(r->signal, sig, sizeof sig);
+      snprintf(p->why, sizeof p->why, "been killed by %s", sig);
+    } else
+      snprintf(p->why, sizeof p->why, "%s", finished ? "finished" : "ended");
+  } else if (r->proc == VQC_PROC_STOPPED) {
+    p->kind = HB_STOPPED;
+  } else if (!r->beaten) {
+    p->kind = HB_NO_BEAT;
+    const vqc_watch_proc *pr = proc_of(c, r->rank);
+    vqc_live_info info;
+    snprintf(p->why, sizeof p->why, "%s",
+             vqc_live_scan(c->dir, r->rank, &info) == VQC_OK && info.exists
+                 ? "its bridge had started"
+             : pr || c->o->nproc == 0 ? "the bridge had not started there"
+                                      : "no process had this rank");
+  } else if (!r->stalled) {
+    p->kind = HB_MOVING;
+  } else if (r->hb.state == VQC_HB_IN_COLLECTIVE) {
+    p->kind = HB_COLLECTIVE;
+  } else if (p->has_stack) {
+    p->kind = p->st.user_top ? HB_PROGRAM : HB_LIBRARY;
+  } else {
+    p->kind = HB_NO_STACK;
+    hb_no_stack_why(c, p);
+  }
+  if (p->kind == HB_ENDED) p->has_stack = false; /* an old dump tells */
+  p->rule.rank = r->rank;
+  p->rule.stalled = r->stalled;
+  p->rule.stopped = p->kind == HB_STOPPED;
+  p->rule.in_collective = p->kind == HB_COLLECTIVE;
+  p->rule.user_code = p->kind == HB_PROGRAM;
+  p->rule.ended_ok = p->kind == HB_ENDED &&
+                     (r->exit_code == 0 || finished);
+  /* The grouping key: what the text says but the seconds. */
+  char a[256] = "", b[256] = "";
+  if (p->has_stack) {
+    full_site(&p->st.where, a, sizeof a);
+    full_site(p->st.has_entry ? &p->st.entry : &p->st.top, b, sizeof b);
+  }
+  snprintf(p->key, sizeof p->key, "%d|%c|%s|%llu|%s|%s|%s", p->kind,
+           r->letter ? r->letter : '-', r->hb.op,
+           p->kind == HB_COLLECTIVE ? (unsigned long long)r->hb.seq : 0ULL,
+           a, b, p->why);
+}
+
+/* One rank's detail. */
+static json_t *hb_place_json(const hb_place *p) {
+  const vqc_hb_rank *r = p->r;
+  char letter[2] = {r->letter, '\0'};
+  json_t *j = json_pack(
+      "{s:i,s:s,s:b,s:o,s:o,s:f}", "rank", r->rank, "place",
+      hb_kind_names[p->kind], "culprit", p->rule.culprit, "pid",
+      r->pid > 0 ? json_integer(r->pid) : json_null(), "process_state",
+      r->letter ? json_string(letter) : json_null(), "no_progress_s",
+      r->idle_s);
+  if (r->beaten)
+    json_object_set_new(
+        j, "heartbeat",
+        json_pack("{s:i,s:I,s:I,s:I,s:s}", "state", (int)r->hb.state,
+                  "beats", (json_int_t)r->hb.beats, "seq",
+                  (json_int_t)r->hb.seq, "step", (json_int_t)r->hb.step,
+                  "op", r->hb.op));
+  else
+    json_object_set_new(j, "heartbeat", json_null());
+  if (p->has_stack) {
+    char site[256];
+    full_site(&p->st.where, site, sizeof site);
+    json_object_set_new(j, "site", json_string(site));
+    full_site(&p->st.top, site, sizeof site);
+    json_object_set_new(j, "top", json_string(site));
+    if (p->st.has_entry) {
+      full_site(&p->st.entry, site, sizeof site);
+      json_object_set_new(j, "entry", json_string(site));
+    }
+    json_object_set_new(j, "stack_file",
+                        clean_string(p->stack_file, strlen(p->stack_file)));
+  }
+  if (p->why[0]) json_object_set_new(j, "why", json_string(p->why));
+  if (r->ended) {
+    json_object_set_new(j, "exit_code", r->exit_code >= 0
+                                            ? json_integer(r->exit_code)
+                                            : json_null());
+    json_object_set_new(j, "signal",
+                        r->signal > 0 ? json_integer(r->signal) : json_null());
+  }
+  return j;
+}
+
+/* The rule, told in every such finding (docs/pytorch.md "Hangs"). */
+static const char hb_rule_text[] =
+    " A rank slower than --timeout between two signs of progress (a "
+    "collective entered or left, a step end) counts as a hang.";
+
+/* A deadlock from the heartbeats when the watcher decided one (ctx->hb)
+ * and no hang marker, deadlock or collective_mismatch tells it already. */
+static void hb_finding(const vqc_watch_ctx *c, vqc_findings *known,
+                       vqc_findings *out) {
+  if (!c->hb || c->hb_n <= 0 || vqc_watch_any_hang(c->dir) ||
+      has_kind(known, out, VQC_FINDING_DEADLOCK) ||
+      has_kind(known, out, VQC_FINDING_COLLECTIVE_MISMATCH))
+    return;
+  const int n = c->hb_n < PLACE_MAX ? c->hb_n : PLACE_MAX;
+  hb_place *pl = calloc((size_t)n, sizeof *pl);
+  vqc_hb_place *rule = calloc((size_t)n, sizeof *rule);
+  if (!pl || !rule) {
+    free(pl);
+    free(rule);
+    return;
+  }
+  for (int i = 0; i < n; i++) {
+    hb_place_fill(c, &pl[i], &c->hb[i]);
+    rule[i] = pl[i].rule;
+  }
+  (void)vqc_hb_culprits(rule, n);
+  for (int i = 0; i < n; i++) pl[i].rule.culprit = rule[i].culprit;
+  free(rule);
+
+  vqc_finding x;
+  vqc_finding_init(&x, VQC_FINDING_DEADLOCK, -1, "%s", "");
+  for (int i = 0; i < n; i++) {
+    if (!pl[i].rule.culprit) continue;
+    vqc_finding_add_rank(&x, pl[i].r->rank);
+    if (x.step < 0 && pl[i].r->beaten)
+      x.step = (int64_t)(pl[i].r->hb.step < INT64_MAX ? pl[i].r->hb.step
+                                                       : INT64_MAX);
+    if (!x.site[0] && pl[i].has_stack)
+      full_site(&pl[i].st.where, x.site, sizeof x.site);
+  }
+  for (int i = 0; !x.site[0] && i < n; i++)
+    if (pl[i].has_stack && pl[i].r->stalled)
+      full_site(&pl[i].st.where, x.site, sizeof x.site);
+
+  /* The message: the culprits' places, then the others', grouped; the
+   * rule always fits at its end. */
+  size_t k = 0;
+  const size_t room = sizeof x.message - sizeof hb_rule_text;
+  appendf(x.message, &k, room, "no progress for %g s (the --timeout):",
+          c->o->timeout);
+  bool first = true;
+  int untold = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < n; i++) {
+      if (pl[i].told || pl[i].rule.culprit != (pass == 0)) continue;
+      int grp[PLACE_MAX], ng = 0;
+      double idle = 0.0;
+      for (int j = i; j < n; j++) {
+        if (pl[j].told || pl[j].rule.culprit != pl[i].rule.culprit ||
+            strcmp(pl[j].key, pl[i].key) != 0)
+          continue;
+        pl[j].told = true;
+        grp[ng++] = pl[j].r->rank;
+        if (pl[j].r->idle_s > idle) idle = pl[j].r->idle_s;
+      }
+      char names[128], text[700], part[900];
+      rank_names(grp, ng, names, sizeof names);
+      hb_place_text(&pl[i], ng > 1, idle, text, sizeof text);
+      snprintf(part, sizeof part, "%s %s %s", first ? "" : ";", names, text);
+      /* Room kept for "; N more ranks (see the detail)." */
+      if (untold > 0 || k + strlen(part) + 40 >= room) {
+        untold += ng;
+        continue;
+      }
+      appendf(x.message, &k, room, "%s", part);
+      first = false;
+    }
+  }
+  if (untold > 0)
+    appendf(x.message, &k, room, "; %d more rank%s (see the detail)", untold,
+            untold == 1 ? "" : "s");
+  appendf(x.message, &k, room, ".");
+  appendf(x.message, &k, sizeof x.message, "%s", hb_rule_text);
+  clean_in_place(x.message);
+
+  json_t *places = json_array(), *culprits = json_array(),
+         *stacks = json_array();
+  for (int i = 0; i < n; i++) {
+    json_array_append_new(places, hb_place_json(&pl[i]));
+    if (pl[i].rule.culprit)
+      json_array_append_new(culprits, json_integer(pl[i].r->rank));
+    struct stat st;
+    if (lstat(pl[i].stack_file, &st) == 0 && S_ISREG(st.st_mode))
+      json_array_append_new(stacks, clean_string(pl[i].stack_file,
+                                                 strlen(pl[i].stack_file)));
+  }
+  json_object_set_new(x.detail, "rule",
+                      json_string("no progress for timeout_s: no collective "
+                                  "entered or left and no step ended"));
+  json_object_set_new(x.detail, "timeout_s", json_real(c->o->timeout));
+  json_object_set_new(x.detail, "culprits", culprits);
+  json_object_set_new(x.detail, "places", places);
+  json_object_set_new(x.detail, "stacks", stacks);
+  free(pl);
   (void)vqc_findings_add(out, &x);
 }
 
@@ -984,6 +1360,7 @@ void vqc_watch_more_findings(void *ctx, vqc_findings *known,
                              vqc_findings *out) {
   const vqc_watch_ctx *c = ctx;
   hang_finding(c, known, out);
+  hb_finding(c, known, out);
   failure_finding(c, known, out);
 }
 

@@ -4,7 +4,8 @@
  * a process that failed with nothing to explain it). cmd_watch.c starts and
  * supervises the processes; watch_job.c only reads what they left (their
  * exit statuses, stderr tails, and the hang markers and stack dumps in the
- * run directory).
+ * run directory, and the ranks' heartbeats as the watcher knew them at a
+ * hang: watch_heartbeat.h).
  * The rules are in cmd_watch.c's file comment. */
 #ifndef VQC_WATCH_JOB_H
 #define VQC_WATCH_JOB_H
@@ -40,7 +41,9 @@ typedef enum vqc_watch_at_hang {
   VQC_WATCH_AT_HANG_NO_BRIDGE, /* not asked: no live record of it (the
                                 * bridge had not started there) */
   VQC_WATCH_AT_HANG_FINISHED, /* not asked: its live record says finished */
-  VQC_WATCH_AT_HANG_ENDED     /* not asked: it had ended */
+  VQC_WATCH_AT_HANG_ENDED,    /* not asked: it had ended */
+  VQC_WATCH_AT_HANG_STOPPED   /* not asked: it was stopped (process state
+                               * T or t), so could not have answered */
 } vqc_watch_at_hang;
 
 /* One process of the job. */
@@ -55,6 +58,7 @@ typedef struct vqc_watch_proc {
   vqc_watch_at_hang at_hang;
   pid_t asked_pid;    /* the process sent SIGUSR1 (its live record's) */
   long long stacks_size0; /* rank-<r>.stacks.txt's size then, -1: none */
+  char stop_letter;   /* AT_HANG_STOPPED: /proc's 'T' or 't' */
   char tail[VQC_WATCH_TAIL_MAX];
   size_t ntail;
 } vqc_watch_proc;
@@ -66,6 +70,20 @@ typedef struct vqc_watch_frame {
   char func[128];
 } vqc_watch_frame;
 
+/* Where a rank's Python is, from its stack dump (vqc_watch_stack_read). */
+typedef struct vqc_watch_stack {
+  vqc_watch_frame top;   /* the innermost frame */
+  vqc_watch_frame where; /* the innermost frame not torch's or vqcheck's
+                          * (the top when every frame is theirs) */
+  vqc_watch_frame entry; /* the frame `where` called (its way into torch,
+                          * say Tensor.backward), when where is not top */
+  bool has_entry;
+  bool user_top;         /* the top frame is the program's: not torch's or
+                          * vqcheck's */
+} vqc_watch_stack;
+
+struct vqc_hb_rank; /* watch_heartbeat.h */
+
 /* What the findings callback needs (analyze.h more_findings). */
 typedef struct vqc_watch_ctx {
   const char *dir;
@@ -73,6 +91,10 @@ typedef struct vqc_watch_ctx {
   vqc_watch_proc *procs;
   int nprocs;
   bool interrupted;
+  /* A hang decided from the heartbeats (cmd_watch.c): every rank as the
+   * watcher knew it then, hb_n of them (rank i at [i]); NULL when none. */
+  const struct vqc_hb_rank *hb;
+  int hb_n;
 } vqc_watch_ctx;
 
 /* Whether p ended other than with exit status 0. */
@@ -123,15 +145,27 @@ json_t *vqc_watch_job_json(const vqc_watch_opts *o, const char *bridge,
 bool vqc_watch_stack_position(const char *path, vqc_watch_frame *where,
                               vqc_watch_frame *top);
 
+/* The same reading of the stacks at path, with the frame `where` called
+ * and whether the top frame is the program's (vqc_watch_stack). */
+bool vqc_watch_stack_read(const char *path, vqc_watch_stack *s);
+
 /* Whether a rank left a hang marker (rank-<r>.hang) in dir. */
 bool vqc_watch_any_hang(const char *dir);
 
 /* analyze.h's more_findings for watch; ctx is a vqc_watch_ctx. The rules
  * (cmd_watch.c's file comment has the whole list):
  *   - a deadlock from the hang markers when no deadlock or
- *     collective_mismatch was found otherwise; when a rank had exited with
- *     status 0 while the others waited (it left early) that rank is the
- *     one it names, and its message starts "rank R left early";
+ *     collective_mismatch was found otherwise; when a rank was stopped
+ *     (process state T) those are the ranks it names; else when a rank
+ *     had exited with status 0 while the others waited (it left early)
+ *     that rank is the one it names, and its message starts "rank R left
+ *     early";
+ *   - without a hang marker, a deadlock from the heartbeats (ctx->hb: no
+ *     progress for --timeout) under the same condition, naming the
+ *     culprits (vqc_hb_culprits) first and every rank's place: "no
+ *     progress for 5 s (the --timeout): rank 1 is stopped (...); rank 0
+ *     is in torch's backward (_tensor.py:623), called at job.py:15
+ *     (main) (no progress for 5.2 s). A rank slower than --timeout ...";
  *   - one rank_failure for the processes that failed with nothing to
  *     explain them. A finding explains a rank's failure when it is about
  *     that rank: it names it, or its detail lists the rank's call of the

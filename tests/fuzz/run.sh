@@ -49,6 +49,7 @@ case "$target" in
              $src/checkers/rundir.c $src/checkers/findings_record.c
              $src/checkers/ledger_analysis.c $src/checkers/trace.c
              $src/harness/run/watch_job.c $src/harness/run/bridge_findings.c
+             $src/harness/run/watch_heartbeat.c
              $src/harness/run/offline.c $src/reports/*.c
              $src/lib/src/core/status.c $src/lib/src/core/fsutil.c
              $src/lib/src/core/digest.c $src/lib/src/core/tensor.c
