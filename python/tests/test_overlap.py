@@ -334,20 +334,25 @@ def test_write_between_backward_and_step_is_learnt_whatever_the_timing(
         assert summary["on_helper"] == steps - 1, summary
 
 
-def test_unordered_write_from_a_later_step_is_an_error_not_a_digest(
+def test_unordered_write_from_a_later_step_is_left_out_not_a_digest(
         cli, tmp_path):
     """The EMA update starts at step 3: step 3's digest of the EMA weights
-    cannot be vouched for, so it is not written and the state check stops
-    with an error naming them and the switch; with the overlap off the run
-    is clean."""
+    cannot be vouched for, so their lines are left out of step 3 (never a
+    wrong digest), said on stderr naming them and the switch, and they are
+    digested on the training thread from step 4; the check goes on, and
+    the run is clean, as with the overlap off."""
     rc, run, err = watch(cli, tmp_path / "on", 2, [WRITES, "ema_late", 5], 1)
-    assert rc == 3, (err, run and run["findings"])
-    assert "the bridge's state check failed" in err
+    assert rc == 0, (err, run and run["findings"])
+    assert "the bridge's state check failed" not in err
     assert "'EMA.module.lin.weight', 'EMA.module.lin.bias' written in " \
         "place after step 3's end" in err
     assert "VQC_WATCH_OVERLAP=0" in err
     for lines in traces(tmp_path / "on").values():
-        assert sorted({line["step"] for line in lines}) == [0, 1, 2]
+        assert sorted({line["step"] for line in lines}) == [0, 1, 2, 3, 4]
+        at3 = {line["tensor"] for line in lines if line["step"] == 3}
+        at4 = {line["tensor"] for line in lines if line["step"] == 4}
+        assert "EMA.module.lin.weight" not in at3
+        assert "EMA.module.lin.weight" in at4
     rc, run, err = watch(cli, tmp_path / "off", 2, [WRITES, "ema_late", 5], 0)
     assert rc == 0, (err, run and run["findings"])
     for lines in traces(tmp_path / "off").values():

@@ -1217,19 +1217,31 @@ class _Overlap:
             self.learned = True
             return
         if moved:
+            # Written in place by code that is no join point, while the
+            # digest was in flight: those tensors' digests of this step may
+            # be wrong, so their lines are left out of this step (never a
+            # wrong digest), and they are digested on the training thread
+            # from now on. The check goes on: a drift they carry shows at
+            # the next step.
+            self.sync_names.update(moved)
             shown = ", ".join(f"'{n}'" for n in moved[:3]) + \
                 (f" and {len(moved) - 3} more" if len(moved) > 3 else "")
-            raise _UnorderedWrite(
-                f"{shown} written in place after step {job.step}'s end, "
-                "before the next module forward, optimizer step or "
-                "collective, while the digest of that step was computed "
-                "off the training thread: step "
-                f"{job.step}'s digest of it may be wrong and is not "
-                "written. Set VQC_WATCH_OVERLAP=0 to digest on the "
-                "training thread")
+            sys.stderr.write(
+                f"vqcheck watch: {shown} written in place after step "
+                f"{job.step}'s end, before the next module forward, "
+                "optimizer step or collective, while its digest was "
+                "computed off the training thread: left out of step "
+                f"{job.step}, digested on the training thread from now on "
+                "(VQC_WATCH_OVERLAP=0 digests everything there)\n")
+            skip = set(moved)
+            kept = [k for k, e in enumerate(job.entries)
+                    if e[0] not in skip]
+        else:
+            kept = list(range(len(job.entries)))
         for k, d in zip(job.positions, digests):
             job.entries[k][3] = d
-        job.writer.write_step(job.step, [tuple(e) for e in job.entries])
+        job.writer.write_step(job.step,
+                              [tuple(job.entries[k]) for k in kept])
         self.on_helper += 1
         self.joins[why] = self.joins.get(why, 0) + 1
 
