@@ -359,19 +359,19 @@ def test_a_warning_inside_a_wrapped_call_names_the_callers_line(
     that called the wrapper instead: here a wrapper compiled as if it were
     one of vqcheck's files."""
     import warnings
-    from vqcheck import _bridge
+    from vqcheck._bridge import _sites
     shown = []
     monkeypatch.setattr(warnings, "showwarning",
                         lambda message, category, filename, lineno,
                         file=None, line=None:
                         shown.append((filename, lineno)))
-    _bridge._keep_warnings_at_the_callers_line()
+    _sites.keep_warnings_at_the_callers_line()
     scope = {"warnings": warnings}
     source = ("def torch_call():\n"
               "    warnings.warn('deprecated', FutureWarning, stacklevel=2)\n"
               "def wrapper():\n"
               "    return torch_call()\n")
-    exec(compile(source, os.path.join(_bridge._PACKAGE_DIR, "fake.py"),
+    exec(compile(source, os.path.join(_sites._PACKAGE_DIR, "fake.py"),
                  "exec"), scope)
     with warnings.catch_warnings():
         warnings.simplefilter("always")

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 
-from . import _layout
+from . import _hooks, _layout
 from ._digest import DigestError, _dtype_name, dtype_code, digest
 from ._trace import TraceWriter, remove_stale_traces
 
@@ -97,9 +97,9 @@ def step() -> None:
     """Ends a training step under `vqcheck watch` in a program without an
     optimizer (with one, optimizer.step() ends each step). Does nothing when
     the job is not run by `vqcheck watch`; for vqcheck.torch.watch() use
-    its .step()."""
-    from . import _bridge
-    _bridge.step_end()
+    its .step(). (The bridge registers its step end in vqcheck._hooks, so
+    this module never imports it.)"""
+    _hooks.step_end()
 
 
 class Watch:
