@@ -60,7 +60,7 @@
  *
  * Ledger lines may name torch.distributed's collectives, dtypes and
  * reductions as well as vqcheck's own: the Python bridge (`vqcheck watch`,
- * python/vqcheck/_bridge.py) writes them in the same format. They are
+ * python/vqcheck/_bridge/_records.py) writes them in the same format. They are
  * compared, never replayed (ledger_analysis.c, record_ops).
  *
  * The live record. A dump is written at the end, by a rank that is still

@@ -97,11 +97,6 @@ class _Job:
         return k < len(los) and los[k] < hi
 
 
-class _UnorderedWrite(RuntimeError):
-    """A watched tensor written in place while its digest was in flight, by
-    code that is no join point."""
-
-
 # Jobs whose join gave up waiting (a stuck digest thread): kept, so that
 # the memory they hash is never freed under the thread.
 _abandoned: List[_Job] = []
