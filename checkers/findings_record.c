@@ -11,6 +11,7 @@
 #include "checker.h"
 #include "ledger_analysis.h"
 #include "rundir.h"
+#include "utf8.h"
 #include "trace.h" /* vqc_trace_read_line: bounded lines */
 
 vqc_status vqc_check_report(const vqc_check_ctx *ctx, int at,
@@ -37,7 +38,8 @@ static vqc_status read_record(const char *path, vqc_findings *all,
   for (long lineno = 1;; lineno++) {
     s = vqc_trace_read_line(f, path, lineno, &buf, &cap, &len);
     if (s != VQC_OK || len == 0) break;
-    json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+    json_t *j = vqc_json_loadb_mended(buf, len, JSON_REJECT_DUPLICATES, NULL,
+                                      NULL);
     const char *ev = json_string_value(json_object_get(j, "event"));
     if (!ev || strcmp(ev, "finding") != 0) {
       json_decref(j); /* a collective, another event, or not JSON */

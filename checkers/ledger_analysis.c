@@ -522,7 +522,8 @@ static vqc_status read_ledger(const char *path, int rank, site_table *sites,
       buf[--len] = '\0';
     if (len == 0) continue; /* blank lines carry nothing */
     json_error_t err;
-    json_t *j = json_loadb(buf, (size_t)len, JSON_REJECT_DUPLICATES, &err);
+    json_t *j = vqc_json_loadb_mended(buf, (size_t)len, JSON_REJECT_DUPLICATES,
+                                      &err, NULL);
     if (!j) {
       s = vqc_error(VQC_EPARSE, "%s:%ld: not a JSON object: %s (column %d)",
                     path, line, err.text, err.column);
@@ -1021,7 +1022,8 @@ static vqc_status read_live(const char *path, int rank, site_table *sites,
       buf[--len] = '\0';
     if (len == 0) continue;
     json_error_t err;
-    json_t *j = json_loadb(buf, (size_t)len, JSON_REJECT_DUPLICATES, &err);
+    json_t *j = vqc_json_loadb_mended(buf, (size_t)len, JSON_REJECT_DUPLICATES,
+                                      &err, NULL);
     if (!json_is_object(j)) {
       json_decref(j);
       if (!d || !whole) continue; /* lenient, or a cut last line */

@@ -92,7 +92,8 @@ static vqc_status read_record(vqc_not_digested *nd, const char *path,
     }
     if (s != VQC_OK || len == 0) break;
     if (strstr(buf, "not_digested") == NULL) continue;
-    json_t *j = json_loadb(buf, len, JSON_REJECT_DUPLICATES, NULL);
+    json_t *j = vqc_json_loadb_mended(buf, len, JSON_REJECT_DUPLICATES, NULL,
+                                      NULL);
     const char *ev = json_string_value(json_object_get(j, "event"));
     if (ev && strcmp(ev, "not_digested") == 0)
       s = take_event(nd, j, rank, path, lineno, first_skip, first_cap);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "vqc/fsutil.h"
+#include "utf8.h"
 
 struct vqc_trace_writer {
   FILE *f;
@@ -396,7 +397,8 @@ vqc_status vqc_trace_parse_line(const char *line, const char *path,
   if (path == NULL) path = "(trace)";
   memset(out, 0, sizeof *out);
   json_error_t err;
-  json_t *o = json_loads(line, JSON_REJECT_DUPLICATES, &err);
+  json_t *o = vqc_json_loadb_mended(line, strlen(line), JSON_REJECT_DUPLICATES,
+                                    &err, NULL);
   if (o == NULL)
     return vqc_error(VQC_EPARSE, "%s:%ld: not JSON (column %d): %s", path,
                      lineno, err.column, err.text);

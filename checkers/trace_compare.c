@@ -302,7 +302,7 @@ static bool blank(const char *p) {
 static bool looks_cut_off(const char *line, bool has_nul) {
   if (has_nul) return true;
   json_error_t err;
-  json_t *j = json_loads(line, 0, &err);
+  json_t *j = vqc_json_loadb_mended(line, strlen(line), 0, &err, NULL);
   if (j == NULL) return true;
   json_decref(j);
   return false;

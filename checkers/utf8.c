@@ -108,3 +108,67 @@ json_t *vqc_json_text_opts(const char *b, size_t n, unsigned opts,
 json_t *vqc_json_text(const char *s, size_t n) {
   return vqc_json_text_opts(s, n, 0, NULL);
 }
+
+/* The value of the 4 hex digits at s[0..4), or -1. */
+static long hex4(const char *s) {
+  long v = 0;
+  for (int i = 0; i < 4; i++) {
+    const char c = s[i];
+    int d;
+    if (c >= '0' && c <= '9') d = c - '0';
+    else if (c >= 'a' && c <= 'f') d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F') d = c - 'A' + 10;
+    else return -1;
+    v = v * 16 + d;
+  }
+  return v;
+}
+
+size_t vqc_json_mend_surrogates(char *b, size_t n) {
+  size_t mended = 0;
+  size_t i = 0;
+  while (i + 1 < n) {
+    if (b[i] != '\\') {
+      i++;
+      continue;
+    }
+    if (b[i + 1] != 'u' || i + 6 > n) {
+      i += 2; /* \" \\ \n ...: the escaped byte is not an escape start */
+      continue;
+    }
+    const long u = hex4(b + i + 2);
+    const bool high = u >= 0xD800 && u <= 0xDBFF;
+    const bool low = u >= 0xDC00 && u <= 0xDFFF;
+    if (high && i + 12 <= n && b[i + 6] == '\\' && b[i + 7] == 'u') {
+      const long v = hex4(b + i + 8);
+      if (v >= 0xDC00 && v <= 0xDFFF) { /* a pair: one character */
+        i += 12;
+        continue;
+      }
+    }
+    if (high || low) {
+      memcpy(b + i + 2, "003f", 4);
+      mended++;
+    }
+    i += 6;
+  }
+  return mended;
+}
+
+json_t *vqc_json_loadb_mended(const char *b, size_t n, size_t flags,
+                              json_error_t *err, bool *mended) {
+  if (mended) *mended = false;
+  json_t *j = json_loadb(b, n, flags, err);
+  if (j || !b) return j;
+  char *copy = malloc(n ? n : 1);
+  if (!copy) return NULL;
+  memcpy(copy, b, n);
+  if (vqc_json_mend_surrogates(copy, n) > 0) {
+    json_error_t again;
+    j = json_loadb(copy, n, flags, &again);
+    if (j && mended) *mended = true;
+    if (!j && err) *err = again;
+  }
+  free(copy);
+  return j;
+}

@@ -81,4 +81,16 @@ json_t *vqc_json_text_opts(const char *b, size_t n, unsigned opts,
 /* vqc_json_text_opts(s, n, 0, NULL): the plain case. */
 json_t *vqc_json_text(const char *s, size_t n);
 
+/* json_loadb(b, n, flags, err) for a line another program wrote, by the
+ * rule above: a \uD800..\uDFFF escape that is not half of a surrogate pair
+ * (what Python's json.dumps writes for a name decoded with
+ * "surrogateescape"; jansson refuses the whole text) reads as '?', and
+ * *mended (may be NULL) is set. Any other fault is json_loadb's, in err. */
+json_t *vqc_json_loadb_mended(const char *b, size_t n, size_t flags,
+                              json_error_t *err, bool *mended);
+
+/* The number of lone surrogate escapes in the JSON text b[0..n), each
+ * rewritten in place as \u003f ('?', the same six bytes). */
+size_t vqc_json_mend_surrogates(char *b, size_t n);
+
 #endif /* VQC_UTF8_H */

@@ -36,6 +36,7 @@
 #include "ledger_analysis.h"
 #include "rundir.h"
 #include "runner.h"
+#include "utf8.h"
 #include "vqc/vqc.h"
 
 /* Poll period: a rank's death is seen within this (20 ms costs nothing on
@@ -165,7 +166,7 @@ static void learn_pid(const char *dir, int r, double t0_real,
   if (!f) return;
   char line[1024];
   if (fgets(line, sizeof line, f)) {
-    json_t *j = json_loads(line, 0, NULL);
+    json_t *j = vqc_json_loadb_mended(line, strlen(line), 0, NULL, NULL);
     const char *ev = json_string_value(json_object_get(j, "event"));
     const json_t *pid = json_object_get(j, "pid");
     const char *h = json_string_value(json_object_get(j, "host"));

@@ -11,6 +11,7 @@
 
 #include "rundir.h"
 #include "trace.h"
+#include "utf8.h"
 
 static int cmp_int(const void *a, const void *b) {
   const int x = *(const int *)a, y = *(const int *)b;
@@ -43,7 +44,9 @@ static vqc_status parse_line(const char *line, size_t len, const char *path,
     return vqc_error(VQC_EPARSE, "%s:%ld: the line holds a NUL byte (is this "
                      "file one of the vqcheck bridge's?)", path, lineno);
   json_error_t err;
-  json_t *j = json_loads(line, JSON_REJECT_DUPLICATES, &err);
+  bool mended = false; /* a lone surrogate escape read as '?' */
+  json_t *j = vqc_json_loadb_mended(line, len, JSON_REJECT_DUPLICATES, &err,
+                                    &mended);
   if (!j)
     return vqc_error(VQC_EPARSE, "%s:%ld: not JSON (column %d): %s", path,
                      lineno, err.column, err.text);
@@ -69,6 +72,11 @@ static vqc_status parse_line(const char *line, size_t len, const char *path,
     } else if (x->nranks == 0) {
       vqc_finding_add_rank(x, rank);
     }
+  }
+  if (s == VQC_OK && mended) { /* say which strings lost a character */
+    if (strchr(x->tensor, '?')) x->invalid_utf8 |= VQC_FINDING_TEXT_TENSOR;
+    if (strchr(x->site, '?')) x->invalid_utf8 |= VQC_FINDING_TEXT_SITE;
+    if (strchr(x->message, '?')) x->invalid_utf8 |= VQC_FINDING_TEXT_MESSAGE;
   }
   json_decref(j);
   return s;

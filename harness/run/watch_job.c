@@ -207,7 +207,7 @@ static json_t *read_hang(const char *dir, int r) {
   fclose(f);
   if (!buf) return NULL;
   buf[n] = '\0';
-  json_t *j = json_loadb(buf, n, 0, NULL);
+  json_t *j = vqc_json_loadb_mended(buf, n, 0, NULL, NULL);
   free(buf);
   if (j && !json_is_object(j)) {
     json_decref(j);

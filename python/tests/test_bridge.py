@@ -330,6 +330,37 @@ def test_discarded_out_of_place_result(cli, tmp_path, mode):
         assert f["detail"]["result"] == "not waited"
 
 
+@pytest.mark.parametrize("mode", ["dropped", "fixed"])
+def test_a_job_under_a_path_that_is_not_utf8(cli, tmp_path, mode):
+    """A script in a folder named with the byte 0xff (Python's file names
+    then hold a lone surrogate, which json.dumps writes as a \\udcff escape
+    that is not UTF-8): the ledger, the findings and the reports hold '?'
+    there, vqcheck reads its own output back, and the verdict is the job's
+    (a lost result: exit 1; the fixed job: clean)."""
+    folder = tmp_path / os.fsdecode(b"caf\xff")
+    folder.mkdir()
+    job = folder / "distributed_mean.py"
+    job.write_bytes((JOBS / "distributed_mean.py").read_bytes())
+    out = tmp_path / "run"
+    rc, run, err = watch(cli, out, 2, [job, mode])
+    assert run is not None, err
+    for name in ("run.json", "report.md", "report.html", "junit.xml",
+                 "rank-0.live.jsonl", "rank-1.live.jsonl"):
+        (out / name).read_bytes().decode("utf-8")  # strict
+    ledger = _ledger_lines(out, 0)
+    assert any("caf?/" in x["file"] for x in ledger), ledger[:2]
+    p = subprocess.run([cli, "analyze", str(out), "--quiet"],
+                       capture_output=True, timeout=120)
+    assert p.returncode == rc, p.stderr.decode("utf-8", "replace")
+    if mode == "fixed":
+        assert rc == 0 and run["findings"] == [], (err, run["findings"])
+        return
+    assert rc == 1, err
+    [f] = run["findings"]
+    assert f["kind"] == "lost_inplace"
+    assert "caf?/distributed_mean.py:" in f["site"], f
+
+
 @pytest.mark.parametrize("mode", ["barrier", "no_barrier"])
 def test_async_broadcast_ordered_by_a_later_barrier(cli, tmp_path, mode):
     """vector-quantize-pytorch's all_gather_variably_sized drops the Work of

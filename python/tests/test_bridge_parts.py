@@ -140,19 +140,21 @@ def test_torch_step_ends_a_step_under_the_bridge(tmp_path):
 # the vqcheck package): the bottom ones none of the others, no part the
 # package's __init__ (the wiring), and vqcheck.torch never the bridge.
 ALLOWED = {
-    "_bridge/_records.py": {"_heartbeat", "_trace"},
+    "_bridge/_records.py": {"_heartbeat", "_text", "_trace"},
     "_bridge/_patching.py": set(),
     "_bridge/_sites.py": {"_bridge._patching"},
     "_bridge/_overlap.py": {"_digest"},
     "_bridge/_lost.py": {"_bridge._patching", "_bridge._records",
                          "_bridge._sites"},
-    "_bridge/_collectives.py": {"_heartbeat", "_bridge._lost",
+    "_bridge/_collectives.py": {"_heartbeat", "_text", "_bridge._lost",
                                 "_bridge._overlap", "_bridge._patching",
                                 "_bridge._records", "_bridge._sites"},
     "_bridge/_state.py": {"_heartbeat", "_bridge._overlap",
                           "_bridge._patching", "_bridge._records", "torch"},
     "_hooks.py": set(),
     "torch.py": {"_hooks", "_layout", "_digest", "_trace"},
+    "_trace.py": {"_text"},
+    "_text.py": set(),
 }
 
 

@@ -11,6 +11,8 @@ import os
 import stat
 from typing import IO, Any, Iterable, Optional, Tuple
 
+from ._text import json_text
+
 SCHEMA = "vqcheck-trace/1"
 DIGEST_ALGO = "vqc-xxh3-tree-1"
 
@@ -153,7 +155,7 @@ class TraceWriter:
                 line["group"] = sorted(int(r) for r in group)
             if shard:
                 line["shard"] = str(shard)
-            f.write(json.dumps(line, separators=(",", ":")))
+            f.write(json_text(line))
             f.write("\n")
         f.flush()
 

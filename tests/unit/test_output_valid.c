@@ -311,9 +311,11 @@ Test(output_valid, nasty_inputs, .timeout = 120) {
   check_one("controls and bad forms", &in);
 
   /* 3. Bridge and live-record lines with long and escaped strings. */
-  static char findings[4096], live[4096], big[2048];
+  /* big: 160 escaped surrogate pairs (12 bytes each, 1920 in all), longer
+   * than any string the readers keep; the lines hold it whole. */
+  static char findings[5 * 2048 + 512], live[3 * 2048 + 512], big[2048];
   big[0] = '\0';
-  for (int i = 0; i < 400; i++) strcat(big, "\\ud83d\\udd25"); /* escaped */
+  for (int i = 0; i < 160; i++) strcat(big, "\\ud83d\\udd25"); /* escaped */
   snprintf(findings, sizeof findings,
            "{\"kind\":\"lost_inplace\",\"step\":1,\"message\":\"%s\","
            "\"tensor\":\"%s\",\"site\":{\"file\":\"%s\",\"line\":3,"
@@ -401,6 +403,32 @@ static vqc_spawn_result analyze_expecting_reports(const char *dir) {
   return r;
 }
 
+Test(output_valid, lone_surrogate_escapes_read_as_question_marks) {
+  /* Python's json.dumps of a surrogate-escaped name: valid JSON text that
+   * jansson refuses. A pair stays a pair; "\\\\udcff" is a backslash and
+   * text, no escape. */
+  char a[] = "{\"f\":\"caf\\udcff/x \\ud83d\\udd25 \\\\udcff \\ud800\"}";
+  cr_expect_eq(vqc_json_mend_surrogates(a, strlen(a)), 2);
+  cr_expect_str_eq(a, "{\"f\":\"caf\\u003f/x \\ud83d\\udd25 \\\\udcff "
+                      "\\u003f\"}");
+  const char *line = "{\"tensor\":\"w\\udcff\",\"n\":1}";
+  bool mended = false;
+  json_error_t err;
+  cr_assert_null(json_loads(line, 0, &err));
+  json_t *j = vqc_json_loadb_mended(line, strlen(line), 0, &err, &mended);
+  cr_assert_not_null(j, "%s", err.text);
+  cr_expect(mended);
+  cr_expect_str_eq(json_string_value(json_object_get(j, "tensor")), "w?");
+  json_decref(j);
+  /* Other faults stay faults; a clean line is not "mended". */
+  cr_expect_null(vqc_json_loadb_mended("{\"a\":", 5, 0, &err, &mended));
+  j = vqc_json_loadb_mended("{\"a\":\"\\ud83d\\udd25\"}", 20, 0, &err,
+                            &mended);
+  cr_expect_not_null(j);
+  cr_expect(!mended);
+  json_decref(j);
+}
+
 TestSuite(output_valid_cli, .init = make_tmpdir, .fini = remove_tmpdir,
           .timeout = 120);
 
@@ -465,5 +493,42 @@ Test(output_valid_cli, analyze_rewritten_run_json_failing_validation_still_repor
   r = analyze_expecting_reports(tmpdir);
   cr_expect_eq(r.code, 1, "%s", r.err);
   cr_expect(strstr(r.err, "validation") == NULL, "%s", r.err);
+  vqc_spawn_result_free(&r);
+}
+
+Test(output_valid_cli, analyze_lines_with_lone_surrogate_escapes) {
+  /* What the bridge wrote before it cleaned its strings (a job under a
+   * folder named with a byte that is not UTF-8): a live record whose
+   * events and ledger lines, and a findings line, hold \udcff escapes.
+   * Was exit 2 ("not a JSON object") and no report. */
+  char path[512];
+  snprintf(path, sizeof path, "%s/rank-0.live.jsonl", tmpdir);
+  write_text(path,
+             "{\"event\":\"start\",\"rank\":0,\"size\":1,\"pid\":1,"
+             "\"host\":\"h\\udcff\"}\n"
+             "{\"seq\":1,\"rank\":0,\"op\":\"all_reduce\",\"redop\":\"sum\","
+             "\"dtype\":\"float32\",\"count\":4,\"root\":-1,"
+             "\"group_size\":1,\"file\":\"/caf\\udcff/j.py\",\"line\":3,"
+             "\"func\":\"f\",\"t_enter_ns\":1,\"t_exit_ns\":2,"
+             "\"state\":\"done\",\"status\":\"VQC_OK\"}\n"
+             "{\"event\":\"step\",\"step\":0}\n"
+             "{\"event\":\"finished\",\"status\":\"VQC_OK\",\"step\":0}\n");
+  snprintf(path, sizeof path, "%s/rank-0.findings.jsonl", tmpdir);
+  write_text(path, "{\"kind\":\"lost_inplace\",\"step\":0,\"ranks\":[0],"
+                   "\"tensor\":\"w\\udcff\",\"message\":\"lost\","
+                   "\"site\":{\"file\":\"/caf\\udcff/j.py\",\"line\":3,"
+                   "\"func\":\"f\"}}\n");
+  vqc_spawn_result r = analyze_expecting_reports(tmpdir);
+  cr_expect_eq(r.code, 1, "exit %d; stderr: %s", r.code, r.err);
+  snprintf(path, sizeof path, "%s/run.json", tmpdir);
+  json_t *doc = NULL;
+  cr_assert_eq(vqc_run_json_load(path, &doc), VQC_OK, "%s", vqc_last_error());
+  const json_t *fs = json_object_get(doc, "findings");
+  cr_expect_eq(json_array_size(fs), 1, "findings: %zu", json_array_size(fs));
+  const json_t *f = json_array_get(fs, 0);
+  cr_expect_str_eq(json_string_value(json_object_get(f, "tensor")), "w?");
+  cr_expect(lists(json_object_get(f, "invalid_utf8"), "tensor"));
+  cr_expect(lists(json_object_get(f, "invalid_utf8"), "site"));
+  json_decref(doc);
   vqc_spawn_result_free(&r);
 }

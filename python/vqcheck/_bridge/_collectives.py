@@ -32,6 +32,7 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .._heartbeat import IN_COLLECTIVE, RUNNING
+from .._text import json_text
 from ._lost import Lost
 from ._overlap import _Overlap
 from ._patching import lookup, own_attribute, patch
@@ -279,10 +280,10 @@ class Collectives:
             if len(self.middles) > 4096:
                 self.middles.clear()
             # group_size: the default group's, the only one ledgered.
-            middle = json.dumps({"op": op, **fields,
-                                 "group_size": self.records.world_size(),
-                                 "file": file, "line": line, "func": func},
-                                separators=(",", ":"))[1:-1] + ","
+            middle = json_text({"op": op, **fields,
+                                "group_size": self.records.world_size(),
+                                "file": file, "line": line,
+                                "func": func})[1:-1] + ","
             self.middles[key] = middle
         return middle
 

@@ -20,7 +20,6 @@ decides the rank's end status (status), and the lock the parts share.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -28,6 +27,7 @@ import time
 from typing import Any, Dict, Optional, Tuple
 
 from .._heartbeat import FINISHED, Heartbeat
+from .._text import json_line
 from .._trace import open_run_file, replace_run_file
 
 
@@ -119,8 +119,7 @@ class Records:
             return
         # One write(2) per line on an O_APPEND descriptor: a kill between
         # lines never leaves half a line.
-        os.write(self.live_fd, (json.dumps(event, separators=(",", ":")) +
-                                "\n").encode())
+        os.write(self.live_fd, json_line(event))
 
     def ledger_line(self, record: Tuple[int, str, int], t_exit: int,
                     state: str, status: str) -> None:
@@ -169,8 +168,7 @@ class Records:
             path = os.path.join(self.out, f"rank-{self.rank}.findings.jsonl")
             self.findings_fd = open_run_file(path, truncate=True,
                                              append=True)
-        line = json.dumps(finding, separators=(",", ":")) + "\n"
-        os.write(self.findings_fd, line.encode("utf-8", "replace"))
+        os.write(self.findings_fd, json_line(finding))
 
     def report_once(self, key: Any, kind: str, where: Tuple[str, int, str],
                     tensor: str, message: str, detail: Dict[str, Any],
@@ -201,8 +199,8 @@ class Records:
         # The marker last, whole (a rename), so the stacks are there first.
         path = os.path.join(self.out, f"rank-{self.rank}.hang")
         tmp = path + ".tmp"
-        with os.fdopen(open_run_file(tmp, truncate=True), "w") as f:
-            json.dump(marker, f)
+        with os.fdopen(open_run_file(tmp, truncate=True), "wb") as f:
+            f.write(json_line(marker))
         replace_run_file(tmp, path)
 
     # -- errors and the end status
