@@ -379,6 +379,28 @@ typedef struct rank_dump {
   bool watchdog;
 } rank_dump;
 
+/* A process group other than the world (a torch sub-group: a DeviceMesh
+ * dimension, DDP(process_group=g), a pipeline stage's replicas). Its ledger
+ * lines carry "group" (its world ranks) and "group_name", and their "seq"
+ * counts that group's collectives only, so they are compared among its
+ * members, in a pass of their own (ledger_analysis.h "Process groups"). */
+typedef struct proc_group {
+  char name[64];   /* "group_name"; "" when the line had none */
+  int *ranks;      /* its world ranks, in the order written */
+  int n;
+  rank_dump *dumps; /* the run's size entries; members' records only */
+} proc_group;
+
+typedef struct proc_groups {
+  proc_group *items;
+  size_t n, cap;
+  int size; /* the run's ranks */
+} proc_groups;
+
+/* The most process groups one analysis keeps (a 3-D mesh of 1024 ranks has
+ * about 3 x 1024 / 4 groups a rank never sees; each rank sees a few). */
+#define PROC_GROUPS_MAX 4096
+
 /* Reads member `key` of line object j as an integer in [lo, hi]. */
 static vqc_status get_int(const json_t *j, const char *key, long long lo,
                           long long hi, const char *path, long line,
@@ -994,12 +1016,115 @@ static void live_event(const json_t *j, vqc_live_info *info) {
   }
 }
 
+static void groups_free(proc_groups *g) {
+  for (size_t i = 0; i < g->n; i++) {
+    free(g->items[i].ranks);
+    for (int r = 0; g->items[i].dumps && r < g->size; r++)
+      free(g->items[i].dumps[r].recs);
+    free(g->items[i].dumps);
+  }
+  free(g->items);
+  memset(g, 0, sizeof *g);
+}
+
+/* *out: the group named `name` with world ranks ranks[0..n), added when
+ * new. */
+static vqc_status group_find(proc_groups *g, const char *name,
+                             const int *ranks, int n, proc_group **out) {
+  for (size_t i = 0; i < g->n; i++) {
+    proc_group *x = &g->items[i];
+    if (x->n == n && strcmp(x->name, name) == 0 &&
+        memcmp(x->ranks, ranks, (size_t)n * sizeof *ranks) == 0) {
+      *out = x;
+      return VQC_OK;
+    }
+  }
+  if (g->n == PROC_GROUPS_MAX)
+    return vqc_error(VQC_EPARSE, "more than %d process groups in the "
+                     "ledgers", PROC_GROUPS_MAX);
+  if (g->n == g->cap) {
+    size_t cap = g->cap ? 2 * g->cap : 8;
+    proc_group *items = realloc(g->items, cap * sizeof *items);
+    if (!items) return vqc_error(VQC_ENOMEM, "no memory for process groups");
+    g->items = items;
+    g->cap = cap;
+  }
+  proc_group *x = &g->items[g->n];
+  memset(x, 0, sizeof *x);
+  x->ranks = malloc((size_t)n * sizeof *ranks);
+  x->dumps = calloc((size_t)g->size, sizeof *x->dumps);
+  if (!x->ranks || !x->dumps) {
+    free(x->ranks);
+    free(x->dumps);
+    return vqc_error(VQC_ENOMEM, "no memory for a process group of %d "
+                     "ranks", n);
+  }
+  memcpy(x->ranks, ranks, (size_t)n * sizeof *ranks);
+  x->n = n;
+  snprintf(x->name, sizeof x->name, "%s", name);
+  g->n++;
+  *out = x;
+  return VQC_OK;
+}
+
+/* When ledger line j names a process group ("group": its world ranks,
+ * "group_name"), *into becomes that group's dump of `rank`; else it stays.
+ * VQC_EPARSE naming path:line for a group that is not one: not an array of
+ * distinct ranks of the run holding `rank`. */
+static vqc_status group_line(const json_t *j, int rank, const char *path,
+                             long line, proc_groups *groups,
+                             rank_dump **into) {
+  const json_t *jg = json_object_get(j, "group");
+  if (!jg || json_is_null(jg) || !groups) return VQC_OK;
+  const size_t n = json_array_size(jg);
+  if (!json_is_array(jg) || n == 0 || n > (size_t)groups->size)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'group': expected an array "
+                     "of 1 to %d ranks (the process group's world ranks)",
+                     path, line, groups->size);
+  int stack[64];
+  int *ranks = n <= 64 ? stack : malloc(n * sizeof *ranks);
+  if (!ranks) return vqc_error(VQC_ENOMEM, "no memory for a group");
+  vqc_status s = VQC_OK;
+  bool holds = false;
+  for (size_t i = 0; i < n && s == VQC_OK; i++) {
+    const json_t *v = json_array_get(jg, i);
+    const long long r = json_is_integer(v) ? json_integer_value(v) : -1;
+    if (r < 0 || r >= groups->size) {
+      s = vqc_error(VQC_EPARSE, "%s:%ld: field 'group': element %zu is not "
+                    "a rank of the run (0..%d)", path, line, i,
+                    groups->size - 1);
+      break;
+    }
+    ranks[i] = (int)r;
+    holds |= r == rank;
+    for (size_t k = 0; k < i; k++)
+      if (ranks[k] == ranks[i])
+        s = vqc_error(VQC_EPARSE, "%s:%ld: field 'group': rank %lld twice",
+                      path, line, r);
+  }
+  if (s == VQC_OK && !holds)
+    s = vqc_error(VQC_EPARSE, "%s:%ld: field 'group': rank %d's line names "
+                  "a group without rank %d", path, line, rank, rank);
+  const json_t *jn = json_object_get(j, "group_name");
+  const char *name = json_is_string(jn) ? json_string_value(jn) : "";
+  proc_group *g = NULL;
+  if (s == VQC_OK) s = group_find(groups, name, ranks, (int)n, &g);
+  if (s == VQC_OK) *into = &g->dumps[rank];
+  if (ranks != stack) free(ranks);
+  return s;
+}
+
 /* Reads rank-<r>.live.jsonl into *info and, when d is given, its ledger
  * lines into d (strictly: a malformed line is VQC_EPARSE naming file:line,
  * except a last line without its newline, which a full disk can cut).
  * Without d, lines that do not parse are skipped. */
+static vqc_status group_line(const json_t *j, int rank, const char *path,
+                             long line, proc_groups *groups,
+                             rank_dump **into);
+
 static vqc_status read_live(const char *path, int rank, site_table *sites,
-                            rank_dump *d, vqc_live_info *info) {
+                            rank_dump *d, proc_groups *groups,
+                            vqc_live_info *info) {
   memset(info, 0, sizeof *info);
   FILE *f = fopen(path, "r");
   if (!f) {
@@ -1037,8 +1162,10 @@ static vqc_status read_live(const char *path, int rank, site_table *sites,
       info->records++;
       if (d) {
         drec r;
-        s = parse_record(j, rank, path, line, sites, &r);
-        if (s == VQC_OK) s = merge_record(d, &r);
+        rank_dump *into = d; /* the world's, or a process group's */
+        s = group_line(j, rank, path, line, groups, &into);
+        if (s == VQC_OK) s = parse_record(j, rank, path, line, sites, &r);
+        if (s == VQC_OK) s = merge_record(into, &r);
       }
     }
     json_decref(j);
@@ -1055,7 +1182,7 @@ vqc_status vqc_live_scan(const char *run_dir, int rank, vqc_live_info *out) {
   memset(out, 0, sizeof *out);
   char path[4200];
   VQC_TRY(vqc_live_path(run_dir, rank, path, sizeof path));
-  return read_live(path, rank, NULL, NULL, out);
+  return read_live(path, rank, NULL, NULL, NULL, out);
 }
 
 /* ---- the analysis */
@@ -1114,7 +1241,16 @@ typedef struct analysis {
   int size;
   rank_dump *dumps;   /* size entries */
   site_table sites;
+  /* A process group's pass (group_pass): its members (size entries), whose
+   * dumps hold the group's records; NULL in the world's pass. */
+  const bool *member;
 } analysis;
+
+/* Whether rank r takes part in this pass: every rank in the world's, the
+ * members in a process group's. */
+static bool in_pass(const analysis *a, int r) {
+  return !a->member || a->member[r];
+}
 
 static json_t *record_detail(const analysis *a, const drec *r) {
   char desc[128], site[512];
@@ -1288,6 +1424,78 @@ static vqc_coll_fingerprint *history_of(const rank_dump *d, uint64_t seq,
 static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
                          vqc_findings *out, int *nadded);
 
+/* The first sequence number of a's dumps that is not settled, and whether
+ * there is one (*stuck): the window every dump still holds runs from the
+ * latest first record (the rings dropped older ones) to past the last
+ * record of any rank. */
+static uint64_t first_unsettled(const analysis *a, bool *stuck) {
+  uint64_t lo = 0, hi = 0;
+  for (int r = 0; r < a->size; r++) {
+    const rank_dump *d = &a->dumps[r];
+    if (!d->present || d->n == 0) continue;
+    if (d->recs[0].seq > lo) lo = d->recs[0].seq;
+    if (d->recs[d->n - 1].seq + 1 > hi) hi = d->recs[d->n - 1].seq + 1;
+  }
+  uint64_t seq = lo;
+  while (seq < hi && seq_settled(a, seq)) seq++;
+  *stuck = seq < hi;
+  return seq;
+}
+
+/* The analysis of process group g's collectives among its members, after
+ * the world's (whose dumps, `world`, say how each rank ended): a deadlock
+ * or collective_mismatch there, its message starting "in process group
+ * NAME (ranks ...): " and its detail holding "process_group": {"name",
+ * "ranks"}. Nothing when the group's calls all settled. */
+static vqc_status group_pass(const analysis *world, proc_group *g,
+                             int64_t step, vqc_findings *out, int *nadded) {
+  const int size = world->size;
+  bool *member = calloc((size_t)size, sizeof *member);
+  if (!member) return vqc_error(VQC_ENOMEM, "no memory for a group pass");
+  for (int i = 0; i < g->n; i++) {
+    const int r = g->ranks[i];
+    member[r] = true;
+    /* How the rank ended is the world's story; the records are the
+     * group's. */
+    rank_dump *d = &g->dumps[r];
+    drec *recs = d->recs;
+    const size_t n = d->n, cap = d->cap;
+    *d = world->dumps[r];
+    d->recs = recs;
+    d->n = n;
+    d->cap = cap;
+  }
+  analysis a = {.run_dir = world->run_dir, .size = size, .dumps = g->dumps,
+                .sites = world->sites, .member = member};
+  bool stuck = false;
+  const uint64_t seq = first_unsettled(&a, &stuck);
+  const int before = out->count;
+  int added = 0;
+  vqc_status s = stuck ? report(&a, seq, true, step, out, &added) : VQC_OK;
+  char rl[256], head[384];
+  rank_list(g->ranks, g->n, rl, sizeof rl);
+  snprintf(head, sizeof head, "in process group %s%s(rank%s %s): ",
+           g->name, g->name[0] ? " " : "", g->n == 1 ? "" : "s", rl);
+  for (int i = before; s == VQC_OK && i < out->count; i++) {
+    vqc_finding *f = &out->items[i];
+    char msg[sizeof f->message];
+    size_t k = 0;
+    appendf(msg, &k, sizeof msg, "%s", head);
+    appendf(msg, &k, sizeof msg, "%s", f->message);
+    memcpy(f->message, msg, sizeof msg);
+    utf8_cut(f->message);
+    json_t *pg = json_object(), *jr = json_array();
+    for (int m = 0; m < g->n; m++)
+      json_array_append_new(jr, json_integer(g->ranks[m]));
+    json_object_set_new(pg, "name", vqc_json_text(g->name, strlen(g->name)));
+    json_object_set_new(pg, "ranks", jr);
+    json_object_set_new(f->detail, "process_group", pg);
+  }
+  if (nadded) *nadded += added;
+  free(member);
+  return s;
+}
+
 vqc_status vqc_ledger_analyze(const char *run_dir, int size, int64_t step,
                               vqc_findings *out, int *nadded) {
   if (nadded) *nadded = 0;
@@ -1319,6 +1527,7 @@ vqc_status vqc_ledger_analyze(const char *run_dir, int size, int64_t step,
   a.size = size;
   a.dumps = calloc((size_t)size, sizeof *a.dumps);
   if (!a.dumps) return vqc_error(VQC_ENOMEM, "no memory for %d dumps", size);
+  proc_groups groups = {.size = size};
 
   int present = 0;
   for (int r = 0; r < size && s == VQC_OK; r++) {
@@ -1336,7 +1545,8 @@ vqc_status vqc_ledger_analyze(const char *run_dir, int size, int64_t step,
     rank_dump *d = &a.dumps[r];
     if (s == VQC_OK && !d->dumped) {
       s = vqc_live_path(run_dir, r, path, sizeof path);
-      if (s == VQC_OK) s = read_live(path, r, &a.sites, d, &d->live);
+      if (s == VQC_OK)
+        s = read_live(path, r, &a.sites, d, &groups, &d->live);
       if (s == VQC_OK && d->live.exists) d->present = true;
       const bool ended_by_others = d->live.signal != 0 || d->live.killed;
       /* A status file without its ledger dump (written first) means the
@@ -1353,22 +1563,17 @@ vqc_status vqc_ledger_analyze(const char *run_dir, int size, int64_t step,
                   "rank-<r>.live.jsonl)", run_dir, size - 1);
 
   if (s == VQC_OK) {
-    /* The window every dump still holds: from the latest first record (the
-     * rings dropped older ones) to past the last record of any rank. */
-    uint64_t lo = 0, hi = 0;
-    for (int r = 0; r < size; r++) {
-      const rank_dump *d = &a.dumps[r];
-      if (!d->present || d->n == 0) continue;
-      if (d->recs[0].seq > lo) lo = d->recs[0].seq;
-      if (d->recs[d->n - 1].seq + 1 > hi) hi = d->recs[d->n - 1].seq + 1;
-    }
-    uint64_t seq = lo;
-    while (seq < hi && seq_settled(&a, seq)) seq++;
-    s = report(&a, seq, seq < hi, step, out, nadded);
+    bool stuck = false;
+    const uint64_t seq = first_unsettled(&a, &stuck);
+    s = report(&a, seq, stuck, step, out, nadded);
   }
+  /* Then each process group's collectives among its members. */
+  for (size_t i = 0; s == VQC_OK && i < groups.n; i++)
+    s = group_pass(&a, &groups.items[i], step, out, nadded);
 
   for (int r = 0; r < size; r++) free(a.dumps[r].recs);
   free(a.dumps);
+  groups_free(&groups);
   sites_free(&a.sites);
   return s;
 }
@@ -1594,6 +1799,7 @@ static vqc_status report_mismatch(const analysis *a, uint64_t seq,
   json_object_set_new(det, "differs", jd);
   json_t *calls = json_array(), *absent = json_array();
   for (int r = 0; r < size; r++) {
+    if (!in_pass(a, r)) continue;
     const rank_dump *d = &a->dumps[r];
     json_t *o = json_object();
     json_object_set_new(o, "rank", json_integer(r));
@@ -1703,6 +1909,7 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
     if (all_made_before) args_differ = false;
     free(hist);
     for (int r = 0; r < size; r++) {
+      if (!in_pass(a, r)) continue;
       if (expected >= 0 && group[r] == expected) {
         entered[nentered++] = r;
       } else {
@@ -1917,8 +2124,9 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
     if (nadded) (*nadded)++;
   }
 
-  /* ---- rank_failure: ranks that left no dump at all */
-  if (nfailed > 0) {
+  /* ---- rank_failure: ranks that left no dump at all (the world's pass
+   * tells them; a process group's pass only lets them explain a wait) */
+  if (nfailed > 0 && !a->member) {
     char fl[256], msg[1024];
     rank_list(failed, nfailed, fl, sizeof fl);
     size_t k = 0;

@@ -106,6 +106,19 @@
  * its dump, so the analysis can say where it was (its last step and its last
  * collective) and the others' records where they waited.
  *
+ * Process groups. A ledger line may carry "group" (the world ranks of the
+ * process group it ran on, in group-rank order) and "group_name": a torch
+ * sub-group (a DeviceMesh dimension, DDP(process_group=g), a pipeline
+ * stage's replicas), whose calls only its members make, in their own
+ * order. Its "seq" then counts that group's collectives only ("group_size"
+ * is the group's). After the world's analysis above, each group (same name
+ * and ranks) is analysed the same way among its members: one deadlock or
+ * collective_mismatch per group at most, its message starting "in process
+ * group NAME (ranks ...): " and its detail holding "process_group":
+ * {"name", "ranks"}; how each rank ended (failed, killed, finished) is the
+ * world's story, told once by the world's rank_failure. A line naming a
+ * group without its own rank, or ranks outside the run, is VQC_EPARSE.
+ *
  * The fingerprint helpers are shared with strict mode (collective.c), which
  * compares the same fields before each collective. */
 #ifndef VQC_LEDGER_ANALYSIS_H

@@ -218,15 +218,27 @@ static vqc_status load_run_json(const char *path, json_t **doc,
 }
 
 /* Whether x reports what y already reports (see the file comment). */
+/* The process group a ledger finding is about (detail.process_group: a
+ * sub-group's pass, ledger_analysis.h), NULL for the world. */
+static const json_t *process_group_of(const vqc_finding *x) {
+  return json_object_get(x->detail, "process_group");
+}
+
+static bool same_group(const vqc_finding *x, const vqc_finding *y) {
+  const json_t *a = process_group_of(x), *b = process_group_of(y);
+  return (!a && !b) || (a && b && json_equal(a, b));
+}
+
 static bool same_problem(const vqc_finding *x, const vqc_finding *y) {
   /* A strict-mode mismatch is the run's account of its end: the collective
-   * checker skips the ledger analysis after one, so analyze does too. */
+   * checker skips the ledger analysis after one, so analyze does too. Each
+   * process group's collectives are a story of their own. */
   if (x->kind == VQC_FINDING_DEADLOCK &&
       y->kind == VQC_FINDING_COLLECTIVE_MISMATCH)
-    return true;
+    return same_group(x, y);
   if (x->kind != y->kind) return false;
   if (x->kind == VQC_FINDING_DEADLOCK || x->kind == VQC_FINDING_RANK_FAILURE)
-    return true;
+    return same_group(x, y);
   return x->step == y->step && strcmp(x->tensor, y->tensor) == 0;
 }
 
@@ -624,8 +636,11 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
   int added = 0, repeated = 0;
   for (int i = 0; i < fresh.count; i++) {
     const vqc_finding *x = &fresh.items[i];
+    /* The caller's hang report says where every rank waits; a process
+     * group's ledger adds which member never entered its call. */
     if (ao->caller_reports_hangs && x->kind == VQC_FINDING_DEADLOCK &&
-        !json_is_true(json_object_get(x->detail, "misaligned")))
+        !json_is_true(json_object_get(x->detail, "misaligned")) &&
+        !process_group_of(x))
       continue;
     bool dup = false;
     for (int k = 0; k < known.count && !dup; k++)

@@ -244,15 +244,28 @@ def _ledger_lines(run_dir, rank):
 def test_collectives_are_in_the_ledger_and_agree(cli, tmp_path):
     """Every default-group collective is an entered line then a done line
     in rank-<r>.live.jsonl, with torch's dtype, the count and the call
-    site; the ranks' ledgers agree, so the job is clean. Sub-group calls
-    and send/recv, which rank 2 never makes, are not in the ledger (they
-    would misalign it)."""
+    site; the ranks' ledgers agree, so the job is clean. A sub-group's
+    calls, which rank 2 never makes, carry the group's world ranks and name
+    and are numbered in the group's own sequence; send/recv are not in the
+    ledger."""
     job = JOBS / "extra_collective.py"
     rc, run, err = watch(cli, tmp_path / "run", 3, [job, "subgroup", "3"])
     assert rc == 0, (err, run and run["findings"])
     stats = _line_of(job, "dist.all_reduce(stats)")
+    pair = _line_of(job, "# PAIR")
     for rank in range(3):
-        lines = _ledger_lines(tmp_path / "run", rank)
+        every = _ledger_lines(tmp_path / "run", rank)
+        lines = [x for x in every if "group" not in x]
+        grouped = [x for x in every if "group" in x]
+        if rank < 2:
+            assert [(x["seq"], x["state"]) for x in grouped] == [
+                (s, state) for s in (1, 2, 3) for state in ("entered",
+                                                            "done")]
+            assert {(x["line"], tuple(x["group"]), x["group_size"],
+                     x["count"]) for x in grouped} == {(pair, (0, 1), 2, 2)}
+            assert len({x["group_name"] for x in grouped}) == 1
+        else:
+            assert grouped == []
         done = [x for x in lines if x["state"] == "done"]
         assert [x["state"] for x in lines] == ["entered", "done"] * 12
         assert [x["seq"] for x in done] == list(range(1, 13))
@@ -299,6 +312,53 @@ def test_an_extra_collective_on_one_rank_names_its_line(cli, tmp_path):
     for f in run["findings"]:
         if f["kind"] == "rank_failure":
             assert f["ranks"] == [1], f
+
+
+def test_a_collective_one_rank_of_a_subgroup_skips(cli, tmp_path):
+    """Ranks 0 and 1 all_reduce in a group of their own each step; at step
+    2 rank 1 skips it and waits in recv while rank 0 waits in the
+    all_reduce. The hang is reported within the timeout, and the group's
+    ledger names the call: a deadlock in process group (ranks 0, 1) at the
+    pair's line, entered by rank 0, never by rank 1; rank 2 (not in the
+    group) is not named."""
+    job = JOBS / "extra_collective.py"
+    p = subprocess.run([cli, "watch", "--nproc", "3", "--timeout", "4",
+                        "--out", str(tmp_path / "run"), "--json", "--",
+                        sys.executable, str(job), "subgroup_skip"],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode == 1, p.stderr
+    run = json.loads(p.stdout)
+    pair = _line_of(job, "# PAIR")
+    grouped = [f for f in run["findings"]
+               if "process_group" in (f.get("detail") or {})]
+    assert len(grouped) == 1, run["findings"]
+    [f] = grouped
+    assert f["kind"] == "deadlock" and f["ranks"] == [1], f
+    assert f["detail"]["process_group"]["ranks"] == [0, 1]
+    assert f["message"].startswith("in process group "), f["message"]
+    assert f"extra_collective.py:{pair} main" in f["site"], f
+    assert [e["rank"] for e in f["detail"]["entered"]] == [0]
+
+
+def test_a_subgroup_collective_called_with_another_count(cli, tmp_path):
+    """At step 2 rank 1's all_reduce in the pair's group has 3 floats where
+    rank 0's has 2: a collective_mismatch in that group at the pair's line
+    (gloo aborts on the size; the mismatch tells it)."""
+    job = JOBS / "extra_collective.py"
+    p = subprocess.run([cli, "watch", "--nproc", "3", "--timeout", "4",
+                        "--out", str(tmp_path / "run"), "--json", "--",
+                        sys.executable, str(job), "subgroup_count"],
+                       capture_output=True, text=True, timeout=120,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    assert p.returncode == 1, p.stderr
+    run = json.loads(p.stdout)
+    pair = _line_of(job, "# PAIR")
+    [f] = [f for f in run["findings"] if f["kind"] == "collective_mismatch"]
+    assert f["detail"]["process_group"]["ranks"] == [0, 1], f
+    assert f"extra_collective.py:{pair} main" in f["site"], f
+    assert f["detail"]["differs"] == ["count"], f
+    assert sorted(c["rank"] for c in f["detail"]["calls"]) == [0, 1]
 
 
 @pytest.mark.parametrize("mode", ["dropped", "fixed", "async_dropped",

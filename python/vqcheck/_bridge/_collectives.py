@@ -6,11 +6,14 @@ torch.distributed.distributed_c10d.X), and the out-of-place ones of
 torch.distributed.nn (and .functional) and
 torch.distributed._functional_collectives, is wrapped (_patching.patch)
 and numbered with its call site:
-- those of the default group are written to the rank's ledger lines in
+- collectives are written to the rank's ledger lines in
   rank-<r>.live.jsonl (entered before the call, done or failed after it),
   which the C analysis compares across ranks (deadlock,
-  collective_mismatch); point-to-point and sub-group calls are followed
-  for hangs only. A collective torch issues itself (a pipeline schedule's,
+  collective_mismatch): those of the default group numbered in one
+  sequence, those of a sub-group (a DeviceMesh dimension, DDP's
+  process_group, a pipeline stage's replicas) in that group's own, with
+  the group's world ranks and name, compared among its members only;
+  point-to-point calls are followed for hangs only. A collective torch issues itself (a pipeline schedule's,
   FSDP's, DTensor's) is identified by the torch function issuing it
   (_library_caller), not by the user's line that led there;
 - one in flight longer than VQC_WATCH_TIMEOUT makes the rank dump its
@@ -81,9 +84,10 @@ class Collectives:
         # text, monotonic start, step)), the last one completed.
         self.seq = 0
         self.in_flight: Dict[int, Tuple[str, str, float, int]] = {}
-        # The ledger: collectives of the default (world) group only, so
-        # that sequence numbers line up across ranks (see _ledger_fields).
-        self.ledger_seq = 0
+        # The ledger: a sequence per process group, so that sequence
+        # numbers line up across its ranks (see _ledger_fields); "" the
+        # default group's.
+        self.ledger_seqs: Dict[Any, int] = {}
         self.middles: Dict[Any, str] = {}    # see ledger_middle
         self.nesting = threading.local()  # collectives inside collectives
         self.last_completed: Optional[Dict[str, Any]] = None
@@ -252,11 +256,13 @@ class Collectives:
                 self.watchdog.start()
             record = None
             if fields is not None and "ledger" not in records.disabled:
-                self.ledger_seq += 1
+                group = fields.get("group")
+                seq = self.ledger_seqs.get(group, 0) + 1
+                self.ledger_seqs[group] = seq
                 library = _library_caller(frame)
                 middle = self.ledger_middle(op, fields, library or site,
                                             library is not None)
-                record = (self.ledger_seq, middle, time.monotonic_ns())
+                record = (seq, middle, time.monotonic_ns())
                 records.ledger_line(record, 0, "entered", '""')
             return self.seq, record
 
@@ -273,16 +279,22 @@ class Collectives:
         if library and site is not None:
             line = site.f_code.co_firstlineno
         func = site.f_code.co_name if site is not None else "?"
+        group = fields.get("group")
         key = (op, fields["redop"], fields["dtype"], fields["count"],
-               fields["root"], file, line, func)
+               fields["root"], file, line, func, group)
         middle = self.middles.get(key)
         if middle is None:
             if len(self.middles) > 4096:
                 self.middles.clear()
-            # group_size: the default group's, the only one ledgered.
-            middle = json_text({"op": op, **fields,
-                                "group_size": self.records.world_size(),
-                                "file": file, "line": line,
+            line_fields = {"op": op, "redop": fields["redop"],
+                           "dtype": fields["dtype"],
+                           "count": fields["count"], "root": fields["root"],
+                           "group_size": self.records.world_size()}
+            if group is not None:  # (name, world ranks)
+                line_fields.update(group_size=len(group[1]),
+                                   group=list(group[1]),
+                                   group_name=group[0])
+            middle = json_text({**line_fields, "file": file, "line": line,
                                 "func": func})[1:-1] + ","
             self.middles[key] = middle
         return middle
@@ -458,19 +470,23 @@ def _arguments(params: Tuple[List[str], Dict[str, Any]], args: Any,
 
 def _ledger_fields(op: str, given: Optional[Dict[str, Any]]
                    ) -> Optional[Dict[str, Any]]:
-    """The ledger fields of a call (redop, dtype, count, root) from its
-    arguments by name, or None when it is not compared across ranks:
-    point-to-point (send, recv) and collectives on a group other than the
-    default one, whose calls only that group's ranks make, in their own
-    order. Those are still followed for hangs."""
+    """The ledger fields of a call (redop, dtype, count, root, and for a
+    sub-group "group": (its name, its world ranks)) from its arguments by
+    name, or None when it is not compared across ranks: point-to-point
+    (send, recv), a call on a group this rank is not in (torch returns at
+    once), a group torch does not describe. Those are still followed for
+    hangs."""
     spec = _LEDGER_ARGS.get(op)
     if spec is None or given is None:
         return None
     group = given.get("group")
+    described = None
     if group is not None:
         dist = sys.modules["torch.distributed"]
         if group is not dist.GroupMember.WORLD:
-            return None
+            described = _subgroup(dist, group)
+            if described is None:
+                return None
     counted, reduces, root = spec
     dtype, count = "", 0
     value = given.get(counted) if counted else None
@@ -481,9 +497,47 @@ def _ledger_fields(op: str, given: Optional[Dict[str, Any]]
         count = int(value.numel())
     if value is not None:
         dtype = _dtype_name(value.dtype)
-    return {"redop": _redop_name(given.get("op")) if reduces else "",
-            "dtype": dtype, "count": count,
-            "root": _root_of(given.get(root)) if root else -1}
+    fields = {"redop": _redop_name(given.get("op")) if reduces else "",
+              "dtype": dtype, "count": count,
+              "root": _root_of(given.get(root)) if root else -1}
+    if described is not None:
+        fields["group"] = described
+    return fields
+
+
+# Process groups described (id -> (the group, its description or None)):
+# the group is kept so that its id is never reused.
+_subgroups: Dict[int, Tuple[Any, Optional[Tuple[str, Tuple[int, ...]]]]] = {}
+
+
+def _subgroup(dist: Any, group: Any
+              ) -> Optional[Tuple[str, Tuple[int, ...]]]:
+    """(name, world ranks in group-rank order) of process group `group`, or
+    None when it is not a ProcessGroup torch knows, or this rank is not in
+    it."""
+    known = _subgroups.get(id(group))
+    if known is not None and known[0] is group:
+        return known[1]
+    described = None
+    c10d = dist.distributed_c10d
+    try:
+        ranks_of = getattr(c10d, "get_process_group_ranks", None)
+        if ranks_of is not None:
+            ranks = tuple(int(r) for r in ranks_of(group))
+        else:  # torch 1.13: {world rank: group rank}
+            mapping = c10d._pg_group_ranks[group]
+            ranks = tuple(sorted(mapping, key=mapping.get))
+        name = getattr(group, "group_name", None)
+        if not isinstance(name, str):
+            name = c10d._pg_names.get(group, "")
+        if dist.get_rank() in ranks:
+            described = (str(name)[:63], ranks)
+    except (KeyError, RuntimeError, ValueError, TypeError, AttributeError):
+        described = None
+    if len(_subgroups) > 4096:
+        _subgroups.clear()
+    _subgroups[id(group)] = (group, described)
+    return described
 
 
 _dtype_names: Dict[Any, str] = {}
