@@ -320,6 +320,10 @@ static const record_op record_ops[] = {
     {"scatter", false, true},
     {"gather_object", false, true},
     {"scatter_object_list", false, true},
+    /* torch.distributed._functional_collectives' own names */
+    {"all_gather_tensor", false, false},
+    {"all_gather_into_tensor_coalesced", false, false},
+    {"reduce_scatter_tensor_coalesced", true, false},
 };
 #define NRECORD_OPS ((int)(sizeof record_ops / sizeof record_ops[0]))
 

@@ -361,6 +361,38 @@ def test_a_subgroup_collective_called_with_another_count(cli, tmp_path):
     assert sorted(c["rank"] for c in f["detail"]["calls"]) == [0, 1]
 
 
+@pytest.mark.parametrize("mode", ["clean", "count"])
+def test_functional_collectives_on_a_device_mesh(cli, tmp_path, mode):
+    """torch 2.x functional collectives on a 2 x 2 mesh, given (mesh, dim)
+    or mesh["tp"]: ledgered with their dtype, count, reduction and the
+    mesh dimension's process group. Clean when every rank agrees; rank 3's
+    3-element statistic against rank 1's 2 is a collective_mismatch in dp
+    group {1, 3} at the job's line, naming no rank outside it."""
+    job = JOBS / "funcol_mesh.py"
+    p = subprocess.run([cli, "watch", "--nproc", "4", "--timeout", "6",
+                        "--out", str(tmp_path / "run"), "--json", "--",
+                        sys.executable, str(job), mode],
+                       capture_output=True, text=True, timeout=240,
+                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    run = json.loads(p.stdout)
+    stats = _line_of(job, "# DP_STATS")
+    if mode == "clean":
+        assert p.returncode == 0, (p.stderr, run["findings"])
+        lines = [x for x in _ledger_lines(tmp_path / "run", 3)
+                 if x["state"] == "done" and "group" in x]
+        assert {(x["op"], x["redop"], x["dtype"], x["count"], x["line"],
+                 tuple(x["group"])) for x in lines} >= {
+            ("all_reduce", "sum", "float32", 2, stats, (1, 3)),
+            ("all_reduce", "avg", "float32", 1, stats + 3, (2, 3))}, lines
+        return
+    assert p.returncode == 1, p.stderr
+    [f] = [f for f in run["findings"] if f["kind"] == "collective_mismatch"]
+    assert f["detail"]["process_group"]["ranks"] == [1, 3], f
+    assert f"funcol_mesh.py:{stats} main" in f["site"], f
+    assert f["detail"]["differs"] == ["count"], f
+    assert set(f["ranks"]) <= {1, 3}, f
+
+
 @pytest.mark.parametrize("mode", ["dropped", "fixed", "async_dropped",
                                   "async_waited"])
 def test_discarded_out_of_place_result(cli, tmp_path, mode):

@@ -438,8 +438,14 @@ _LEDGER_ARGS: Dict[str, Tuple[Optional[str], bool, Optional[str]]] = {
     "scatter": ("tensor", False, "src"),
     "gather_object": (None, False, "dst"),
     "scatter_object_list": (None, False, "src"),
+    # torch.distributed._functional_collectives (its input is `self`, or
+    # `inputs`; the others' names are c10d's above)
+    "all_gather_tensor": ("self", False, None),
+    "all_gather_into_tensor_coalesced": ("self", False, None),
+    "reduce_scatter_tensor_coalesced": ("inputs", True, None),
 }
 _REDOPS = ("SUM", "PRODUCT", "MIN", "MAX", "BAND", "BOR", "BXOR", "AVG")
+_REDOP_NAMES = frozenset(r.lower() for r in _REDOPS)
 
 
 def _parameters(signature: Any) -> Optional[Tuple[List[str], Dict[str,
@@ -483,6 +489,11 @@ def _ledger_fields(op: str, given: Optional[Dict[str, Any]]
     described = None
     if group is not None:
         dist = sys.modules["torch.distributed"]
+        if not isinstance(group, dist.ProcessGroup):
+            # a functional collective's: a DeviceMesh, (mesh, dim), a name
+            group = _functional_group(dist, group, given.get("tag", ""))
+            if group is None:
+                return None
         if group is not dist.GroupMember.WORLD:
             described = _subgroup(dist, group)
             if described is None:
@@ -490,6 +501,8 @@ def _ledger_fields(op: str, given: Optional[Dict[str, Any]]
     counted, reduces, root = spec
     dtype, count = "", 0
     value = given.get(counted) if counted else None
+    if value is None and counted and "self" in given:
+        value = given["self"]  # a functional collective's input
     if isinstance(value, (list, tuple)):  # all_reduce_coalesced
         count = sum(int(t.numel()) for t in value)
         value = value[0] if value else None
@@ -497,12 +510,27 @@ def _ledger_fields(op: str, given: Optional[Dict[str, Any]]
         count = int(value.numel())
     if value is not None:
         dtype = _dtype_name(value.dtype)
-    fields = {"redop": _redop_name(given.get("op")) if reduces else "",
+    redop = given.get("op", given.get("reduceOp"))  # c10d's, functional's
+    fields = {"redop": _redop_name(redop) if reduces else "",
               "dtype": dtype, "count": count,
               "root": _root_of(given.get(root)) if root else -1}
     if described is not None:
         fields["group"] = described
     return fields
+
+
+def _functional_group(dist: Any, group: Any, tag: Any) -> Any:
+    """The ProcessGroup a functional collective's `group` names (a
+    DeviceMesh, (mesh, dim), a group name, a list of ranks), or None when
+    this torch cannot say."""
+    funcol = sys.modules.get("torch.distributed._functional_collectives")
+    resolve = getattr(dist.distributed_c10d, "_resolve_process_group", None)
+    if funcol is None or resolve is None or isinstance(group, list):
+        return None  # a list of ranks may make a group: left to torch
+    try:
+        return resolve(funcol._resolve_group_name(group, tag or ""))
+    except Exception:  # private API: any failure means "cannot say"
+        return None
 
 
 # Process groups described (id -> (the group, its description or None)):
@@ -568,6 +596,9 @@ def _redop_name(op: Any) -> str:
     per-call reductions torch makes)."""
     if op is None:
         return "sum"
+    if isinstance(op, str):  # a functional collective's "sum", "avg"
+        lower = op.lower()
+        return lower if lower in _REDOP_NAMES else "premul_sum"
     known = _redop_constants.get(id(op))
     if known is not None:
         return known[1]
