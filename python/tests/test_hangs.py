@@ -19,7 +19,11 @@ real bridge, written as users write them (jobs/hangs/, no vqcheck import):
            wait_tensor (the deadline runs until the wait), rank 1 (named)
            waits for a file;
   loop     rank 0 loops in Python outside any collective after rank 1
-           exited 0: rank 0 is named, rank 1 had exited.
+           exited 0: rank 0 is named, rank 1 had exited;
+  fsdp2    FSDP2 training; rank 1 waits for a batch file at its third step
+           while rank 0's forward waits in FSDP's all_gather (a collective
+           torch issues): rank 1 is named at its line, rank 0 in FSDP's
+           call from its forward.
 
 Each asserts exit 1, the finding, that the report came within --timeout +
 5 s of the hang's start (the test's SIGSTOP, else the last progress of a
@@ -237,3 +241,38 @@ def test_python_loop_outside_any_collective_after_peer_exited(cli,
     assert "rank 0 made no progress" in run["job"]["stopped"]
     assert took < TIMEOUT + REPORT_S, took
     print(f"loop: reported {took:.1f} s after the last progress")
+
+
+def test_a_stall_inside_fsdp2s_collectives(cli, tmp_path):
+    """Rank 0's forward waits in FSDP's all_gather; rank 1 waits for its
+    batch. Both of watch's ways to see it fire at the timeout (the
+    bridge's own marker of a collective in flight, or no progress in the
+    heartbeats), whichever first: either report names rank 1 at its line
+    and rank 0 in FSDP's call from its forward line."""
+    job = JOBS / "fsdp2_stall.py"
+    out = tmp_path / "run"
+    run, _, took = finish(start(cli, out, job, tmp_path / "batch.pt"), out)
+    dead = [f for f in run["findings"] if f["kind"] == "deadlock"]
+    assert len(dead) == 1, run["findings"]
+    f = dead[0]
+    waits = line_of(job, "rank 1 waits here")
+    forward = line_of(job, "rank 0 waits in FSDP's all_gather")
+    assert 1 in f["ranks"], f
+    assert f"fsdp2_stall.py:{waits} (next_batch)" in f["message"], \
+        f["message"]
+    assert f"fsdp2_stall.py:{forward} (main)" in f["message"], f["message"]
+    if "places" in f["detail"]:  # the heartbeats' report
+        the_hang(run)
+        assert f["ranks"] == [1], f
+        assert (places(f)[0]["place"], places(f)[1]["place"]) == \
+            ("torch", "program")
+    else:  # the bridge's marker: rank 0 in all_gather_single, FSDP's
+        assert "rank 0 waits in all_gather_single at " in f["message"], \
+            f["message"]
+        assert "rank 1 never entered it" in f["message"], f["message"]
+    for x in run["findings"]:  # a hung rank's trace may stop early
+        assert x is f or (x["kind"] == "rank_failure" and
+                          x["detail"].get("source") == "traces" and
+                          x["ranks"] == [1]), x
+    assert took < TIMEOUT + REPORT_S, took
+    print(f"fsdp2: reported {took:.1f} s after the last progress")
