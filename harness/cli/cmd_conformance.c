@@ -1,5 +1,5 @@
 /* cmd_conformance.c: `vqcheck conformance DIR`, which replays golden cases
- * produced by vector-quantize-pytorch (shared/fixtures/vqpt) through our
+ * produced by vector-quantize-pytorch (tests/fixtures/vqpt) through our
  * reference quantizers and reports, per case, pass / FAIL / skipped with the
  * worst difference found.
  *
@@ -310,7 +310,7 @@ static void conformance_help(FILE *f) {
 "                               [--verbose] [--help]\n"
 "\n"
 "Replays golden cases produced by lucidrains/vector-quantize-pytorch\n"
-"(format vq-oracle-fixture/1, e.g. shared/fixtures/vqpt) through vqcheck's\n"
+"(format vq-oracle-fixture/1, e.g. tests/fixtures/vqpt) through vqcheck's\n"
 "reference quantizers and compares every output: exactly for indices,\n"
 "masks, counts and FSQ outputs, and within |got - want| <= 1e-5 * max(1,\n"
 "|want|) for every other float.\n"

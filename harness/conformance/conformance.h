@@ -8,7 +8,7 @@
  * "kind" up in a table of handlers and lets the handler replay the case with
  * our reference quantizers. A handler compares its outputs with the recorded
  * ones through the helpers below, which apply the contract of
- * shared/fixtures/vqpt/README.md:
+ * tests/fixtures/vqpt/README.md:
  *   exact      indices, masks, counts, cutoffs, FSQ outputs;
  *   tolerance  every other float: |got - want| <= 1e-5 * max(1, |want|).
  *

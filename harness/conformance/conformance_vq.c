@@ -1,5 +1,5 @@
 /* conformance_vq.c: conformance handlers for the VQ and RVQ kinds of the
- * golden cases (shared/fixtures/vqpt/README.md): vq_eval, vq_ema,
+ * golden cases (tests/fixtures/vqpt/README.md): vq_eval, vq_ema,
  * vq_dead_code, vq_kmeans_init, rvq_eval, rvq_dropout_train.
  *
  * Each handler builds our reference quantizer (lib vq.h / rvq.h) from the

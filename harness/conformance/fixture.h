@@ -1,4 +1,4 @@
-/* fixture.h: reader for the golden cases in shared/fixtures/vqpt/
+/* fixture.h: reader for the golden cases in tests/fixtures/vqpt/
  * (format "vq-oracle-fixture/1", see that folder's README.md).
  *
  * A case is a directory with case.json (kind, params, scalars, arrays) and one

@@ -16,9 +16,9 @@ const char *vqc_test_source_dir(void) {
   return env && *env ? env : VQC_SOURCE_DIR;
 }
 
-const char *vqc_test_shared_dir(void) {
-  const char *env = getenv("VQC_SHARED_DIR");
-  return env && *env ? env : VQC_SHARED_DIR;
+const char *vqc_test_fixtures_dir(void) {
+  const char *env = getenv("VQC_FIXTURES_DIR");
+  return env && *env ? env : VQC_FIXTURES_DIR;
 }
 
 char *vqc_test_temp_dir(char *buf, size_t n, const char *templ) {

@@ -1,4 +1,4 @@
-/* test_paths.h: where tests find the repository and the shared fixtures,
+/* test_paths.h: where tests find the repository and the golden fixtures,
  * and the temporary directories they make and remove. */
 #ifndef VQC_TEST_PATHS_H
 #define VQC_TEST_PATHS_H
@@ -8,9 +8,11 @@
 /* The repository root: $VQC_SOURCE_DIR if set, else the compile-time
  * VQC_SOURCE_DIR. */
 const char *vqc_test_source_dir(void);
-/* The shared/ directory beside the checkout: $VQC_SHARED_DIR if set, else
- * the compile-time VQC_SHARED_DIR (<repo>/../shared). */
-const char *vqc_test_shared_dir(void);
+/* The golden fixtures (vqpt/: cases produced by vector-quantize-pytorch
+ * itself, tests/fixtures/README.md): $VQC_FIXTURES_DIR if set (a newer set
+ * of cases), else the compile-time VQC_FIXTURES_DIR (<repo>/tests/fixtures,
+ * in the repository so that a fresh clone tests them). */
+const char *vqc_test_fixtures_dir(void);
 
 /* The vqcheck a test runs as a child process: $VQC_TEST_CLI when set (to
  * show a case failing on another build, e.g. one from before a fix), else

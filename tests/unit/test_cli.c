@@ -564,11 +564,10 @@ Test(cli, list_json_is_one_document) {
 
 Test(cli, conformance_json_is_one_document) {
   char fixtures[1024];
-  snprintf(fixtures, sizeof fixtures, "%s/fixtures/vqpt",
-           vqc_test_shared_dir());
+  snprintf(fixtures, sizeof fixtures, "%s/vqpt", vqc_test_fixtures_dir());
   struct stat st;
   if (stat(fixtures, &st) != 0)
-    cr_skip_test("no fixtures at %s (set VQC_SHARED_DIR)", fixtures);
+    cr_skip_test("no fixtures at %s (set VQC_FIXTURES_DIR)", fixtures);
   cli_out c = run_cli(NULL, "conformance", fixtures, "--kind", "fsq", "--json",
                       NULL);
   cr_expect_eq(c.code, 0, "stderr: %s", c.err);

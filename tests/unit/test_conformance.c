@@ -292,7 +292,7 @@ static const char *const FSQ_CASES[] = {"fsq_8_5_5_5", "fsq_8_6_5",
                                         "fsq_5_5_5", "fsq_8_5_5_5_sym"};
 
 static void golden_dir(const char *name, char *out, size_t cap) {
-  snprintf(out, cap, "%s/fixtures/vqpt/%s", vqc_test_shared_dir(), name);
+  snprintf(out, cap, "%s/vqpt/%s", vqc_test_fixtures_dir(), name);
   char probe[800];
   snprintf(probe, sizeof probe, "%s/case.json", out);
   FILE *f = fopen(probe, "r");

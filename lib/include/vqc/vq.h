@@ -3,7 +3,7 @@
  *
  * Semantics: shared/spec/quantizers.md, which follows
  * lucidrains/vector-quantize-pytorch 1.31.0 (golden cases in
- * shared/fixtures/vqpt). All codebook arithmetic is float32.
+ * tests/fixtures/vqpt). All codebook arithmetic is float32.
  *
  * Shapes: x is (M, D) row-major float32 (batch and sequence flattened);
  * a codebook has C codes of D floats. Inputs and outputs are caller-owned
