@@ -61,6 +61,7 @@
 #include "checkers.h"
 #include "collective.h"
 #include "ledger_analysis.h"
+#include "utf8.h"
 #include "vqc/ledger.h"
 #include "vqc/watchdog.h"
 
@@ -368,7 +369,7 @@ static vqc_status report_mismatch(coll_impl *im, const vqc_ledger_record *r) {
     json_object_set_new(det, "seq", json_integer((json_int_t)r->seq));
     json_t *exp = json_object();
     fp_json(exp, &gfp[expected]);
-    json_object_set_new(exp, "site", json_string(sites[expected]));
+    json_object_set_new(exp, "site", vqc_json_text(sites[expected], strlen(sites[expected])));
     json_object_set_new(exp, "describe", json_string(desc));
     json_object_set_new(det, "expected", exp);
     /* One entry per distinct collective, with its ranks (what a person
@@ -388,7 +389,7 @@ static vqc_status report_mismatch(coll_impl *im, const vqc_ledger_record *r) {
       json_object_set_new(o, "rank_ranges", json_string(ranks));
       json_object_set_new(o, "seq", json_integer((json_int_t)all[glow[g]].seq));
       fp_json(o, &gfp[g]);
-      json_object_set_new(o, "site", json_string(sites[g]));
+      json_object_set_new(o, "site", vqc_json_text(sites[g], strlen(sites[g])));
       json_object_set_new(o, "describe", json_string(d));
       json_object_set_new(o, "expected", json_boolean(g == expected));
       json_array_append_new(groups, o);
@@ -404,7 +405,7 @@ static vqc_status report_mismatch(coll_impl *im, const vqc_ledger_record *r) {
       json_object_set_new(o, "rank", json_integer(x));
       json_object_set_new(o, "seq", json_integer((json_int_t)all[x].seq));
       fp_json(o, &all[x].fp);
-      json_object_set_new(o, "site", json_string(sites[group[x]]));
+      json_object_set_new(o, "site", vqc_json_text(sites[group[x]], strlen(sites[group[x]])));
       json_object_set_new(o, "describe", json_string(d));
       json_array_append_new(fps, o);
     }

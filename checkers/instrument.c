@@ -34,6 +34,7 @@
 #include "collective.h"
 #include "findings.h"
 #include "rundir.h"
+#include "utf8.h"
 #include "vqc/fsutil.h"
 
 /* Side-channel deadline = 2 x the data deadline + this (as the runner). */
@@ -400,7 +401,7 @@ static vqc_status write_run_json(const vqc_instr *s, vqc_findings *fl,
                                  const run_summary *sum, int exit_code) {
   json_t *head = json_object();
   json_t *prog = json_object();
-  json_object_set_new(prog, "name", json_string(s->name));
+  json_object_set_new(prog, "name", vqc_json_text(s->name, strlen(s->name)));
   json_object_set_new(prog, "instrumented", json_true());
   json_object_set_new(head, "program", prog);
   json_t *chk = json_object();

@@ -31,6 +31,7 @@
 #include <string.h>
 
 #include "checkers.h"
+#include "utf8.h"
 #include "vqc/probe.h"
 
 typedef struct shape_impl {
@@ -196,12 +197,12 @@ static vqc_status record_mismatch(const shape_impl *sh, const vqc_probe *p,
   }
   json_t *d = f.detail;
   json_object_set_new(d, "what", json_string(what));
-  json_object_set_new(d, "probe", json_string(p->name));
+  json_object_set_new(d, "probe", vqc_json_text(p->name, strlen(p->name)));
   json_object_set_new(d, "layer", json_integer(p->layer));
   json_object_set_new(d, "ranks", ranks);
-  json_object_set_new(d, "root_cause", json_string(rc->text));
+  json_object_set_new(d, "root_cause", vqc_json_text(rc->text, strlen(rc->text)));
   json_object_set_new(d, "root_cause_tensor",
-                      rc->tensor[0] ? json_string(rc->tensor) : json_null());
+                      rc->tensor[0] ? vqc_json_text(rc->tensor, strlen(rc->tensor)) : json_null());
   json_object_set_new(d, "root_cause_step",
                       rc->step >= 0 ? json_integer(rc->step) : json_null());
   return vqc_check_report(ctx, -1, &f);

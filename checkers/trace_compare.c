@@ -73,7 +73,7 @@ static void warn(json_t *warnings, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
-  json_array_append_new(warnings, json_string(msg));
+  json_array_append_new(warnings, vqc_json_text(msg, strlen(msg)));
 }
 
 /* ---- finding the files */
@@ -1025,7 +1025,7 @@ static vqc_status stopped_early(const vqc_trace_set *s, vqc_findings *out,
                           x >= 0 ? json_integer(x) : json_null(), "trace",
                           x >= 0 ? "ends early" : x == -1 ? "empty"
                                                           : "missing");
-    json_t *path = json_string(rf->path);
+    json_t *path = vqc_json_text(rf->path, strlen(rf->path));
     if (x >= -1 && path) json_object_set_new(o, "path", path);
     else json_decref(path);
     json_array_append_new(early, o);

@@ -42,6 +42,9 @@
 
 typedef enum { MODE_CLEAN, MODE_DIVERGE, MODE_LEAVE } mode;
 
+/* The program's name the ranks give vqc_instr_create. */
+static const char *program_name = "test_instrument";
+
 typedef struct world {
   mode m;
   char dir[256];
@@ -64,7 +67,7 @@ static vqc_status rank_body(vqc_comm *c, void *arg) {
   for (int i = 0; i < 32; i++) weight[i] = 0.25f * (float)i;
 
   vqc_instr_options o = {0};
-  o.name = "test_instrument";
+  o.name = program_name;
   o.run_dir = w->dir;
   o.timeout_s = 1.0;
   vqc_instr *s = NULL;
@@ -307,5 +310,34 @@ Test(instrument, run_directory_renders) {
   cr_expect_not_null(strstr(html, "instrumented program, 3 ranks"), "%s",
                      path);
   free(html);
+  free(w.findings_json);
+}
+
+/* A program name that is not UTF-8 (bytes from argv[0] of a binary under
+ * a folder named in Latin-1): run.json stays valid and vqcheck reads it
+ * back, the bad bytes as '?'. Was a run.json without its program name,
+ * which vqcheck's own validation then refused. */
+Test(instrument, program_name_not_utf8) {
+  program_name = "train-caf\xe9-\xff";
+  world w;
+  run(&w, MODE_CLEAN, "name");
+  program_name = "test_instrument";
+  vqc_findings f;
+  int code = -1;
+  read_run_json(&w, &f, &code);
+  cr_expect_eq(code, 0);
+  vqc_findings_free(&f);
+  char path[512];
+  snprintf(path, sizeof path, "%s/run.json", w.dir);
+  char *text = NULL;
+  FILE *fp = fopen(path, "r");
+  cr_assert_not_null(fp);
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, fp);
+  fclose(fp);
+  buf[n] = '\0';
+  text = strstr(buf, "train-caf?-?");
+  cr_expect_not_null(text, "run.json does not name the program as "
+                     "train-caf?-?: %.2000s", buf);
   free(w.findings_json);
 }
