@@ -129,3 +129,40 @@ def test_drift_in_one_replica_is_found(cli, tmp_path, job, nproc, env, step,
                                        tensor, ranks):
     rc, run, text = watch(cli, tmp_path, job, nproc, **env)
     assert_divergence(rc, run, text, step, tensor, ranks)
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.parametrize("order", ["compile_ddp", "ddp_compile"])
+def test_compiled_graphs_are_the_same_under_watch(cli, tmp_path, order):
+    """torch.compile sees the same program with and without the bridge:
+    the graphs dynamo compiles, the calls it captures and its graph breaks
+    (with their reasons) are equal, run plain (2 processes with torchrun's
+    variables) and under `vqcheck watch`."""
+    import sys
+    job = str(JOBS / "compiled_job.py")
+    plain_graphs = tmp_path / "plain.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1", ORDER=order,
+               GRAPHS_TO=str(plain_graphs), MASTER_ADDR="127.0.0.1",
+               MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
+    env.pop("PYTHONPATH", None)
+    procs = [subprocess.Popen([sys.executable, job],
+                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for r in range(2)]
+    for p in procs:
+        _, err = p.communicate(timeout=300)
+        assert p.returncode == 0, err[-4000:]
+    watched_graphs = tmp_path / "watched.json"
+    rc, run, text = watch(cli, tmp_path, "compiled_job", 2, ORDER=order,
+                          GRAPHS_TO=watched_graphs)
+    assert_clean(rc, run, text, False)
+    plain = json.loads(plain_graphs.read_text())
+    watched = json.loads(watched_graphs.read_text())
+    assert plain["unique_graphs"] > 0, plain
+    assert watched == plain

@@ -1,6 +1,9 @@
 """DDP and torch.compile. ORDER=compile_ddp (default): torch.compile(DDP(m));
 ORDER=ddp_compile: DDP(torch.compile(m)). DRIFT=<rank>: that rank's step
-counter buffer moves ahead at step 1."""
+counter buffer moves ahead at step 1. GRAPHS_TO=<path>: rank 0 writes what
+dynamo compiled (graphs, graph breaks and their reasons) there at the
+end."""
+import json
 import os
 
 import torch
@@ -38,4 +41,11 @@ for step in range(3):
             net.seen += 1
     opt.step()
     opt.zero_grad()
+if os.environ.get("GRAPHS_TO") and rank == 0:
+    from torch._dynamo.utils import counters
+    with open(os.environ["GRAPHS_TO"], "w") as f:
+        json.dump({"graph_breaks": dict(counters["graph_break"]),
+                   "unique_graphs": counters["stats"]["unique_graphs"],
+                   "calls_captured": counters["stats"]["calls_captured"]},
+                  f, sort_keys=True)
 dist.destroy_process_group()
