@@ -23,6 +23,7 @@ packages=(
   libxml2-dev                       # tests: parse junit.xml with a real XML parser
   chromium                          # tests: render report.html headless (big)
   groff-base man-db                 # tests: the man page renders; man -w vqcheck
+  slurmd slurmctld slurm-client     # tests/slurm.sh: a one-node Slurm of its own
 )
 
 missing=()
