@@ -1451,9 +1451,24 @@ static uint64_t first_unsettled(const analysis *a, bool *stuck) {
  * or collective_mismatch there, its message starting "in process group
  * NAME (ranks ...): " and its detail holding "process_group": {"name",
  * "ranks"}. Nothing when the group's calls all settled. */
-static vqc_status group_pass(const analysis *world, proc_group *g,
-                             int64_t step, vqc_findings *out, int *nadded) {
+static vqc_status group_pass(const analysis *world, const proc_groups *all,
+                             proc_group *g, int64_t step, vqc_findings *out,
+                             int *nadded) {
   const int size = world->size;
+  /* A member with no call in g but calls in another group of the same
+   * ranks: the ranks did not name their group alike (torch's
+   * use_local_synchronization names a group by a per-process counter), so
+   * its calls cannot be aligned by name: not compared, never a finding. */
+  for (int i = 0; i < g->n; i++) {
+    const int r = g->ranks[i];
+    if (g->dumps[r].n > 0 || !world->dumps[r].present) continue;
+    for (size_t k = 0; k < all->n; k++) {
+      const proc_group *h = &all->items[k];
+      if (h != g && h->n == g->n && h->dumps[r].n > 0 &&
+          memcmp(h->ranks, g->ranks, (size_t)g->n * sizeof *g->ranks) == 0)
+        return VQC_OK;
+    }
+  }
   bool *member = calloc((size_t)size, sizeof *member);
   if (!member) return vqc_error(VQC_ENOMEM, "no memory for a group pass");
   for (int i = 0; i < g->n; i++) {
@@ -1573,7 +1588,7 @@ vqc_status vqc_ledger_analyze(const char *run_dir, int size, int64_t step,
   }
   /* Then each process group's collectives among its members. */
   for (size_t i = 0; s == VQC_OK && i < groups.n; i++)
-    s = group_pass(&a, &groups.items[i], step, out, nadded);
+    s = group_pass(&a, &groups, &groups.items[i], step, out, nadded);
 
   for (int r = 0; r < size; r++) free(a.dumps[r].recs);
   free(a.dumps);

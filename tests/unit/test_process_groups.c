@@ -15,6 +15,9 @@
  *                              made none of group "1"'s: clean;
  *   same_ranks_other_group     two groups with the same ranks and other
  *                              names are two sequences, both clean;
+ *   names_not_alike            the same group named otherwise on each rank
+ *                              (torch's use_local_synchronization): not
+ *                              compared, no false deadlock;
  *   group_without_the_rank     a line naming a group without its own rank
  *                              is refused, naming the file and line. */
 #include <criterion/criterion.h>
@@ -174,6 +177,17 @@ Test(process_groups, same_ranks_other_group) {
   rec(1, "[0,1]", "3", 1, 8, 40, "done");
   rec(1, "[0,1]", "1", 1, 2, 20, "done");
   rec(1, "[0,1]", "1", 2, 2, 20, "done");
+  for (int r = 0; r < SIZE; r++) finished(r);
+  cr_expect_eq(analyze(), 0, "%s", found.count ? found.items[0].message : "");
+  vqc_findings_free(&found);
+}
+
+Test(process_groups, names_not_alike) {
+  world_call();
+  for (int seq = 1; seq <= 2; seq++) {
+    rec(0, "[0,1]", "h0", seq, 2, 20, "done");
+    rec(1, "[0,1]", "h1", seq, 2, 20, "done");
+  }
   for (int r = 0; r < SIZE; r++) finished(r);
   cr_expect_eq(analyze(), 0, "%s", found.count ? found.items[0].message : "");
   vqc_findings_free(&found);
