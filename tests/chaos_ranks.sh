@@ -12,6 +12,9 @@
 #           mpiexec); rank 1 gets SIGKILL after a few steps: exit 1,
 #           run.json with a rank_failure naming rank 1, report.html, no
 #           process of the job left;
+#   teardown  the same, then rank 0 gets SIGKILL 0.5 s after rank 1 (what
+#           mpiexec's teardown does when its SIGKILL beats the rank's note
+#           of SIGTERM on a loaded machine): still rank 1 alone is named;
 #   stop    the same with SIGSTOP to rank 2 and --timeout 5: the report
 #           comes within timeout + 5 s of the stop, names rank 2
 #           (rank_failure or deadlock), and the stopped process is gone too;
@@ -107,6 +110,27 @@ else
 fi
 no_leftovers "$out" kill9
 
+# ---- teardown
+out=$WORK/teardown
+timeout 120 "$VQ" run "$SCEN" --backend mpi --ranks 3 --steps 100000 \
+  --timeout $TIMEOUT --out "$out" --quiet > "$WORK/teardown.log" 2>&1 &
+sup=$!
+if pid=$(rank_pid "$out" 1) && pid0=$(rank_pid "$out" 0); then
+  kill -9 "$pid"
+  sleep 0.5
+  kill -9 "$pid0" 2>/dev/null
+  wait $sup
+  code=$?
+  [ $code -eq 1 ] || bad "teardown: exit $code, expected 1 (see $WORK/teardown.log)"
+  compact "$out" | grep -q '"kind":"rank_failure","step":[0-9-]*,"ranks":\[1\]' ||
+    bad "teardown: run.json has no rank_failure naming rank 1 alone"
+else
+  bad "teardown: ranks 0 and 1 never started training"
+  kill $sup 2>/dev/null
+  wait $sup
+fi
+no_leftovers "$out" teardown
+
 # ---- stop
 out=$WORK/stop
 timeout 120 "$VQ" run "$SCEN" --backend mpi --ranks 3 --steps 100000 \
@@ -183,11 +207,11 @@ fi
 no_leftovers "$out" mpirun zombies-allowed
 
 if [ $fail -ne 0 ]; then
-  for l in kill9 stop suite mpirun; do
+  for l in kill9 teardown stop suite mpirun; do
     echo "---- $l.log"
     tail -20 "$WORK/$l.log" 2>/dev/null
   done
   exit 1
 fi
-echo "chaos_ranks: kill9, stop, suite and mpirun cases passed"
+echo "chaos_ranks: kill9, teardown, stop, suite and mpirun cases passed"
 exit 0

@@ -10,8 +10,12 @@
  * (OpenMPI's mpiexec SIGTERMs every rank as soon as one dies), the ranks it
  * terminated note the signal in their records, so the rank whose record
  * just stops is the one that died, even if the supervisor's poll missed the
- * order. A record older than the launch (an earlier run's, same directory)
- * is ignored.
+ * order. And a rank whose process is gone in a later poll than the first
+ * rank lost was ended by that teardown (mpiexec's SIGKILL can beat the
+ * rank's own note of its SIGTERM on a loaded machine): it is marked
+ * "killed", not lost, so the rank named is the one that died first. A
+ * record older than the launch (an earlier run's, same directory) is
+ * ignored.
  *
  * Only main-level code: it forks, execs, signals and exits nothing itself
  * (the exit code is returned). */
@@ -125,7 +129,9 @@ typedef struct rank_watch {
   double stopped_since; /* mono_s() when first seen stopped; 0 if not */
   bool gone;            /* its process disappeared */
   bool lost;            /* declared lost by the supervisor */
-  char why[256];        /* why it was declared lost */
+  bool torn_down;       /* gone after another rank was lost (the launcher
+                           ending the job): marked "killed", not lost */
+  char why[256];        /* why it was declared lost or torn down */
 } rank_watch;
 
 /* The process's state letter from /proc/<pid>/stat; 0 when there is no
@@ -366,6 +372,7 @@ int vqc_supervise_run(const run_opts *o, const vqc_scenario *sc, int argc,
   const double start = mono_s();
   const double idle_limit = 3.0 * timeout + IDLE_SLACK_S;
   double last_growth = start, gone_at = 0.0;
+  int first_lost = -1; /* the first rank seen gone unfinished */
   long long last_size = -1;
   int status = 0;
   bool exited = false, cut = false;
@@ -391,11 +398,19 @@ int vqc_supervise_run(const run_opts *o, const vqc_scenario *sc, int argc,
       const char st = proc_state(x->pid);
       if (st == 0 || st == 'Z' || st == 'X') {
         x->gone = true;
-        if (!ended(dir, k)) {
+        if (!ended(dir, k) && gone_at > 0.0 && now > gone_at) {
+          x->torn_down = true;
+          snprintf(x->why, sizeof x->why, "its process (pid %ld) ended "
+                   "%.2f s after rank %d was lost, as the launcher ended "
+                   "the job", x->pid, now - gone_at, first_lost);
+        } else if (!ended(dir, k)) {
           x->lost = true;
           snprintf(x->why, sizeof x->why, "its process (pid %ld) ended "
                    "while the job ran, without finishing", x->pid);
-          if (gone_at == 0.0) gone_at = now;
+          if (gone_at == 0.0) {
+            gone_at = now;
+            first_lost = k;
+          }
           if (!reason[0])
             snprintf(reason, sizeof reason, "rank %d (pid %ld) ended "
                      "without finishing", k, x->pid);
@@ -518,6 +533,9 @@ int vqc_supervise_run(const run_opts *o, const vqc_scenario *sc, int argc,
       for (int k = 0; k < nwatch; k++) {
         if (w[k].lost)
           (void)vqc_live_mark(dir, k, "lost", "vqcheck run (supervisor)",
+                              w[k].why);
+        else if (w[k].torn_down)
+          (void)vqc_live_mark(dir, k, "killed", "vqcheck run (supervisor)",
                               w[k].why);
         else if (running && running[k])
           (void)vqc_live_mark(dir, k, "killed", "vqcheck run (supervisor)",
