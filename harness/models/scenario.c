@@ -10,8 +10,10 @@
  * nesting deeper than SCENARIO_MAX_DEPTH (check_depth): libyaml itself
  * takes quadratic time on deep flow collections.
  *
- * Sizes the file leaves out are filled with the model's defaults (table
- * model_info below), so a loaded scenario is fully explicit. */
+ * Sizes the file leaves out are filled with the model's defaults (its row
+ * of scenario.h's VQC_MODEL_LIST), so a loaded scenario is fully explicit.
+ * The sizes themselves, their ranges, readers and JSON come from one list,
+ * scenario.h's VQC_SCENARIO_SIZE_LIST. */
 #include "scenario.h"
 
 #include <dirent.h>
@@ -35,70 +37,50 @@
  * 23 s to load and 500k minutes. */
 #define SCENARIO_MAX_DEPTH 64
 
-/* Ranges. They are generous for real use and exist so that a typo (an extra
- * zero, a negative number) is an error at load time, not an allocation
- * failure half-way through a run. */
-#define MAX_DIM 65536               /* dim, hidden */
-#define MAX_CODEBOOK (1 << 20)      /* codebook_size */
-#define MAX_QUANTIZERS 64
-#define MAX_LEVEL 65536
-#define MAX_STATE_FLOATS (1 << 28)  /* one replicated matrix: 1 GiB of f32 */
+/* Ranges besides the sizes' (scenario.h). Like those, they are generous
+ * for real use and exist so that a typo is an error at load time. */
 #define MAX_STEPS 1000000
 #define MAX_BATCH (1 << 20)         /* rows per rank per step */
 #define MAX_INTERVAL 1000000
 #define MAX_TIMEOUT_S 86400.0       /* a day: longer is a typo, not a wait */
-/* FSQ's index must fit an int32 (lib/include/vqc/fsq.h). */
-#define MAX_FSQ_CODES ((int64_t)1 << 31)
-
-/* ---- models and their sizes */
-
-enum {
-  SZ_DIM,
-  SZ_CODEBOOK_SIZE,
-  SZ_NUM_QUANTIZERS,
-  SZ_LEVELS,
-  SZ_HIDDEN,
-  SZ_THRESHOLD,
-  SZ_KMEANS,
-  SZ_COUNT
-};
-static const char *const size_names[SZ_COUNT] = {
-    "dim",    "codebook_size",       "num_quantizers", "levels",
-    "hidden", "threshold_dead_code", "kmeans_init"};
-
-/* Which sizes a model reads, and its defaults for them. The defaults are
- * small so that a scenario that only names its model runs in well under a
- * second per step on one core. */
-typedef struct model_info {
-  const char *name;
-  unsigned allowed; /* bit SZ_x set: the model takes sizes.x */
-  int64_t dim, codebook_size, hidden;
-  int num_quantizers;
-  int nlevels;
-  int levels[4];
-} model_info;
+/* One replicated matrix (dim x codebook_size, dim x hidden) at most: 2^28
+ * floats, 1 GiB of f32. */
+#define MAX_STATE_FLOATS_LOG2 28
+#define MAX_STATE_FLOATS ((int64_t)1 << MAX_STATE_FLOATS_LOG2)
+/* FSQ's index must fit an int32 (lib/include/vqc/fsq.h): the product of
+ * the levels stays below 2^31. */
+#define MAX_FSQ_CODES_LOG2 31
+#define MAX_FSQ_CODES ((int64_t)1 << MAX_FSQ_CODES_LOG2)
 
 #define BIT(x) (1u << (x))
-#define SZ_CODEBOOK_BITS \
-  (BIT(SZ_CODEBOOK_SIZE) | BIT(SZ_THRESHOLD) | BIT(SZ_KMEANS))
+
+/* ---- models: what a scenario file may say about each (VQC_MODEL_LIST) */
+
+typedef struct model_info {
+  const char *name;
+  unsigned sizes;           /* VQC_TAKES mask: the sizes it takes */
+  vqc_model_sizes defaults; /* for the sizes the file leaves out */
+} model_info;
+
 static const model_info model_info_table[VQC_MODEL_COUNT] = {
-    [VQC_MODEL_VQ] = {"vq", BIT(SZ_DIM) | SZ_CODEBOOK_BITS, 16, 32, 0, 0, 0,
-                      {0}},
-    [VQC_MODEL_RVQ] = {"rvq",
-                       BIT(SZ_DIM) | SZ_CODEBOOK_BITS | BIT(SZ_NUM_QUANTIZERS),
-                       16, 32, 0, 4, 0, {0}},
-    /* levels 8,5,5,5: FSQ's paper's 1000-code setting */
-    [VQC_MODEL_FSQ] = {"fsq", BIT(SZ_DIM) | BIT(SZ_LEVELS) | BIT(SZ_HIDDEN),
-                       16, 0, 32, 0, 4, {8, 5, 5, 5}},
-    [VQC_MODEL_CLIP] = {"clip", BIT(SZ_DIM) | BIT(SZ_HIDDEN), 16, 0, 32, 0, 0,
-                        {0}},
-    [VQC_MODEL_AUTOENCODER] = {"autoencoder",
-                               BIT(SZ_DIM) | BIT(SZ_HIDDEN) | SZ_CODEBOOK_BITS,
-                               16, 32, 32, 0, 0, {0}},
+#define MODEL_INFO(e, name, sizes, defaults) \
+  [VQC_MODEL_##e] = {#name, sizes, defaults},
+    VQC_MODEL_LIST(MODEL_INFO)
+#undef MODEL_INFO
 };
 
 const char *vqc_model_name(vqc_model_kind m) {
   return (unsigned)m < VQC_MODEL_COUNT ? model_info_table[m].name : "?";
+}
+
+/* Every model's name joined by ", " ("vq, rvq, fsq, clip, autoencoder"). */
+static void model_names(char *out, size_t n) {
+  out[0] = '\0';
+  for (int m = 0; m < VQC_MODEL_COUNT; m++) {
+    const size_t used = strlen(out);
+    snprintf(out + used, n - used, "%s%s", m ? ", " : "",
+             model_info_table[m].name);
+  }
 }
 
 /* ---- the loader's context and error helpers */
@@ -421,7 +403,9 @@ static vqc_status read_name(const loader *L, const yaml_node_t *n) {
 }
 
 static vqc_status read_model(const loader *L, const yaml_node_t *n) {
-  const char *expected = "one of vq, rvq, fsq, clip, autoencoder";
+  char names[128], expected[160];
+  model_names(names, sizeof names);
+  snprintf(expected, sizeof expected, "one of %s", names);
   if (is_scalar(n) && !is_null(n)) {
     for (int m = 0; m < VQC_MODEL_COUNT; m++) {
       if (strcmp(scalar(n), model_info_table[m].name) == 0) {
@@ -433,93 +417,172 @@ static vqc_status read_model(const loader *L, const yaml_node_t *n) {
   return fail_type(L, n, "model", expected);
 }
 
-static vqc_status read_levels(const loader *L, const yaml_node_t *n) {
+/* ---- sizes: VQC_SCENARIO_SIZE_LIST (scenario.h) gives each its key, type
+ * and range; below, one reader and one JSON writer per type, named
+ * read_size_<type> and size_json_<type> so that the list can call them. */
+
+static const char *const size_names[VQC_SIZE_COUNT] = {
+#define SIZE_NAME(e, name, type, lo, hi, note) #name,
+    VQC_SCENARIO_SIZE_LIST(SIZE_NAME)
+#undef SIZE_NAME
+};
+
+static vqc_status read_size_INT(const loader *L, const yaml_node_t *n,
+                                const char *field, int64_t lo, int64_t hi,
+                                const char *note, int64_t *out) {
+  (void)note;
+  return read_int(L, n, field, lo, hi, out);
+}
+
+static vqc_status read_size_COUNT(const loader *L, const yaml_node_t *n,
+                                  const char *field, int64_t lo, int64_t hi,
+                                  const char *note, int *out) {
+  (void)note;
+  int64_t v;
+  VQC_TRY(read_int(L, n, field, lo, hi, &v));
+  *out = (int)v;
+  return VQC_OK;
+}
+
+/* A list of 1..VQC_SCENARIO_MAX_LEVELS integers lo..hi into *out, their
+ * count into the scenario's nlevels. */
+static vqc_status read_size_LEVELS(const loader *L, const yaml_node_t *n,
+                                   const char *field, int64_t lo, int64_t hi,
+                                   const char *note,
+                                   int (*out)[VQC_SCENARIO_MAX_LEVELS]) {
+  (void)note;
   char expected[128];
   snprintf(expected, sizeof expected,
-           "a list of 1..%d integers 3..%d whose product is below 2^31",
-           VQC_SCENARIO_MAX_LEVELS, MAX_LEVEL);
+           "a list of 1..%d integers %" PRId64 "..%" PRId64
+           " whose product is below 2^%d",
+           VQC_SCENARIO_MAX_LEVELS, lo, hi, MAX_FSQ_CODES_LOG2);
   if (!n || n->type != YAML_SEQUENCE_NODE)
-    return fail_type(L, n, "sizes.levels", expected);
-  const int count = (int)(n->data.sequence.items.top - n->data.sequence.items.start);
+    return fail_type(L, n, field, expected);
+  const int count =
+      (int)(n->data.sequence.items.top - n->data.sequence.items.start);
   if (count < 1 || count > VQC_SCENARIO_MAX_LEVELS)
-    return fail(L, node_line(n), "sizes.levels",
-                "%d levels (expected %s)", count, expected);
+    return fail(L, node_line(n), field, "%d levels (expected %s)", count,
+                expected);
   int64_t codes = 1;
   for (int i = 0; i < count; i++) {
     const yaml_node_t *item =
         yaml_document_get_node(L->doc, n->data.sequence.items.start[i]);
-    char field[32];
-    snprintf(field, sizeof field, "sizes.levels[%d]", i);
+    char item_field[64];
+    snprintf(item_field, sizeof item_field, "%s[%d]", field, i);
     int64_t v;
-    /* L = 2 needs FSQ's preserve_symmetry, which scenarios do not set
-     * (lib/include/vqc/fsq.h): refused here rather than at run time. */
-    VQC_TRY(read_int(L, item, field, 3, MAX_LEVEL, &v));
+    VQC_TRY(read_int(L, item, item_field, lo, hi, &v));
     codes *= v; /* <= 2^31 * 2^16 before the check below: no overflow */
     if (codes >= MAX_FSQ_CODES)
-      return fail(L, node_line(item), field,
+      return fail(L, node_line(item), item_field,
                   "the product of the levels reaches %" PRId64
                   " (expected %s: FSQ indices are int32)",
                   codes, expected);
-    L->s->levels[i] = (int)v;
+    (*out)[i] = (int)v;
   }
   L->s->nlevels = count;
   return VQC_OK;
 }
 
+/* A finite number >= lo, at most hi. */
+static vqc_status read_size_NUMBER(const loader *L, const yaml_node_t *n,
+                                   const char *field, double lo, double hi,
+                                   const char *note, double *out) {
+  char expected[128];
+  snprintf(expected, sizeof expected, "a number >= %g%s", lo, note);
+  return read_double(L, n, field, lo, false, hi, expected, out);
+}
+
+static vqc_status read_size_FLAG(const loader *L, const yaml_node_t *n,
+                                 const char *field, int lo, int hi,
+                                 const char *note, bool *out) {
+  (void)lo, (void)hi, (void)note;
+  return read_bool(L, n, field, out);
+}
+
+/* Reads size `id` from its node n into the scenario. */
+static vqc_status read_size(const loader *L, vqc_size id,
+                            const yaml_node_t *n) {
+  vqc_scenario *s = L->s;
+  char field[48];
+  snprintf(field, sizeof field, "sizes.%s", size_names[id]);
+  switch (id) {
+#define SIZE_READ(e, name, type, lo, hi, note)                              \
+  case VQC_SIZE_##e:                                                        \
+    return read_size_##type(L, n, field, lo, hi, note, &s->name);
+    VQC_SCENARIO_SIZE_LIST(SIZE_READ)
+#undef SIZE_READ
+    case VQC_SIZE_COUNT:
+      break;
+  }
+  return VQC_OK;
+}
+
+static json_t *size_json_INT(const vqc_scenario *s, const int64_t *v) {
+  (void)s;
+  return json_integer(*v);
+}
+
+static json_t *size_json_COUNT(const vqc_scenario *s, const int *v) {
+  (void)s;
+  return json_integer(*v);
+}
+
+static json_t *size_json_LEVELS(const vqc_scenario *s,
+                                const int (*v)[VQC_SCENARIO_MAX_LEVELS]) {
+  json_t *levels = json_array();
+  for (int i = 0; i < s->nlevels; i++)
+    json_array_append_new(levels, json_integer((*v)[i]));
+  return levels;
+}
+
+static json_t *size_json_NUMBER(const vqc_scenario *s, const double *v) {
+  (void)s;
+  return json_real(*v);
+}
+
+static json_t *size_json_FLAG(const vqc_scenario *s, const bool *v) {
+  (void)s;
+  return json_boolean(*v);
+}
+
+/* The model's defaults, for the sizes the file leaves out. */
+static void apply_defaults(vqc_scenario *s, const vqc_model_sizes *d) {
+  s->dim = d->dim;
+  s->codebook_size = d->codebook_size;
+  s->num_quantizers = d->num_quantizers;
+  s->nlevels = d->nlevels;
+  for (int i = 0; i < d->nlevels; i++) s->levels[i] = d->levels[i];
+  s->hidden = d->hidden;
+  s->threshold_dead_code = d->threshold_dead_code;
+  s->kmeans_init = d->kmeans_init;
+}
+
 static vqc_status read_sizes(const loader *L, const yaml_node_t *n) {
   vqc_scenario *s = L->s;
-  const model_info *mi = &model_info_table[s->model];
+  const model_info *model = &model_info_table[s->model];
   /* Defaults first; the file overrides. */
-  s->dim = mi->dim;
-  s->codebook_size = mi->codebook_size;
-  s->hidden = mi->hidden;
-  s->num_quantizers = mi->num_quantizers;
-  s->nlevels = mi->nlevels;
-  for (int i = 0; i < mi->nlevels; i++) s->levels[i] = mi->levels[i];
-  s->threshold_dead_code = 0.0;
-  s->kmeans_init = false;
+  apply_defaults(s, &model->defaults);
   if (!n) return VQC_OK;
 
-  field_set fs = {.names = size_names, .n = SZ_COUNT};
+  field_set fs = {.names = size_names, .n = VQC_SIZE_COUNT};
   VQC_TRY(collect(L, n, "sizes", "sizes.", &fs));
   char takes[160];
-  join_names(size_names, SZ_COUNT, mi->allowed, takes, sizeof takes);
-  for (int i = 0; i < SZ_COUNT; i++) {
-    if (!fs.value[i] || (mi->allowed & BIT(i))) continue;
+  join_names(size_names, VQC_SIZE_COUNT, model->sizes, takes, sizeof takes);
+  for (int i = 0; i < VQC_SIZE_COUNT; i++) {
+    if (!fs.value[i] || (model->sizes & VQC_SIZE_BIT(i))) continue;
     char field[48];
     snprintf(field, sizeof field, "sizes.%s", size_names[i]);
     return fail(L, fs.key_line[i], field,
-                "not used by model %s (expected only %s for %s)", mi->name,
-                takes, mi->name);
+                "not used by model %s (expected only %s for %s)", model->name,
+                takes, model->name);
   }
-  int64_t v;
-  if (fs.value[SZ_DIM]) {
-    VQC_TRY(read_int(L, fs.value[SZ_DIM], "sizes.dim", 1, MAX_DIM, &v));
-    s->dim = v;
-  }
-  if (fs.value[SZ_CODEBOOK_SIZE]) {
-    VQC_TRY(read_int(L, fs.value[SZ_CODEBOOK_SIZE], "sizes.codebook_size", 1,
-                     MAX_CODEBOOK, &v));
-    s->codebook_size = v;
-  }
-  if (fs.value[SZ_NUM_QUANTIZERS]) {
-    VQC_TRY(read_int(L, fs.value[SZ_NUM_QUANTIZERS], "sizes.num_quantizers",
-                     1, MAX_QUANTIZERS, &v));
-    s->num_quantizers = (int)v;
-  }
-  if (fs.value[SZ_HIDDEN]) {
-    VQC_TRY(read_int(L, fs.value[SZ_HIDDEN], "sizes.hidden", 1, MAX_DIM, &v));
-    s->hidden = v;
-  }
-  if (fs.value[SZ_LEVELS]) VQC_TRY(read_levels(L, fs.value[SZ_LEVELS]));
-  if (fs.value[SZ_THRESHOLD])
-    VQC_TRY(read_double(L, fs.value[SZ_THRESHOLD], "sizes.threshold_dead_code",
-                        0.0, false, 1e30,
-                        "a number >= 0 (0 turns dead-code replacement off)",
-                        &s->threshold_dead_code));
-  if (fs.value[SZ_KMEANS])
-    VQC_TRY(read_bool(L, fs.value[SZ_KMEANS], "sizes.kmeans_init",
-                      &s->kmeans_init));
+  /* The scalars in the list's order, then the levels list: the order the
+   * loader has always named the first bad size in (levels and hidden are
+   * the only two a model takes together out of the list's order). */
+  for (int pass = 0; pass < 2; pass++)
+    for (int i = 0; i < VQC_SIZE_COUNT; i++)
+      if (fs.value[i] && (i == VQC_SIZE_LEVELS) == (pass == 1))
+        VQC_TRY(read_size(L, (vqc_size)i, fs.value[i]));
 
   /* Keep each replicated matrix allocatable (see MAX_STATE_FLOATS). */
   const int64_t cb = s->dim * s->codebook_size;
@@ -527,9 +590,11 @@ static vqc_status read_sizes(const loader *L, const yaml_node_t *n) {
   if (cb > MAX_STATE_FLOATS || hd > MAX_STATE_FLOATS) {
     const bool is_cb = cb > MAX_STATE_FLOATS;
     return fail(L, node_line(n), "sizes",
-                "dim * %s = %" PRId64 " floats (expected at most 2^28, 1 GiB "
+                "dim * %s = %" PRId64 " floats (expected at most 2^%d, %d GiB "
                 "of float32, per replicated matrix)",
-                is_cb ? "codebook_size" : "hidden", is_cb ? cb : hd);
+                is_cb ? "codebook_size" : "hidden", is_cb ? cb : hd,
+                MAX_STATE_FLOATS_LOG2,
+                (int)((MAX_STATE_FLOATS * (int64_t)sizeof(float)) >> 30));
   }
   return VQC_OK;
 }
@@ -591,10 +656,13 @@ static vqc_status read_check(const loader *L, const yaml_node_t *n) {
     VQC_TRY(read_int(L, fs.value[0], "check.interval", 1, MAX_INTERVAL, &v));
     s->interval = (int)v;
   }
-  if (fs.value[1])
+  if (fs.value[1]) {
+    char expected[64];
+    snprintf(expected, sizeof expected,
+             "a number of seconds > 0, at most %g", MAX_TIMEOUT_S);
     VQC_TRY(read_double(L, fs.value[1], "check.timeout", 0.0, true,
-                        MAX_TIMEOUT_S, "a number of seconds > 0, at most 86400",
-                        &s->timeout_s));
+                        MAX_TIMEOUT_S, expected, &s->timeout_s));
+  }
   if (fs.value[2])
     VQC_TRY(read_double(L, fs.value[2], "check.tolerance", 0.0, true, 1e30,
                         "a number > 0", &s->tolerance));
@@ -710,19 +778,25 @@ static vqc_status read_scenario(const loader *L, const yaml_node_t *root) {
       return fail(L, node_line(root), top_names[f],                       \
                   "missing (expected a required field: %s)", what);       \
   } while (0)
+  char model_what[160], names[128], ranks_what[48], steps_what[48];
+  model_names(names, sizeof names);
+  snprintf(model_what, sizeof model_what, "one of %s", names);
+  snprintf(ranks_what, sizeof ranks_what, "an integer 1..%d",
+           VQC_SCENARIO_MAX_RANKS);
+  snprintf(steps_what, sizeof steps_what, "an integer 1..%d", MAX_STEPS);
   REQUIRE(F_NAME, "a name of [a-z0-9_-]+");
   VQC_TRY(read_name(L, fs.value[F_NAME]));
   if (fs.value[F_DESCRIPTION])
     VQC_TRY(read_string(L, fs.value[F_DESCRIPTION], "description",
                         s->description, sizeof s->description, true));
-  REQUIRE(F_MODEL, "one of vq, rvq, fsq, clip, autoencoder");
+  REQUIRE(F_MODEL, model_what);
   VQC_TRY(read_model(L, fs.value[F_MODEL]));
   VQC_TRY(read_sizes(L, fs.value[F_SIZES]));
   int64_t v;
-  REQUIRE(F_RANKS, "an integer 1..1024");
+  REQUIRE(F_RANKS, ranks_what);
   VQC_TRY(read_int(L, fs.value[F_RANKS], "ranks", 1, VQC_SCENARIO_MAX_RANKS, &v));
   s->ranks = (int)v;
-  REQUIRE(F_STEPS, "an integer 1..1000000");
+  REQUIRE(F_STEPS, steps_what);
   VQC_TRY(read_int(L, fs.value[F_STEPS], "steps", 1, MAX_STEPS, &v));
   s->steps = (int)v;
   REQUIRE(F_BATCH, "rows per rank: an integer, or a list with one per rank");
@@ -1031,25 +1105,15 @@ json_t *vqc_scenario_to_json(const vqc_scenario *s) {
   json_object_set_new(j, "description", json_string(s->description));
   json_object_set_new(j, "model", json_string(vqc_model_name(s->model)));
 
-  const unsigned allowed = model_info_table[s->model].allowed;
+  const unsigned takes = (unsigned)s->model < VQC_MODEL_COUNT
+                             ? model_info_table[s->model].sizes
+                             : 0;
   json_t *sizes = json_object();
-  if (allowed & BIT(SZ_DIM)) json_object_set_new(sizes, "dim", json_integer(s->dim));
-  if (allowed & BIT(SZ_CODEBOOK_SIZE))
-    json_object_set_new(sizes, "codebook_size", json_integer(s->codebook_size));
-  if (allowed & BIT(SZ_NUM_QUANTIZERS))
-    json_object_set_new(sizes, "num_quantizers", json_integer(s->num_quantizers));
-  if (allowed & BIT(SZ_LEVELS)) {
-    json_t *levels = json_array();
-    for (int i = 0; i < s->nlevels; i++)
-      json_array_append_new(levels, json_integer(s->levels[i]));
-    json_object_set_new(sizes, "levels", levels);
-  }
-  if (allowed & BIT(SZ_HIDDEN)) json_object_set_new(sizes, "hidden", json_integer(s->hidden));
-  if (allowed & BIT(SZ_THRESHOLD))
-    json_object_set_new(sizes, "threshold_dead_code",
-                        json_real(s->threshold_dead_code));
-  if (allowed & BIT(SZ_KMEANS))
-    json_object_set_new(sizes, "kmeans_init", json_boolean(s->kmeans_init));
+#define SIZE_JSON(e, name, type, lo, hi, note)                              \
+  if (takes & VQC_SIZE_BIT(VQC_SIZE_##e))                                   \
+    json_object_set_new(sizes, #name, size_json_##type(s, &s->name));
+  VQC_SCENARIO_SIZE_LIST(SIZE_JSON)
+#undef SIZE_JSON
   json_object_set_new(j, "sizes", sizes);
 
   json_object_set_new(j, "ranks", json_integer(s->ranks));

@@ -14,16 +14,6 @@
 #include "vqc/fault.h"
 #include "vqc/status.h"
 
-typedef enum {
-  VQC_MODEL_VQ,          /* a VQ codebook trained with EMA (+ dead codes) */
-  VQC_MODEL_RVQ,         /* residual VQ with quantize dropout */
-  VQC_MODEL_FSQ,         /* FSQ bottleneck autoencoder (no collectives of its own) */
-  VQC_MODEL_CLIP,        /* two linear towers + contrastive loss over ranks */
-  VQC_MODEL_AUTOENCODER, /* encoder -> VQ -> decoder, DDP + Adam */
-  VQC_MODEL_COUNT
-} vqc_model_kind;
-const char *vqc_model_name(vqc_model_kind m);
-
 /* The most ranks a scenario may have: the threads backend runs them all as
  * threads of one process (lib/src/comm/comm_threads.c: 256 KiB stacks, O(N n)
  * all_reduce) and the checkers' per-step exchanges do not grow with the
@@ -32,6 +22,108 @@ const char *vqc_model_name(vqc_model_kind m);
 #define VQC_SCENARIO_MAX_RANKS 1024
 #define VQC_SCENARIO_MAX_EXPECT 16
 #define VQC_SCENARIO_MAX_LEVELS 8
+
+/* The ranges of the sizes. They are generous for real use and exist so that
+ * a typo (an extra zero, a negative number) is an error at load time, not
+ * an allocation failure half-way through a run. */
+#define VQC_SCENARIO_MAX_DIM 65536          /* dim, hidden */
+#define VQC_SCENARIO_MAX_CODEBOOK (1 << 20) /* codebook_size */
+#define VQC_SCENARIO_MAX_QUANTIZERS 64
+/* L = 2 needs FSQ's preserve_symmetry, which scenarios do not set
+ * (lib/include/vqc/fsq.h): refused at load time rather than at run time. */
+#define VQC_SCENARIO_MIN_LEVEL 3
+#define VQC_SCENARIO_MAX_LEVEL 65536
+#define VQC_SCENARIO_MAX_THRESHOLD 1e30
+
+/* The sizes a scenario file may give (its `sizes:` mapping), in the order
+ * messages list them and run.json writes them. One row each generates the
+ * key, its range, its reader and its JSON (scenario.c); the models' tables
+ * say which ones they take and their defaults (model.h).
+ *   X(ENUM, name, type, lo, hi, note)
+ *   name    the key in the file and the vqc_scenario field
+ *   type    INT (int64_t), COUNT (int), LEVELS (levels[nlevels]: lo..hi
+ *           each, their product below 2^31), NUMBER (double >= lo, at
+ *           most hi), FLAG (bool; lo and hi unused)
+ *   note    added to "expected ..." in messages */
+#define VQC_SCENARIO_SIZE_LIST(X)                                            \
+  X(DIM, dim, INT, 1, VQC_SCENARIO_MAX_DIM, "")                              \
+  X(CODEBOOK_SIZE, codebook_size, INT, 1, VQC_SCENARIO_MAX_CODEBOOK, "")     \
+  X(NUM_QUANTIZERS, num_quantizers, COUNT, 1, VQC_SCENARIO_MAX_QUANTIZERS,  \
+    "")                                                                      \
+  X(LEVELS, levels, LEVELS, VQC_SCENARIO_MIN_LEVEL, VQC_SCENARIO_MAX_LEVEL,  \
+    "")                                                                      \
+  X(HIDDEN, hidden, INT, 1, VQC_SCENARIO_MAX_DIM, "")                        \
+  X(THRESHOLD_DEAD_CODE, threshold_dead_code, NUMBER, 0,                     \
+    VQC_SCENARIO_MAX_THRESHOLD, " (0 turns dead-code replacement off)")      \
+  X(KMEANS_INIT, kmeans_init, FLAG, 0, 1, "")
+
+typedef enum {
+#define VQC_SIZE_ENUM(e, name, type, lo, hi, note) VQC_SIZE_##e,
+  VQC_SCENARIO_SIZE_LIST(VQC_SIZE_ENUM)
+#undef VQC_SIZE_ENUM
+  VQC_SIZE_COUNT
+} vqc_size;
+/* A set of sizes as a bit mask: VQC_TAKES(DIM) | VQC_TAKES(HIDDEN). */
+#define VQC_SIZE_BIT(x) (1u << (x))
+#define VQC_TAKES(size) VQC_SIZE_BIT(VQC_SIZE_##size)
+/* The sizes of an EMA codebook (vq, rvq, autoencoder). */
+#define VQC_TAKES_CODEBOOK                                                   \
+  (VQC_TAKES(CODEBOOK_SIZE) | VQC_TAKES(THRESHOLD_DEAD_CODE) |              \
+   VQC_TAKES(KMEANS_INIT))
+
+/* A model's default sizes: what the loader fills in for the sizes a file
+ * leaves out. The fields are vqc_scenario's of the same names; the sizes a
+ * model does not take stay 0. */
+typedef struct vqc_model_sizes {
+  int64_t dim, codebook_size;
+  int num_quantizers;
+  int nlevels;
+  int levels[VQC_SCENARIO_MAX_LEVELS];
+  int64_t hidden;
+  double threshold_dead_code;
+  bool kmeans_init;
+} vqc_model_sizes;
+#define VQC_DEFAULTS(...) {__VA_ARGS__}
+
+/* The models a scenario can train, and what a scenario file may say about
+ * each: X(ENUM, name, sizes, defaults)
+ *   sizes     the sizes it takes (a VQC_TAKES mask); the others are refused
+ *   defaults  its vqc_model_sizes for the sizes a file leaves out (small,
+ *             so a scenario that only names its model runs in well under
+ *             a second per step on one core)
+ * What a model does is harness/models/model_<name>.c, whose ops table
+ * vqc_model_<name> (model.h) answers everything else the runner and the
+ * memory estimate ask: a new model is that file and one row here. The rows
+ * are data only, so the scenario loader links without the models' code. */
+#define VQC_MODEL_LIST(X)                                                    \
+  /* a VQ codebook trained with EMA (+ dead codes) */                        \
+  X(VQ, vq, VQC_TAKES(DIM) | VQC_TAKES_CODEBOOK,                             \
+    VQC_DEFAULTS(.dim = 16, .codebook_size = 32))                            \
+  /* residual VQ with quantize dropout */                                    \
+  X(RVQ, rvq,                                                                \
+    VQC_TAKES(DIM) | VQC_TAKES_CODEBOOK | VQC_TAKES(NUM_QUANTIZERS),         \
+    VQC_DEFAULTS(.dim = 16, .codebook_size = 32, .num_quantizers = 4))       \
+  /* FSQ bottleneck autoencoder (no collectives of its own); levels         \
+   * 8,5,5,5: FSQ's paper's 1000-code setting */                             \
+  X(FSQ, fsq, VQC_TAKES(DIM) | VQC_TAKES(LEVELS) | VQC_TAKES(HIDDEN),        \
+    VQC_DEFAULTS(.dim = 16, .hidden = 32, .nlevels = 4,                      \
+                 .levels = {8, 5, 5, 5}))                                    \
+  /* two linear towers + contrastive loss over ranks */                      \
+  X(CLIP, clip, VQC_TAKES(DIM) | VQC_TAKES(HIDDEN),                          \
+    VQC_DEFAULTS(.dim = 16, .hidden = 32))                                   \
+  /* encoder -> VQ -> decoder, DDP + Adam */                                 \
+  X(AUTOENCODER, autoencoder,                                                \
+    VQC_TAKES(DIM) | VQC_TAKES(HIDDEN) | VQC_TAKES_CODEBOOK,                 \
+    VQC_DEFAULTS(.dim = 16, .codebook_size = 32, .hidden = 32))
+
+typedef enum {
+#define VQC_MODEL_ENUM(e, name, sizes, defaults) VQC_MODEL_##e,
+  VQC_MODEL_LIST(VQC_MODEL_ENUM)
+#undef VQC_MODEL_ENUM
+  VQC_MODEL_COUNT
+} vqc_model_kind;
+/* "vq", ...; "?" outside the list. */
+const char *vqc_model_name(vqc_model_kind m);
 
 /* One expected finding: kind, and optionally the step and a substring of the
  * tensor name or of the call site ("vq_ema.c" matches "lib/src/quant/vq_ema.c:57
@@ -49,8 +141,9 @@ typedef struct vqc_scenario {
   char name[128];
   char description[1024];
   vqc_model_kind model;
-  /* sizes: the loader fills the ones the file leaves out with the model's
-   * defaults (scenarios/README.md); sizes the model does not use stay 0. */
+  /* sizes (one field per row of VQC_SCENARIO_SIZE_LIST): the loader fills
+   * the ones the file leaves out with the model's defaults
+   * (scenarios/README.md); sizes the model does not use stay 0. */
   int64_t dim;             /* feature dim D */
   int64_t codebook_size;   /* C */
   int num_quantizers;      /* RVQ layers Q */

@@ -1,40 +1,14 @@
 /* run_memory.c: a scenario's memory estimate and the check that refuses a
  * scenario this process cannot hold (see run_memory.h).
  *
- * The formula. Per rank, from what run_models.c and the library allocate
- * for the model (F = 4 bytes per float32; B = this rank's rows, G = the
- * global batch (every rank's rows), D = dim, C = codebook_size, Q =
- * num_quantizers, H = hidden, lat = the bottleneck width: FSQ's number of
- * levels, the autoencoder's max(D/2, 1)):
+ * The formula. Per rank: the model's own bytes, which each model's ops
+ * table gives (rank_bytes in harness/models/model_<name>.c, where the
+ * formula of each sits beside what run_models.c and the library allocate
+ * for it: vq and rvq grow with this rank's rows B and the codebooks; fsq,
+ * autoencoder and clip also with the global batch G, every rank's rows,
+ * which their single-process twin recomputes and clip's loss gathers), and
+ * what every rank adds:
  *
- *   vq           B (8D + 8)           x, quantized (F each per element),
- *                                     indices (int64)
- *              + C D 24 + 4C          embed, embed_avg; the step's scratch:
- *                                     the EMA's double accumulator, the
- *                                     nearest-code panels, the collective's
- *                                     copy
- *              + 8B with kmeans_init  its per-row assignments
- *   rvq          B (16D + 8Q + 8)     x, quantized, the forward's
- *                                     residual and layer output, indices
- *                                     (B, Q) and one layer's
- *              + Q (8CD + 4C) + 16CD  Q codebooks and one layer's scratch
- *   fsq, autoencoder (trained by gradient, with a single-process twin that
- *                recomputes the step on the global batch):
- *                (B + G)(3D + 4H + 4lat + 1) F   activations, trained net
- *                                     and twin (autoencoder.c's arena)
- *              + (B + G) 8            the bottleneck's indices
- *              + B D F + G D F        the shard and the global batch
- *              + 10 P F               weights, grads, Adam's two moments,
- *                                     the snapshot, the twin's weights and
- *                                     grads, the checkers' copies (P =
- *                                     weights: 2DH + 2H lat + 2H + D + lat)
- *              + autoencoder: 2 (8 C lat + 4C) + 16 C lat  two codebooks
- *   clip         2 B D F + 2 G D F    both modalities' shard and global
- *              + 4 (B + G) H F        the towers' outputs and gradients
- *              + 8 G^2 + 48 G H + 24 G   one contrastive loss call
- *                                     (clip_loss.c: the (G, G) similarity
- *                                     in double, the gathered features)
- *              + 10 P F               P = 2 (DH + H)
  *   every rank   + 1 MiB              checkers, trace writer, comm, the
  *                                     touched part of its thread stack
  *                                     (a rank measured 43 KiB)
@@ -120,10 +94,10 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "model.h"
 #include "vqc/ledger.h"
 
 #define MIB ((uint64_t)1 << 20)
-#define F 4u /* bytes per float32 */
 #define RANK_BASE (1 * MIB)
 #define PROCESS_BASE (16 * MIB)
 #define STEP_SUMMARY 32u
@@ -134,56 +108,17 @@
 /* ... and once per process for each rank of the world. */
 #define PER_WORLD_RANK (4 * 1024u)
 
-/* Within scenario.c's ranges (batch <= 2^20 per rank, 1024 ranks, dim and
- * hidden <= 2^16, dim x codebook <= 2^28, Q <= 64) G <= 2^30, and clip's
- * 8 G^2 alone reaches 2^63: sums saturate at UINT64_MAX (which no limit
- * admits) instead of wrapping. */
-static uint64_t sat_add(uint64_t a, uint64_t b) {
-  return a > UINT64_MAX - b ? UINT64_MAX : a + b;
-}
-
-static uint64_t sat_mul(uint64_t a, uint64_t b) {
-  return b != 0 && a > UINT64_MAX / b ? UINT64_MAX : a * b;
-}
-
+/* Within the scenario's ranges (scenario.h, scenario.c: batch <= 2^20 per
+ * rank, 1024 ranks, dim and hidden <= 2^16, dim x codebook <= 2^28, Q <=
+ * 64) G <= 2^30, and clip's 8 G^2 alone reaches 2^63: sums saturate at
+ * UINT64_MAX (which no limit admits) instead of wrapping (vqc_sat_add,
+ * vqc_sat_mul: model.h). One rank: the model's bytes (its ops table's
+ * rank_bytes) + what every rank adds. */
 static uint64_t rank_bytes(const vqc_scenario *sc, uint64_t B, uint64_t G) {
-  const uint64_t D = (uint64_t)sc->dim, C = (uint64_t)sc->codebook_size;
-  const uint64_t H = (uint64_t)sc->hidden;
-  const uint64_t Q = (uint64_t)(sc->num_quantizers > 0 ? sc->num_quantizers : 1);
+  const vqc_model_ops *model = vqc_model_ops_of(sc->model);
   uint64_t b = RANK_BASE;
-  switch (sc->model) {
-    case VQC_MODEL_VQ:
-      b += B * (8 * D + 8) + C * D * 24 + 4 * C;
-      if (sc->kmeans_init) b += 8 * B;
-      break;
-    case VQC_MODEL_RVQ:
-      b += B * (16 * D + 8 * Q + 8) + Q * (8 * C * D + 4 * C) +
-           16 * C * D;
-      if (sc->kmeans_init) b += 8 * B;
-      break;
-    case VQC_MODEL_FSQ:
-    case VQC_MODEL_AUTOENCODER: {
-      const uint64_t lat =
-          sc->model == VQC_MODEL_FSQ ? (uint64_t)sc->nlevels
-                                     : (D / 2 > 0 ? D / 2 : 1);
-      const uint64_t P = 2 * D * H + 2 * H * lat + 2 * H + D + lat;
-      b += (B + G) * (3 * D + 4 * H + 4 * lat + 1) * F + (B + G) * 8 +
-           B * D * F + G * D * F + 10 * P * F;
-      if (sc->model == VQC_MODEL_AUTOENCODER)
-        b += 2 * (8 * C * lat + 4 * C) + 16 * C * lat;
-      break;
-    }
-    case VQC_MODEL_CLIP: {
-      const uint64_t P = 2 * (D * H + H);
-      b += 2 * B * D * F + 2 * G * D * F + 4 * (B + G) * H * F +
-           48 * G * H + 24 * G + 10 * P * F;
-      b = sat_add(b, sat_mul(8 * G, G));
-      break;
-    }
-    default:
-      break;
-  }
-  return sat_add(b, PER_PEER * (uint64_t)sc->ranks);
+  if (model) b = vqc_sat_add(b, model->rank_bytes(sc, B, G));
+  return vqc_sat_add(b, PER_PEER * (uint64_t)sc->ranks);
 }
 
 void vqc_run_memory_estimate(const vqc_scenario *sc, int ranks_here,
@@ -203,15 +138,15 @@ void vqc_run_memory_estimate(const vqc_scenario *sc, int ranks_here,
   if (ranks_here == sc->ranks) {
     for (int r = 0; r < sc->ranks; r++) {
       const uint64_t one = rank_bytes(sc, (uint64_t)vqc_scenario_batch(sc, r), G);
-      sum = sat_add(sum, one);
+      sum = vqc_sat_add(sum, one);
       if (one > out->per_rank) out->per_rank = one;
     }
   } else {
     /* Which ranks these are is the launcher's choice: size by the largest. */
     out->per_rank = rank_bytes(sc, Bmax, G);
-    sum = sat_mul(out->per_rank, (uint64_t)ranks_here);
+    sum = vqc_sat_mul(out->per_rank, (uint64_t)ranks_here);
   }
-  out->resident = sat_add(sum, PROCESS_BASE +
+  out->resident = vqc_sat_add(sum, PROCESS_BASE +
                                    STEP_SUMMARY * (uint64_t)(sc->steps + 1) +
                                    PER_WORLD_RANK * (uint64_t)sc->ranks);
   /* Several ranks in this process: the threads backend's rank threads and
@@ -228,7 +163,8 @@ void vqc_run_memory_estimate(const vqc_scenario *sc, int ranks_here,
   while (ring < VQC_LEDGER_DEFAULT_CAPACITY) ring *= 2;
   ring *= sizeof(vqc_ledger_record);
   out->address =
-      sat_add(out->resident, sat_mul((uint64_t)ranks_here, stack + ring));
+      vqc_sat_add(out->resident,
+                  vqc_sat_mul((uint64_t)ranks_here, stack + ring));
   out->files = (uint64_t)ranks_here * VQC_RUN_FILES_PER_RANK +
                VQC_RUN_FILES_BASE;
 }
@@ -329,10 +265,10 @@ static bool exceeded(const vqc_run_memory *est,
   /* What the process already maps replaces the estimate's own base. */
   const uint64_t base = est->resident > PROCESS_BASE ? PROCESS_BASE : 0;
   const uint64_t need_data =
-      lim->vm_data ? sat_add(est->resident - base, lim->vm_data)
+      lim->vm_data ? vqc_sat_add(est->resident - base, lim->vm_data)
                    : est->resident;
   const uint64_t need_as =
-      lim->vm_size ? sat_add(est->address - base, lim->vm_size)
+      lim->vm_size ? vqc_sat_add(est->address - base, lim->vm_size)
                    : est->address;
   char a[32], b[32];
   if (est->resident > lim->mem_available) {
@@ -406,9 +342,8 @@ vqc_status vqc_run_memory_fits(const vqc_scenario *sc,
   }
   /* The models that hold the global batch on every rank: their memory
    * grows with the square of the rank count, so say why. */
-  const bool global = sc->model == VQC_MODEL_FSQ ||
-                      sc->model == VQC_MODEL_AUTOENCODER ||
-                      sc->model == VQC_MODEL_CLIP;
+  const vqc_model_ops *model = vqc_model_ops_of(sc->model);
+  const bool global = model && model->global_batch;
   return vqc_error(VQC_EINVAL, "%s: the scenario needs about %s (%d rank%s "
                    "x %s%s) but %s: lower ranks or batch (or the sizes) to "
                    "fit%s%s", sc->path, a, est->ranks_here,
