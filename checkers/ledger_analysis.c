@@ -324,6 +324,16 @@ static const record_op record_ops[] = {
     {"all_gather_tensor", false, false},
     {"all_gather_into_tensor_coalesced", false, false},
     {"reduce_scatter_tensor_coalesced", true, false},
+    /* MPI (interpose/vqc_mpi.c, libvqcheck_mpi.so); its count is the type
+     * signature's length. Communicator creation is collective too. */
+    {"gatherv", false, true},
+    {"scatterv", false, true},
+    {"all_to_allv", false, false},
+    {"scan", true, false},
+    {"exscan", true, false},
+    {"comm_split", false, false},
+    {"comm_dup", false, false},
+    {"comm_create", false, false},
 };
 #define NRECORD_OPS ((int)(sizeof record_ops / sizeof record_ops[0]))
 
@@ -331,13 +341,21 @@ static const record_op record_ops[] = {
  * names in lower case. */
 static const char *const record_redops[] = {
     "sum", "min", "max", "product", "avg", "band", "bor", "bxor",
-    "premul_sum"};
+    "premul_sum",
+    /* MPI's (libvqcheck_mpi.so); "user": an MPI_Op_create reduction */
+    "land", "lor", "lxor", "maxloc", "minloc", "replace", "no_op", "user"};
 #define NRECORD_REDOPS ((int)(sizeof record_redops / sizeof record_redops[0]))
 
 static int name_index(const char *const *names, int n, const char *s) {
   for (int k = 0; k < n; k++)
     if (strcmp(s, names[k]) == 0) return k;
   return -1;
+}
+
+/* MPI's v-forms: each rank's count may differ, so it is not compared. */
+static bool varcount_op(const char *name) {
+  return strcmp(name, "gatherv") == 0 || strcmp(name, "scatterv") == 0 ||
+         strcmp(name, "all_to_allv") == 0;
 }
 
 static int record_op_index(const char *s) {
@@ -460,7 +478,8 @@ static vqc_status parse_record(const json_t *j, int rank, const char *path,
     if (r->redop < 0)
       return vqc_error(VQC_EPARSE, "%s:%ld: field 'redop': unknown reduction "
                        "'%s' (expected sum, min, max, product, avg, band, "
-                       "bor, bxor or premul_sum)",
+                       "bor, bxor, premul_sum, or MPI's land, lor, lxor, "
+                       "maxloc, minloc, replace, no_op, user)",
                        path, line, s);
   }
 
@@ -506,8 +525,18 @@ static vqc_status parse_record(const json_t *j, int rank, const char *path,
   r->fp.dtype = r->dtype;
   r->fp.redop = r->redop;
   r->fp.root = kind->root ? r->root : -1;
-  r->fp.count = r->op == VQC_COLL_ALL_GATHERV ? 0 : r->count; /* as above */
+  r->fp.count = r->op == VQC_COLL_ALL_GATHERV || varcount_op(kind->name)
+                    ? 0 : r->count; /* as above */
   r->fp.site_hash = vqc_site_hash(site_of(sites, r->site));
+  /* "any_site": true (libvqcheck_mpi.so): MPI pairs a communicator's
+   * collectives by their order alone, and a program may legally call one
+   * from different lines on different ranks (the root's branch and the
+   * others'), so the call site is told but not compared. */
+  const json_t *any = json_object_get(j, "any_site");
+  if (any && !json_is_boolean(any))
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'any_site': expected true "
+                     "or false", path, line);
+  if (json_is_true(any)) r->fp.site_hash = 0;
   return VQC_OK;
 }
 

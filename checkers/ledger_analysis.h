@@ -61,7 +61,11 @@
  * Ledger lines may name torch.distributed's collectives, dtypes and
  * reductions as well as vqcheck's own: the Python bridge (`vqcheck watch`,
  * python/vqcheck/_bridge/_records.py) writes them in the same format. They are
- * compared, never replayed (ledger_analysis.c, record_ops).
+ * compared, never replayed (ledger_analysis.c, record_ops). So does the
+ * MPI interposer (interpose/vqc_mpi.c, libvqcheck_mpi.so), with MPI's
+ * collectives and reductions, "mpi_type" (a derived type's readable name;
+ * not compared), and "any_site": true: MPI pairs a communicator's calls by
+ * order alone, so their call sites are told but not compared.
  *
  * The live record. A dump is written at the end, by a rank that is still
  * alive; a rank killed with SIGKILL (or stopped, or a whole job killed by its

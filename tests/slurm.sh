@@ -5,7 +5,7 @@
 # declared on this node so 4 ranks fit on 2 cores), runs vqcheck through
 # srun for real, and stops the daemons at the end, whatever happened.
 #
-#   usage: slurm.sh VQCHECK SCENARIO_DIR WORK_DIR
+#   usage: slurm.sh VQCHECK SCENARIO_DIR WORK_DIR [MPI_PROGRAM_DIR]
 #
 # Cases, each on 4 ranks launched by srun (MPI over PMIx: srun --mpi=pmix,
 # the cluster's default here):
@@ -24,6 +24,14 @@
 #             ("the job ended before ranks ... reached a clean end"),
 #             report.html written, no process of the job left and no job
 #             left in the queue.
+# With MPI_PROGRAM_DIR (tests/mpi_programs built: plain MPI programs, no
+# vqcheck header), through the PMPI interposer (docs/mpi.md):
+#   watch_clean     `vqcheck watch -- srun -n 4 ./clean`: exit 0, no
+#                   finding, the program's own result checks passed;
+#   watch_deadlock  `vqcheck watch --timeout 5 -- srun -n 4 ./split_skip`
+#                   (rank 3 skips an all-reduce of the odd ranks'
+#                   communicator): exit 1, a deadlock naming rank 3 in
+#                   world/split1, within --timeout + 10 s, the step ended.
 # After each case: no rank process left, the queue empty.
 # Exit 77 (a skip, saying why) without Slurm's programs, without root (the
 # daemons run as root here), without the MPI backend, or when the daemons
@@ -32,6 +40,7 @@ set -u
 VQ=$1
 SCENARIOS=$2
 WORK=$3
+PROGS=${4:-}
 TIMEOUT=5
 NP=4
 
@@ -217,12 +226,50 @@ else
 fi
 no_leftovers "$out" scancel
 
+# ---- watch -- srun -n 4 ./prog (an unmodified MPI program)
+watch_cases=""
+if [ -n "$PROGS" ] && [ -x "$PROGS/clean" ] && [ -x "$PROGS/split_skip" ]; then
+  watch_cases="watch_clean watch_deadlock"
+  out=$WORK/watch_clean
+  timeout 180 "$VQ" watch --timeout 20 --out "$out" -- srun -n $NP \
+    "$PROGS/clean" > "$WORK/watch_clean.log" 2>&1
+  code=$?
+  [ $code -eq 0 ] ||
+    bad "watch_clean: exit $code, expected 0 (see $WORK/watch_clean.log)"
+  compact "$out" | grep -q '"findings":\[\]' ||
+    bad "watch_clean: run.json has findings"
+  [ "$(cat "$out"/rank-*.live.jsonl 2>/dev/null | grep -c '"event":"finished"')" \
+    -eq $NP ] || bad "watch_clean: not every rank's record says finished"
+  no_leftovers "$out" watch_clean
+
+  out=$WORK/watch_deadlock
+  t0=$(now)
+  timeout 180 "$VQ" watch --timeout $TIMEOUT --out "$out" -- srun -n $NP \
+    "$PROGS/split_skip" > "$WORK/watch_deadlock.log" 2>&1
+  code=$?
+  took=$(elapsed "$t0" "$(now)")
+  echo "watch_deadlock: reported after $took s (timeout $TIMEOUT s)"
+  [ $code -eq 1 ] ||
+    bad "watch_deadlock: exit $code, expected 1 (see $WORK/watch_deadlock.log)"
+  compact "$out" | grep -q '"kind":"deadlock","step":[0-9-]*,"ranks":\[[0-9,]*3\]' ||
+    bad "watch_deadlock: run.json has no deadlock naming rank 3"
+  compact "$out" | grep -q '"name":"world/split1"' ||
+    bad "watch_deadlock: the deadlock does not name world/split1"
+  awk -v t="$took" -v l=$((TIMEOUT + 10)) 'BEGIN { exit !(t <= l) }' ||
+    bad "watch_deadlock: took $took s, more than timeout + 10 s"
+  no_leftovers "$out" watch_deadlock
+  pgrep -f "$PROGS/split_skip" >/dev/null 2>&1 &&
+    { bad "watch_deadlock: split_skip still running"; pkill -9 -f "$PROGS/split_skip"; }
+else
+  echo "slurm: no MPI programs built (MPI_PROGRAM_DIR), watch -- srun not run"
+fi
+
 if [ $fail -ne 0 ]; then
-  for l in clean deadlock srun scancel; do
+  for l in clean deadlock srun scancel $watch_cases; do
     echo "---- $l.log"
     tail -20 "$WORK/$l.log" 2>/dev/null
   done
   exit 1
 fi
-echo "slurm: clean, deadlock, srun and scancel cases passed"
+echo "slurm: clean, deadlock, srun, scancel${watch_cases:+ and $watch_cases} cases passed"
 exit 0

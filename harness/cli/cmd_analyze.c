@@ -701,8 +701,16 @@ int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
    * digests, no finding on record) is no verdict: never clean. A job of
    * one rank has no second copy to compare by nature: as `run --ranks 1`,
    * its divergence check is not run, and that is not an error. */
+  /* (With ledger_checks, collectives two ranks recorded were compared.) */
+  int ledger_ranks = 0;
+  for (int r = 0; ao->ledger_checks && r < job_ranks && ledger_ranks < 2;
+       r++) {
+    vqc_live_info li;
+    if (vqc_live_scan(o.run_dir, r, &li) == VQC_OK && li.records > 0)
+      ledger_ranks++;
+  }
   if (!had_run_json && code == 0 && res.digests_compared == 0 &&
-      job_ranks != 1) {
+      job_ranks != 1 && ledger_ranks < 2) {
     json_t *tr0 = json_object_get(doc, "training");
     json_object_set_new(tr0, "status",
                         json_string(vqc_status_name(VQC_EUNSUPPORTED)));

@@ -30,6 +30,28 @@
  *     (running, in a collective, finished), beats, the time of the last
  *     (python/vqcheck/_heartbeat.py; read by watch_heartbeat.h).
  *
+ * MPI programs (C, C++, Fortran: docs/mpi.md). When COMMAND is an MPI
+ * launcher (its name is mpiexec, mpirun, orterun or srun, with an optional
+ * ".suffix" such as mpirun.openmpi) and no argument names Python (a word
+ * ending in ".py", or a program named python*), or with --mpi, the job
+ * gets LD_PRELOAD=MPI_LIB (then ":" and the user's LD_PRELOAD when set):
+ * libvqcheck_mpi.so, the PMPI interposer (interpose/vqc_mpi.c), which
+ * writes the same files as the bridge (the live record with one ledger
+ * line per collective on every communicator, "group" naming each
+ * communicator's world ranks; the heartbeat; the stacks at SIGUSR1). The
+ * launcher and every process it starts inherit it (OpenMPI's local launch
+ * passes the environment on; for other nodes, the launcher's own option
+ * such as `-x LD_PRELOAD` is the user's to add). --no-mpi never preloads it
+ * (a Python job under mpirun, say, whose argument list hides it). It is
+ * never preloaded into any other job: a Python job gets the bridge only.
+ * MPI_LIB, the first that exists: $VQC_MPI_PRELOAD; <this executable's
+ * directory>/../<libdir>/vqcheck/libvqcheck_mpi.so (installed); the build
+ * tree's (compiled in). With the interposer the bridge is optional (a
+ * Python rank of an MPI job still gets it when found). The collectives the
+ * interposer recorded are the check: a clean MPI run whose ranks compared
+ * collectives exits 0 without any digest trace (vqc_analyze_opts.
+ * ledger_checks).
+ *
  * BRIDGE_DIR, the first that holds sitecustomize.py: $VQC_BRIDGE_DIR;
  * <this executable's directory>/../share/vqcheck/bridge (`pip install .`);
  * the source tree's python/bridge (VQC_BRIDGE_SOURCE_DIR, compiled in).
@@ -118,8 +140,9 @@
  * rebuilt and reported with the verdict's exit code (cmd_analyze.c).
  *
  * Exit: 0 clean, 1 findings, 2 usage (or a refused --out, or a malformed
- * bridge file: file:line), 3 environment (no bridge, a command that cannot
- * be run, nothing written by any rank: the bridge never loaded), 130 / 143
+ * bridge file: file:line), 3 environment (no bridge, or for an MPI job no
+ * interposer; a command that cannot be run; nothing written by any rank:
+ * the bridge or interposer never loaded), 130 / 143
  * / 129 when interrupted by SIGINT / SIGTERM / SIGHUP (after the analysis). */
 #include <dirent.h>
 #include <errno.h>
@@ -207,7 +230,19 @@ static void watch_help(FILE *f) {
           "(the job's\n"
           "                stdout then goes to stderr)\n"
           "  --quiet       no summary (the job's output still passes "
-          "through)\n\n"
+          "through)\n"
+          "  --mpi         preload the MPI interposer (libvqcheck_mpi.so) "
+          "into the job;\n"
+          "                the default when COMMAND is mpiexec, mpirun, "
+          "orterun or srun\n"
+          "                and no argument names Python (*.py, python*)\n"
+          "  --no-mpi      never preload it (the Python bridge only)\n\n"
+          "An unmodified MPI program: 'vqcheck watch -- mpiexec -n 4 ./prog'. "
+          "Each rank\nthen records every collective on every communicator "
+          "(op, type, count,\nroot, reduction, call site) through PMPI; the "
+          "analysis names a collective\nmismatch, a deadlock (with the rank "
+          "that never entered) or a rank that died\n(docs/mpi.md). The "
+          "library: $VQC_MPI_PRELOAD, else the installed one.\n\n"
           "The job gets VQC_WATCH_DIR, VQC_WATCH_INTERVAL, VQC_WATCH_TIMEOUT "
           "and\nPYTHONPATH=BRIDGE_DIR:$PYTHONPATH; its stdin is /dev/null. "
           "BRIDGE_DIR:\n$VQC_BRIDGE_DIR, else the one 'pip install .' "
@@ -239,9 +274,14 @@ static bool parse_long(const char *s, long lo, long hi, long *out) {
   return true;
 }
 
+/* --mpi / --no-mpi; by default the launcher's name decides (mpi_job). */
+enum { MPI_AUTO = 0, MPI_FORCE, MPI_NEVER };
+static int mpi_opt = MPI_AUTO;
+
 /* Parses argv[1..]; -1 to go on, else the exit code (0 after --help). */
 static int parse_opts(int argc, char **argv, vqc_watch_opts *o) {
   memset(o, 0, sizeof *o);
+  mpi_opt = MPI_AUTO;
   o->interval = 1;
   o->timeout = 60.0;
   int i = 1;
@@ -257,6 +297,10 @@ static int parse_opts(int argc, char **argv, vqc_watch_opts *o) {
       o->json = true;
     } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
       o->quiet = true;
+    } else if (strcmp(a, "--mpi") == 0) {
+      mpi_opt = MPI_FORCE;
+    } else if (strcmp(a, "--no-mpi") == 0) {
+      mpi_opt = MPI_NEVER;
     } else if (strcmp(a, "--nproc") == 0 || strcmp(a, "--interval") == 0 ||
                strcmp(a, "--timeout") == 0 || strcmp(a, "--out") == 0) {
       if (i + 1 >= argc)
@@ -348,6 +392,74 @@ static bool find_bridge(char *buf, size_t n) {
           "source tree, into the environment this vqcheck runs from), or "
           "set VQC_BRIDGE_DIR to the directory holding the bridge's "
           "sitecustomize.py\n", nc > 0 ? cand[0] : "",
+          nc > 1 ? ", " : "", nc > 1 ? cand[1] : "", nc > 2 ? ", " : "",
+          nc > 2 ? cand[2] : "");
+  return false;
+}
+
+/* Whether the job is an MPI program's (the file comment): --mpi, or an MPI
+ * launcher's name with no argument naming Python. */
+static bool mpi_job(const vqc_watch_opts *o) {
+  if (mpi_opt != MPI_AUTO || o->nproc > 0) return mpi_opt == MPI_FORCE;
+  const char *b = strrchr(o->cmd_argv[0], '/');
+  b = b ? b + 1 : o->cmd_argv[0];
+  static const char *const launchers[] = {"mpiexec", "mpirun", "orterun",
+                                           "srun"};
+  bool launcher = false;
+  for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
+    const size_t l = strlen(launchers[i]);
+    launcher = launcher || (strncmp(b, launchers[i], l) == 0 &&
+                            (b[l] == '\0' || b[l] == '.'));
+  }
+  if (!launcher) return false;
+  for (int i = 1; i < o->cmd_argc; i++) {
+    const char *a = o->cmd_argv[i];
+    const char *ab = strrchr(a, '/');
+    ab = ab ? ab + 1 : a;
+    const size_t l = strlen(a);
+    if ((l > 3 && strcmp(a + l - 3, ".py") == 0) ||
+        strncmp(ab, "python", 6) == 0)
+      return false;
+  }
+  return true;
+}
+
+/* MPI_LIB (the file comment), absolute, into buf; false when none is there
+ * (the message is printed). */
+static bool find_mpi_lib(char *buf, size_t n) {
+  const char *env = getenv("VQC_MPI_PRELOAD");
+  char cand[3][4200];
+  int nc = 0;
+  if (env && env[0]) snprintf(cand[nc++], sizeof cand[0], "%s", env);
+#ifdef VQC_MPI_PRELOAD_INSTALLED
+  {
+    char self[4096];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    char *slash = len > 0 ? (self[len] = '\0', strrchr(self, '/')) : NULL;
+    if (slash) {
+      *slash = '\0';
+      snprintf(cand[nc++], sizeof cand[0], "%s/../%s", self,
+               VQC_MPI_PRELOAD_INSTALLED);
+    }
+  }
+#endif
+#ifdef VQC_MPI_PRELOAD_BUILD
+  snprintf(cand[nc++], sizeof cand[0], "%s", VQC_MPI_PRELOAD_BUILD);
+#endif
+  for (int i = 0; i < nc; i++) {
+    char abs[PATH_MAX];
+    struct stat st;
+    if (!realpath(cand[i], abs) || stat(abs, &st) != 0 ||
+        !S_ISREG(st.st_mode) || access(abs, R_OK) != 0)
+      continue;
+    snprintf(buf, n, "%s", abs);
+    return true;
+  }
+  fprintf(stderr, "vqcheck watch: the MPI interposer (libvqcheck_mpi.so) "
+          "is not installed: looked in %s%s%s%s%s\nhint: build vqcheck with "
+          "MPI (OpenMPI found by CMake), or set VQC_MPI_PRELOAD to the "
+          "library; --no-mpi runs the job without it\n",
+          nc > 0 ? cand[0] : "(nowhere: this vqcheck was built without MPI)",
           nc > 1 ? ", " : "", nc > 1 ? cand[1] : "", nc > 2 ? ", " : "",
           nc > 2 ? cand[2] : "");
   return false;
@@ -797,8 +909,22 @@ int vqc_cmd_watch(int argc, char **argv) {
   vqc_watch_opts o;
   int rc = parse_opts(argc, argv, &o);
   if (rc >= 0) return rc;
-  char bridge[PATH_MAX];
-  if (!find_bridge(bridge, sizeof bridge)) return 3;
+  char bridge[PATH_MAX] = "", mpi_lib[PATH_MAX] = "";
+  const bool mpi = mpi_job(&o);
+  if (mpi) {
+    if (!find_mpi_lib(mpi_lib, sizeof mpi_lib)) return 3;
+    /* The bridge too, where there is one (quietly: it is optional). */
+    const char *env = getenv("VQC_BRIDGE_DIR");
+    char cand[4200];
+    if (!(env && env[0] && has_bridge(env) && realpath(env, bridge)) &&
+        !(vqc_cli_installed_data("bridge", cand, sizeof cand) &&
+          has_bridge(cand) && realpath(cand, bridge)) &&
+        !(VQC_BRIDGE_SOURCE_DIR[0] && has_bridge(VQC_BRIDGE_SOURCE_DIR) &&
+          realpath(VQC_BRIDGE_SOURCE_DIR, bridge)))
+      bridge[0] = '\0';
+  } else if (!find_bridge(bridge, sizeof bridge)) {
+    return 3;
+  }
   if (!executable(o.cmd_argv[0])) {
     fprintf(stderr, "vqcheck watch: cannot run '%s': no executable file of "
             "that name%s\nhint: check the command after '--' (a program on "
@@ -830,6 +956,20 @@ int vqc_cmd_watch(int argc, char **argv) {
   setenv("VQC_WATCH_INTERVAL", value, 1);
   snprintf(value, sizeof value, "%g", o.timeout);
   setenv("VQC_WATCH_TIMEOUT", value, 1);
+  if (mpi) { /* the interposer, before the user's preloads */
+    const char *pre = getenv("LD_PRELOAD");
+    const size_t l = strlen(mpi_lib) + (pre ? strlen(pre) : 0) + 2;
+    char *v = malloc(l);
+    if (!v) {
+      fprintf(stderr, "vqcheck watch: no memory for LD_PRELOAD\n");
+      vqc_run_dir_unlock(dir);
+      return 3;
+    }
+    snprintf(v, l, "%s%s%s", mpi_lib, pre && pre[0] ? ":" : "",
+             pre && pre[0] ? pre : "");
+    setenv("LD_PRELOAD", v, 1);
+    free(v);
+  }
   const char *pp = getenv("PYTHONPATH");
   size_t pplen = strlen(bridge) + (pp ? strlen(pp) : 0) + 2;
   char *pythonpath = malloc(pplen);
@@ -838,9 +978,9 @@ int vqc_cmd_watch(int argc, char **argv) {
     vqc_run_dir_unlock(dir);
     return 3;
   }
-  snprintf(pythonpath, pplen, "%s%s%s", bridge, pp && pp[0] ? ":" : "",
-           pp && pp[0] ? pp : "");
-  setenv("PYTHONPATH", pythonpath, 1);
+  snprintf(pythonpath, pplen, "%s%s%s", bridge,
+           bridge[0] && pp && pp[0] ? ":" : "", pp && pp[0] ? pp : "");
+  if (pythonpath[0]) setenv("PYTHONPATH", pythonpath, 1);
   free(pythonpath);
 
   int port = 0;
@@ -1040,6 +1180,13 @@ int vqc_cmd_watch(int argc, char **argv) {
       snprintf(unchecked, sizeof unchecked, "vqcheck watch was interrupted "
                "(%s) and stopped the job before it ended: it was checked "
                "only up to there", strsignal(interrupt));
+    else if (no_bridge && mpi)
+      snprintf(unchecked, sizeof unchecked, "no process of the job wrote a "
+               "live record into %s: the MPI interposer (%s) did not load in "
+               "its ranks (a program linked statically against MPI, or not "
+               "calling MPI_Init, or a launcher that does not pass "
+               "LD_PRELOAD on), or every process ended before MPI_Init",
+               dir, mpi_lib);
     else if (no_bridge)
       snprintf(unchecked, sizeof unchecked, "no process of the job wrote a "
                "trace, live record or finding into %s: the vqcheck bridge "
@@ -1049,6 +1196,8 @@ int vqc_cmd_watch(int argc, char **argv) {
                dir);
     json_t *job = vqc_watch_job_json(&o, bridge, procs, started,
                            any_stopped ? reason : "");
+    if (mpi && job)
+      json_object_set_new(job, "mpi_preload", json_string(mpi_lib));
     vqc_watch_ctx ctx = {.dir = dir, .o = &o, .procs = procs, .nprocs = started,
                      .interrupted = interrupt != 0,
                      .hb = hb_hang ? hbw.ranks : NULL,
@@ -1068,10 +1217,16 @@ int vqc_cmd_watch(int argc, char **argv) {
                                  .caller_reports_hangs =
                                      hb_hang || vqc_watch_any_hang(dir),
                                  .unchecked = unchecked[0] ? unchecked
-                                                           : NULL};
+                                                           : NULL,
+                                 .ledger_checks = mpi};
     code = vqc_analyze_run_dir(&ao);
     json_decref(job);
-    if (no_bridge && code != 2) {
+    if (no_bridge && code != 2 && mpi) {
+      fprintf(stderr, "vqcheck watch: %s\nhint: check that the program is "
+              "linked dynamically against the MPI library the interposer "
+              "was built with (ldd ./prog)\n", unchecked);
+      code = 3;
+    } else if (no_bridge && code != 2) {
       fprintf(stderr, "vqcheck watch: %s\nhint: install vqcheck into the "
               "job's Python ('pip install .' in vqcheck's source tree), and "
               "check that the job runs Python\n", unchecked);

@@ -43,6 +43,11 @@ typedef struct vqc_analyze_opts {
    * VQC_EUNSUPPORTED with this message, and the exit code 3 whatever the
    * findings. */
   const char *unchecked;
+  /* The ranks' collectives are the job's check (watch with the MPI
+   * interposer, libvqcheck_mpi.so: no digest traces by design): collectives
+   * that two ranks or more recorded in their live records count as
+   * compared, so such a run without findings is clean. */
+  bool ledger_checks;
 } vqc_analyze_opts;
 
 /* Analyses o->run_dir, rewrites (or writes) its run.json and reports, and

@@ -1,0 +1,1753 @@
+/* vqc_mpi.c: libvqcheck_mpi.so, the PMPI interposer that lets `vqcheck
+ * watch -- mpiexec -n N ./prog` check an unmodified MPI program (no
+ * recompile, no relink: LD_PRELOAD, which `vqcheck watch` sets for an MPI
+ * launcher; harness/cli/cmd_watch.c).
+ *
+ * The contract is the Python bridge's (cmd_watch.c's file comment), so one
+ * analysis serves both: with $VQC_WATCH_DIR set, MPI_Init(_thread) opens in
+ * it, per world rank r,
+ *   rank-<r>.live.jsonl  (checkers/ledger_analysis.h's format) a start line
+ *       {"event":"start","rank","size","pid","host"}; one ledger line per
+ *       collective when entered and again when done or failed (one write(2)
+ *       per line, O_APPEND: a kill never leaves half a line); {"event":
+ *       "finished","status":"VQC_OK","step":-1} in MPI_Finalize; {"event":
+ *       "signal","signal"} when SIGTERM, SIGINT or SIGHUP ends it (a
+ *       launcher stopping the others after one failed), and {"event":"lost",
+ *       "by","why","signal"} when a fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
+ *       SIGABRT) ends it, so the rank that died is the one named;
+ *   rank-<r>.heartbeat   the 64 bytes python/vqcheck/_heartbeat.py lays out,
+ *       kept in a shared mapping (a store per sign, no system call): state
+ *       1 while in a collective (a non-blocking one: while waiting for it),
+ *       0 between, 2 from MPI_Finalize on;
+ *   rank-<r>.stacks.txt  at SIGUSR1 (which `vqcheck watch` sends at a
+ *       hang, and the program does not handle itself), the calling thread's
+ *       stack in faulthandler's layout, from the program's first frame
+ *       outside MPI and libc, so the report says where the rank is.
+ * Without $VQC_WATCH_DIR every function only calls its PMPI_ twin.
+ *
+ * A ledger line, per collective on any intracommunicator:
+ *   op       the analysis' names (checkers/ledger_analysis.c record_ops):
+ *            barrier, broadcast, reduce, all_reduce, gather, gatherv,
+ *            scatter, scatterv, all_gather, all_gatherv, all_to_all,
+ *            all_to_allv, reduce_scatter (both MPI forms), scan, exscan;
+ *            communicator creation (split, dup, create, cart) as
+ *            comm_split, comm_dup, comm_create: they are collectives too;
+ *   dtype    the digest's name of an MPI basic type (MPI_FLOAT float32,
+ *            MPI_INT int32, ...); a derived type made of one basic type is
+ *            named by it, its readable form in "mpi_type"; a mixed or
+ *            unnamed type is "" with "mpi_type";
+ *   count    the type signature's length: count x the basic elements of
+ *            one item, so MPI_INT x 8 equals a contiguous(8, MPI_INT) x 1.
+ *            Of the rank's own contribution (Gather's send side, Scatter's
+ *            receive side, Reduce_scatter's whole vector); MPI_IN_PLACE
+ *            takes the other side's. The v-forms' counts may differ by rank
+ *            and are not compared;
+ *   root     as the program passed it: a rank of the communicator; -1 for
+ *            collectives without one;
+ *   redop    sum, product, max, min, land, band, lor, bor, lxor, bxor,
+ *            maxloc, minloc, replace, no_op; "user" for MPI_Op_create's;
+ *   group, group_name  for every communicator but MPI_COMM_WORLD: its
+ *            world ranks in its rank order (MPI_Group_translate_ranks) and
+ *            a name equal on every member: the parent's name, "/", how it
+ *            was made and the parent's count of communicators made so far
+ *            ("world/split1/dup1"; split, dup and create are collective
+ *            over the parent, so the counts agree). A communicator made
+ *            otherwise (MPI_Comm_create_group, MPI_Intercomm_merge,
+ *            MPI_Comm_idup) is named when first seen, by a hash of its
+ *            ranks and how many such this rank saw before. "seq" counts
+ *            that communicator's collectives. Intercommunicators and
+ *            communicators of one rank are not recorded;
+ *   any_site true: MPI pairs calls by their order on the communicator, and
+ *            a program may call one collective from different lines on
+ *            different ranks (the root's branch and the others'), so the
+ *            analysis tells the site but does not compare it;
+ *   file, line, func  the call site: the return address (__builtin_
+ *            return_address, or backtrace() past the MPI libraries when
+ *            the caller is one: Fortran bindings) resolved once per site
+ *            with libdw where the program has debug information (libdw.so.1
+ *            opened at run time: no build dependency), else dladdr: the
+ *            object's name, line 0, "symbol+0xoffset" (the same on every
+ *            rank of one build).
+ * A non-blocking collective is entered at its I-call and done when MPI_Wait,
+ * MPI_Test or their any/some/all forms complete its request; one still
+ * pending at MPI_Finalize gets a "failed" line (status VQC_EINVAL).
+ *
+ * It adds no communication of its own (no collective, no message on any
+ * communicator), never touches a buffer, and returns what PMPI returned.
+ * What it does add per collective: two writev(2) of one line each, two
+ * heartbeat stores, a clock read and a table lookup (docs/mpi.md, "Cost").
+ * The attribute it keeps on each communicator (a keyval of its own, copied
+ * by nobody) holds the communicator's name and counters. */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The heartbeat's size and states (python/vqcheck/_heartbeat.py). */
+#define HB_SIZE 64
+enum { HB_RUNNING = 0, HB_IN_COLLECTIVE = 1, HB_FINISHED = 2 };
+
+#define RA ((uintptr_t)__builtin_return_address(0))
+
+/* ---- state */
+
+static struct {
+  bool on;              /* recording: $VQC_WATCH_DIR set and MPI started */
+  int rank, size;
+  int live_fd, stacks_fd;
+  unsigned char *hb;    /* the heartbeat's shared mapping */
+  uint64_t beats;
+  uint32_t pid;
+  bool multi;           /* MPI_THREAD_MULTIPLE: locks around the tables */
+  int keyval;
+  MPI_Group world_group;
+  char dir[4096];
+} g = {.live_fd = -1, .stacks_fd = -1, .keyval = MPI_KEYVAL_INVALID};
+
+static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
+static void lock(void) {
+  if (g.multi) pthread_mutex_lock(&g_lock);
+}
+static void unlock(void) {
+  if (g.multi) pthread_mutex_unlock(&g_lock);
+}
+
+static uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* JSON string contents of s into out (n bytes, NUL-terminated; cut short
+ * rather than overflow). Control bytes become '?'. */
+static void json_esc(char *out, size_t n, const char *s) {
+  size_t k = 0;
+  for (; *s && k + 3 < n; s++) {
+    const unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      out[k++] = '\\';
+      out[k++] = (char)c;
+    } else {
+      out[k++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+  }
+  out[k] = '\0';
+}
+
+/* ---- the heartbeat */
+
+static void put_le(unsigned char *p, uint64_t v, int n) {
+  for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+
+static void beat(uint32_t state, uint64_t seq, const char *op) {
+  if (!g.hb) return;
+  unsigned char b[HB_SIZE];
+  memset(b, 0, sizeof b);
+  memcpy(b, "VQHB", 4);
+  put_le(b + 4, 1, 4);
+  put_le(b + 8, g.pid, 4);
+  put_le(b + 12, state, 4);
+  put_le(b + 16, __atomic_add_fetch(&g.beats, 1, __ATOMIC_RELAXED), 8);
+  put_le(b + 24, now_ns(), 8);
+  put_le(b + 32, seq, 8);
+  /* step (40): an MPI program has none */
+  for (int i = 0; op && op[i] && i < 16; i++) b[48 + i] = (unsigned char)op[i];
+  memcpy(g.hb, b, sizeof b);
+}
+
+/* ---- call sites */
+
+typedef struct site {
+  uintptr_t pc;         /* the return address; 0: free slot */
+  bool lib;             /* inside an MPI library: look further up */
+  char file[512], func[256];
+  int line;
+  char json[1000];      /* "file":"...","line":N,"func":"...", */
+  size_t len;
+} site;
+
+#define NSITES 1024
+static site sites[NSITES];
+static int nsites;
+static site overflow_site = {.pc = 1, .json = "\"file\":\"?\",\"line\":0,"
+                                             "\"func\":\"?\","};
+
+/* libdw, opened at run time (no -dev package needed to build). */
+typedef struct Dwfl Dwfl;
+typedef struct Dwfl_Module Dwfl_Module;
+typedef struct Dwfl_Line Dwfl_Line;
+typedef struct {
+  void *find_elf, *find_debuginfo, *section_address;
+  char **debuginfo_path;
+} dwfl_callbacks;
+static struct {
+  bool tried;
+  Dwfl *dwfl;
+  Dwfl_Module *(*addrmodule)(Dwfl *, uint64_t);
+  const char *(*addrname)(Dwfl_Module *, uint64_t);
+  Dwfl_Line *(*getsrc)(Dwfl_Module *, uint64_t);
+  const char *(*lineinfo)(Dwfl_Line *, uint64_t *, int *, int *, uint64_t *,
+                          uint64_t *);
+} dw;
+static dwfl_callbacks dw_cb;
+static char *dw_path;
+
+static void dw_open(void) {
+  dw.tried = true;
+  void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!h) return;
+  Dwfl *(*begin)(const dwfl_callbacks *) = (Dwfl * (*)(const dwfl_callbacks *))
+      dlsym(h, "dwfl_begin");
+  void (*report_begin)(Dwfl *) = (void (*)(Dwfl *))dlsym(h, "dwfl_report_begin");
+  int (*proc_report)(Dwfl *, pid_t) =
+      (int (*)(Dwfl *, pid_t))dlsym(h, "dwfl_linux_proc_report");
+  int (*report_end)(Dwfl *, void *, void *) =
+      (int (*)(Dwfl *, void *, void *))dlsym(h, "dwfl_report_end");
+  dw_cb.find_elf = dlsym(h, "dwfl_linux_proc_find_elf");
+  dw_cb.find_debuginfo = dlsym(h, "dwfl_standard_find_debuginfo");
+  dw_cb.debuginfo_path = &dw_path;
+  dw.addrmodule = (Dwfl_Module * (*)(Dwfl *, uint64_t))
+      dlsym(h, "dwfl_addrmodule");
+  dw.addrname = (const char *(*)(Dwfl_Module *, uint64_t))
+      dlsym(h, "dwfl_module_addrname");
+  dw.getsrc = (Dwfl_Line * (*)(Dwfl_Module *, uint64_t))
+      dlsym(h, "dwfl_module_getsrc");
+  dw.lineinfo = (const char *(*)(Dwfl_Line *, uint64_t *, int *, int *,
+                                 uint64_t *, uint64_t *))
+      dlsym(h, "dwfl_lineinfo");
+  if (!begin || !report_begin || !proc_report || !report_end ||
+      !dw_cb.find_elf || !dw_cb.find_debuginfo || !dw.addrmodule ||
+      !dw.addrname || !dw.getsrc || !dw.lineinfo)
+    return;
+  Dwfl *d = begin(&dw_cb);
+  if (!d) return;
+  report_begin(d);
+  if (proc_report(d, getpid()) != 0) return;
+  report_end(d, NULL, NULL);
+  dw.dwfl = d;
+}
+
+static const char *base_name(const char *p) {
+  const char *s = strrchr(p, '/');
+  return s ? s + 1 : p;
+}
+
+/* An object whose frames are MPI's (or ours): a site in one is the
+ * program's only further up. */
+static bool mpi_object(const char *path) {
+  const char *b = base_name(path);
+  return strncmp(b, "libmpi", 6) == 0 || strncmp(b, "libopen-", 8) == 0 ||
+         strncmp(b, "libvqcheck_mpi", 14) == 0 ||
+         strncmp(b, "libpmix", 7) == 0 || strncmp(b, "mca_", 4) == 0 ||
+         strstr(path, "/openmpi/") != NULL;
+}
+
+/* Resolves pc (a return address) into s. */
+static void resolve(uintptr_t pc, site *s) {
+  const uintptr_t a = pc - 1; /* inside the call instruction */
+  Dl_info di;
+  memset(&di, 0, sizeof di);
+  const bool have = dladdr((void *)a, &di) != 0 && di.dli_fname;
+  s->lib = have && mpi_object(di.dli_fname);
+  snprintf(s->file, sizeof s->file, "%s",
+           have && di.dli_fname[0] ? base_name(di.dli_fname) : "?");
+  s->line = 0;
+  if (have && di.dli_sname)
+    snprintf(s->func, sizeof s->func, "%s+0x%lx", di.dli_sname,
+             (unsigned long)(a - (uintptr_t)di.dli_saddr));
+  else
+    snprintf(s->func, sizeof s->func, "+0x%lx",
+             (unsigned long)(a - (uintptr_t)(have ? di.dli_fbase : 0)));
+  if (!s->lib) {
+    if (!dw.tried) dw_open();
+    Dwfl_Module *m = dw.dwfl ? dw.addrmodule(dw.dwfl, a) : NULL;
+    if (m) {
+      const char *name = dw.addrname(m, a);
+      Dwfl_Line *l = dw.getsrc(m, a);
+      int line = 0;
+      const char *file = l ? dw.lineinfo(l, NULL, &line, NULL, NULL, NULL)
+                           : NULL;
+      if (file && line > 0) {
+        snprintf(s->file, sizeof s->file, "%s", file);
+        s->line = line;
+        if (name) snprintf(s->func, sizeof s->func, "%s", name);
+      } else if (name) {
+        snprintf(s->func, sizeof s->func, "%s+0x%lx", name,
+                 (unsigned long)(a - (uintptr_t)(have ? di.dli_fbase : 0)));
+      }
+    }
+  }
+  char f[sizeof s->file * 2], fn[sizeof s->func * 2];
+  json_esc(f, sizeof f, s->file);
+  json_esc(fn, sizeof fn, s->func);
+  int n = snprintf(s->json, sizeof s->json,
+                   "\"file\":\"%.400s\",\"line\":%d,\"func\":\"%.400s\",", f,
+                   s->line, fn);
+  s->len = n > 0 && (size_t)n < sizeof s->json ? (size_t)n : 0;
+}
+
+/* The site of return address pc, resolved once (lock held by the caller
+ * when threads are in play). */
+static site *site_find(uintptr_t pc, bool add) {
+  size_t h = (size_t)((pc * 0x9E3779B97F4A7C15ull) >> 54) % NSITES;
+  for (int probe = 0; probe < NSITES; probe++) {
+    site *s = &sites[(h + (size_t)probe) % NSITES];
+    const uintptr_t p = __atomic_load_n(&s->pc, __ATOMIC_ACQUIRE);
+    if (p == pc) return s;
+    if (p == 0) {
+      if (!add || nsites >= NSITES * 3 / 4) return NULL;
+      resolve(pc, s);
+      nsites++;
+      __atomic_store_n(&s->pc, pc, __ATOMIC_RELEASE);
+      return s;
+    }
+  }
+  return NULL;
+}
+
+/* The call site of a collective whose wrapper returns to pc: pc's, or the
+ * first frame above it outside the MPI libraries. */
+static const site *site_of(uintptr_t pc) {
+  lock();
+  site *s = site_find(pc, true);
+  if (s && s->lib) {
+    void *fr[32];
+    const int n = backtrace(fr, 32);
+    site *up = NULL;
+    for (int i = 1; i < n && !up; i++) {
+      site *t = site_find((uintptr_t)fr[i], true);
+      if (t && !t->lib && (uintptr_t)fr[i] != pc) up = t;
+    }
+    if (up) s = up;
+  }
+  unlock();
+  return s && s->len ? s : &overflow_site;
+}
+
+/* ---- datatypes */
+
+typedef struct basic {
+  MPI_Datatype h;
+  const char *dtype, *name;
+} basic;
+static basic basics[48];
+static int nbasics;
+
+static void add_basic(MPI_Datatype h, const char *dtype, const char *name) {
+  if (h == MPI_DATATYPE_NULL || nbasics >= (int)(sizeof basics /
+                                                 sizeof basics[0]))
+    return;
+  basics[nbasics++] = (basic){h, dtype, name};
+}
+
+static void init_basics(void) {
+#define B(h, d) add_basic(h, d, #h)
+  /* The common ones first: the lookup is a scan. */
+  B(MPI_DOUBLE, "float64");
+  B(MPI_FLOAT, "float32");
+  B(MPI_INT, "int32");
+  B(MPI_LONG, sizeof(long) == 8 ? "int64" : "int32");
+  B(MPI_LONG_LONG, "int64");
+  B(MPI_CHAR, "int8");
+  B(MPI_BYTE, "uint8");
+  B(MPI_UNSIGNED_CHAR, "uint8");
+  B(MPI_SIGNED_CHAR, "int8");
+  B(MPI_SHORT, "int16");
+  B(MPI_UNSIGNED_SHORT, "uint16");
+  B(MPI_UNSIGNED, "uint32");
+  B(MPI_UNSIGNED_LONG, sizeof(long) == 8 ? "uint64" : "uint32");
+  B(MPI_UNSIGNED_LONG_LONG, "uint64");
+  B(MPI_INT8_T, "int8");
+  B(MPI_INT16_T, "int16");
+  B(MPI_INT32_T, "int32");
+  B(MPI_INT64_T, "int64");
+  B(MPI_UINT8_T, "uint8");
+  B(MPI_UINT16_T, "uint16");
+  B(MPI_UINT32_T, "uint32");
+  B(MPI_UINT64_T, "uint64");
+  B(MPI_C_BOOL, "bool");
+  B(MPI_C_FLOAT_COMPLEX, "complex64");
+  B(MPI_C_DOUBLE_COMPLEX, "complex128");
+  B(MPI_AINT, "int64");
+  B(MPI_OFFSET, "int64");
+  B(MPI_COUNT, "int64");
+  /* No digest name: compared by "mpi_type" only in the report. */
+  B(MPI_LONG_DOUBLE, "");
+  B(MPI_WCHAR, "");
+  B(MPI_FLOAT_INT, "");
+  B(MPI_DOUBLE_INT, "");
+  B(MPI_LONG_INT, "");
+  B(MPI_2INT, "");
+  B(MPI_SHORT_INT, "");
+  B(MPI_LONG_DOUBLE_INT, "");
+  B(MPI_PACKED, "");
+#undef B
+}
+
+static const basic *basic_of(MPI_Datatype t) {
+  for (int i = 0; i < nbasics; i++)
+    if (basics[i].h == t) return &basics[i];
+  return NULL;
+}
+
+/* What a ledger line says of a datatype. */
+typedef struct tinfo {
+  const char *dtype;   /* digest name, or "" */
+  long long elems;     /* basic elements per item */
+  char extra[200];     /* "mpi_type":"...", or "" */
+} tinfo;
+
+static const char MIXED[] = "mixed";
+
+static void note_leaf(const char **leaf, const char *name) {
+  if (!*leaf) *leaf = name;
+  else if (*leaf != MIXED && strcmp(*leaf, name) != 0) *leaf = MIXED;
+}
+
+static const char *combiner_name(int c) {
+  switch (c) {
+  case MPI_COMBINER_DUP: return "dup";
+  case MPI_COMBINER_CONTIGUOUS: return "contiguous";
+  case MPI_COMBINER_VECTOR: return "vector";
+  case MPI_COMBINER_HVECTOR: return "hvector";
+  case MPI_COMBINER_INDEXED: return "indexed";
+  case MPI_COMBINER_HINDEXED: return "hindexed";
+  case MPI_COMBINER_INDEXED_BLOCK: return "indexed_block";
+  case MPI_COMBINER_HINDEXED_BLOCK: return "hindexed_block";
+  case MPI_COMBINER_STRUCT: return "struct";
+  case MPI_COMBINER_SUBARRAY: return "subarray";
+  case MPI_COMBINER_DARRAY: return "darray";
+  case MPI_COMBINER_RESIZED: return "resized";
+  default: return "derived";
+  }
+}
+
+/* The basic elements of one item of t (a type signature's length), the
+ * basic type's MPI name in *leaf (MIXED for several; the digest name in
+ * *dleaf likewise); -1 when it cannot be told. */
+static long long decode(MPI_Datatype t, const char **leaf, const char **dleaf,
+                        int depth) {
+  int ni = 0, na = 0, nd = 0, comb = 0;
+  if (depth > 16 ||
+      PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb) != MPI_SUCCESS)
+    return -1;
+  if (comb == MPI_COMBINER_NAMED) {
+    const basic *b = basic_of(t);
+    note_leaf(leaf, b ? b->name : "MPI_?");
+    note_leaf(dleaf, b ? b->dtype : "");
+    return 1;
+  }
+  int *ints = malloc(sizeof *ints * (size_t)(ni + 1));
+  MPI_Aint *addrs = malloc(sizeof *addrs * (size_t)(na + 1));
+  MPI_Datatype *types = malloc(sizeof *types * (size_t)(nd + 1));
+  long long n = -1;
+  if (!ints || !addrs || !types ||
+      PMPI_Type_get_contents(t, ni, na, nd, ints, addrs, types) !=
+          MPI_SUCCESS) {
+    free(ints);
+    free(addrs);
+    free(types);
+    return -1;
+  }
+  long long child = nd > 0 && comb != MPI_COMBINER_STRUCT
+                        ? decode(types[0], leaf, dleaf, depth + 1)
+                        : 0;
+  switch (comb) {
+  case MPI_COMBINER_DUP:
+  case MPI_COMBINER_RESIZED:
+    n = child;
+    break;
+  case MPI_COMBINER_CONTIGUOUS:
+    n = (long long)ints[0] * child;
+    break;
+  case MPI_COMBINER_VECTOR:
+  case MPI_COMBINER_HVECTOR:
+  case MPI_COMBINER_INDEXED_BLOCK:
+  case MPI_COMBINER_HINDEXED_BLOCK:
+    n = (long long)ints[0] * ints[1] * child;
+    break;
+  case MPI_COMBINER_INDEXED:
+  case MPI_COMBINER_HINDEXED: {
+    long long sum = 0;
+    for (int i = 0; i < ints[0]; i++) sum += ints[1 + i];
+    n = sum * child;
+    break;
+  }
+  case MPI_COMBINER_STRUCT: {
+    n = 0;
+    for (int i = 0; i < ints[0] && n >= 0; i++) {
+      const long long c = decode(types[i], leaf, dleaf, depth + 1);
+      n = c < 0 ? -1 : n + (long long)ints[1 + i] * c;
+    }
+    break;
+  }
+  case MPI_COMBINER_SUBARRAY: {
+    n = child;
+    for (int i = 0; i < ints[0]; i++) n *= ints[1 + ints[0] + i];
+    break;
+  }
+  default: { /* darray and the rest: by size */
+    int st = 0, sc = 0;
+    if (child > 0 && PMPI_Type_size(t, &st) == MPI_SUCCESS &&
+        PMPI_Type_size(types[0], &sc) == MPI_SUCCESS && sc > 0)
+      n = (long long)(st / sc) * child;
+    break;
+  }
+  }
+  if (child < 0) n = -1;
+  for (int i = 0; i < nd; i++) {
+    int a, b, c, k = 0;
+    if (PMPI_Type_get_envelope(types[i], &a, &b, &c, &k) == MPI_SUCCESS &&
+        k != MPI_COMBINER_NAMED)
+      PMPI_Type_free(&types[i]);
+  }
+  free(ints);
+  free(addrs);
+  free(types);
+  return n;
+}
+
+static void type_info(MPI_Datatype t, tinfo *out) {
+  out->dtype = "";
+  out->elems = 0;
+  out->extra[0] = '\0';
+  if (t == MPI_DATATYPE_NULL) return;
+  const basic *b = basic_of(t);
+  if (b) {
+    out->dtype = b->dtype;
+    out->elems = 1;
+    if (!b->dtype[0])
+      snprintf(out->extra, sizeof out->extra, "\"mpi_type\":\"%s\",",
+               b->name);
+    return;
+  }
+  const char *leaf = NULL, *dleaf = NULL;
+  long long n = decode(t, &leaf, &dleaf, 0);
+  int ni, na, nd, comb = 0;
+  PMPI_Type_get_envelope(t, &ni, &na, &nd, &comb);
+  char user[MPI_MAX_OBJECT_NAME + 1] = "", name[160], esc[200];
+  int ln = 0;
+  (void)PMPI_Type_get_name(t, user, &ln);
+  if (n < 0) n = 0;
+  snprintf(name, sizeof name, "%s%s%s of %lld %s%s", user, user[0] ? " (" : "",
+           combiner_name(comb), n, leaf && leaf != MIXED ? leaf : "mixed",
+           user[0] ? ")" : "");
+  json_esc(esc, sizeof esc, name);
+  snprintf(out->extra, sizeof out->extra, "\"mpi_type\":\"%.170s\",", esc);
+  out->dtype = dleaf && dleaf != MIXED ? dleaf : "";
+  out->elems = n;
+}
+
+static const char *redop_name(MPI_Op op) {
+  if (op == MPI_SUM) return "sum";
+  if (op == MPI_MAX) return "max";
+  if (op == MPI_MIN) return "min";
+  if (op == MPI_PROD) return "product";
+  if (op == MPI_BAND) return "band";
+  if (op == MPI_BOR) return "bor";
+  if (op == MPI_BXOR) return "bxor";
+  if (op == MPI_LAND) return "land";
+  if (op == MPI_LOR) return "lor";
+  if (op == MPI_LXOR) return "lxor";
+  if (op == MPI_MAXLOC) return "maxloc";
+  if (op == MPI_MINLOC) return "minloc";
+  if (op == MPI_REPLACE) return "replace";
+  if (op == MPI_NO_OP) return "no_op";
+  return "user";
+}
+
+/* ---- communicators */
+
+typedef struct comm_info {
+  bool skip;             /* intercommunicator, or of one rank */
+  int refs;              /* the attribute + pending requests */
+  int size;
+  uint64_t seq;          /* its collectives so far */
+  uint64_t children;     /* communicators made from it so far */
+  char name[200];
+  char *group_json;      /* "group":[...],"group_name":"...", or "" */
+  size_t group_len;
+} comm_info;
+
+static comm_info world_info = {.refs = 1, .name = "world",
+                               .group_json = (char *)""};
+
+static void info_unref(comm_info *ci) {
+  if (!ci || ci == &world_info) return;
+  if (__atomic_sub_fetch(&ci->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+    free(ci->group_json);
+    free(ci);
+  }
+}
+
+static int info_delete(MPI_Comm c, int keyval, void *attr, void *extra) {
+  info_unref(attr);
+  return MPI_SUCCESS;
+}
+
+/* Communicators met without their making seen: a hash of their ranks and
+ * how many of that hash came before. */
+typedef struct anon { uint32_t hash; unsigned n; } anon;
+static anon anons[256];
+static int nanons;
+
+static comm_info *attach(MPI_Comm c, const char *name) {
+  comm_info *ci = calloc(1, sizeof *ci);
+  if (!ci) return NULL;
+  ci->refs = 1;
+  int inter = 0, n = 0;
+  PMPI_Comm_test_inter(c, &inter);
+  PMPI_Comm_size(c, &n);
+  ci->size = n;
+  ci->skip = inter || n <= 1;
+  int *in = NULL, *out = NULL;
+  if (!ci->skip) {
+    in = malloc(sizeof *in * (size_t)n);
+    out = malloc(sizeof *out * (size_t)n);
+    MPI_Group grp;
+    if (!in || !out || PMPI_Comm_group(c, &grp) != MPI_SUCCESS) {
+      ci->skip = true;
+    } else {
+      for (int i = 0; i < n; i++) in[i] = i;
+      if (PMPI_Group_translate_ranks(grp, n, in, g.world_group, out) !=
+          MPI_SUCCESS)
+        ci->skip = true;
+      PMPI_Group_free(&grp);
+      for (int i = 0; !ci->skip && i < n; i++)
+        ci->skip = out[i] == MPI_UNDEFINED;
+    }
+  }
+  if (!ci->skip) {
+    if (name) {
+      snprintf(ci->name, sizeof ci->name, "%s", name);
+    } else {
+      uint32_t h = 2166136261u;
+      for (int i = 0; i < n; i++) h = (h ^ (uint32_t)out[i]) * 16777619u;
+      unsigned k = 0;
+      lock();
+      int i = 0;
+      while (i < nanons && anons[i].hash != h) i++;
+      if (i < nanons) k = ++anons[i].n;
+      else if (nanons < 256) anons[nanons++] = (anon){h, k = 1};
+      unlock();
+      snprintf(ci->name, sizeof ci->name, "comm-%08x.%u", h, k);
+    }
+    char esc[sizeof ci->name * 2];
+    json_esc(esc, sizeof esc, ci->name);
+    const size_t cap = (size_t)n * 12 + strlen(esc) + 48;
+    ci->group_json = malloc(cap);
+    if (!ci->group_json) {
+      ci->skip = true;
+    } else {
+      size_t k = (size_t)snprintf(ci->group_json, cap, "\"group\":[");
+      for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(ci->group_json + k, cap - k, "%s%d",
+                              i ? "," : "", out[i]);
+      k += (size_t)snprintf(ci->group_json + k, cap - k,
+                            "],\"group_name\":\"%s\",", esc);
+      ci->group_len = k;
+    }
+  }
+  free(in);
+  free(out);
+  if (!ci->group_json) ci->group_json = strdup("");
+  if (g.keyval != MPI_KEYVAL_INVALID)
+    PMPI_Comm_set_attr(c, g.keyval, ci);
+  return ci;
+}
+
+static comm_info *info_of(MPI_Comm c) {
+  if (c == MPI_COMM_WORLD) return &world_info;
+  if (c == MPI_COMM_NULL || g.keyval == MPI_KEYVAL_INVALID) return NULL;
+  void *v = NULL;
+  int flag = 0;
+  if (PMPI_Comm_get_attr(c, g.keyval, &v, &flag) == MPI_SUCCESS && flag)
+    return v;
+  return attach(c, NULL);
+}
+
+/* After a communicator-making call on parent that returned rc: the
+ * parent's count goes up on every rank (those given MPI_COMM_NULL too), and
+ * the new one is named after it. */
+static void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
+  if (!g.on || rc != MPI_SUCCESS) return;
+  comm_info *p = info_of(parent);
+  const unsigned long long k =
+      p ? __atomic_add_fetch(&p->children, 1, __ATOMIC_RELAXED) : 0;
+  if (!nc || *nc == MPI_COMM_NULL) return;
+  char name[sizeof p->name];
+  snprintf(name, sizeof name, "%.150s/%s%llu", p ? p->name : "?", how, k);
+  if (strlen(name) >= 150) { /* deep nesting: keep it short and unique */
+    uint32_t h = 2166136261u;
+    for (const char *s = name; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    snprintf(name, sizeof name, "comm-%08x/%s%llu", h, how, k);
+  }
+  if (g.keyval == MPI_KEYVAL_INVALID) return;
+  void *v = NULL;
+  int flag = 0;
+  /* (one set by a lookup in between is replaced: the name is this one) */
+  if (PMPI_Comm_get_attr(*nc, g.keyval, &v, &flag) == MPI_SUCCESS && flag)
+    PMPI_Comm_delete_attr(*nc, g.keyval);
+  attach(*nc, name);
+}
+
+/* ---- the live record */
+
+static void live_write(const char *s, size_t n) {
+  if (g.live_fd < 0) return;
+  while (n > 0) {
+    ssize_t w = write(g.live_fd, s, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) return;
+    s += w;
+    n -= (size_t)w;
+  }
+}
+
+/* One collective as recorded. */
+typedef struct call {
+  comm_info *ci;         /* NULL: not recorded */
+  const site *s;
+  uint64_t seq, t_enter;
+  const char *op;
+  char head[512];        /* {"seq":..,"rank":..,...,"group_size":N, */
+  size_t hn;
+} call;
+
+static void call_line(const call *c, uint64_t t_exit, const char *state,
+                      const char *status) {
+  char tail[160];
+  int tn = snprintf(tail, sizeof tail, "\"t_enter_ns\":%llu,\"t_exit_ns\":"
+                    "%llu,\"state\":\"%s\",\"status\":\"%s\"}\n",
+                    (unsigned long long)c->t_enter,
+                    (unsigned long long)t_exit, state, status);
+  struct iovec iov[4] = {{(void *)c->head, c->hn},
+                         {c->ci->group_json, c->ci->group_len},
+                         {(void *)c->s->json, c->s->len},
+                         {tail, (size_t)tn}};
+  if (g.live_fd < 0) return;
+  /* One line, one writev on an O_APPEND descriptor; a short write (a full
+   * disk) is finished with plain writes. */
+  const size_t total = c->hn + c->ci->group_len + c->s->len + (size_t)tn;
+  ssize_t w;
+  do {
+    w = writev(g.live_fd, iov, 4);
+  } while (w < 0 && errno == EINTR);
+  if (w < 0 || (size_t)w == total) return;
+  size_t done = (size_t)w;
+  for (int i = 0; i < 4; i++) {
+    if (done >= iov[i].iov_len) {
+      done -= iov[i].iov_len;
+      continue;
+    }
+    live_write((const char *)iov[i].iov_base + done, iov[i].iov_len - done);
+    done = 0;
+  }
+}
+
+static void begin(call *c, MPI_Comm comm, const char *op, const char *redop,
+                  MPI_Datatype dt, long long count, int root, uintptr_t pc) {
+  c->ci = NULL;
+  if (!g.on) return;
+  comm_info *ci = info_of(comm);
+  if (!ci || ci->skip) return;
+  tinfo t;
+  type_info(dt, &t);
+  c->seq = __atomic_add_fetch(&ci->seq, 1, __ATOMIC_RELAXED);
+  c->op = op;
+  c->s = site_of(pc);
+  int n = snprintf(c->head, sizeof c->head,
+                   "{\"seq\":%llu,\"rank\":%d,\"op\":\"%s\",\"redop\":\"%s\","
+                   "\"dtype\":\"%s\",\"count\":%lld,\"root\":%d,"
+                   "\"group_size\":%d,\"any_site\":true,%s",
+                   (unsigned long long)c->seq, g.rank, op, redop, t.dtype,
+                   count * t.elems, root, ci == &world_info ? g.size : ci->size,
+                   t.extra);
+  if (n <= 0 || (size_t)n >= sizeof c->head) return;
+  c->hn = (size_t)n;
+  c->ci = ci;
+  c->t_enter = now_ns();
+  call_line(c, 0, "entered", "");
+  beat(HB_IN_COLLECTIVE, c->seq, op);
+}
+
+static void end(call *c, int rc) {
+  if (!c->ci) return;
+  call_line(c, now_ns(), rc == MPI_SUCCESS ? "done" : "failed",
+            rc == MPI_SUCCESS ? "VQC_OK" : "VQC_ECOMM");
+  beat(HB_RUNNING, c->seq, "");
+}
+
+/* ---- non-blocking collectives: pending until their request completes */
+
+typedef struct pend {
+  MPI_Request req;
+  call c;
+} pend;
+static pend *pends;
+static int npend, cap_pend;
+
+/* After an I-call that returned rc with *req: pending, or its end. */
+static void posted(call *c, int rc, const MPI_Request *req) {
+  if (!c->ci) return;
+  if (rc != MPI_SUCCESS) {
+    end(c, rc);
+    return;
+  }
+  beat(HB_RUNNING, c->seq, "");
+  lock();
+  if (npend == cap_pend) {
+    const int cap = cap_pend ? 2 * cap_pend : 16;
+    pend *p = realloc(pends, sizeof *p * (size_t)cap);
+    if (!p) {
+      unlock();
+      return; /* it stays "entered": reported as never completed */
+    }
+    pends = p;
+    cap_pend = cap;
+  }
+  if (c->ci != &world_info) __atomic_add_fetch(&c->ci->refs, 1,
+                                                __ATOMIC_RELAXED);
+  pends[npend].req = *req;
+  pends[npend].c = *c;
+  npend++;
+  unlock();
+}
+
+/* Takes the pending entry of request r out into *out; false when r is not
+ * a pending collective's. */
+static bool take(MPI_Request r, call *out) {
+  if (r == MPI_REQUEST_NULL) return false;
+  bool found = false;
+  lock();
+  for (int i = 0; i < npend; i++) {
+    if (pends[i].req != r) continue;
+    *out = pends[i].c;
+    pends[i] = pends[--npend];
+    found = true;
+    break;
+  }
+  unlock();
+  return found;
+}
+
+static bool is_pending(MPI_Request r, const char **op, uint64_t *seq) {
+  bool found = false;
+  lock();
+  for (int i = 0; i < npend && !found; i++)
+    if (pends[i].req == r) {
+      found = true;
+      *op = pends[i].c.op;
+      *seq = pends[i].c.seq;
+    }
+  unlock();
+  return found;
+}
+
+static void completed(MPI_Request r, int rc) {
+  call c;
+  if (!take(r, &c)) return;
+  call_line(&c, now_ns(), rc == MPI_SUCCESS ? "done" : "failed",
+            rc == MPI_SUCCESS ? "VQC_OK" : "VQC_ECOMM");
+  info_unref(c.ci);
+}
+
+/* Before a wait on reqs[0..n): the heartbeat says in a collective when one
+ * of them is a pending collective's. */
+static bool wait_begins(const MPI_Request *reqs, int n) {
+  if (!g.on || __atomic_load_n(&npend, __ATOMIC_RELAXED) == 0) return false;
+  for (int i = 0; i < n; i++) {
+    const char *op;
+    uint64_t seq;
+    if (is_pending(reqs[i], &op, &seq)) {
+      beat(HB_IN_COLLECTIVE, seq, op);
+      return true;
+    }
+  }
+  return false;
+}
+
+/* Copies of the requests a wait or test is given (they become
+ * MPI_REQUEST_NULL when done). */
+typedef struct req_copy {
+  MPI_Request small[16];
+  MPI_Request *r;
+} req_copy;
+
+static bool copy_reqs(req_copy *c, const MPI_Request *reqs, int n) {
+  c->r = NULL;
+  if (!g.on || __atomic_load_n(&npend, __ATOMIC_RELAXED) == 0 || n <= 0)
+    return false;
+  c->r = n <= 16 ? c->small : malloc(sizeof *c->r * (size_t)n);
+  if (!c->r) return false;
+  memcpy(c->r, reqs, sizeof *c->r * (size_t)n);
+  return true;
+}
+
+static void free_reqs(req_copy *c) {
+  if (c->r && c->r != c->small) free(c->r);
+}
+
+/* ---- signals */
+
+static struct sigaction old_act[65];
+static const int note_sigs[] = {SIGTERM, SIGINT, SIGHUP};
+static const int fault_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+
+static size_t fmt_int(char *b, long long v) {
+  char t[24];
+  size_t n = 0, k = 0;
+  bool neg = v < 0;
+  unsigned long long u = neg ? 0ull - (unsigned long long)v
+                             : (unsigned long long)v;
+  do {
+    t[n++] = (char)('0' + u % 10);
+    u /= 10;
+  } while (u);
+  if (neg) b[k++] = '-';
+  while (n) b[k++] = t[--n];
+  return k;
+}
+
+static size_t cat(char *b, size_t k, size_t cap, const char *s) {
+  while (*s && k + 1 < cap) b[k++] = *s++;
+  b[k] = '\0';
+  return k;
+}
+
+/* Re-delivers sig to what was there before (OpenMPI's handler, or the
+ * default) once this handler returns. */
+static void chain(int sig) {
+  sigaction(sig, &old_act[sig], NULL);
+  raise(sig);
+}
+
+static void on_note(int sig) {
+  const int e = errno;
+  char b[64];
+  size_t k = cat(b, 0, sizeof b, "{\"event\":\"signal\",\"signal\":");
+  k += fmt_int(b + k, sig);
+  k = cat(b, k, sizeof b, "}\n");
+  live_write(b, k);
+  chain(sig);
+  errno = e;
+}
+
+static void on_fault(int sig) {
+  const int e = errno;
+  char b[256];
+  size_t k = cat(b, 0, sizeof b, "{\"event\":\"lost\",\"by\":\"libvqcheck_"
+                 "mpi\",\"why\":\"killed by signal ");
+  k += fmt_int(b + k, sig);
+  k = cat(b, k, sizeof b, " (SIG");
+  k = cat(b, k, sizeof b, sigabbrev_np(sig) ? sigabbrev_np(sig) : "?");
+  k = cat(b, k, sizeof b, ")\",\"signal\":");
+  k += fmt_int(b + k, sig);
+  k = cat(b, k, sizeof b, "}\n");
+  live_write(b, k);
+  chain(sig);
+  errno = e;
+}
+
+/* SIGUSR1: this thread's stack, faulthandler's layout, from the program's
+ * first frame outside MPI, libc and this library. */
+static void on_usr1(int sig) {
+  const int e = errno;
+  if (g.stacks_fd < 0) {
+    errno = e;
+    return;
+  }
+  void *fr[64];
+  const int n = backtrace(fr, 64);
+  char b[8192];
+  size_t k = cat(b, 0, sizeof b, "Current thread 0x0 (most recent call "
+                 "first):\n");
+  bool started = false;
+  for (int i = 1; i < n; i++) {
+    const uintptr_t pc = (uintptr_t)fr[i];
+    const site *s = NULL;
+    for (int p = 0; p < NSITES && !s; p++)
+      if (__atomic_load_n(&sites[p].pc, __ATOMIC_ACQUIRE) == pc)
+        s = &sites[p];
+    char file[512], func[256];
+    int line = 0;
+    if (s) {
+      snprintf(file, sizeof file, "%s", s->file);
+      snprintf(func, sizeof func, "%s", s->func);
+      line = s->line;
+    } else {
+      Dl_info di;
+      if (!dladdr((void *)(pc - 1), &di) || !di.dli_fname) continue;
+      const char *bn = base_name(di.dli_fname);
+      if (!started && (mpi_object(di.dli_fname) ||
+                       strncmp(bn, "libc.", 5) == 0 ||
+                       strncmp(bn, "libpthread", 10) == 0 ||
+                       strncmp(bn, "linux-vdso", 10) == 0))
+        continue;
+      snprintf(file, sizeof file, "%s", bn);
+      snprintf(func, sizeof func, "%s", di.dli_sname ? di.dli_sname : "?");
+    }
+    started = true;
+    k = cat(b, k, sizeof b, "  File \"");
+    k = cat(b, k, sizeof b, file);
+    k = cat(b, k, sizeof b, "\", line ");
+    if (k + 24 < sizeof b) k += fmt_int(b + k, line);
+    k = cat(b, k, sizeof b, " in ");
+    k = cat(b, k, sizeof b, func);
+    k = cat(b, k, sizeof b, "\n");
+  }
+  k = cat(b, k, sizeof b, "\n");
+  ssize_t w = write(g.stacks_fd, b, k);
+  (void)w;
+  (void)sig;
+  errno = e;
+}
+
+static void install(int sig, void (*fn)(int), bool only_default) {
+  struct sigaction sa, old;
+  if (sigaction(sig, NULL, &old) != 0) return;
+  if (only_default && old.sa_handler != SIG_DFL) return;
+  if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_IGN) return;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = fn;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (sigaction(sig, &sa, &old_act[sig]) != 0) return;
+}
+
+/* ---- start and end */
+
+static int open_file(const char *suffix, int flags) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/rank-%d%s", g.dir, g.rank, suffix);
+  return open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0644);
+}
+
+static void started(int provided) {
+  const char *dir = getenv("VQC_WATCH_DIR");
+  if (!dir || !dir[0] || strlen(dir) >= sizeof g.dir) return;
+  int init = 0;
+  PMPI_Initialized(&init);
+  if (!init) return;
+  snprintf(g.dir, sizeof g.dir, "%s", dir);
+  g.multi = provided == MPI_THREAD_MULTIPLE;
+  g.pid = (uint32_t)getpid();
+  PMPI_Comm_rank(MPI_COMM_WORLD, &g.rank);
+  PMPI_Comm_size(MPI_COMM_WORLD, &g.size);
+  PMPI_Comm_group(MPI_COMM_WORLD, &g.world_group);
+  init_basics();
+  overflow_site.len = strlen(overflow_site.json);
+  if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, info_delete, &g.keyval,
+                              NULL) != MPI_SUCCESS)
+    g.keyval = MPI_KEYVAL_INVALID;
+  g.live_fd = open_file(".live.jsonl", O_WRONLY | O_CREAT | O_TRUNC |
+                                           O_APPEND);
+  if (g.live_fd < 0) {
+    fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write its live record "
+            "into %s: %s; this rank is not recorded\n", g.rank, g.dir,
+            strerror(errno));
+    return;
+  }
+  const int hb = open_file(".heartbeat", O_RDWR | O_CREAT | O_TRUNC);
+  if (hb >= 0 && ftruncate(hb, HB_SIZE) == 0) {
+    void *m = mmap(NULL, HB_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, hb, 0);
+    if (m != MAP_FAILED) g.hb = m;
+  }
+  if (hb >= 0) close(hb);
+  char host[256] = "", esc[520];
+  gethostname(host, sizeof host - 1);
+  json_esc(esc, sizeof esc, host);
+  char line[700];
+  int n = snprintf(line, sizeof line, "{\"event\":\"start\",\"rank\":%d,"
+                   "\"size\":%d,\"pid\":%ld,\"host\":\"%s\"}\n", g.rank,
+                   g.size, (long)getpid(), esc);
+  if (n > 0 && (size_t)n < sizeof line) live_write(line, (size_t)n);
+  beat(HB_RUNNING, 0, "");
+  /* Warm backtrace() up (it loads libgcc_s once) before a handler needs it. */
+  void *fr[2];
+  (void)backtrace(fr, 2);
+  g.stacks_fd = open_file(".stacks.txt", O_WRONLY | O_CREAT | O_APPEND);
+  install(SIGUSR1, on_usr1, true);
+  for (size_t i = 0; i < sizeof note_sigs / sizeof note_sigs[0]; i++)
+    install(note_sigs[i], on_note, true);
+  for (size_t i = 0; i < sizeof fault_sigs / sizeof fault_sigs[0]; i++)
+    install(fault_sigs[i], on_fault, false);
+  g.on = true;
+}
+
+/* A non-blocking collective whose request no wait or test completed
+ * before MPI_Finalize: a finding on the live record (findings_record.h
+ * reads it back): a deadlock of this rank's own making, at its I-call. */
+static void never_completed(const call *c) {
+  char file[1100], func[520], name[420];
+  json_esc(file, sizeof file, c->s->file);
+  json_esc(func, sizeof func, c->s->func);
+  json_esc(name, sizeof name, c->ci->name);
+  const bool world = c->ci == &world_info;
+  const int n = 4096 + (int)c->ci->group_len;
+  char *b = malloc((size_t)n);
+  if (!b) return;
+  int k = snprintf(b, (size_t)n,
+      "{\"event\":\"finding\",\"finding\":{\"kind\":\"deadlock\","
+      "\"step\":-1,\"ranks\":[%d],\"site\":{\"file\":\"%.400s\","
+      "\"line\":%d,\"func\":\"%.200s\"},\"message\":\"rank %d reached "
+      "MPI_Finalize with its non-blocking %s #%llu%s%.100s%s (started at "
+      "%.300s:%d) never completed: no MPI_Wait or MPI_Test completed its "
+      "request\",\"detail\":{\"op\":\"%s\",\"seq\":%llu,"
+      "\"never_completed\":true",
+      g.rank, file, c->s->line, func, g.rank, c->op,
+      (unsigned long long)c->seq, world ? "" : " on communicator ",
+      world ? "" : name, "", file, c->s->line, c->op,
+      (unsigned long long)c->seq);
+  if (k > 0 && k < n && !world && c->ci->group_len > 0) {
+    /* "group":[..],"group_name":"..", -> "process_group":{"name","ranks"} */
+    const char *g0 = c->ci->group_json + 9; /* past "group":[ */
+    const char *close = strchr(g0, ']');
+    if (close)
+      k += snprintf(b + k, (size_t)(n - k),
+                    ",\"process_group\":{\"name\":\"%s\",\"ranks\":[%.*s]}",
+                    name, (int)(close - g0), g0);
+  }
+  if (k > 0 && k < n) k += snprintf(b + k, (size_t)(n - k), "}}}\n");
+  if (k > 0 && k < n) live_write(b, (size_t)k);
+  free(b);
+}
+
+int MPI_Init(int *argc, char ***argv) {
+  const int rc = PMPI_Init(argc, argv);
+  if (rc == MPI_SUCCESS) started(MPI_THREAD_SINGLE);
+  return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+  const int rc = PMPI_Init_thread(argc, argv, required, provided);
+  if (rc == MPI_SUCCESS) started(provided ? *provided : required);
+  return rc;
+}
+
+int MPI_Finalize(void) {
+  if (g.on) {
+    /* Non-blocking collectives never completed: a finding. */
+    call c;
+    while (npend > 0) {
+      c = pends[npend - 1].c;
+      npend--;
+      call_line(&c, now_ns(), "failed", "VQC_EINVAL");
+      never_completed(&c);
+    }
+    static const char fin[] = "{\"event\":\"finished\",\"status\":\"VQC_OK\","
+                              "\"step\":-1}\n";
+    live_write(fin, sizeof fin - 1);
+    beat(HB_FINISHED, world_info.seq, "");
+    g.on = false;
+  }
+  return PMPI_Finalize();
+}
+
+/* ---- blocking collectives */
+
+/* The communicator rank of this process (for MPI_IN_PLACE at a root). */
+static int my_rank(MPI_Comm c) {
+  int r = -1;
+  PMPI_Comm_rank(c, &r);
+  return r;
+}
+
+static long long sum_counts(const int *c, MPI_Comm comm) {
+  int n = 0;
+  long long s = 0;
+  PMPI_Comm_size(comm, &n);
+  for (int i = 0; c && i < n; i++) s += c[i];
+  return s;
+}
+
+int MPI_Barrier(MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "barrier", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Barrier(comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Bcast(void *buffer, int count, MPI_Datatype datatype, int root,
+              MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "broadcast", "", datatype, count, root, RA);
+  const int rc = PMPI_Bcast(buffer, count, datatype, root, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
+               MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "reduce", redop_name(op), datatype, count, root, RA);
+  const int rc = PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root,
+                             comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
+                  MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "all_reduce", redop_name(op), datatype, count, -1, RA);
+  const int rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Scan(const void *sendbuf, void *recvbuf, int count,
+             MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "scan", redop_name(op), datatype, count, -1, RA);
+  const int rc = PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
+               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "exscan", redop_name(op), datatype, count, -1, RA);
+  const int rc = PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
+                       const int recvcounts[], MPI_Datatype datatype,
+                       MPI_Op op, MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "reduce_scatter", redop_name(op), datatype,
+        g.on ? sum_counts(recvcounts, comm) : 0, -1, RA);
+  const int rc = PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype,
+                                     op, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf,
+                             int recvcount, MPI_Datatype datatype, MPI_Op op,
+                             MPI_Comm comm) {
+  call c;
+  int n = 0;
+  if (g.on) PMPI_Comm_size(comm, &n);
+  begin(&c, comm, "reduce_scatter", redop_name(op), datatype,
+        (long long)recvcount * n, -1, RA);
+  const int rc = PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount,
+                                           datatype, op, comm);
+  end(&c, rc);
+  return rc;
+}
+
+/* Gather's side that this rank contributes: its send side, or at a root
+ * with MPI_IN_PLACE the receive side. */
+#define SEND_SIDE(sendbuf, sc, st, rc_, rt)                                 \
+  (sendbuf) == MPI_IN_PLACE ? (rt) : (st), (sendbuf) == MPI_IN_PLACE ? (rc_) \
+                                                                     : (sc)
+
+int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+               void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+               MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+                                          recvcount, recvtype), root, RA);
+  const int rc = PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
+                             recvtype, root, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                void *recvbuf, const int recvcounts[], const int displs[],
+                MPI_Datatype recvtype, int root, MPI_Comm comm) {
+  call c;
+  const int own = g.on && sendbuf == MPI_IN_PLACE && recvcounts
+                      ? recvcounts[my_rank(comm)] : 0;
+  begin(&c, comm, "gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+                                           own, recvtype), root, RA);
+  const int rc = PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf,
+                              recvcounts, displs, recvtype, root, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                MPI_Comm comm) {
+  call c;
+  const bool in = recvbuf == MPI_IN_PLACE;
+  begin(&c, comm, "scatter", "", in ? sendtype : recvtype,
+        in ? sendcount : recvcount, root, RA);
+  const int rc = PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf,
+                              recvcount, recvtype, root, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Scatterv(const void *sendbuf, const int sendcounts[],
+                 const int displs[], MPI_Datatype sendtype, void *recvbuf,
+                 int recvcount, MPI_Datatype recvtype, int root,
+                 MPI_Comm comm) {
+  call c;
+  const bool in = recvbuf == MPI_IN_PLACE;
+  const int own = g.on && in && sendcounts ? sendcounts[my_rank(comm)] : 0;
+  begin(&c, comm, "scatterv", "", in ? sendtype : recvtype,
+        in ? own : recvcount, root, RA);
+  const int rc = PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
+                               recvcount, recvtype, root, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                  void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                  MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "all_gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+                                              recvcount, recvtype), -1, RA);
+  const int rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf,
+                                recvcount, recvtype, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                   void *recvbuf, const int recvcounts[], const int displs[],
+                   MPI_Datatype recvtype, MPI_Comm comm) {
+  call c;
+  const int own = g.on && sendbuf == MPI_IN_PLACE && recvcounts
+                      ? recvcounts[my_rank(comm)] : 0;
+  begin(&c, comm, "all_gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+                                               own, recvtype), -1, RA);
+  const int rc = PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                                 recvcounts, displs, recvtype, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                 MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "all_to_all", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+                                              recvcount, recvtype), -1, RA);
+  const int rc = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf,
+                               recvcount, recvtype, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
+                  const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                  const int recvcounts[], const int rdispls[],
+                  MPI_Datatype recvtype, MPI_Comm comm) {
+  call c;
+  const bool in = sendbuf == MPI_IN_PLACE;
+  begin(&c, comm, "all_to_allv", "", in ? recvtype : sendtype,
+        g.on ? sum_counts(in ? recvcounts : sendcounts, comm) : 0, -1, RA);
+  const int rc = PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype,
+                                recvbuf, recvcounts, rdispls, recvtype, comm);
+  end(&c, rc);
+  return rc;
+}
+
+/* ---- non-blocking collectives */
+
+int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
+  call c;
+  begin(&c, comm, "barrier", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Ibarrier(comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root,
+               MPI_Comm comm, MPI_Request *request) {
+  call c;
+  begin(&c, comm, "broadcast", "", datatype, count, root, RA);
+  const int rc = PMPI_Ibcast(buffer, count, datatype, root, comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
+                MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
+                MPI_Request *request) {
+  call c;
+  begin(&c, comm, "reduce", redop_name(op), datatype, count, root, RA);
+  const int rc = PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root,
+                              comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
+                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                   MPI_Request *request) {
+  call c;
+  begin(&c, comm, "all_reduce", redop_name(op), datatype, count, -1, RA);
+  const int rc = PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm,
+                                 request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Iscan(const void *sendbuf, void *recvbuf, int count,
+              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+              MPI_Request *request) {
+  call c;
+  begin(&c, comm, "scan", redop_name(op), datatype, count, -1, RA);
+  const int rc = PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm,
+                            request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
+                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
+                MPI_Request *request) {
+  call c;
+  begin(&c, comm, "exscan", redop_name(op), datatype, count, -1, RA);
+  const int rc = PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm,
+                              request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
+                        const int recvcounts[], MPI_Datatype datatype,
+                        MPI_Op op, MPI_Comm comm, MPI_Request *request) {
+  call c;
+  begin(&c, comm, "reduce_scatter", redop_name(op), datatype,
+        g.on ? sum_counts(recvcounts, comm) : 0, -1, RA);
+  const int rc = PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype,
+                                      op, comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf,
+                              int recvcount, MPI_Datatype datatype,
+                              MPI_Op op, MPI_Comm comm,
+                              MPI_Request *request) {
+  call c;
+  int n = 0;
+  if (g.on) PMPI_Comm_size(comm, &n);
+  begin(&c, comm, "reduce_scatter", redop_name(op), datatype,
+        (long long)recvcount * n, -1, RA);
+  const int rc = PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount,
+                                            datatype, op, comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
+                MPI_Comm comm, MPI_Request *request) {
+  call c;
+  begin(&c, comm, "gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+                                          recvcount, recvtype), root, RA);
+  const int rc = PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf,
+                              recvcount, recvtype, root, comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 void *recvbuf, const int recvcounts[], const int displs[],
+                 MPI_Datatype recvtype, int root, MPI_Comm comm,
+                 MPI_Request *request) {
+  call c;
+  const int own = g.on && sendbuf == MPI_IN_PLACE && recvcounts
+                      ? recvcounts[my_rank(comm)] : 0;
+  begin(&c, comm, "gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype, own,
+                                           recvtype), root, RA);
+  const int rc = PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf,
+                               recvcounts, displs, recvtype, root, comm,
+                               request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                 int root, MPI_Comm comm, MPI_Request *request) {
+  call c;
+  const bool in = recvbuf == MPI_IN_PLACE;
+  begin(&c, comm, "scatter", "", in ? sendtype : recvtype,
+        in ? sendcount : recvcount, root, RA);
+  const int rc = PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf,
+                               recvcount, recvtype, root, comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Iscatterv(const void *sendbuf, const int sendcounts[],
+                  const int displs[], MPI_Datatype sendtype, void *recvbuf,
+                  int recvcount, MPI_Datatype recvtype, int root,
+                  MPI_Comm comm, MPI_Request *request) {
+  call c;
+  const bool in = recvbuf == MPI_IN_PLACE;
+  const int own = g.on && in && sendcounts ? sendcounts[my_rank(comm)] : 0;
+  begin(&c, comm, "scatterv", "", in ? sendtype : recvtype,
+        in ? own : recvcount, root, RA);
+  const int rc = PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype,
+                                recvbuf, recvcount, recvtype, root, comm,
+                                request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                   void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                   MPI_Comm comm, MPI_Request *request) {
+  call c;
+  begin(&c, comm, "all_gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+                                              recvcount, recvtype), -1, RA);
+  const int rc = PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf,
+                                 recvcount, recvtype, comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                    void *recvbuf, const int recvcounts[], const int displs[],
+                    MPI_Datatype recvtype, MPI_Comm comm,
+                    MPI_Request *request) {
+  call c;
+  const int own = g.on && sendbuf == MPI_IN_PLACE && recvcounts
+                      ? recvcounts[my_rank(comm)] : 0;
+  begin(&c, comm, "all_gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+                                               own, recvtype), -1, RA);
+  const int rc = PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf,
+                                  recvcounts, displs, recvtype, comm,
+                                  request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                  void *recvbuf, int recvcount, MPI_Datatype recvtype,
+                  MPI_Comm comm, MPI_Request *request) {
+  call c;
+  begin(&c, comm, "all_to_all", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+                                              recvcount, recvtype), -1, RA);
+  const int rc = PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf,
+                                recvcount, recvtype, comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
+                   const int sdispls[], MPI_Datatype sendtype, void *recvbuf,
+                   const int recvcounts[], const int rdispls[],
+                   MPI_Datatype recvtype, MPI_Comm comm,
+                   MPI_Request *request) {
+  call c;
+  const bool in = sendbuf == MPI_IN_PLACE;
+  begin(&c, comm, "all_to_allv", "", in ? recvtype : sendtype,
+        g.on ? sum_counts(in ? recvcounts : sendcounts, comm) : 0, -1, RA);
+  const int rc = PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype,
+                                 recvbuf, recvcounts, rdispls, recvtype, comm,
+                                 request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+/* ---- completion */
+
+int MPI_Wait(MPI_Request *request, MPI_Status *status) {
+  req_copy rc0;
+  if (!copy_reqs(&rc0, request, 1)) return PMPI_Wait(request, status);
+  const bool coll = wait_begins(rc0.r, 1);
+  const int rc = PMPI_Wait(request, status);
+  completed(rc0.r[0], rc);
+  if (coll) beat(HB_RUNNING, 0, "");
+  free_reqs(&rc0);
+  return rc;
+}
+
+int MPI_Waitall(int count, MPI_Request array_of_requests[],
+                MPI_Status *array_of_statuses) {
+  req_copy rc0;
+  if (!copy_reqs(&rc0, array_of_requests, count))
+    return PMPI_Waitall(count, array_of_requests, array_of_statuses);
+  const bool coll = wait_begins(rc0.r, count);
+  const int rc = PMPI_Waitall(count, array_of_requests, array_of_statuses);
+  for (int i = 0; i < count; i++) completed(rc0.r[i], rc);
+  if (coll) beat(HB_RUNNING, 0, "");
+  free_reqs(&rc0);
+  return rc;
+}
+
+int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
+                MPI_Status *status) {
+  req_copy rc0;
+  if (!copy_reqs(&rc0, array_of_requests, count))
+    return PMPI_Waitany(count, array_of_requests, index, status);
+  const bool coll = wait_begins(rc0.r, count);
+  const int rc = PMPI_Waitany(count, array_of_requests, index, status);
+  if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
+    completed(rc0.r[*index], rc);
+  if (coll) beat(HB_RUNNING, 0, "");
+  free_reqs(&rc0);
+  return rc;
+}
+
+int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
+                 int array_of_indices[], MPI_Status array_of_statuses[]) {
+  req_copy rc0;
+  if (!copy_reqs(&rc0, array_of_requests, incount))
+    return PMPI_Waitsome(incount, array_of_requests, outcount,
+                         array_of_indices, array_of_statuses);
+  const bool coll = wait_begins(rc0.r, incount);
+  const int rc = PMPI_Waitsome(incount, array_of_requests, outcount,
+                               array_of_indices, array_of_statuses);
+  for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
+    if (array_of_indices[i] >= 0 && array_of_indices[i] < incount)
+      completed(rc0.r[array_of_indices[i]], rc);
+  if (coll) beat(HB_RUNNING, 0, "");
+  free_reqs(&rc0);
+  return rc;
+}
+
+int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
+  req_copy rc0;
+  if (!copy_reqs(&rc0, request, 1)) return PMPI_Test(request, flag, status);
+  const int rc = PMPI_Test(request, flag, status);
+  if (*flag) completed(rc0.r[0], rc);
+  free_reqs(&rc0);
+  return rc;
+}
+
+int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
+                MPI_Status array_of_statuses[]) {
+  req_copy rc0;
+  if (!copy_reqs(&rc0, array_of_requests, count))
+    return PMPI_Testall(count, array_of_requests, flag, array_of_statuses);
+  const int rc = PMPI_Testall(count, array_of_requests, flag,
+                              array_of_statuses);
+  for (int i = 0; *flag && i < count; i++) completed(rc0.r[i], rc);
+  free_reqs(&rc0);
+  return rc;
+}
+
+int MPI_Testany(int count, MPI_Request array_of_requests[], int *index,
+                int *flag, MPI_Status *status) {
+  req_copy rc0;
+  if (!copy_reqs(&rc0, array_of_requests, count))
+    return PMPI_Testany(count, array_of_requests, index, flag, status);
+  const int rc = PMPI_Testany(count, array_of_requests, index, flag, status);
+  if (*flag && *index != MPI_UNDEFINED && *index >= 0 && *index < count)
+    completed(rc0.r[*index], rc);
+  free_reqs(&rc0);
+  return rc;
+}
+
+int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
+                 int array_of_indices[], MPI_Status array_of_statuses[]) {
+  req_copy rc0;
+  if (!copy_reqs(&rc0, array_of_requests, incount))
+    return PMPI_Testsome(incount, array_of_requests, outcount,
+                         array_of_indices, array_of_statuses);
+  const int rc = PMPI_Testsome(incount, array_of_requests, outcount,
+                               array_of_indices, array_of_statuses);
+  for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
+    if (array_of_indices[i] >= 0 && array_of_indices[i] < incount)
+      completed(rc0.r[array_of_indices[i]], rc);
+  free_reqs(&rc0);
+  return rc;
+}
+
+/* A freed request's collective completes unobserved: done as far as the
+ * program is concerned. */
+int MPI_Request_free(MPI_Request *request) {
+  const MPI_Request r = request ? *request : MPI_REQUEST_NULL;
+  const int rc = PMPI_Request_free(request);
+  if (g.on && rc == MPI_SUCCESS) completed(r, rc);
+  return rc;
+}
+
+/* ---- communicators made (collective over the parent) */
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
+  call c;
+  begin(&c, comm, "comm_dup", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Comm_dup(comm, newcomm);
+  end(&c, rc);
+  made(comm, newcomm, "dup", rc);
+  return rc;
+}
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
+  call c;
+  begin(&c, comm, "comm_dup", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
+  end(&c, rc);
+  made(comm, newcomm, "dup", rc);
+  return rc;
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
+  call c;
+  begin(&c, comm, "comm_split", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Comm_split(comm, color, key, newcomm);
+  end(&c, rc);
+  made(comm, newcomm, "split", rc);
+  return rc;
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
+                        MPI_Comm *newcomm) {
+  call c;
+  begin(&c, comm, "comm_split", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
+  end(&c, rc);
+  made(comm, newcomm, "split", rc);
+  return rc;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
+  call c;
+  begin(&c, comm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Comm_create(comm, group, newcomm);
+  end(&c, rc);
+  made(comm, newcomm, "create", rc);
+  return rc;
+}
+
+int MPI_Cart_create(MPI_Comm old_comm, int ndims, const int dims[],
+                    const int periods[], int reorder, MPI_Comm *comm_cart) {
+  call c;
+  begin(&c, old_comm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Cart_create(old_comm, ndims, dims, periods, reorder,
+                                  comm_cart);
+  end(&c, rc);
+  made(old_comm, comm_cart, "cart", rc);
+  return rc;
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *new_comm) {
+  call c;
+  begin(&c, comm, "comm_split", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Cart_sub(comm, remain_dims, new_comm);
+  end(&c, rc);
+  made(comm, new_comm, "sub", rc);
+  return rc;
+}

@@ -1,0 +1,132 @@
+#!/bin/sh
+# mpi_watch.sh: `vqcheck watch -- mpiexec -n N ./prog` on the small MPI
+# programs of tests/mpi_programs/ (plain C, no vqcheck header), run for real
+# through the PMPI interposer (libvqcheck_mpi.so), one case per call:
+#   clean           4 ranks: MPI_IN_PLACE, a derived type against basic
+#                   elements, a split communicator, non-blocking collectives
+#                   waited on: exit 0, no finding, the program's own result
+#                   checks passed (it exits 1 otherwise), and every
+#                   communicator's lines carry the right world ranks;
+#   count_mismatch  3 ranks: collective_mismatch naming rank 1 at
+#                   count_mismatch.c's MPI_Bcast line;
+#   split_skip      4 ranks, --timeout 5: a deadlock in process group
+#                   world/split1 (ranks 1, 3) naming rank 3, reported within
+#                   the timeout + 5 s, nothing of the job left running;
+#   crash           3 ranks: rank_failure naming rank 1 (SIGSEGV);
+#   request_leak    3 ranks: a non-blocking all-reduce never completed at
+#                   MPI_Finalize: a deadlock finding at its line, naming
+#                   every rank, "never completed".
+# Exit 77 (a skip, with the reason) without mpiexec or the interposer.
+#   usage: mpi_watch.sh VQCHECK MPIEXEC "FLAGS" PROGRAM_DIR OUT_DIR CASE
+set -u
+VQCHECK=$1 MPIEXEC=$2 FLAGS=$3 PROGS=$4 OUT=$5 CASE=$6
+PY=/usr/bin/python3
+if [ -z "$MPIEXEC" ] || ! command -v "$MPIEXEC" >/dev/null 2>&1; then
+  echo "SKIP: mpiexec not found (run scripts/install-deps.sh)"; exit 77
+fi
+if [ ! -x "$PROGS/$CASE" ]; then
+  echo "SKIP: $PROGS/$CASE not built (no MPI C compiler found by CMake)"
+  exit 77
+fi
+if [ ! -x "$PY" ]; then echo "SKIP: no $PY to read run.json"; exit 77; fi
+rm -rf "$OUT/$CASE"
+mkdir -p "$OUT"
+np=3
+timeout=20
+case $CASE in clean|split_skip) np=4 ;; esac
+[ "$CASE" = split_skip ] && timeout=5
+start=$(date +%s.%N)
+# shellcheck disable=SC2086 # FLAGS is a list of words
+"$VQCHECK" watch --timeout $timeout --out "$OUT/$CASE" -- \
+  "$MPIEXEC" $FLAGS -n $np "$PROGS/$CASE" >"$OUT/$CASE.out" 2>&1
+rc=$?
+wall=$($PY -c "import time; print(f'{time.time() - $start:.1f}')")
+cat "$OUT/$CASE.out"
+echo "exit $rc after $wall s"
+fail() { echo "FAIL ($CASE): $*"; exit 1; }
+# Nothing of the job survives (watch is its subreaper; no stray rank).
+sleep 0.3
+if pgrep -f "$PROGS/$CASE" >/dev/null 2>&1; then
+  pgrep -af "$PROGS/$CASE"
+  fail "processes of the job are still running"
+fi
+[ -f "$OUT/$CASE/run.json" ] || fail "no run.json"
+for f in report.md report.html junit.xml; do
+  [ -f "$OUT/$CASE/$f" ] || fail "no $f"
+done
+$PY - "$OUT/$CASE" "$CASE" "$rc" "$wall" "$timeout" <<'PYEOF' || exit 1
+import glob, json, os, sys
+d, case, rc, wall, timeout = sys.argv[1], sys.argv[2], int(sys.argv[3]), \
+    float(sys.argv[4]), float(sys.argv[5])
+run = json.load(open(os.path.join(d, "run.json")))
+fs = run.get("findings", [])
+kinds = [f["kind"] for f in fs]
+def fail(msg):
+    print("FAIL (%s): %s\nfindings: %s" % (case, msg, json.dumps(fs, indent=1)))
+    sys.exit(1)
+def one(kind):
+    got = [f for f in fs if f["kind"] == kind]
+    if not got:
+        fail("no %s finding" % kind)
+    return got[0]
+if run.get("exit_code") != rc:
+    fail("run.json says exit %s, watch exited %d" % (run.get("exit_code"), rc))
+if case == "clean":
+    if rc != 0 or fs:
+        fail("a clean program: expected exit 0 and no finding, got %d" % rc)
+    # the split communicator's lines name its world ranks and one name
+    for path in sorted(glob.glob(os.path.join(d, "rank-*.live.jsonl"))):
+        r = int(os.path.basename(path).split("-")[1].split(".")[0])
+        lines = [json.loads(l) for l in open(path) if l.strip()]
+        led = [l for l in lines if "seq" in l]
+        groups = {(l.get("group_name"), tuple(l["group"]))
+                  for l in led if "group" in l}
+        want = ("world/split1", tuple(range(r % 2, 4, 2)))
+        if groups != {want}:
+            fail("rank %d: groups %s, expected %s" % (r, groups, want))
+        if not any(l.get("event") == "finished" for l in lines):
+            fail("rank %d: no finished line" % r)
+        if any(l.get("state") == "entered" and
+               not any(m.get("seq") == l["seq"] and m.get("group") ==
+                       l.get("group") and m.get("state") == "done"
+                       for m in led) for l in led):
+            fail("rank %d: a collective entered and never done" % r)
+elif case == "count_mismatch":
+    f = one("collective_mismatch")
+    if rc != 1 or f["ranks"] != [1]:
+        fail("expected exit 1 and rank 1, got %d and %s" % (rc, f["ranks"]))
+    site = f.get("site", "")
+    if "count_mismatch.c:14" not in site:
+        fail("site %r is not count_mismatch.c:14 (the MPI_Bcast)" % site)
+    if "count 8" not in f["message"] or "count 4" not in f["message"]:
+        fail("the message does not give both counts")
+elif case == "split_skip":
+    dl = [f for f in fs if f["kind"] == "deadlock"
+          and f.get("detail", {}).get("process_group")]
+    if rc != 1 or not dl:
+        fail("expected exit 1 and a deadlock in a process group")
+    pg = dl[0]["detail"]["process_group"]
+    if pg.get("ranks") != [1, 3] or pg.get("name") != "world/split1":
+        fail("process group %s, expected world/split1 ranks [1, 3]" % pg)
+    if 3 not in dl[0]["ranks"]:
+        fail("rank 3 (never entered) not named: %s" % dl[0]["ranks"])
+    if "split_skip.c:16" not in dl[0]["message"]:
+        fail("the message does not name split_skip.c:16")
+    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
+        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+elif case == "crash":
+    f = one("rank_failure")
+    if rc != 1 or 1 not in f["ranks"]:
+        fail("expected exit 1 and rank 1 failed, got %d and %s"
+             % (rc, f["ranks"]))
+    if "SIGSEGV" not in f["message"] and "signal 11" not in f["message"]:
+        fail("the message does not name the signal: %s" % f["message"])
+elif case == "request_leak":
+    f = one("deadlock")
+    if rc != 1 or f["ranks"] != [0, 1, 2]:
+        fail("expected exit 1 and ranks 0-2, got %d and %s" % (rc, f["ranks"]))
+    if "request_leak.c:12" not in f.get("site", "") or \
+            "never completed" not in f["message"]:
+        fail("expected the MPI_Iallreduce line and 'never completed'")
+print("PASS (%s): exit %d, findings %s, %.1f s" % (case, rc, kinds, wall))
+PYEOF
