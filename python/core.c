@@ -620,6 +620,15 @@ static PyObject *py_digest_start(PyObject *self, PyObject *args) {
   obj->job = NULL;
   Py_INCREF(keep);
   obj->keep = keep;
+  if (n == 0) {
+    /* Nothing to hash: done now (a queued empty batch would be done only
+     * once the thread got to it, so wait(0) could say "not done"). */
+    job->done = 1;
+    job->refs = 1; /* obj */
+    obj->job = job;
+    Py_DECREF(fast);
+    return (PyObject *)obj;
+  }
   job->refs = 2; /* obj, and the queue until the thread is done with it */
   if (worker_queue(job) < 0) {
     PyErr_SetFromErrno(PyExc_OSError);
