@@ -72,6 +72,11 @@
  * MPI_Test or their any/some/all forms complete its request; one still
  * pending at MPI_Finalize gets a "failed" line (status VQC_EINVAL).
  *
+ * Before data moves, each call's own buffers are checked (the section
+ * "buffers" below): send and receive buffers that overlap without
+ * MPI_IN_PLACE, and a receive side smaller than the send side; each is a
+ * finding on the live record.
+ *
  * It adds no communication of its own (no collective, no message on any
  * communicator), never touches a buffer, and returns what PMPI returned.
  * What it does add per collective: two writev(2) of one line each, two
@@ -178,6 +183,7 @@ typedef struct site {
   int line;
   char json[1000];      /* "file":"...","line":N,"func":"...", */
   size_t len;
+  unsigned reported;    /* buffer findings made here (REPORTED_*) */
 } site;
 
 #define NSITES 1024
@@ -792,6 +798,143 @@ static void end(call *c, int rc) {
   beat(HB_RUNNING, c->seq, "");
 }
 
+/* ---- buffers: a result that cannot land
+ *
+ * Two checks of a call's own arguments, made after its "entered" line and
+ * before PMPI moves any data, each a finding on the live record (once per
+ * call site and kind: a loop does not flood the record); the call then
+ * goes on as the program made it:
+ *   overlap    the send and receive buffers share bytes and neither is
+ *              MPI_IN_PLACE (MPI forbids aliased buffers: the result can
+ *              overwrite input not yet read): lost_inplace;
+ *   too small  a gather, scatter or all-to-all whose receive side takes
+ *              fewer bytes from each rank than the send side gives
+ *              (recvcount x size(recvtype) < sendcount x size(sendtype),
+ *              where both sides are significant on this rank): the
+ *              message cannot land (MPI_ERR_TRUNCATE, or the program's
+ *              memory past the buffer): shape_mismatch.
+ * The bytes a buffer spans: from its true lower bound to the true upper
+ * bound of its last item (MPI_Type_get_true_extent), items counted up to
+ * the largest displacement + count for the v forms. Buffers at MPI_BOTTOM
+ * (absolute addresses in the type) are not checked. */
+
+/* [*lo, *hi) for n items of t at buf; false when nothing to check. */
+static bool span(const void *buf, long long n, MPI_Datatype t, uintptr_t *lo,
+                 uintptr_t *hi) {
+  if (!buf || buf == MPI_IN_PLACE || buf == MPI_BOTTOM || n <= 0 ||
+      t == MPI_DATATYPE_NULL)
+    return false;
+  MPI_Aint tlb = 0, text = 0, lb = 0, ext = 0;
+  if (PMPI_Type_get_true_extent(t, &tlb, &text) != MPI_SUCCESS ||
+      PMPI_Type_get_extent(t, &lb, &ext) != MPI_SUCCESS || text <= 0 ||
+      ext <= 0)
+    return false;
+  *lo = (uintptr_t)buf + (uintptr_t)tlb;
+  *hi = *lo + (uintptr_t)((n - 1) * (long long)ext + (long long)text);
+  return true;
+}
+
+/* Items spanned by a v form's counts and displacements (this process's
+ * communicator size of them). */
+static long long v_items(const int *counts, const int *displs, MPI_Comm c) {
+  int n = 0;
+  long long most = 0;
+  if (!counts || !displs) return 0;
+  PMPI_Comm_size(c, &n);
+  for (int i = 0; i < n; i++)
+    if (counts[i] > 0 && (long long)displs[i] + counts[i] > most)
+      most = (long long)displs[i] + counts[i];
+  return most;
+}
+
+/* Whether this call site already has a finding of this kind (bit). */
+static bool once(const call *c, unsigned bit) {
+  site *s = (site *)c->s;
+  lock();
+  const bool first = !(s->reported & bit);
+  s->reported |= bit;
+  unlock();
+  return first;
+}
+
+static void buffer_finding(const call *c, const char *kind, const char *fn,
+                           const char *what, const char *detail) {
+  char file[1100], func[520], name[420], msg[1400];
+  json_esc(file, sizeof file, c->s->file);
+  json_esc(func, sizeof func, c->s->func);
+  json_esc(name, sizeof name, c->ci->name);
+  const bool world = c->ci == &world_info;
+  snprintf(msg, sizeof msg, "rank %d: %s #%llu%s%.100s at %.300s:%d: %s",
+           g.rank, fn, (unsigned long long)c->seq,
+           world ? "" : " on communicator ", world ? "" : name, file,
+           c->s->line, what);
+  char *b = malloc(4096);
+  if (!b) return;
+  const int k = snprintf(b, 4096,
+      "{\"event\":\"finding\",\"finding\":{\"kind\":\"%s\",\"step\":-1,"
+      "\"ranks\":[%d],\"site\":{\"file\":\"%.400s\",\"line\":%d,"
+      "\"func\":\"%.200s\"},\"message\":\"%s\",\"detail\":{\"mpi_call\":"
+      "\"%s\",\"op\":\"%s\",\"seq\":%llu,\"communicator\":\"%.200s\",%s}}}\n",
+      kind, g.rank, file, c->s->line, func, msg, fn, c->op,
+      (unsigned long long)c->seq, world ? "world" : name, detail);
+  if (k > 0 && k < 4096) live_write(b, (size_t)k);
+  free(b);
+}
+
+enum { REPORTED_OVERLAP = 1, REPORTED_SMALL = 2 };
+
+static void check_overlap(const call *c, const char *fn, const void *sb,
+                          long long sn, MPI_Datatype st, const void *rb,
+                          long long rn, MPI_Datatype rt) {
+  uintptr_t slo, shi, rlo, rhi;
+  if (!c->ci || !span(sb, sn, st, &slo, &shi) || !span(rb, rn, rt, &rlo, &rhi))
+    return;
+  const uintptr_t lo = slo > rlo ? slo : rlo, hi = shi < rhi ? shi : rhi;
+  if (lo >= hi || !once(c, REPORTED_OVERLAP)) return;
+  char what[600], detail[300];
+  snprintf(what, sizeof what, "the send buffer (%llu bytes) and the receive "
+           "buffer (%llu bytes) overlap by %llu bytes without MPI_IN_PLACE: "
+           "MPI forbids aliased buffers, and the result can overwrite input "
+           "not yet read. Pass MPI_IN_PLACE as the send buffer to reduce in "
+           "place, or use separate buffers",
+           (unsigned long long)(shi - slo), (unsigned long long)(rhi - rlo),
+           (unsigned long long)(hi - lo));
+  snprintf(detail, sizeof detail, "\"send_bytes\":%llu,\"recv_bytes\":%llu,"
+           "\"overlap_bytes\":%llu,\"in_place\":false",
+           (unsigned long long)(shi - slo), (unsigned long long)(rhi - rlo),
+           (unsigned long long)(hi - lo));
+  buffer_finding(c, "lost_inplace", fn, what, detail);
+}
+
+/* Per rank: sc items of st sent, rc items of rt received. */
+static void check_fits(const call *c, const char *fn, int sc, MPI_Datatype st,
+                       int rc, MPI_Datatype rt) {
+  int ss = 0, rs = 0;
+  if (!c->ci || st == MPI_DATATYPE_NULL || rt == MPI_DATATYPE_NULL ||
+      PMPI_Type_size(st, &ss) != MPI_SUCCESS ||
+      PMPI_Type_size(rt, &rs) != MPI_SUCCESS)
+    return;
+  const long long sent = (long long)sc * ss, room = (long long)rc * rs;
+  if (room >= sent || !once(c, REPORTED_SMALL)) return;
+  char what[600], detail[300];
+  snprintf(what, sizeof what, "the receive side takes %d x %d bytes from "
+           "each rank but each rank sends %d x %d bytes: the receive buffer "
+           "is too small for what arrives (%lld of %lld bytes; MPI_ERR_"
+           "TRUNCATE, or memory past the buffer overwritten). Make recvcount "
+           "x size(recvtype) equal sendcount x size(sendtype)",
+           rc, rs, sc, ss, room, sent);
+  snprintf(detail, sizeof detail, "\"expected_bytes\":%lld,\"actual_bytes\":"
+           "%lld,\"sendcount\":%d,\"recvcount\":%d", sent, room, sc, rc);
+  buffer_finding(c, "shape_mismatch", fn, what, detail);
+}
+
+/* The size of c's communicator (for the checks' spans). */
+static int comm_size(MPI_Comm c) {
+  int n = 0;
+  PMPI_Comm_size(c, &n);
+  return n;
+}
+
 /* ---- non-blocking collectives: pending until their request completes */
 
 typedef struct pend {
@@ -1196,6 +1339,9 @@ int MPI_Reduce(const void *sendbuf, void *recvbuf, int count,
                MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm) {
   call c;
   begin(&c, comm, "reduce", redop_name(op), datatype, count, root, RA);
+  if (c.ci && my_rank(comm) == root)
+    check_overlap(&c, "MPI_Reduce", sendbuf, count, datatype, recvbuf, count,
+                  datatype);
   const int rc = PMPI_Reduce(sendbuf, recvbuf, count, datatype, op, root,
                              comm);
   end(&c, rc);
@@ -1206,6 +1352,8 @@ int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count,
                   MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   call c;
   begin(&c, comm, "all_reduce", redop_name(op), datatype, count, -1, RA);
+  check_overlap(&c, "MPI_Allreduce", sendbuf, count, datatype, recvbuf, count,
+                datatype);
   const int rc = PMPI_Allreduce(sendbuf, recvbuf, count, datatype, op, comm);
   end(&c, rc);
   return rc;
@@ -1215,6 +1363,8 @@ int MPI_Scan(const void *sendbuf, void *recvbuf, int count,
              MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   call c;
   begin(&c, comm, "scan", redop_name(op), datatype, count, -1, RA);
+  check_overlap(&c, "MPI_Scan", sendbuf, count, datatype, recvbuf, count,
+                datatype);
   const int rc = PMPI_Scan(sendbuf, recvbuf, count, datatype, op, comm);
   end(&c, rc);
   return rc;
@@ -1224,6 +1374,8 @@ int MPI_Exscan(const void *sendbuf, void *recvbuf, int count,
                MPI_Datatype datatype, MPI_Op op, MPI_Comm comm) {
   call c;
   begin(&c, comm, "exscan", redop_name(op), datatype, count, -1, RA);
+  check_overlap(&c, "MPI_Exscan", sendbuf, count, datatype, recvbuf, count,
+                datatype);
   const int rc = PMPI_Exscan(sendbuf, recvbuf, count, datatype, op, comm);
   end(&c, rc);
   return rc;
@@ -1235,8 +1387,12 @@ int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf,
   call c;
   begin(&c, comm, "reduce_scatter", redop_name(op), datatype,
         g.on ? sum_counts(recvcounts, comm) : 0, -1, RA);
-  const int rc = PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype,
-                                     op, comm);
+  if (c.ci && recvcounts)
+    check_overlap(&c, "MPI_Reduce_scatter", sendbuf,
+                  sum_counts(recvcounts, comm), datatype, recvbuf,
+                  recvcounts[my_rank(comm)], datatype);
+  const int rc =
+      PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, datatype, op, comm);
   end(&c, rc);
   return rc;
 }
@@ -1249,6 +1405,10 @@ int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf,
   if (g.on) PMPI_Comm_size(comm, &n);
   begin(&c, comm, "reduce_scatter", redop_name(op), datatype,
         (long long)recvcount * n, -1, RA);
+  if (c.ci)
+    check_overlap(&c, "MPI_Reduce_scatter_block", sendbuf,
+                  (long long)recvcount * comm_size(comm), datatype, recvbuf,
+                  recvcount, datatype);
   const int rc = PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount,
                                            datatype, op, comm);
   end(&c, rc);
@@ -1267,6 +1427,11 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   call c;
   begin(&c, comm, "gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                           recvcount, recvtype), root, RA);
+  if (c.ci && my_rank(comm) == root && sendbuf != MPI_IN_PLACE) {
+    check_overlap(&c, "MPI_Gather", sendbuf, sendcount, sendtype, recvbuf,
+                  (long long)recvcount * comm_size(comm), recvtype);
+    check_fits(&c, "MPI_Gather", sendcount, sendtype, recvcount, recvtype);
+  }
   const int rc = PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount,
                              recvtype, root, comm);
   end(&c, rc);
@@ -1281,8 +1446,14 @@ int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                       ? recvcounts[my_rank(comm)] : 0;
   begin(&c, comm, "gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                            own, recvtype), root, RA);
-  const int rc = PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf,
-                              recvcounts, displs, recvtype, root, comm);
+  if (c.ci && my_rank(comm) == root && sendbuf != MPI_IN_PLACE && recvcounts) {
+    check_overlap(&c, "MPI_Gatherv", sendbuf, sendcount, sendtype, recvbuf,
+                  v_items(recvcounts, displs, comm), recvtype);
+    check_fits(&c, "MPI_Gatherv", sendcount, sendtype,
+               recvcounts[my_rank(comm)], recvtype);
+  }
+  const int rc = PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts,
+                              displs, recvtype, root, comm);
   end(&c, rc);
   return rc;
 }
@@ -1294,6 +1465,12 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   const bool in = recvbuf == MPI_IN_PLACE;
   begin(&c, comm, "scatter", "", in ? sendtype : recvtype,
         in ? sendcount : recvcount, root, RA);
+  if (c.ci && my_rank(comm) == root && recvbuf != MPI_IN_PLACE) {
+    check_overlap(&c, "MPI_Scatter", sendbuf,
+                  (long long)sendcount * comm_size(comm), sendtype, recvbuf,
+                  recvcount, recvtype);
+    check_fits(&c, "MPI_Scatter", sendcount, sendtype, recvcount, recvtype);
+  }
   const int rc = PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf,
                               recvcount, recvtype, root, comm);
   end(&c, rc);
@@ -1309,6 +1486,13 @@ int MPI_Scatterv(const void *sendbuf, const int sendcounts[],
   const int own = g.on && in && sendcounts ? sendcounts[my_rank(comm)] : 0;
   begin(&c, comm, "scatterv", "", in ? sendtype : recvtype,
         in ? own : recvcount, root, RA);
+  if (c.ci && my_rank(comm) == root && recvbuf != MPI_IN_PLACE && sendcounts) {
+    check_overlap(&c, "MPI_Scatterv", sendbuf,
+                  v_items(sendcounts, displs, comm), sendtype, recvbuf,
+                  recvcount, recvtype);
+    check_fits(&c, "MPI_Scatterv", sendcounts[my_rank(comm)], sendtype,
+               recvcount, recvtype);
+  }
   const int rc = PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
                                recvcount, recvtype, root, comm);
   end(&c, rc);
@@ -1321,6 +1505,11 @@ int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   call c;
   begin(&c, comm, "all_gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                               recvcount, recvtype), -1, RA);
+  if (c.ci && sendbuf != MPI_IN_PLACE) {
+    check_overlap(&c, "MPI_Allgather", sendbuf, sendcount, sendtype, recvbuf,
+                  (long long)recvcount * comm_size(comm), recvtype);
+    check_fits(&c, "MPI_Allgather", sendcount, sendtype, recvcount, recvtype);
+  }
   const int rc = PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf,
                                 recvcount, recvtype, comm);
   end(&c, rc);
@@ -1335,6 +1524,12 @@ int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                       ? recvcounts[my_rank(comm)] : 0;
   begin(&c, comm, "all_gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                                own, recvtype), -1, RA);
+  if (c.ci && sendbuf != MPI_IN_PLACE && recvcounts) {
+    check_overlap(&c, "MPI_Allgatherv", sendbuf, sendcount, sendtype, recvbuf,
+                  v_items(recvcounts, displs, comm), recvtype);
+    check_fits(&c, "MPI_Allgatherv", sendcount, sendtype,
+               recvcounts[my_rank(comm)], recvtype);
+  }
   const int rc = PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf,
                                  recvcounts, displs, recvtype, comm);
   end(&c, rc);
@@ -1347,6 +1542,12 @@ int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   call c;
   begin(&c, comm, "all_to_all", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                               recvcount, recvtype), -1, RA);
+  if (c.ci && sendbuf != MPI_IN_PLACE) {
+    check_overlap(&c, "MPI_Alltoall", sendbuf,
+                  (long long)sendcount * comm_size(comm), sendtype, recvbuf,
+                  (long long)recvcount * comm_size(comm), recvtype);
+    check_fits(&c, "MPI_Alltoall", sendcount, sendtype, recvcount, recvtype);
+  }
   const int rc = PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf,
                                recvcount, recvtype, comm);
   end(&c, rc);
@@ -1361,6 +1562,13 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
   const bool in = sendbuf == MPI_IN_PLACE;
   begin(&c, comm, "all_to_allv", "", in ? recvtype : sendtype,
         g.on ? sum_counts(in ? recvcounts : sendcounts, comm) : 0, -1, RA);
+  if (c.ci && sendbuf != MPI_IN_PLACE && sendcounts && recvcounts) {
+    check_overlap(&c, "MPI_Alltoallv", sendbuf,
+                  v_items(sendcounts, sdispls, comm), sendtype, recvbuf,
+                  v_items(recvcounts, rdispls, comm), recvtype);
+    check_fits(&c, "MPI_Alltoallv", sendcounts[my_rank(comm)], sendtype,
+               recvcounts[my_rank(comm)], recvtype);
+  }
   const int rc = PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype,
                                 recvbuf, recvcounts, rdispls, recvtype, comm);
   end(&c, rc);
@@ -1391,6 +1599,9 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
                 MPI_Request *request) {
   call c;
   begin(&c, comm, "reduce", redop_name(op), datatype, count, root, RA);
+  if (c.ci && my_rank(comm) == root)
+    check_overlap(&c, "MPI_Ireduce", sendbuf, count, datatype, recvbuf, count,
+                  datatype);
   const int rc = PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root,
                               comm, request);
   posted(&c, rc, request);
@@ -1402,6 +1613,8 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
                    MPI_Request *request) {
   call c;
   begin(&c, comm, "all_reduce", redop_name(op), datatype, count, -1, RA);
+  check_overlap(&c, "MPI_Iallreduce", sendbuf, count, datatype, recvbuf, count,
+                datatype);
   const int rc = PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm,
                                  request);
   posted(&c, rc, request);
@@ -1413,6 +1626,8 @@ int MPI_Iscan(const void *sendbuf, void *recvbuf, int count,
               MPI_Request *request) {
   call c;
   begin(&c, comm, "scan", redop_name(op), datatype, count, -1, RA);
+  check_overlap(&c, "MPI_Iscan", sendbuf, count, datatype, recvbuf, count,
+                datatype);
   const int rc = PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm,
                             request);
   posted(&c, rc, request);
@@ -1424,6 +1639,8 @@ int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
                 MPI_Request *request) {
   call c;
   begin(&c, comm, "exscan", redop_name(op), datatype, count, -1, RA);
+  check_overlap(&c, "MPI_Iexscan", sendbuf, count, datatype, recvbuf, count,
+                datatype);
   const int rc = PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm,
                               request);
   posted(&c, rc, request);
@@ -1436,6 +1653,10 @@ int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
   call c;
   begin(&c, comm, "reduce_scatter", redop_name(op), datatype,
         g.on ? sum_counts(recvcounts, comm) : 0, -1, RA);
+  if (c.ci && recvcounts)
+    check_overlap(&c, "MPI_Ireduce_scatter", sendbuf,
+                  sum_counts(recvcounts, comm), datatype, recvbuf,
+                  recvcounts[my_rank(comm)], datatype);
   const int rc = PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, datatype,
                                       op, comm, request);
   posted(&c, rc, request);
@@ -1451,6 +1672,10 @@ int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf,
   if (g.on) PMPI_Comm_size(comm, &n);
   begin(&c, comm, "reduce_scatter", redop_name(op), datatype,
         (long long)recvcount * n, -1, RA);
+  if (c.ci)
+    check_overlap(&c, "MPI_Ireduce_scatter_block", sendbuf,
+                  (long long)recvcount * comm_size(comm), datatype, recvbuf,
+                  recvcount, datatype);
   const int rc = PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount,
                                             datatype, op, comm, request);
   posted(&c, rc, request);
@@ -1463,6 +1688,11 @@ int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   call c;
   begin(&c, comm, "gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                           recvcount, recvtype), root, RA);
+  if (c.ci && my_rank(comm) == root && sendbuf != MPI_IN_PLACE) {
+    check_overlap(&c, "MPI_Igather", sendbuf, sendcount, sendtype, recvbuf,
+                  (long long)recvcount * comm_size(comm), recvtype);
+    check_fits(&c, "MPI_Igather", sendcount, sendtype, recvcount, recvtype);
+  }
   const int rc = PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf,
                               recvcount, recvtype, root, comm, request);
   posted(&c, rc, request);
@@ -1478,9 +1708,15 @@ int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                       ? recvcounts[my_rank(comm)] : 0;
   begin(&c, comm, "gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype, own,
                                            recvtype), root, RA);
-  const int rc = PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf,
-                               recvcounts, displs, recvtype, root, comm,
-                               request);
+  if (c.ci && my_rank(comm) == root && sendbuf != MPI_IN_PLACE && recvcounts) {
+    check_overlap(&c, "MPI_Igatherv", sendbuf, sendcount, sendtype, recvbuf,
+                  v_items(recvcounts, displs, comm), recvtype);
+    check_fits(&c, "MPI_Igatherv", sendcount, sendtype,
+               recvcounts[my_rank(comm)], recvtype);
+  }
+  const int rc =
+      PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                    recvtype, root, comm, request);
   posted(&c, rc, request);
   return rc;
 }
@@ -1492,6 +1728,12 @@ int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   const bool in = recvbuf == MPI_IN_PLACE;
   begin(&c, comm, "scatter", "", in ? sendtype : recvtype,
         in ? sendcount : recvcount, root, RA);
+  if (c.ci && my_rank(comm) == root && recvbuf != MPI_IN_PLACE) {
+    check_overlap(&c, "MPI_Iscatter", sendbuf,
+                  (long long)sendcount * comm_size(comm), sendtype, recvbuf,
+                  recvcount, recvtype);
+    check_fits(&c, "MPI_Iscatter", sendcount, sendtype, recvcount, recvtype);
+  }
   const int rc = PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf,
                                recvcount, recvtype, root, comm, request);
   posted(&c, rc, request);
@@ -1507,9 +1749,15 @@ int MPI_Iscatterv(const void *sendbuf, const int sendcounts[],
   const int own = g.on && in && sendcounts ? sendcounts[my_rank(comm)] : 0;
   begin(&c, comm, "scatterv", "", in ? sendtype : recvtype,
         in ? own : recvcount, root, RA);
-  const int rc = PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype,
-                                recvbuf, recvcount, recvtype, root, comm,
-                                request);
+  if (c.ci && my_rank(comm) == root && recvbuf != MPI_IN_PLACE && sendcounts) {
+    check_overlap(&c, "MPI_Iscatterv", sendbuf,
+                  v_items(sendcounts, displs, comm), sendtype, recvbuf,
+                  recvcount, recvtype);
+    check_fits(&c, "MPI_Iscatterv", sendcounts[my_rank(comm)], sendtype,
+               recvcount, recvtype);
+  }
+  const int rc = PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf,
+                                recvcount, recvtype, root, comm, request);
   posted(&c, rc, request);
   return rc;
 }
@@ -1520,6 +1768,11 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   call c;
   begin(&c, comm, "all_gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                               recvcount, recvtype), -1, RA);
+  if (c.ci && sendbuf != MPI_IN_PLACE) {
+    check_overlap(&c, "MPI_Iallgather", sendbuf, sendcount, sendtype, recvbuf,
+                  (long long)recvcount * comm_size(comm), recvtype);
+    check_fits(&c, "MPI_Iallgather", sendcount, sendtype, recvcount, recvtype);
+  }
   const int rc = PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf,
                                  recvcount, recvtype, comm, request);
   posted(&c, rc, request);
@@ -1535,9 +1788,14 @@ int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                       ? recvcounts[my_rank(comm)] : 0;
   begin(&c, comm, "all_gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                                own, recvtype), -1, RA);
+  if (c.ci && sendbuf != MPI_IN_PLACE && recvcounts) {
+    check_overlap(&c, "MPI_Iallgatherv", sendbuf, sendcount, sendtype, recvbuf,
+                  v_items(recvcounts, displs, comm), recvtype);
+    check_fits(&c, "MPI_Iallgatherv", sendcount, sendtype,
+               recvcounts[my_rank(comm)], recvtype);
+  }
   const int rc = PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf,
-                                  recvcounts, displs, recvtype, comm,
-                                  request);
+                                  recvcounts, displs, recvtype, comm, request);
   posted(&c, rc, request);
   return rc;
 }
@@ -1548,6 +1806,12 @@ int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   call c;
   begin(&c, comm, "all_to_all", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                               recvcount, recvtype), -1, RA);
+  if (c.ci && sendbuf != MPI_IN_PLACE) {
+    check_overlap(&c, "MPI_Ialltoall", sendbuf,
+                  (long long)sendcount * comm_size(comm), sendtype, recvbuf,
+                  (long long)recvcount * comm_size(comm), recvtype);
+    check_fits(&c, "MPI_Ialltoall", sendcount, sendtype, recvcount, recvtype);
+  }
   const int rc = PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf,
                                 recvcount, recvtype, comm, request);
   posted(&c, rc, request);
@@ -1563,6 +1827,13 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
   const bool in = sendbuf == MPI_IN_PLACE;
   begin(&c, comm, "all_to_allv", "", in ? recvtype : sendtype,
         g.on ? sum_counts(in ? recvcounts : sendcounts, comm) : 0, -1, RA);
+  if (c.ci && sendbuf != MPI_IN_PLACE && sendcounts && recvcounts) {
+    check_overlap(&c, "MPI_Ialltoallv", sendbuf,
+                  v_items(sendcounts, sdispls, comm), sendtype, recvbuf,
+                  v_items(recvcounts, rdispls, comm), recvtype);
+    check_fits(&c, "MPI_Ialltoallv", sendcounts[my_rank(comm)], sendtype,
+               recvcounts[my_rank(comm)], recvtype);
+  }
   const int rc = PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype,
                                  recvbuf, recvcounts, rdispls, recvtype, comm,
                                  request);

@@ -15,7 +15,15 @@
 #   crash           3 ranks: rank_failure naming rank 1 (SIGSEGV);
 #   request_leak    3 ranks: a non-blocking all-reduce never completed at
 #                   MPI_Finalize: a deadlock finding at its line, naming
-#                   every rank, "never completed".
+#                   every rank, "never completed";
+#   buffer_overlap  2 ranks: an all-reduce whose receive buffer overlaps its
+#                   send buffer without MPI_IN_PLACE: lost_inplace naming
+#                   ranks 0 and 1 at buffer_overlap.c:16, nothing at the
+#                   correct call on line 15;
+#   recv_too_small  2 ranks: an all-gather receiving 2 ints per rank where 4
+#                   are sent: shape_mismatch naming ranks 0 and 1 at
+#                   recv_too_small.c:13 with both sizes (found before data
+#                   moves; MPI then aborts the job: never clean).
 # Exit 77 (a skip, with the reason) without mpiexec or the interposer.
 #   usage: mpi_watch.sh VQCHECK MPIEXEC "FLAGS" PROGRAM_DIR OUT_DIR CASE
 set -u
@@ -33,7 +41,7 @@ rm -rf "$OUT/$CASE"
 mkdir -p "$OUT"
 np=3
 timeout=20
-case $CASE in clean|split_skip) np=4 ;; esac
+case $CASE in clean|split_skip) np=4 ;; buffer_overlap|recv_too_small) np=2 ;; esac
 [ "$CASE" = split_skip ] && timeout=5
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
@@ -128,5 +136,21 @@ elif case == "request_leak":
     if "request_leak.c:12" not in f.get("site", "") or \
             "never completed" not in f["message"]:
         fail("expected the MPI_Iallreduce line and 'never completed'")
+elif case == "buffer_overlap":
+    f = one("lost_inplace")
+    if rc != 1 or f["ranks"] != [0, 1]:
+        fail("expected exit 1 and ranks 0, 1, got %d and %s" % (rc, f["ranks"]))
+    if "buffer_overlap.c:16" not in f.get("site", "") or \
+            "overlap by 56 bytes" not in f["message"]:
+        fail("expected the line-16 MPI_Allreduce and its 56 shared bytes")
+    if any("buffer_overlap.c:15" in g.get("site", "") for g in fs):
+        fail("a finding at the correct all-reduce on line 15")
+elif case == "recv_too_small":
+    f = one("shape_mismatch")
+    if rc != 1 or f["ranks"] != [0, 1]:
+        fail("expected exit 1 and ranks 0, 1, got %d and %s" % (rc, f["ranks"]))
+    if "recv_too_small.c:13" not in f.get("site", "") or \
+            "8 of 16 bytes" not in f["message"]:
+        fail("expected the MPI_Allgather line and both sizes")
 print("PASS (%s): exit %d, findings %s, %.1f s" % (case, rc, kinds, wall))
 PYEOF
