@@ -1,6 +1,6 @@
 /* findings.h: what checkers report (DESIGN.md "A finding is a JSON object").
  *
- * A finding: kind (the shared vocabulary of shared/spec/bugs.md), step, the
+ * A finding: kind (the shared vocabulary of docs/spec/bugs.md), step, the
  * ranks involved, the tensor (when one applies), the call site, kind-specific
  * detail (a JSON object) and a one-sentence message a person can act on.
  * Checkers append findings to a vqc_findings list; several rank threads may

@@ -427,7 +427,7 @@ Test(threads_scale, rank_stacks_keep_a_4x_margin_on_real_scenarios) {
 
 /* ---- a deadlock at 1024 ranks: two ranks skip a collective
  *
- * The catalogue's bug #3 (shared/spec/bugs.md) in its plainest form, with
+ * The catalogue's bug #3 (docs/spec/bugs.md) in its plainest form, with
  * the collective checker attached to every rank as the runner attaches it:
  * each step calls ema_update (all_reduce float32 x 16) then sync_seed
  * (all_reduce int64 x 1); at step 1 ranks 1022 and 1023 skip ema_update and

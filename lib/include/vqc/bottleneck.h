@@ -14,7 +14,7 @@
  *                     vqc_autoencoder_forward(ae, ...); ... backward ...
  *   vqc_autoencoder_destroy(ae); vqc_vq_bottleneck_free(&b);
  *
- * Semantics (shared/spec/quantizers.md):
+ * Semantics (docs/spec/quantizers.md):
  *   VQ   q = E[nearest(z)] (the codebook before this step's EMA update);
  *        row_loss = commitment_weight * mean over d of (q - z)^2 in train
  *        mode, 0 in eval mode (as vqc_vq_forward's loss); gradient

@@ -1,4 +1,4 @@
-/* fault.h: the named faults of the bug catalogue (shared/spec/bugs.md).
+/* fault.h: the named faults of the bug catalogue (docs/spec/bugs.md).
  *
  * A fault is real code at the exact place the real bug lived (the comment at
  * each `if (fault == ...)` names the upstream issue), off by default. A run

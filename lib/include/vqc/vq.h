@@ -1,7 +1,7 @@
 /* vq.h: the reference VQ codebook (Euclidean, EMA updates, k-means init,
  * dead-code expiry) and the distributed row sampler it uses.
  *
- * Semantics: shared/spec/quantizers.md, which follows
+ * Semantics: docs/spec/quantizers.md, which follows
  * lucidrains/vector-quantize-pytorch 1.31.0 (golden cases in
  * tests/fixtures/vqpt). All codebook arithmetic is float32.
  *

@@ -4,7 +4,7 @@
  * gradient. The bottom of the VQ files: the operations (vq_nearest.c,
  * vq_sampler.c, vq_ema.c, vq_kmeans.c, vq_dead_code.c) use it and the
  * forward (vq_forward.c) ties them together; nothing here calls them.
- * Math: shared/spec/quantizers.md. */
+ * Math: docs/spec/quantizers.md. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>

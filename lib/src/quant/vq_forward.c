@@ -3,7 +3,7 @@
  * (vq_nearest.c), the quantized rows and the commitment loss
  * (vq_codebook.c), then in training the EMA update (vq_ema.c) and dead-code
  * expiry (vq_dead_code.c), in the spec's order
- * (shared/spec/quantizers.md). */
+ * (docs/spec/quantizers.md). */
 #include <string.h>
 
 #include "quant/vq_internal.h"
