@@ -117,6 +117,7 @@ static struct {
   uint64_t beats;
   uint32_t pid;
   bool multi;           /* MPI_THREAD_MULTIPLE: locks around the tables */
+  bool strict;          /* $VQC_MPI_STRICT=1: agree before data moves */
   int keyval;
   MPI_Group world_group;
   char dir[4096];
@@ -587,14 +588,17 @@ typedef struct comm_info {
   char name[200];
   char *group_json;      /* "group":[...],"group_name":"...", or "" */
   size_t group_len;
+  MPI_Comm shadow;       /* strict mode: its duplicate for the agreement */
 } comm_info;
 
 static comm_info world_info = {.refs = 1, .name = "world",
-                               .group_json = (char *)""};
+                               .group_json = (char *)"",
+                               .shadow = MPI_COMM_NULL};
 
 static void info_unref(comm_info *ci) {
   if (!ci || ci == &world_info) return;
   if (__atomic_sub_fetch(&ci->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+    if (ci->shadow != MPI_COMM_NULL) PMPI_Comm_free(&ci->shadow);
     free(ci->group_json);
     free(ci);
   }
@@ -615,6 +619,7 @@ static comm_info *attach(MPI_Comm c, const char *name) {
   comm_info *ci = calloc(1, sizeof *ci);
   if (!ci) return NULL;
   ci->refs = 1;
+  ci->shadow = MPI_COMM_NULL;
   int inter = 0, n = 0;
   PMPI_Comm_test_inter(c, &inter);
   PMPI_Comm_size(c, &n);
@@ -708,7 +713,12 @@ static void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
   /* (one set by a lookup in between is replaced: the name is this one) */
   if (PMPI_Comm_get_attr(*nc, g.keyval, &v, &flag) == MPI_SUCCESS && flag)
     PMPI_Comm_delete_attr(*nc, g.keyval);
-  attach(*nc, name);
+  comm_info *ci = attach(*nc, name);
+  /* Strict mode: the new communicator's duplicate, made by every member
+   * now (they are all in this call). */
+  if (g.strict && ci && !ci->skip &&
+      PMPI_Comm_dup(*nc, &ci->shadow) != MPI_SUCCESS)
+    ci->shadow = MPI_COMM_NULL;
 }
 
 /* ---- the live record */
@@ -732,6 +742,7 @@ typedef struct call {
   const char *op;
   char head[512];        /* {"seq":..,"rank":..,...,"group_size":N, */
   size_t hn;
+  bool blocking;
 } call;
 
 static void call_line(const call *c, uint64_t t_exit, const char *state,
@@ -765,9 +776,16 @@ static void call_line(const call *c, uint64_t t_exit, const char *state,
   }
 }
 
-static void begin(call *c, MPI_Comm comm, const char *op, const char *redop,
-                  MPI_Datatype dt, long long count, int root, uintptr_t pc) {
+static void agree(const call *c, const char *dtype, long long count,
+                  int root, const char *redop);
+
+/* Records a collective as entered; a blocking one (and communicator
+ * creation) is, in strict mode, agreed on before it runs. */
+static void record(call *c, bool blocking, MPI_Comm comm, const char *op,
+                   const char *redop, MPI_Datatype dt, long long count,
+                   int root, uintptr_t pc) {
   c->ci = NULL;
+  c->blocking = blocking;
   if (!g.on) return;
   comm_info *ci = info_of(comm);
   if (!ci || ci->skip) return;
@@ -789,6 +807,21 @@ static void begin(call *c, MPI_Comm comm, const char *op, const char *redop,
   c->t_enter = now_ns();
   call_line(c, 0, "entered", "");
   beat(HB_IN_COLLECTIVE, c->seq, op);
+  if (g.strict && c->blocking && ci->shadow != MPI_COMM_NULL)
+    agree(c, t.dtype, count * t.elems, root, redop);
+}
+
+static void begin(call *c, MPI_Comm comm, const char *op, const char *redop,
+                  MPI_Datatype dt, long long count, int root, uintptr_t pc) {
+  record(c, true, comm, op, redop, dt, count, root, pc);
+}
+
+/* A non-blocking collective: recorded at its I-call, never agreed on
+ * there (the call must not block: strict mode checks blocking ones). */
+static void begin_nb(call *c, MPI_Comm comm, const char *op,
+                     const char *redop, MPI_Datatype dt, long long count,
+                     int root, uintptr_t pc) {
+  record(c, false, comm, op, redop, dt, count, root, pc);
 }
 
 static void end(call *c, int rc) {
@@ -796,6 +829,82 @@ static void end(call *c, int rc) {
   call_line(c, now_ns(), rc == MPI_SUCCESS ? "done" : "failed",
             rc == MPI_SUCCESS ? "VQC_OK" : "VQC_ECOMM");
   beat(HB_RUNNING, c->seq, "");
+}
+
+/* ---- strict mode: agree before data moves
+ *
+ * With $VQC_MPI_STRICT=1 (`vqcheck watch --strict`), every blocking
+ * collective and communicator creation is preceded by one small
+ * all-gather on the communicator's duplicate (made when the communicator
+ * was: MPI_Init for the world, the split/dup/create call for the others;
+ * never on the program's own communicator): each member's op, datatype,
+ * count, root and reduction, 64 bytes. When they disagree (the fields the
+ * analysis compares, the same way: the v forms' counts and an unnamed
+ * datatype are not compared), no data has moved yet: each member marks
+ * the call failed and its record finished with VQC_EINVAL, and the job is
+ * stopped (MPI_Abort) before a truncated message, a hang or a wrong
+ * result. The analysis then names the mismatch from the records, as
+ * always. Non-blocking collectives are not agreed on at their I-call
+ * (it must not block); they are checked after the fact. A program that
+ * relies on a blocking collective not synchronising (a root's MPI_Bcast
+ * returning before the others enter) may then wait: MPI does not promise
+ * it either. */
+
+typedef struct agreement {
+  char op[24], dtype[16], redop[16];
+  int64_t count;
+  int32_t root, pad;
+} agreement; /* 64 bytes, all of it set */
+
+static bool varcount(const char *op) {
+  return strcmp(op, "gatherv") == 0 || strcmp(op, "scatterv") == 0 ||
+         strcmp(op, "all_to_allv") == 0 || strcmp(op, "all_gatherv") == 0;
+}
+
+static bool agree_same(const agreement *a, const agreement *b) {
+  return strcmp(a->op, b->op) == 0 && strcmp(a->redop, b->redop) == 0 &&
+         a->count == b->count && a->root == b->root &&
+         (!a->dtype[0] || !b->dtype[0] || strcmp(a->dtype, b->dtype) == 0);
+}
+
+static void agree(const call *c, const char *dtype, long long count,
+                  int root, const char *redop) {
+  comm_info *ci = c->ci;
+  const int n = ci == &world_info ? g.size : ci->size;
+  agreement mine, *all = malloc(sizeof *all * (size_t)n);
+  if (!all) return;
+  memset(&mine, 0, sizeof mine);
+  snprintf(mine.op, sizeof mine.op, "%s", c->op);
+  snprintf(mine.dtype, sizeof mine.dtype, "%s", dtype);
+  snprintf(mine.redop, sizeof mine.redop, "%s", redop);
+  mine.count = varcount(c->op) ? 0 : count;
+  mine.root = root;
+  if (PMPI_Allgather(&mine, (int)sizeof mine, MPI_BYTE, all,
+                     (int)sizeof mine, MPI_BYTE, ci->shadow) != MPI_SUCCESS) {
+    free(all);
+    return;
+  }
+  bool same = true;
+  for (int i = 1; i < n && same; i++) same = agree_same(&all[0], &all[i]);
+  free(all);
+  if (same) return;
+  /* Every member has the same table: all of them stop here. */
+  call_line(c, now_ns(), "failed", "VQC_EINVAL");
+  char b[400];
+  const int k = snprintf(b, sizeof b, "{\"event\":\"finished\",\"status\":"
+                         "\"VQC_EINVAL\",\"step\":-1,\"why\":\"vqcheck's "
+                         "strict mode stopped the job before collective "
+                         "#%llu (%s) moved any data: its members called it "
+                         "differently\"}\n",
+                         (unsigned long long)c->seq, c->op);
+  if (k > 0 && (size_t)k < sizeof b) live_write(b, (size_t)k);
+  beat(HB_FINISHED, c->seq, c->op);
+  fprintf(stderr, "libvqcheck_mpi: rank %d: strict mode: the members of "
+          "communicator %s called collective #%llu differently; stopping "
+          "the job before it moves any data (the report names the calls)\n",
+          g.rank, ci->name, (unsigned long long)c->seq);
+  PMPI_Barrier(ci->shadow); /* every member's record is written */
+  PMPI_Abort(ci->shadow, 1);
 }
 
 /* ---- buffers: a result that cannot land
@@ -1224,6 +1333,11 @@ static void started(int provided) {
   void *fr[2];
   (void)backtrace(fr, 2);
   g.stacks_fd = open_file(".stacks.txt", O_WRONLY | O_CREAT | O_APPEND);
+  const char *strict = getenv("VQC_MPI_STRICT");
+  g.strict = strict && strcmp(strict, "1") == 0;
+  if (g.strict &&
+      PMPI_Comm_dup(MPI_COMM_WORLD, &world_info.shadow) != MPI_SUCCESS)
+    world_info.shadow = MPI_COMM_NULL;
   install(SIGUSR1, on_usr1, true);
   for (size_t i = 0; i < sizeof note_sigs / sizeof note_sigs[0]; i++)
     install(note_sigs[i], on_note, true);
@@ -1296,6 +1410,8 @@ int MPI_Finalize(void) {
                               "\"step\":-1}\n";
     live_write(fin, sizeof fin - 1);
     beat(HB_FINISHED, world_info.seq, "");
+    if (world_info.shadow != MPI_COMM_NULL)
+      PMPI_Comm_free(&world_info.shadow);
     g.on = false;
   }
   return PMPI_Finalize();
@@ -1579,7 +1695,7 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin(&c, comm, "barrier", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  begin_nb(&c, comm, "barrier", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Ibarrier(comm, request);
   posted(&c, rc, request);
   return rc;
@@ -1588,7 +1704,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
 int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root,
                MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin(&c, comm, "broadcast", "", datatype, count, root, RA);
+  begin_nb(&c, comm, "broadcast", "", datatype, count, root, RA);
   const int rc = PMPI_Ibcast(buffer, count, datatype, root, comm, request);
   posted(&c, rc, request);
   return rc;
@@ -1598,7 +1714,7 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
                 MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
                 MPI_Request *request) {
   call c;
-  begin(&c, comm, "reduce", redop_name(op), datatype, count, root, RA);
+  begin_nb(&c, comm, "reduce", redop_name(op), datatype, count, root, RA);
   if (c.ci && my_rank(comm) == root)
     check_overlap(&c, "MPI_Ireduce", sendbuf, count, datatype, recvbuf, count,
                   datatype);
@@ -1612,7 +1728,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
                    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                    MPI_Request *request) {
   call c;
-  begin(&c, comm, "all_reduce", redop_name(op), datatype, count, -1, RA);
+  begin_nb(&c, comm, "all_reduce", redop_name(op), datatype, count, -1, RA);
   check_overlap(&c, "MPI_Iallreduce", sendbuf, count, datatype, recvbuf, count,
                 datatype);
   const int rc = PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm,
@@ -1625,7 +1741,7 @@ int MPI_Iscan(const void *sendbuf, void *recvbuf, int count,
               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
               MPI_Request *request) {
   call c;
-  begin(&c, comm, "scan", redop_name(op), datatype, count, -1, RA);
+  begin_nb(&c, comm, "scan", redop_name(op), datatype, count, -1, RA);
   check_overlap(&c, "MPI_Iscan", sendbuf, count, datatype, recvbuf, count,
                 datatype);
   const int rc = PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm,
@@ -1638,7 +1754,7 @@ int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                 MPI_Request *request) {
   call c;
-  begin(&c, comm, "exscan", redop_name(op), datatype, count, -1, RA);
+  begin_nb(&c, comm, "exscan", redop_name(op), datatype, count, -1, RA);
   check_overlap(&c, "MPI_Iexscan", sendbuf, count, datatype, recvbuf, count,
                 datatype);
   const int rc = PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm,
@@ -1651,7 +1767,7 @@ int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
                         const int recvcounts[], MPI_Datatype datatype,
                         MPI_Op op, MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin(&c, comm, "reduce_scatter", redop_name(op), datatype,
+  begin_nb(&c, comm, "reduce_scatter", redop_name(op), datatype,
         g.on ? sum_counts(recvcounts, comm) : 0, -1, RA);
   if (c.ci && recvcounts)
     check_overlap(&c, "MPI_Ireduce_scatter", sendbuf,
@@ -1670,7 +1786,7 @@ int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf,
   call c;
   int n = 0;
   if (g.on) PMPI_Comm_size(comm, &n);
-  begin(&c, comm, "reduce_scatter", redop_name(op), datatype,
+  begin_nb(&c, comm, "reduce_scatter", redop_name(op), datatype,
         (long long)recvcount * n, -1, RA);
   if (c.ci)
     check_overlap(&c, "MPI_Ireduce_scatter_block", sendbuf,
@@ -1686,7 +1802,7 @@ int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                 MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin(&c, comm, "gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+  begin_nb(&c, comm, "gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                           recvcount, recvtype), root, RA);
   if (c.ci && my_rank(comm) == root && sendbuf != MPI_IN_PLACE) {
     check_overlap(&c, "MPI_Igather", sendbuf, sendcount, sendtype, recvbuf,
@@ -1706,7 +1822,7 @@ int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   call c;
   const int own = g.on && sendbuf == MPI_IN_PLACE && recvcounts
                       ? recvcounts[my_rank(comm)] : 0;
-  begin(&c, comm, "gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype, own,
+  begin_nb(&c, comm, "gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype, own,
                                            recvtype), root, RA);
   if (c.ci && my_rank(comm) == root && sendbuf != MPI_IN_PLACE && recvcounts) {
     check_overlap(&c, "MPI_Igatherv", sendbuf, sendcount, sendtype, recvbuf,
@@ -1726,7 +1842,7 @@ int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  int root, MPI_Comm comm, MPI_Request *request) {
   call c;
   const bool in = recvbuf == MPI_IN_PLACE;
-  begin(&c, comm, "scatter", "", in ? sendtype : recvtype,
+  begin_nb(&c, comm, "scatter", "", in ? sendtype : recvtype,
         in ? sendcount : recvcount, root, RA);
   if (c.ci && my_rank(comm) == root && recvbuf != MPI_IN_PLACE) {
     check_overlap(&c, "MPI_Iscatter", sendbuf,
@@ -1747,7 +1863,7 @@ int MPI_Iscatterv(const void *sendbuf, const int sendcounts[],
   call c;
   const bool in = recvbuf == MPI_IN_PLACE;
   const int own = g.on && in && sendcounts ? sendcounts[my_rank(comm)] : 0;
-  begin(&c, comm, "scatterv", "", in ? sendtype : recvtype,
+  begin_nb(&c, comm, "scatterv", "", in ? sendtype : recvtype,
         in ? own : recvcount, root, RA);
   if (c.ci && my_rank(comm) == root && recvbuf != MPI_IN_PLACE && sendcounts) {
     check_overlap(&c, "MPI_Iscatterv", sendbuf,
@@ -1766,7 +1882,7 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                    void *recvbuf, int recvcount, MPI_Datatype recvtype,
                    MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin(&c, comm, "all_gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+  begin_nb(&c, comm, "all_gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                               recvcount, recvtype), -1, RA);
   if (c.ci && sendbuf != MPI_IN_PLACE) {
     check_overlap(&c, "MPI_Iallgather", sendbuf, sendcount, sendtype, recvbuf,
@@ -1786,7 +1902,7 @@ int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   call c;
   const int own = g.on && sendbuf == MPI_IN_PLACE && recvcounts
                       ? recvcounts[my_rank(comm)] : 0;
-  begin(&c, comm, "all_gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+  begin_nb(&c, comm, "all_gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                                own, recvtype), -1, RA);
   if (c.ci && sendbuf != MPI_IN_PLACE && recvcounts) {
     check_overlap(&c, "MPI_Iallgatherv", sendbuf, sendcount, sendtype, recvbuf,
@@ -1804,7 +1920,7 @@ int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   void *recvbuf, int recvcount, MPI_Datatype recvtype,
                   MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin(&c, comm, "all_to_all", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+  begin_nb(&c, comm, "all_to_all", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                               recvcount, recvtype), -1, RA);
   if (c.ci && sendbuf != MPI_IN_PLACE) {
     check_overlap(&c, "MPI_Ialltoall", sendbuf,
@@ -1825,7 +1941,7 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
                    MPI_Request *request) {
   call c;
   const bool in = sendbuf == MPI_IN_PLACE;
-  begin(&c, comm, "all_to_allv", "", in ? recvtype : sendtype,
+  begin_nb(&c, comm, "all_to_allv", "", in ? recvtype : sendtype,
         g.on ? sum_counts(in ? recvcounts : sendcounts, comm) : 0, -1, RA);
   if (c.ci && sendbuf != MPI_IN_PLACE && sendcounts && recvcounts) {
     check_overlap(&c, "MPI_Ialltoallv", sendbuf,

@@ -24,6 +24,13 @@
 #                   are sent: shape_mismatch naming ranks 0 and 1 at
 #                   recv_too_small.c:13 with both sizes (found before data
 #                   moves; MPI then aborts the job: never clean).
+#   strict_clean    clean under strict mode (VQC_MPI_STRICT=1: every
+#                   blocking collective agreed on first, over a duplicate of
+#                   its communicator): exit 0, the same results;
+#   strict_count_mismatch  count_mismatch under strict mode: the mismatch
+#                   found before any data moved: every rank's call failed
+#                   (VQC_EINVAL), the job stopped, collective_mismatch
+#                   naming rank 1 at line 14.
 # Exit 77 (a skip, with the reason) without mpiexec or the interposer.
 #   usage: mpi_watch.sh VQCHECK MPIEXEC "FLAGS" PROGRAM_DIR OUT_DIR CASE
 set -u
@@ -32,8 +39,13 @@ PY=/usr/bin/python3
 if [ -z "$MPIEXEC" ] || ! command -v "$MPIEXEC" >/dev/null 2>&1; then
   echo "SKIP: mpiexec not found (run scripts/install-deps.sh)"; exit 77
 fi
-if [ ! -x "$PROGS/$CASE" ]; then
-  echo "SKIP: $PROGS/$CASE not built (no MPI C compiler found by CMake)"
+PROG=$CASE
+case $CASE in
+  strict_*) PROG=${CASE#strict_}; VQC_MPI_STRICT=1; export VQC_MPI_STRICT ;;
+  *) unset VQC_MPI_STRICT ;;
+esac
+if [ ! -x "$PROGS/$PROG" ]; then
+  echo "SKIP: $PROGS/$PROG not built (no MPI C compiler found by CMake)"
   exit 77
 fi
 if [ ! -x "$PY" ]; then echo "SKIP: no $PY to read run.json"; exit 77; fi
@@ -41,12 +53,12 @@ rm -rf "$OUT/$CASE"
 mkdir -p "$OUT"
 np=3
 timeout=20
-case $CASE in clean|split_skip) np=4 ;; buffer_overlap|recv_too_small) np=2 ;; esac
+case $PROG in clean|split_skip) np=4 ;; buffer_overlap|recv_too_small) np=2 ;; esac
 [ "$CASE" = split_skip ] && timeout=5
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
 "$VQCHECK" watch --timeout $timeout --out "$OUT/$CASE" -- \
-  "$MPIEXEC" $FLAGS -n $np "$PROGS/$CASE" >"$OUT/$CASE.out" 2>&1
+  "$MPIEXEC" $FLAGS -n $np "$PROGS/$PROG" >"$OUT/$CASE.out" 2>&1
 rc=$?
 wall=$($PY -c "import time; print(f'{time.time() - $start:.1f}')")
 cat "$OUT/$CASE.out"
@@ -54,8 +66,8 @@ echo "exit $rc after $wall s"
 fail() { echo "FAIL ($CASE): $*"; exit 1; }
 # Nothing of the job survives (watch is its subreaper; no stray rank).
 sleep 0.3
-if pgrep -f "$PROGS/$CASE" >/dev/null 2>&1; then
-  pgrep -af "$PROGS/$CASE"
+if pgrep -f "$PROGS/$PROG" >/dev/null 2>&1; then
+  pgrep -af "$PROGS/$PROG"
   fail "processes of the job are still running"
 fi
 [ -f "$OUT/$CASE/run.json" ] || fail "no run.json"
@@ -79,7 +91,7 @@ def one(kind):
     return got[0]
 if run.get("exit_code") != rc:
     fail("run.json says exit %s, watch exited %d" % (run.get("exit_code"), rc))
-if case == "clean":
+if case in ("clean", "strict_clean"):
     if rc != 0 or fs:
         fail("a clean program: expected exit 0 and no finding, got %d" % rc)
     # the split communicator's lines name its world ranks and one name
@@ -99,8 +111,11 @@ if case == "clean":
                        l.get("group") and m.get("state") == "done"
                        for m in led) for l in led):
             fail("rank %d: a collective entered and never done" % r)
-elif case == "count_mismatch":
+elif case in ("count_mismatch", "strict_count_mismatch"):
     f = one("collective_mismatch")
+    if case.startswith("strict") and "failed (VQC_EINVAL)" not in f["message"]:
+        fail("strict mode: the calls did not fail before data moved: %s"
+             % f["message"])
     if rc != 1 or f["ranks"] != [1]:
         fail("expected exit 1 and rank 1, got %d and %s" % (rc, f["ranks"]))
     site = f.get("site", "")

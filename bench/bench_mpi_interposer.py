@@ -1,0 +1,193 @@
+"""bench_mpi_interposer.py: what libvqcheck_mpi.so (interpose/vqc_mpi.c,
+the PMPI interposer `vqcheck watch -- mpiexec` preloads) costs an MPI
+program per collective, in each of its modes.
+
+Run by hand (never a timed test), after building (cmake --build build):
+
+    /usr/bin/python3 bench/bench_mpi_interposer.py [--build DIR]
+        [--ranks 1,2] [--calls N] [--reps N] [--json]
+
+The program is tests/mpi_programs/allreduce_loop.c: N all-reduces of one
+double on MPI_COMM_WORLD, timed by the program itself with MPI_Wtime
+(start-up and MPI_Init are not counted); rank 0 prints ns per call.
+Modes, each started by mpiexec -n RANKS:
+  plain      no preload (the baseline);
+  idle       LD_PRELOAD=libvqcheck_mpi.so, no VQC_WATCH_DIR (preloaded by
+             a launcher but not under vqcheck watch: every wrapper only
+             calls its PMPI_ twin);
+  recording  the interposer writing the live record and the heartbeat
+             into a temporary run directory, as under vqcheck watch;
+  strict     recording with VQC_MPI_STRICT=1: each collective agreed on
+             first (one 64-byte all-gather per rank on a duplicate of the
+             communicator).
+
+What it does:
+  1. validates, before anything is timed, and exits 1 on any failure: each
+     mode exits 0 and prints its figure; recording and strict write one
+     entered and one done ledger line per all-reduce of every rank (warm-up
+     included) and no finding.
+  2. times the modes interleaved (plain, idle, recording, strict, plain,
+     ...) over --reps rounds, per rank count. Printed: the median ns/call
+     of each mode (min-max) and its ratio to plain, the median of the
+     per-round ratios (bench_stats.py); for strict also the ratio to
+     recording (the agreement's own share).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Dict, List, Optional
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(HERE))
+import bench_stats  # noqa: E402
+
+MODES = ("plain", "idle", "recording", "strict")
+WARMUP = 1000  # allreduce_loop's own warm-up all-reduces
+
+
+def mpiexec() -> List[str]:
+    exe = shutil.which("mpiexec") or shutil.which("mpirun")
+    if not exe:
+        sys.exit("bench_mpi_interposer: no mpiexec on PATH "
+                 "(scripts/install-deps.sh installs OpenMPI)")
+    flags = ["--oversubscribe"]
+    if os.geteuid() == 0:
+        flags.insert(0, "--allow-run-as-root")
+    return [exe, *flags]
+
+
+def run(mode: str, ranks: int, calls: int, prog: Path, lib: Path,
+        work: Path) -> Optional[float]:
+    """One run of allreduce_loop in mode: its ns/call (None: it failed)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    for k in ("LD_PRELOAD", "VQC_WATCH_DIR", "VQC_MPI_STRICT"):
+        env.pop(k, None)
+    if mode != "plain":
+        env["LD_PRELOAD"] = str(lib)
+    if mode in ("recording", "strict"):
+        if work.exists():
+            shutil.rmtree(work)
+        work.mkdir(parents=True)
+        env["VQC_WATCH_DIR"] = str(work)
+    if mode == "strict":
+        env["VQC_MPI_STRICT"] = "1"
+    p = subprocess.run([*mpiexec(), "-n", str(ranks), str(prog), str(calls)],
+                       env=env, capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        print(f"{mode} x{ranks}: exit {p.returncode}\n{p.stderr[-2000:]}",
+              file=sys.stderr)
+        return None
+    for line in p.stdout.splitlines():
+        if line.startswith("ns_per_call "):
+            return float(line.split()[1])
+    print(f"{mode} x{ranks}: no ns_per_call line in {p.stdout!r}",
+          file=sys.stderr)
+    return None
+
+
+def validate_record(work: Path, ranks: int, calls: int) -> Optional[str]:
+    """What is wrong with the run directory of a recording run, or None."""
+    want = calls + WARMUP + 1  # + the barrier before the timed loop
+    for r in range(ranks):
+        path = work / f"rank-{r}.live.jsonl"
+        if not path.is_file():
+            return f"no {path.name}"
+        entered = done = 0
+        for line in path.read_text().splitlines():
+            j = json.loads(line)
+            if j.get("event") == "finding":
+                return f"{path.name} has a finding: {j}"
+            if j.get("state") == "entered":
+                entered += 1
+            elif j.get("state") == "done":
+                done += 1
+        if entered != want or done != want:
+            return (f"{path.name}: {entered} entered and {done} done "
+                    f"lines, expected {want} of each")
+    return None
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--build", default=str(ROOT / "build"))
+    ap.add_argument("--ranks", default="1,2")
+    ap.add_argument("--calls", type=int, default=20000)
+    ap.add_argument("--reps", type=int, default=bench_stats.MIN_REPS)
+    ap.add_argument("--json", action="store_true")
+    a = ap.parse_args()
+    build = Path(a.build)
+    prog = build / "tests" / "mpi_programs" / "allreduce_loop"
+    lib = build / "interpose" / "libvqcheck_mpi.so"
+    for f in (prog, lib):
+        if not f.is_file():
+            sys.exit(f"bench_mpi_interposer: {f} is missing: build with MPI "
+                     "(cmake -S . -B build && cmake --build build)")
+    rank_counts = [int(x) for x in a.ranks.split(",")]
+    work = Path(tempfile.mkdtemp(prefix="bench_mpi_interposer."))
+    try:
+        # 1. validate
+        small = 200
+        for ranks in rank_counts:
+            for mode in MODES:
+                if run(mode, ranks, small, prog, lib, work / "v") is None:
+                    return 1
+                if mode in ("recording", "strict"):
+                    why = validate_record(work / "v", ranks, small)
+                    if why:
+                        print(f"validation failed ({mode} x{ranks}): {why}",
+                              file=sys.stderr)
+                        return 1
+            if not a.json:
+                print(f"validated x{ranks}: every mode ran; the records "
+                      f"hold {small + WARMUP + 1} collectives per rank, "
+                      "no finding")
+        # 2. time, interleaved
+        times: Dict[tuple, List[float]] = {}
+        for rep in range(a.reps):
+            for ranks in rank_counts:
+                for mode in MODES:
+                    ns = run(mode, ranks, a.calls, prog, lib, work / "t")
+                    if ns is None:
+                        return 1
+                    times.setdefault((ranks, mode), []).append(ns)
+            if not a.json:
+                print(f"round {rep + 1}/{a.reps} done", flush=True)
+        for ranks in rank_counts:
+            plain = times[(ranks, "plain")]
+            for mode in MODES:
+                t = times[(ranks, mode)]
+                s = bench_stats.summarize(t)
+                if mode == "plain":
+                    fig = bench_stats.figure("bench_mpi_interposer", mode,
+                                             "ns/call", s, ranks=ranks)
+                    text = f"{mode:10s} x{ranks}: {bench_stats.spread(s, 0)} ns/call"
+                else:
+                    r = bench_stats.ratios(t, plain)
+                    fig = bench_stats.figure(
+                        "bench_mpi_interposer", mode, "ns/call", s,
+                        ranks=ranks, baseline=bench_stats.summarize(plain),
+                        baseline_name="plain", ratio=r)
+                    text = (f"{mode:10s} x{ranks}: {bench_stats.spread(s, 0)}"
+                            f" ns/call, {bench_stats.spread(r, 2)}x plain")
+                    if mode == "strict":
+                        rr = bench_stats.ratios(t, times[(ranks, "recording")])
+                        text += f", {bench_stats.spread(rr, 2)}x recording"
+                if a.json:
+                    bench_stats.print_figure(fig)
+                else:
+                    print(text)
+        return 0
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
