@@ -1957,9 +1957,63 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
   return rc;
 }
 
+/* ---- point-to-point: where a rank waits
+ *
+ * Blocking point-to-point calls (and the waits below) are not recorded;
+ * their call site is resolved (once per site, as for collectives) so that
+ * a rank stuck in one, at a hang, has its stack named by file and line
+ * (on_usr1 looks the frames up in the site table): "ranks 0, 1, 2 are at
+ * ring.c:10 (main), outside any collective". The cost per call is one
+ * table lookup. */
+
+static void note_site(uintptr_t pc) {
+  if (g.on) (void)site_of(pc);
+}
+
+int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
+             int tag, MPI_Comm comm) {
+  note_site(RA);
+  return PMPI_Send(buf, count, datatype, dest, tag, comm);
+}
+
+int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest,
+              int tag, MPI_Comm comm) {
+  note_site(RA);
+  return PMPI_Ssend(buf, count, datatype, dest, tag, comm);
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source,
+             int tag, MPI_Comm comm, MPI_Status *status) {
+  note_site(RA);
+  return PMPI_Recv(buf, count, datatype, source, tag, comm, status);
+}
+
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 int dest, int sendtag, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, int source, int recvtag,
+                 MPI_Comm comm, MPI_Status *status) {
+  note_site(RA);
+  return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,
+                       recvcount, recvtype, source, recvtag, comm, status);
+}
+
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype,
+                         int dest, int sendtag, int source, int recvtag,
+                         MPI_Comm comm, MPI_Status *status) {
+  note_site(RA);
+  return PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source,
+                               recvtag, comm, status);
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
+  note_site(RA);
+  return PMPI_Probe(source, tag, comm, status);
+}
+
 /* ---- completion */
 
 int MPI_Wait(MPI_Request *request, MPI_Status *status) {
+  note_site(RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, request, 1)) return PMPI_Wait(request, status);
   const bool coll = wait_begins(rc0.r, 1);
@@ -1972,6 +2026,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
 
 int MPI_Waitall(int count, MPI_Request array_of_requests[],
                 MPI_Status *array_of_statuses) {
+  note_site(RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, count))
     return PMPI_Waitall(count, array_of_requests, array_of_statuses);
@@ -1985,6 +2040,7 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[],
 
 int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
                 MPI_Status *status) {
+  note_site(RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, count))
     return PMPI_Waitany(count, array_of_requests, index, status);
@@ -1999,6 +2055,7 @@ int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
 
 int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
                  int array_of_indices[], MPI_Status array_of_statuses[]) {
+  note_site(RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, incount))
     return PMPI_Waitsome(incount, array_of_requests, outcount,

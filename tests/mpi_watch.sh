@@ -24,6 +24,10 @@
 #                   are sent: shape_mismatch naming ranks 0 and 1 at
 #                   recv_too_small.c:13 with both sizes (found before data
 #                   moves; MPI then aborts the job: never clean).
+#   recv_cycle      3 ranks, --timeout 5: every rank waits in MPI_Recv for
+#                   its left neighbour: a deadlock naming ranks 0-2 at
+#                   recv_cycle.c:15, outside any collective, within the
+#                   timeout + 5 s;
 #   strict_clean    clean under strict mode (VQC_MPI_STRICT=1: every
 #                   blocking collective agreed on first, over a duplicate of
 #                   its communicator): exit 0, the same results;
@@ -54,7 +58,7 @@ mkdir -p "$OUT"
 np=3
 timeout=20
 case $PROG in clean|split_skip) np=4 ;; buffer_overlap|recv_too_small) np=2 ;; esac
-[ "$CASE" = split_skip ] && timeout=5
+case $CASE in split_skip|recv_cycle) timeout=5 ;; esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
 "$VQCHECK" watch --timeout $timeout --out "$OUT/$CASE" -- \
@@ -135,6 +139,14 @@ elif case == "split_skip":
         fail("rank 3 (never entered) not named: %s" % dl[0]["ranks"])
     if "split_skip.c:16" not in dl[0]["message"]:
         fail("the message does not name split_skip.c:16")
+    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
+        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+elif case == "recv_cycle":
+    f = one("deadlock")
+    if rc != 1 or f["ranks"] != [0, 1, 2]:
+        fail("expected exit 1 and ranks 0-2, got %d and %s" % (rc, f["ranks"]))
+    if "recv_cycle.c:15 (main), outside any collective" not in f["message"]:
+        fail("the message does not place the ranks at recv_cycle.c:15")
     if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
         fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
 elif case == "crash":
