@@ -794,13 +794,21 @@ static void record(call *c, bool blocking, MPI_Comm comm, const char *op,
   c->seq = __atomic_add_fetch(&ci->seq, 1, __ATOMIC_RELAXED);
   c->op = op;
   c->s = site_of(pc);
+  /* A negative count is an invalid argument (MPI fails the call with
+   * MPI_ERR_COUNT): the record keeps a valid count, 0, and the program's
+   * in "mpi_count". */
+  char bad[40] = "";
+  if (count < 0) {
+    snprintf(bad, sizeof bad, "\"mpi_count\":%lld,", count);
+    count = 0;
+  }
   int n = snprintf(c->head, sizeof c->head,
                    "{\"seq\":%llu,\"rank\":%d,\"op\":\"%s\",\"redop\":\"%s\","
                    "\"dtype\":\"%s\",\"count\":%lld,\"root\":%d,"
-                   "\"group_size\":%d,\"any_site\":true,%s",
+                   "\"group_size\":%d,\"any_site\":true,%s%s",
                    (unsigned long long)c->seq, g.rank, op, redop, t.dtype,
                    count * t.elems, root, ci == &world_info ? g.size : ci->size,
-                   t.extra);
+                   t.extra, bad);
   if (n <= 0 || (size_t)n >= sizeof c->head) return;
   c->hn = (size_t)n;
   c->ci = ci;
@@ -1000,14 +1008,22 @@ static void check_overlap(const call *c, const char *fn, const void *sb,
     return;
   const uintptr_t lo = slo > rlo ? slo : rlo, hi = shi < rhi ? shi : rhi;
   if (lo >= hi || !once(c, REPORTED_OVERLAP)) return;
-  char what[600], detail[300];
+  /* Where MPI_IN_PLACE goes for this kind of call. */
+  const char *advice =
+      strncmp(c->op, "scatter", 7) == 0
+          ? "Pass MPI_IN_PLACE as the receive buffer at the root (its "
+            "share stays in the send buffer)"
+      : strstr(c->op, "reduce") || strstr(c->op, "scan")
+          ? "Pass MPI_IN_PLACE as the send buffer to reduce in place"
+          : "Pass MPI_IN_PLACE as the send buffer (this rank's share "
+            "already in its place in the receive buffer)";
+  char what[700], detail[300];
   snprintf(what, sizeof what, "the send buffer (%llu bytes) and the receive "
            "buffer (%llu bytes) overlap by %llu bytes without MPI_IN_PLACE: "
            "MPI forbids aliased buffers, and the result can overwrite input "
-           "not yet read. Pass MPI_IN_PLACE as the send buffer to reduce in "
-           "place, or use separate buffers",
+           "not yet read. %s, or use separate buffers",
            (unsigned long long)(shi - slo), (unsigned long long)(rhi - rlo),
-           (unsigned long long)(hi - lo));
+           (unsigned long long)(hi - lo), advice);
   snprintf(detail, sizeof detail, "\"send_bytes\":%llu,\"recv_bytes\":%llu,"
            "\"overlap_bytes\":%llu,\"in_place\":false",
            (unsigned long long)(shi - slo), (unsigned long long)(rhi - rlo),
@@ -1019,7 +1035,9 @@ static void check_overlap(const call *c, const char *fn, const void *sb,
 static void check_fits(const call *c, const char *fn, int sc, MPI_Datatype st,
                        int rc, MPI_Datatype rt) {
   int ss = 0, rs = 0;
-  if (!c->ci || st == MPI_DATATYPE_NULL || rt == MPI_DATATYPE_NULL ||
+  /* (a negative count is an invalid argument, which MPI reports) */
+  if (!c->ci || sc < 0 || rc < 0 || st == MPI_DATATYPE_NULL ||
+      rt == MPI_DATATYPE_NULL ||
       PMPI_Type_size(st, &ss) != MPI_SUCCESS ||
       PMPI_Type_size(rt, &rs) != MPI_SUCCESS)
     return;
@@ -1281,6 +1299,68 @@ static void install(int sig, void (*fn)(int), bool only_default) {
   if (sigaction(sig, &sa, &old_act[sig]) != 0) return;
 }
 
+/* ---- MPI errors: the rank's last words
+ *
+ * A program that keeps MPI's default error handler (MPI_ERRORS_ARE_FATAL)
+ * on MPI_COMM_WORLD gets this one instead, which does the same (aborts the
+ * job with the error's code) after writing the error into the record: a
+ * {"event":"lost","why":"MPI error ...","mpi_error":"MPI_ERR_TRUNCATE"}
+ * line, so the rank_failure names what MPI said ("MPI_ERR_TRUNCATE:
+ * message truncated") rather than only that the rank was killed.
+ * Communicators made from the world inherit it, as they would the
+ * default. A program that sets its own handler keeps it; one that asks
+ * for the world's handler is told MPI_ERRORS_ARE_FATAL. */
+
+static MPI_Errhandler fatal_handler = MPI_ERRHANDLER_NULL;
+
+static void on_mpi_error(MPI_Comm *comm, int *code, ...) {
+  char es[MPI_MAX_ERROR_STRING + 1] = "", cls[MPI_MAX_ERROR_STRING + 1] = "";
+  int len = 0, klass = 0;
+  PMPI_Error_string(*code, es, &len);
+  if (PMPI_Error_class(*code, &klass) == MPI_SUCCESS) {
+    int cl = 0;
+    PMPI_Error_string(klass, cls, &cl);
+  }
+  char esc[2 * MPI_MAX_ERROR_STRING + 2], name[64] = "";
+  json_esc(esc, sizeof esc, es);
+  /* OpenMPI's class strings start with the class's name: keep that. */
+  sscanf(cls, "%63[A-Z_]", name);
+  char *b = malloc(4096);
+  if (b) {
+    const int k = snprintf(b, 4096, "{\"event\":\"lost\",\"by\":\"libvqcheck_"
+                           "mpi\",\"why\":\"MPI error: %.1500s (the error "
+                           "handler is MPI_ERRORS_ARE_FATAL: the job was "
+                           "aborted)\",\"mpi_error\":\"%s\"}\n", esc, name);
+    if (k > 0 && k < 4096) live_write(b, (size_t)k);
+    free(b);
+  }
+  fprintf(stderr, "libvqcheck_mpi: rank %d: MPI error: %s; aborting the job "
+          "(MPI_ERRORS_ARE_FATAL)\n", g.rank, es);
+  PMPI_Abort(comm ? *comm : MPI_COMM_WORLD, *code ? *code : 1);
+}
+
+static void install_error_handler(void) {
+  MPI_Errhandler cur = MPI_ERRHANDLER_NULL;
+  if (PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &cur) != MPI_SUCCESS) return;
+  const bool fatal = cur == MPI_ERRORS_ARE_FATAL;
+  if (cur != MPI_ERRHANDLER_NULL) PMPI_Errhandler_free(&cur);
+  if (!fatal ||
+      PMPI_Comm_create_errhandler(on_mpi_error, &fatal_handler) !=
+          MPI_SUCCESS)
+    return;
+  PMPI_Comm_set_errhandler(MPI_COMM_WORLD, fatal_handler);
+}
+
+int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler) {
+  const int rc = PMPI_Comm_get_errhandler(comm, errhandler);
+  if (rc == MPI_SUCCESS && fatal_handler != MPI_ERRHANDLER_NULL &&
+      *errhandler == fatal_handler) {
+    PMPI_Errhandler_free(errhandler);
+    *errhandler = MPI_ERRORS_ARE_FATAL;
+  }
+  return rc;
+}
+
 /* ---- start and end */
 
 static int open_file(const char *suffix, int flags) {
@@ -1333,6 +1413,7 @@ static void started(int provided) {
   void *fr[2];
   (void)backtrace(fr, 2);
   g.stacks_fd = open_file(".stacks.txt", O_WRONLY | O_CREAT | O_APPEND);
+  install_error_handler();
   const char *strict = getenv("VQC_MPI_STRICT");
   g.strict = strict && strcmp(strict, "1") == 0;
   if (g.strict &&

@@ -28,6 +28,10 @@
 #                   its left neighbour: a deadlock naming ranks 0-2 at
 #                   recv_cycle.c:15, outside any collective, within the
 #                   timeout + 5 s;
+#   negative_count  2 ranks: rank 1 broadcasts -1 ints (MPI_ERR_COUNT, the
+#                   job aborted): the report is written (the record keeps a
+#                   valid count, the program's in mpi_count) and a finding
+#                   names rank 1 and MPI_ERR_COUNT;
 #   strict_clean    clean under strict mode (VQC_MPI_STRICT=1: every
 #                   blocking collective agreed on first, over a duplicate of
 #                   its communicator): exit 0, the same results;
@@ -57,7 +61,10 @@ rm -rf "$OUT/$CASE"
 mkdir -p "$OUT"
 np=3
 timeout=20
-case $PROG in clean|split_skip) np=4 ;; buffer_overlap|recv_too_small) np=2 ;; esac
+case $PROG in
+  clean|split_skip) np=4 ;;
+  buffer_overlap|recv_too_small|negative_count) np=2 ;;
+esac
 case $CASE in split_skip|recv_cycle) timeout=5 ;; esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
@@ -149,6 +156,13 @@ elif case == "recv_cycle":
         fail("the message does not place the ranks at recv_cycle.c:15")
     if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
         fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+elif case == "negative_count":
+    # rank 1 died in the broadcast (a rank_failure, or the mismatch of
+    # its count with rank 0's, which names how it died)
+    named = [f for f in fs if 1 in f["ranks"] and "MPI_ERR_COUNT" in
+             f["message"]]
+    if rc != 1 or not named:
+        fail("expected exit 1 and a finding naming rank 1 and MPI_ERR_COUNT")
 elif case == "crash":
     f = one("rank_failure")
     if rc != 1 or 1 not in f["ranks"]:
