@@ -105,11 +105,12 @@
 #include <unistd.h>
 
 #include "bench_stats.h"
-#include "checkers.h"
+#include "checker_set.h"
 #include "findings.h"
 #include "ledger_analysis.h"
 #include "trace.h"
 #include "trace_compare.h"
+#include "vqc/clock.h"
 #include "vqc/comm.h"
 #include "vqc/nn.h"
 #include "vqc/status.h"
@@ -126,12 +127,6 @@
 
 static bool json_out;
 static bool failed_validation;
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static double thread_cpu_s(void) {
   struct timespec ts;
@@ -270,28 +265,26 @@ static void tensor_name(int t, char *buf, size_t n) {
   snprintf(buf, n, "block%04d.weight", t);
 }
 
-/* One checker's life on a rank: attach, then the caller's steps. */
-static vqc_status checker_start(vqc_checker *chk, vqc_check_ctx *ctx) {
-  memset(chk, 0, sizeof *chk);
-  VQC_TRY(vqc_checker_divergence(chk));
-  return chk->attach(chk, ctx);
+/* The divergence checker's life on a rank, as the runner drives it
+ * (checker_set.h): attach, then the caller's steps, then the end. */
+static vqc_status checker_start(vqc_checker_set *set, vqc_check_ctx *ctx) {
+  vqc_checker_set_init(set, ctx);
+  return vqc_checker_set_attach(set, VQC_INSTR_DIVERGENCE);
 }
 
-static vqc_status checker_end(vqc_checker *chk, vqc_check_ctx *ctx,
-                              vqc_status s) {
-  if (s == VQC_OK && chk->settle) s = chk->settle(chk, ctx, false);
-  if (s == VQC_OK && chk->finish) s = chk->finish(chk, ctx, VQC_OK);
-  if (chk->destroy) chk->destroy(chk, ctx);
+static vqc_status checker_end(vqc_checker_set *set, vqc_status s) {
+  if (s == VQC_OK) s = vqc_checker_set_settle(set, false);
+  for (int i = 0; s == VQC_OK && i < set->attached; i++)
+    s = set->chk[i].finish(&set->chk[i], set->ctx, VQC_OK);
+  vqc_checker_set_destroy(set);
   return s;
 }
 
-static vqc_status checker_step(vqc_checker *chk, vqc_check_ctx *ctx,
-                               int64_t step) {
-  VQC_TRY(chk->step_end(chk, ctx, step));
+static vqc_status checker_step(vqc_checker_set *set, int64_t step) {
+  VQC_TRY(vqc_checker_set_step_end(set, step, NULL));
   /* The runner settles before the state is next written (a no-op without
    * opts.overlap, kept so the step is the runner's). */
-  if (chk->settle) VQC_TRY(chk->settle(chk, ctx, false));
-  return VQC_OK;
+  return vqc_checker_set_settle(set, false);
 }
 
 static vqc_status side_rank(vqc_comm *c, void *arg) {
@@ -331,17 +324,17 @@ static vqc_status side_rank(vqc_comm *c, void *arg) {
   if (s != VQC_OK) goto out;
 
   /* 1. Validation: the checker finds a planted divergence. */
-  vqc_checker chk;
+  vqc_checker_set chk;
   vqc_check_ctx vctx = {.comm = c, .rank = rank, .size = P, .state = &list,
                         .findings = &run->vfind, .opts = {.interval = 1}};
   s = checker_start(&chk, &vctx);
-  if (s == VQC_OK) s = checker_step(&chk, &vctx, 0);
+  if (s == VQC_OK) s = checker_step(&chk, 0);
   float *planted = state + (size_t)planted_tensor(T) * numel + PLANTED_INDEX;
   const float kept = *planted;
   if (rank == P - 1) *planted = kept + 1.0f;
-  if (s == VQC_OK) s = checker_step(&chk, &vctx, 1);
+  if (s == VQC_OK) s = checker_step(&chk, 1);
   *planted = kept;
-  s = checker_end(&chk, &vctx, s);
+  s = checker_end(&chk, s);
   if (s != VQC_OK) goto out;
 
   /* 2. The timed checker, fresh. Step 0 also compares the registries (a
@@ -352,9 +345,9 @@ static vqc_status side_rank(vqc_comm *c, void *arg) {
   vqc_check_ctx ctx = {.comm = c, .rank = rank, .size = P, .state = &list,
                        .findings = &run->tfind, .opts = {.interval = 1}};
   s = checker_start(&chk, &ctx);
-  if (s == VQC_OK) s = checker_step(&chk, &ctx, 0);
+  if (s == VQC_OK) s = checker_step(&chk, 0);
   vqc_comm_stats before = vqc_comm_get_stats(side);
-  if (s == VQC_OK) s = checker_step(&chk, &ctx, 1);
+  if (s == VQC_OK) s = checker_step(&chk, 1);
   vqc_comm_stats after = vqc_comm_get_stats(side);
   words = ((after.bytes_sent + after.bytes_received) -
            (before.bytes_sent + before.bytes_received)) / 16;
@@ -392,16 +385,16 @@ static vqc_status side_rank(vqc_comm *c, void *arg) {
       s = vqc_barrier(c); /* the data comm: the side counters stay clean */
       if (s != VQC_OK) break;
       before = vqc_comm_get_stats(side);
-      const double cpu0 = thread_cpu_s(), t0 = now_s();
+      const double cpu0 = thread_cpu_s(), t0 = vqc_now_s();
       for (int i = 0; i < S && s == VQC_OK; i++) {
         if (cs == CASE_CHECK)
-          s = checker_step(&chk, &ctx, step++);
+          s = checker_step(&chk, step++);
         else if (cs == CASE_ALLREDUCE)
           s = vqc_all_reduce(side, msg, red, words, VQC_I64, VQC_MIN);
         else
           s = vqc_all_gather(side, ag_send, ag_recv, ag_words, VQC_I64);
       }
-      const double t1 = now_s(), cpu1 = thread_cpu_s();
+      const double t1 = vqc_now_s(), cpu1 = thread_cpu_s();
       after = vqc_comm_get_stats(side);
       const size_t at = ((size_t)cs * reps + rep) * P + rank;
       run->bytes[at] = (after.bytes_sent + after.bytes_received) -
@@ -411,7 +404,7 @@ static vqc_status side_rank(vqc_comm *c, void *arg) {
       if (rank == 0) run->wall[cs * reps + rep] = (t1 - t0) / S;
     }
   }
-  s = checker_end(&chk, &ctx, s);
+  s = checker_end(&chk, s);
 
 out:
   vqc_param_list_free(&list);
@@ -828,9 +821,9 @@ static void time_file_point(timed_fn analysis, timed_fn floor_fn, void *ctx,
   for (int rep = 0; ok && rep < reps; rep++)
     for (int k = 0; ok && k < 2; k++) {
       const bool is_floor = (k + rep) % 2 == 1;
-      const double c0 = process_cpu_s(), t0 = now_s();
+      const double c0 = process_cpu_s(), t0 = vqc_now_s();
       ok = is_floor ? floor_fn(ctx) : analysis(ctx);
-      const double t1 = now_s(), c1 = process_cpu_s();
+      const double t1 = vqc_now_s(), c1 = process_cpu_s();
       (is_floor ? fw : tw)[rep] = t1 - t0;
       (is_floor ? fc : tc)[rep] = c1 - c0;
     }

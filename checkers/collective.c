@@ -62,6 +62,7 @@
 #include "collective.h"
 #include "ledger_analysis.h"
 #include "utf8.h"
+#include "vqc/clock.h"
 #include "vqc/ledger.h"
 #include "vqc/watchdog.h"
 
@@ -115,12 +116,6 @@ typedef struct coll_impl {
   vqc_hang_fn hang_fn;
   void *hang_user;
 } coll_impl;
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
 
 /* The fields of a side_msg that are compared across ranks. */
 enum { P_KIND, P_SEQ, P_OP, P_DTYPE, P_REDOP, P_ROOT, P_COUNT, P_SITE,
@@ -194,7 +189,7 @@ static void wait_for_dumps(coll_impl *im, uint64_t deadline) {
   for (int r = 0; r < im->size; r++) {
     if (vqc_status_dump_path(im->run_dir, r, path, sizeof path) != VQC_OK)
       continue;
-    while (access(path, F_OK) != 0 && now_ns() < deadline) {
+    while (access(path, F_OK) != 0 && vqc_now_ns() < deadline) {
       struct timespec nap = {0, POLL_FILES_NS};
       nanosleep(&nap, NULL);
     }
@@ -494,7 +489,7 @@ static void on_stuck(const vqc_ledger_record *stuck, void *user) {
     /* Stuck peers dump within a poll of this; ranks that left training dump
      * when their final exchange gives up (2 timeouts + slack). */
     double wait_s = 2 * im->timeout_s + 2 * FINISH_SLACK_S;
-    wait_for_dumps(im, now_ns() + (uint64_t)(wait_s * 1e9));
+    wait_for_dumps(im, vqc_now_ns() + (uint64_t)(wait_s * 1e9));
     analysed = analyse_once(im) == VQC_OK;
   }
   pthread_mutex_lock(&im->mu);
@@ -621,7 +616,7 @@ static bool finish_exchange(coll_impl *im, vqc_status run_status,
   mine.watchdog = watchdog_dumped;
   mine.step = atomic_load(&im->step);
   double wait_s = 2 * im->timeout_s + FINISH_SLACK_S;
-  uint64_t until = now_ns() + (uint64_t)(wait_s * 1e9);
+  uint64_t until = vqc_now_ns() + (uint64_t)(wait_s * 1e9);
   for (;;) {
     side_view v;
     vqc_status s = exchange(im, &mine, &v);
@@ -633,7 +628,7 @@ static bool finish_exchange(coll_impl *im, vqc_status run_status,
     } else if (s != VQC_EMISMATCH) {
       return false; /* timed out or aborted: some rank is unreachable */
     }
-    if (now_ns() > until) return false;
+    if (vqc_now_ns() > until) return false;
   }
 }
 
@@ -686,7 +681,7 @@ static vqc_status coll_finish(vqc_checker *self, vqc_check_ctx *ctx,
       double wait_s = im->timeout_s + FINISH_SLACK_S;
       const double budget = vqc_comm_wait_budget(im->side);
       if (budget < wait_s) wait_s = budget;
-      wait_for_dumps(im, now_ns() + (uint64_t)(wait_s * 1e9));
+      wait_for_dumps(im, vqc_now_ns() + (uint64_t)(wait_s * 1e9));
     }
     vqc_status a = analyse_once(im);
     if (s == VQC_OK) s = a;

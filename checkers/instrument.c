@@ -28,13 +28,13 @@
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "checkers.h"
+#include "checker_set.h"
 #include "collective.h"
 #include "findings.h"
 #include "rundir.h"
 #include "utf8.h"
+#include "vqc/clock.h"
 #include "vqc/fsutil.h"
 
 /* Side-channel deadline = 2 x the data deadline + this (as the runner). */
@@ -42,8 +42,6 @@
 #define DEFAULT_TIMEOUT_S 60.0
 /* Bytes of a rank's error message carried to rank 0. */
 #define RANK_MESSAGE 256
-
-enum { MAX_CHECKERS = 5 };
 
 /* The findings list the ranks' checkers record into: one per world on the
  * threads backend (refs = number of sessions still holding it), one per
@@ -74,9 +72,7 @@ struct vqc_instr {
   shared_findings *shared;   /* where the checkers record */
   vqc_findings merged;       /* mpi rank 0: every rank's, merged */
   vqc_check_ctx ctx;
-  vqc_checker chk[MAX_CHECKERS];
-  int attached;              /* chk[0 .. attached) are attached */
-  int collective;            /* index of the collective checker, -1 none */
+  vqc_checker_set checkers;  /* those of `checks`, over ctx */
   bool started, finished;
 
   double t_start, t_last;    /* CLOCK_MONOTONIC seconds */
@@ -87,12 +83,6 @@ struct vqc_instr {
   int nfindings;             /* after finish: merged count (every rank) */
   int exit_code;             /* after finish (every rank) */
 };
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 static void shared_release(shared_findings *sh) {
   if (!sh) return;
@@ -141,7 +131,7 @@ vqc_status vqc_instr_create(vqc_comm *comm, const vqc_instr_options *opts,
   s->check_opts.overlap = o.overlap && !o.strict; /* see runner.c */
   s->reference_grads = o.reference_grads;
   s->reference_user = o.reference_user;
-  s->collective = -1;
+  vqc_checker_set_init(&s->checkers, &s->ctx);
   vqc_param_list_init(&s->params);
   vqc_findings_init(&s->merged);
   vqc_comm_set_timeout(comm, s->check_opts.timeout_s);
@@ -266,35 +256,16 @@ vqc_status vqc_instr_start(vqc_instr *s) {
   if (s->started)
     return vqc_error(VQC_EINVAL, "vqc_instr_start: called twice");
   s->started = true;
-  /* The collective checker first: in strict mode its BEFORE handler must
-   * veto a mismatched collective before another subscriber sees it, and its
-   * finish is where the ranks agree on how the run ended. */
-  static const struct {
-    unsigned bit;
-    vqc_status (*ctor)(vqc_checker *);
-  } order[MAX_CHECKERS] = {
-      {VQC_INSTR_COLLECTIVE, vqc_checker_collective},
-      {VQC_INSTR_DIVERGENCE, vqc_checker_divergence},
-      {VQC_INSTR_LOST_INPLACE, vqc_checker_lost_inplace},
-      {VQC_INSTR_SHAPE, vqc_checker_shape},
-      {VQC_INSTR_EQUIVALENCE, vqc_checker_equivalence},
-  };
-  for (int i = 0; i < MAX_CHECKERS; i++) {
-    if (!(s->checks & order[i].bit)) continue;
-    vqc_checker *c = &s->chk[s->attached];
-    VQC_TRY(order[i].ctor(c));
-    VQC_TRY(c->attach(c, &s->ctx));
-    if (order[i].bit == VQC_INSTR_COLLECTIVE) s->collective = s->attached;
-    s->attached++;
-  }
-  s->t_start = s->t_last = now_s();
+  /* In checker_set.h's order (the collective checker first). */
+  VQC_TRY(vqc_checker_set_attach(&s->checkers, s->checks));
+  s->t_start = s->t_last = vqc_now_s();
   return VQC_OK;
 }
 
 /* ---- steps */
 
 static void record_step(vqc_instr *s, int64_t step) {
-  const double t = now_s();
+  const double t = vqc_now_s();
   if (s->nsteps == s->cap_steps) {
     int cap = s->cap_steps ? 2 * s->cap_steps : 64;
     step_time *p = realloc(s->steps, (size_t)cap * sizeof *p);
@@ -314,29 +285,17 @@ vqc_status vqc_instr_step_end(vqc_instr *s, int64_t step) {
   if (!s->started || s->finished)
     return vqc_error(VQC_EINVAL, "vqc_instr_step_end(%" PRId64 "): call it "
                      "between vqc_instr_start and vqc_instr_finish", step);
-  for (int i = 0; i < s->attached; i++)
-    VQC_TRY(s->chk[i].step_end(&s->chk[i], &s->ctx, step));
+  VQC_TRY(vqc_checker_set_step_end(&s->checkers, step, NULL));
   s->steps_done = step + 1;
   if (s->rank == 0) record_step(s, step);
   return VQC_OK;
-}
-
-/* Settles every checker's background work (checker.h settle). */
-static vqc_status settle_all(vqc_instr *s, bool failed) {
-  vqc_status first = VQC_OK;
-  for (int i = 0; i < s->attached; i++) {
-    if (s->chk[i].settle == NULL) continue;
-    vqc_status r = s->chk[i].settle(&s->chk[i], &s->ctx, failed);
-    if (r != VQC_OK && first == VQC_OK) first = r;
-  }
-  return first;
 }
 
 vqc_status vqc_instr_state_will_change(vqc_instr *s) {
   if (!s)
     return vqc_error(VQC_EINVAL, "vqc_instr_state_will_change: NULL session");
   if (!s->started || s->finished) return VQC_OK; /* nothing runs then */
-  return settle_all(s, false);
+  return vqc_checker_set_settle(&s->checkers, false);
 }
 
 /* ---- finish */
@@ -375,15 +334,17 @@ static void summarise(run_summary *sum, const rank_end *ends, int n) {
   }
 }
 
+/* The names of the checkers of `checks`, "collective,divergence,...", in
+ * checker_set.h's order. */
 static const char *checker_names(unsigned checks, char *buf, size_t n) {
   static const struct {
     unsigned bit;
     const char *name;
-  } names[] = {{VQC_INSTR_COLLECTIVE, "collective"},
-               {VQC_INSTR_DIVERGENCE, "divergence"},
-               {VQC_INSTR_LOST_INPLACE, "lost_inplace"},
-               {VQC_INSTR_SHAPE, "shape"},
-               {VQC_INSTR_EQUIVALENCE, "equivalence"}};
+  } names[] = {
+#define NAME_OF(name, bit, ctor, kinds) {bit, #name},
+      VQC_CHECKER_LIST(NAME_OF)
+#undef NAME_OF
+  };
   size_t pos = 0;
   buf[0] = '\0';
   for (size_t i = 0; i < sizeof names / sizeof *names; i++) {
@@ -418,7 +379,7 @@ static vqc_status write_run_json(const vqc_instr *s, vqc_findings *fl,
       .backend = vqc_backend_name(vqc_comm_backend(s->comm)),
       .device = NULL, /* the session reads host buffers only */
       .ranks = s->size,
-      .duration_s = now_s() - s->t_start,
+      .duration_s = vqc_now_s() - s->t_start,
       .training = sum->training,
       .failed_rank = sum->failed_rank,
       .message = sum->message,
@@ -460,16 +421,19 @@ vqc_status vqc_instr_finish(vqc_instr *s, vqc_status training,
   }
   /* Background checks first: their exchange pairs with the peers' settle
    * (in their state_will_change or their own finish). */
-  vqc_status checks = s->started ? settle_all(s, training != VQC_OK) : VQC_OK;
+  vqc_status checks =
+      s->started ? vqc_checker_set_settle(&s->checkers, training != VQC_OK)
+                 : VQC_OK;
   if (checks != VQC_OK && training == VQC_OK)
     snprintf(mine.message, sizeof mine.message, "%s", vqc_last_error());
-  for (int i = 0; i < s->attached; i++) {
-    vqc_status f = s->chk[i].finish(&s->chk[i], &s->ctx, training);
+  for (int i = 0; i < s->checkers.attached; i++) {
+    vqc_checker *c = &s->checkers.chk[i];
+    vqc_status f = c->finish(c, &s->ctx, training);
     if (f != VQC_OK && checks == VQC_OK) {
       checks = f;
       if (mine.message[0] == '\0')
         snprintf(mine.message, sizeof mine.message, "%s checker: %s",
-                 s->chk[i].name, vqc_last_error());
+                 c->name, vqc_last_error());
     }
   }
   mine.checks = checks;
@@ -579,17 +543,17 @@ const char *vqc_instr_run_dir(const vqc_instr *s) {
 }
 
 vqc_status vqc_instr_on_hang(vqc_instr *s, vqc_instr_hang_fn fn, void *user) {
-  if (!s || s->collective < 0)
+  if (!s || s->checkers.collective < 0)
     return vqc_error(VQC_EINVAL, "vqc_instr_on_hang: the session has no "
                      "attached collective checker (call vqc_instr_start "
                      "first, with VQC_INSTR_COLLECTIVE enabled)");
-  return vqc_collective_on_hang(&s->chk[s->collective], fn, user);
+  return vqc_collective_on_hang(&s->checkers.chk[s->checkers.collective],
+                                fn, user);
 }
 
 void vqc_instr_destroy(vqc_instr *s) {
   if (!s) return;
-  for (int i = 0; i < MAX_CHECKERS; i++)
-    if (s->chk[i].destroy) s->chk[i].destroy(&s->chk[i], &s->ctx);
+  vqc_checker_set_destroy(&s->checkers);
   vqc_param_list_free(&s->params);
   vqc_findings_free(&s->merged);
   shared_release(s->shared);

@@ -75,6 +75,16 @@ void vqc_cli_strip_internal(const char *in, char *out, size_t n) {
   out[o] = '\0';
 }
 
+bool vqc_cli_parse_long(const char *s, long lo, long hi, long *out) {
+  char *end;
+  errno = 0;
+  long v = strtol(s, &end, 10);
+  if (*s == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi)
+    return false;
+  *out = v;
+  return true;
+}
+
 const char *vqc_cli_error_text(void) {
   static _Thread_local char text[1024];
   if (vqc_cli_debug()) return vqc_last_error();

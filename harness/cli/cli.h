@@ -29,6 +29,20 @@ int vqc_cmd_analyze(int argc, char **argv);
 int vqc_cmd_report(int argc, char **argv);
 int vqc_cmd_watch(int argc, char **argv);
 
+/* ---- the offline analysis, printed (cmd_analyze.c) */
+
+struct vqc_analyze_opts;
+
+/* Runs vqc_analyze_run_dir (analyze.h) on o, its library errors worded by
+ * vqc_cli_error_text, and prints the outcome as `vqcheck <cmd>` (cmd:
+ * "analyze", or "run" and "watch", whose summary also names the run
+ * directory): warnings and errors on stderr, then the new run.json (json)
+ * or the summary and findings (unless quiet) on stdout. Returns the exit
+ * code: 0 clean, 1 findings, 2 bad input, 3 I/O error or a run that
+ * stopped without a finding that explains it. */
+int vqc_cli_analyze(const struct vqc_analyze_opts *o, const char *cmd,
+                    bool json, bool quiet);
+
 /* ---- helpers (cli.c) */
 
 /* Library messages start with the C source location that raised them
@@ -48,6 +62,12 @@ const char *vqc_cli_error_text(void);
  * environment has VQC_DEBUG set to anything but "" or "0". */
 void vqc_cli_set_verbose(bool on);
 bool vqc_cli_debug(void);
+
+/* An integer option's value: s is a decimal integer (an optional sign,
+ * digits, nothing after) in [lo, hi]; its value goes to *out. False
+ * otherwise (junk, empty, out of range or of a long's range), *out left
+ * as it was. */
+bool vqc_cli_parse_long(const char *s, long lo, long hi, long *out);
 
 /* Misuse: prints "vqcheck <cmd>: <message>" and "hint: 'vqcheck <cmd>
  * --help'" on stderr; returns 2, the usage exit code. */

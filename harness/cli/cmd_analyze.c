@@ -1,80 +1,24 @@
 /* cmd_analyze.c: `vqcheck analyze RUN_DIR`: re-analyses what a job left in
  * its run directory, offline: typically after the job was killed (by a
  * scheduler's time limit, or by hand while it hung) before rank 0 could
- * write run.json, or to re-check a run directory copied off a cluster.
- *
- *   ledger dumps  rank-<r>.ledger.jsonl / rank-<r>.status.json
- *                 (checkers/ledger_analysis.h): deadlock, rank_failure;
- *   traces        rank-<r>.trace.jsonl (checkers/trace_compare.h):
- *                 divergence, from digests only;
- *   bridge        rank-<r>.findings.jsonl (bridge_findings.h): what the
- *                 Python bridge of `vqcheck watch` found in-process
- *                 (lost_inplace, ...), merged across ranks;
- *   not compared  what could not be checked, said rather than hidden
- *                 (issue 24), in run.json's "analysis" for the reports and
- *                 never a finding or an exit code: the tensors whose
- *                 replica group is one rank (trace_compare.h), and the
- *                 tensors a rank could not digest, from the not_digested
- *                 events of the live records (not_digested.h);
- *   run.json      the findings the run itself recorded, when it got that
- *                 far (validated: a corrupt one is exit 2, named by
- *                 file:line or field).
- *
- * New findings that repeat one run.json already has are dropped: same kind
- * and same step and tensor, or for deadlock and rank_failure (which the
- * ledger analysis reports at most once per run) the same kind; a deadlock
- * also repeats a collective_mismatch (strict mode vetoed that collective,
- * and the run reports nothing more about its end). So the run's
- * own finding, with its element-level detail, wins over the digest-only one
- * from the traces, and analysing twice changes nothing. run.json is then
- * rewritten (temporary file + rename; created in the runner's schema if it
- * was missing) with an "analysis" section, and the reports regenerated.
- * Findings that need the live state (gradient_mismatch, lost_inplace,
- * shape_mismatch, nonfinite, a divergence's element-level detail) cannot
- * be found anew offline; each rank put them on its live record as it made
- * them ({"event":"finding"}, findings_record.h), so they come back from
- * there, merged as the run merged them, when run.json was never written.
- *
- * Live records (rank-<r>.live.jsonl, ledger_analysis.h), which every rank
- * appends as it goes, stand in for the dumps of ranks that left none: a
- * rank whose record stops without an end line is a rank_failure, with its
- * last step and collective. A directory with live records, no run.json and
- * a rank that never wrote "finished" (or ended cleanly after fewer steps
- * than another rank's record shows) is never clean: training is marked
- * VQC_EABORTED (exit 3 unless a finding explains it, then 1). Nor is a
- * directory without run.json whose files compared nothing (no finding, no
- * two ranks' digests of one step): VQC_EUNSUPPORTED, exit 3.
- *
- * vqcheck's own output is always valid (issue 23): every string from
- * outside (a rank's stderr, the bridge's files, paths) goes into run.json
- * through checkers/utf8.h, findings through vqc_finding_to_json. The
- * run.json written is then checked with the validator every reader uses
- * (the reports'); should it fail anyway, it is rebuilt from what is known
- * (write_checked below), the reports are written from that, and the exit
- * code stays the verdict's, never 2.
+ * write run.json, or to re-check a run directory copied off a cluster. The
+ * analysis is harness/run/analyze.c (what it reads and how it merges are
+ * in its file comment); this file parses the options and prints the
+ * outcome, for `vqcheck analyze` and for the commands that end with the
+ * same analysis (vqc_cli_analyze: `vqcheck run` under a launcher,
+ * supervise.c, and `vqcheck watch`).
  *
  * Exit: 0 clean, 1 findings, 2 usage or bad input, 3 I/O error or (as for
- * `vqcheck run`) training that stopped with an error no finding explains.
- * The work is vqc_analyze_run_dir (analyze.h), which the MPI supervisor
- * shares. */
-#include <dirent.h>
+ * `vqcheck run`) training that stopped with an error no finding explains. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "analyze.h"
-#include "bridge_findings.h"
 #include "cli.h"
-#include "findings_record.h"
-#include "ledger_analysis.h"
-#include "not_digested.h"
 #include "offline.h"
-#include "report.h"
-#include "trace_compare.h"
-#include "utf8.h"
 
 typedef struct analyze_opts {
   const char *run_dir;
@@ -142,128 +86,73 @@ static int parse_opts(int argc, char **argv, analyze_opts *o) {
   return -1;
 }
 
-/* Ranks with a file "rank-<r><suffix>" in dir: how many, and the highest
- * (-1 when none). */
-static int count_rank_files(const char *dir, const char *suffix,
-                            int *max_rank) {
-  *max_rank = -1;
-  DIR *d = opendir(dir);
-  if (!d) return 0;
-  int n = 0;
-  const size_t ls = strlen(suffix);
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    const char *name = e->d_name;
-    size_t len = strlen(name);
-    if (strncmp(name, "rank-", 5) != 0 || len <= 5 + ls ||
-        strcmp(name + len - ls, suffix) != 0)
-      continue;
-    char *end;
-    long r = strtol(name + 5, &end, 10);
-    if (end != name + len - ls || r < 0 || r > 1000000) continue;
-    n++;
-    if (r > *max_rank) *max_rank = (int)r;
-  }
-  closedir(d);
-  return n;
-}
-
-/* Loads and validates an existing run.json into *doc and its findings into
- * fl. VQC_EPARSE naming file:line:column or the field otherwise. */
-static vqc_status load_run_json(const char *path, json_t **doc,
-                                vqc_findings *fl) {
-  *doc = NULL;
-  json_t *j = NULL;
-  /* Bounded and checked (rundir.h): a link, a special file or one over
-   * VQC_RUN_JSON_MAX_BYTES is refused before it is parsed. */
-  vqc_status s = vqc_run_json_load(path, &j);
-  if (s != VQC_OK) {
-    if (s == VQC_EIO) return s;
-    char why[1024]; /* vqc_error overwrites the message it would quote */
-    snprintf(why, sizeof why, "%s", vqc_last_error());
-    return vqc_error(s, "%s (not a run.json vqcheck can use: move it away "
-                     "to analyse the dumps and traces alone)", why);
-  }
-  const json_t *v = json_object_get(j, "schema_version");
-  const json_t *fs = json_object_get(j, "findings");
-  if (!json_is_object(j))
-    s = vqc_error(VQC_EPARSE, "%s: expected a JSON object at the top", path);
-  else if (!json_is_integer(v))
-    s = vqc_error(VQC_EPARSE, "%s: field 'schema_version': %s", path,
-                  v ? "expected an integer" : "missing");
-  else if (json_integer_value(v) != 1)
-    s = vqc_error(VQC_EPARSE, "%s: field 'schema_version': version %" 
-                  JSON_INTEGER_FORMAT " is not supported (this vqcheck "
-                  "reads version 1)", path, json_integer_value(v));
-  else if (!json_is_array(fs))
-    s = vqc_error(VQC_EPARSE, "%s: field 'findings': %s", path,
-                  fs ? "expected an array" : "missing");
-  for (size_t i = 0; s == VQC_OK && i < json_array_size(fs); i++) {
-    vqc_finding x;
-    s = vqc_finding_from_json(json_array_get(fs, i), &x);
-    if (s != VQC_OK) {
-      char why[1024]; /* vqc_error overwrites the message it would quote */
-      snprintf(why, sizeof why, "%s", vqc_last_error());
-      s = vqc_error(VQC_EPARSE, "%s: field 'findings[%zu]': %s", path, i, why);
-      break;
-    }
-    s = vqc_findings_add(fl, &x);
-  }
-  if (s != VQC_OK) {
-    json_decref(j);
-    return s;
-  }
-  *doc = j;
-  return VQC_OK;
-}
-
-/* Whether x reports what y already reports (see the file comment). */
-/* The process group a ledger finding is about (detail.process_group: a
- * sub-group's pass, ledger_analysis.h), NULL for the world. */
-static const json_t *process_group_of(const vqc_finding *x) {
-  return json_object_get(x->detail, "process_group");
-}
-
-static bool same_group(const vqc_finding *x, const vqc_finding *y) {
-  const json_t *a = process_group_of(x), *b = process_group_of(y);
-  return (!a && !b) || (a && b && json_equal(a, b));
-}
-
-static bool same_problem(const vqc_finding *x, const vqc_finding *y) {
-  /* A strict-mode mismatch is the run's account of its end: the collective
-   * checker skips the ledger analysis after one, so analyze does too. Each
-   * process group's collectives are a story of their own. */
-  if (x->kind == VQC_FINDING_DEADLOCK &&
-      y->kind == VQC_FINDING_COLLECTIVE_MISMATCH)
-    return same_group(x, y);
-  if (x->kind != y->kind) return false;
-  if (x->kind == VQC_FINDING_DEADLOCK || x->kind == VQC_FINDING_RANK_FAILURE)
-    return same_group(x, y);
-  return x->step == y->step && strcmp(x->tensor, y->tensor) == 0;
-}
-
-/* An integer member of object o in [lo, hi], or fallback. */
-static int64_t int_member(const json_t *o, const char *key, int64_t lo,
-                          int64_t hi, int64_t fallback) {
-  const json_t *v = json_object_get(o, key);
-  if (!json_is_integer(v)) return fallback;
-  json_int_t x = json_integer_value(v);
-  return x >= lo && x <= hi ? (int64_t)x : fallback;
-}
-
-/* The last path component of dir (for a run.json made from scratch). */
-static void base_name(const char *dir, char *buf, size_t n) {
-  size_t len = strlen(dir);
-  while (len > 1 && dir[len - 1] == '/') len--;
-  size_t start = len;
-  while (start > 0 && dir[start - 1] != '/') start--;
-  snprintf(buf, n, "%.*s", (int)(len - start), dir + start);
-}
-
 static void print_warnings(const char *cmd, const json_t *warnings) {
   for (size_t i = 0; i < json_array_size(warnings); i++)
     fprintf(stderr, "vqcheck %s: warning: %s\n", cmd,
             json_string_value(json_array_get(warnings, i)));
+}
+
+/* What vqc_analyze_run_dir found (r), or why it failed (s, r->error), as
+ * `vqcheck <cmd>` says it: warnings and errors on stderr, then run.json
+ * (json) or the summary (unless quiet) on stdout. */
+static void print_analysis(const char *cmd, const vqc_analyze_result *r,
+                           vqc_status s, bool json, bool quiet) {
+  if (r->invalid[0])
+    fprintf(stderr, "vqcheck %s: warning: the run.json vqcheck wrote fails "
+            "its own validation (%s): it is rebuilt from the findings, with "
+            "\"validation_error\" saying so, and the reports are written "
+            "from that; please report this (a vqcheck bug, or a member of "
+            "the run.json it was given that it kept)\n", cmd, r->invalid);
+  if (r->rebuilt_invalid[0])
+    fprintf(stderr, "vqcheck %s: error: the rebuilt run.json fails "
+            "vqcheck's validation too (%s): no reports were written; please "
+            "report this vqcheck bug\n", cmd, r->rebuilt_invalid);
+  print_warnings(cmd, r->warnings);
+  if (s != VQC_OK) {
+    fprintf(stderr, "vqcheck %s: %s\n", cmd, r->error);
+    return;
+  }
+  if (json) {
+    json_dumpf(r->run_json, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
+    printf("\n");
+    return;
+  }
+  if (quiet) return;
+  printf("%s %s: %s run.json, %d ledger dump%s, %d live record%s (%d "
+         "finding%s on record), %d trace%s (%" PRId64 " digests "
+         "compared)\n", cmd, r->run_dir,
+         r->had_run_json ? "updated its" : "no run.json: wrote a new",
+         r->ledger_dumps, r->ledger_dumps == 1 ? "" : "s", r->live_records,
+         r->live_records == 1 ? "" : "s", r->recorded_findings,
+         r->recorded_findings == 1 ? "" : "s", r->trace_files,
+         r->trace_files == 1 ? "" : "s", r->digests_compared);
+  printf("new findings: %d (%d already in run.json)\n", r->added,
+         r->already_known);
+  /* Said, never a finding (report.md "Not compared" names them). */
+  if (r->no_replica > 0)
+    printf("no replica (not comparable): %" PRId64 " line%s, %" PRId64
+           " tensor%s\n", r->no_replica, r->no_replica == 1 ? "" : "s",
+           r->no_replica_tensors, r->no_replica_tensors == 1 ? "" : "s");
+  if (r->not_digested > 0)
+    printf("not digested: a tensor left out %" PRId64 " time%s (once per "
+           "tensor and rank)\n", r->not_digested,
+           r->not_digested == 1 ? "" : "s");
+  vqc_offline_print_findings(stdout, (vqc_findings *)&r->findings);
+  if (strcmp(cmd, "analyze") != 0) /* the supervisor's summary */
+    printf("run directory: %s (run.json, report.html, report.md, "
+           "junit.xml)\n", r->run_dir);
+}
+
+int vqc_cli_analyze(const vqc_analyze_opts *o, const char *cmd, bool json,
+                    bool quiet) {
+  vqc_analyze_opts ao = *o;
+  ao.error_text = vqc_cli_error_text;
+  vqc_analyze_result r;
+  vqc_status s = vqc_analyze_run_dir(&ao, &r);
+  print_analysis(cmd, &r, s, json, quiet);
+  const int code = r.exit_code;
+  vqc_analyze_result_free(&r);
+  return code;
 }
 
 int vqc_cmd_analyze(int argc, char **argv) {
@@ -279,530 +168,6 @@ int vqc_cmd_analyze(int argc, char **argv) {
     fprintf(stderr, "hint: 'vqcheck analyze --help'\n");
     return 2;
   }
-  const vqc_analyze_opts ao = {.run_dir = o.run_dir, .cmd = "analyze",
-                               .json = o.json, .quiet = o.quiet};
-  return vqc_analyze_run_dir(&ao);
-}
-
-/* Appends ", r" (or "r" first) to the list in buf (n bytes) at *k. */
-static void list_rank(char *buf, size_t n, size_t *k, int r) {
-  int w = snprintf(buf + *k, *k < n ? n - *k : 0, "%s%d", *k ? ", " : "", r);
-  if (w > 0 && *k + (size_t)w < n) *k += (size_t)w;
-}
-
-/* Ranks 0..size-1 that left a live record but no clean end (a "finished"
- * line with VQC_OK, or a status dump, which a rank writes at its end too),
- * as "0, 2" into buf; how many. *nlive gets how many ranks left a live
- * record. Ranks that did end cleanly but after fewer steps than another
- * rank's record shows go into `few` ("1 (1 of 3 steps)"), counted in
- * *nfew: every rank of a run trains every step. *most: the most steps a
- * rank's record shows done. */
-static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
-                            size_t n, char *few, size_t nf, int *nfew,
-                            int64_t *most_steps) {
-  int count = 0;
-  size_t k = 0, kf = 0;
-  *nlive = 0;
-  *nfew = 0;
-  buf[0] = few[0] = '\0';
-  /* Each record read once: the most steps any shows, then each rank. */
-  vqc_live_info *infos = calloc(size > 0 ? (size_t)size : 1, sizeof *infos);
-  bool *scanned = calloc(size > 0 ? (size_t)size : 1, sizeof *scanned);
-  int64_t most = 0; /* the most steps a rank's record shows */
-  for (int r = 0; infos && scanned && r < size; r++) {
-    scanned[r] = vqc_live_scan(dir, r, &infos[r]) == VQC_OK;
-    if (scanned[r] && infos[r].steps_done > most) most = infos[r].steps_done;
-  }
-  *most_steps = most;
-  if (!infos || !scanned) { /* no memory to tell: never clean */
-    free(infos);
-    free(scanned);
-    for (int r = 0; r < size; r++) list_rank(buf, n, &k, r);
-    return size;
-  }
-  for (int r = 0; r < size; r++) {
-    const vqc_live_info info = infos[r];
-    char path[4200];
-    if (!scanned[r]) continue;
-    if (info.exists) (*nlive)++;
-    struct stat st;
-    bool status = vqc_status_dump_path(dir, r, path, sizeof path) == VQC_OK &&
-                  stat(path, &st) == 0;
-    /* A clean end: a status dump, or a "finished" line with VQC_OK (the
-     * Python bridge ends with another status when one of its checks had
-     * to stop, e.g. on a full disk: the rest of that rank went unchecked). */
-    if ((info.finished && strcmp(info.status, "VQC_OK") == 0) || status) {
-      if (info.exists && !status && info.steps_done < most) {
-        (*nfew)++;
-        char one[96];
-        snprintf(one, sizeof one, "%s%d (%" PRId64 " of %" PRId64 " steps)",
-                 kf ? ", " : "", r, info.steps_done, most);
-        if (kf + strlen(one) < nf) {
-          memcpy(few + kf, one, strlen(one) + 1);
-          kf += strlen(one);
-        }
-      }
-      continue;
-    }
-    count++;
-    list_rank(buf, n, &k, r);
-  }
-  free(infos);
-  free(scanned);
-  return count;
-}
-
-/* ---- when vqcheck's own run.json fails its own validation
- *
- * Everything that goes into run.json is made valid on the way in (utf8.h,
- * findings.h vqc_finding_to_json), so this should never happen; should it
- * anyway (a member of an existing run.json that analyze keeps but never
- * reads, a writer's bug), the verdict is still delivered: run.json is
- * rebuilt from what is known -- the findings (the list the verdict was
- * made from), the exit code, and each member of the first document that
- * passes the validator's rules on its own -- with "validation_error"
- * saying what the first one failed, and the reports are written from it.
- * The exit code stays the verdict's (1 with findings), never 2: the input
- * was fine, the fault is vqcheck's. Should the rebuilt one fail too (not
- * known to happen), no reports are written, an error says so, and the exit
- * code is 1 with findings, else 3. */
-
-/* Whether v is a string other than "". */
-static bool nonempty_string(const json_t *v) {
-  return json_is_string(v) && json_string_value(v)[0] != '\0';
-}
-
-/* Member key of src, when ok(member), set on dst (a new reference). */
-static void keep_if(json_t *dst, const json_t *src, const char *key,
-                    bool (*ok)(const json_t *)) {
-  json_t *v = json_object_get(src, key);
-  if (v && ok(v)) json_object_set(dst, key, v);
-}
-
-static bool any_json(const json_t *v) { return v != NULL; }
-static bool is_string(const json_t *v) { return json_is_string(v); }
-static bool is_number(const json_t *v) { return json_is_number(v); }
-static bool is_int(const json_t *v) { return json_is_integer(v); }
-static bool is_count(const json_t *v) {
-  return json_is_integer(v) && json_integer_value(v) >= 0;
-}
-
-/* run.json rebuilt from what is known (see above), a new reference: the
- * skeleton of vqc_offline_run_json named as doc names its run, the
- * findings `known`, exit_code `code`, "validation_error" `why`, and those
- * members of doc that keep to run.json's rules. */
-static json_t *rebuilt_run_json(const char *dir, const json_t *doc,
-                                vqc_findings *known, int code,
-                                const char *why) {
-  const json_t *subject = json_object_get(doc, "scenario");
-  if (!json_is_object(subject)) subject = json_object_get(doc, "program");
-  const json_t *env = json_object_get(doc, "environment");
-  const json_t *name = json_object_get(subject, "name");
-  const json_t *path = json_object_get(subject, "path");
-  const json_t *backend = json_object_get(env, "backend");
-  char base[256];
-  base_name(dir, base, sizeof base);
-  json_t *j = vqc_offline_run_json(
-      nonempty_string(name) ? json_string_value(name)
-                            : base[0] ? base : "run",
-      json_is_string(path) ? json_string_value(path) : dir,
-      "rebuilt by vqcheck: its first run.json failed its own validation",
-      nonempty_string(backend) ? json_string_value(backend) : "unknown",
-      (int)int_member(env, "ranks", 1, 1000000, 1));
-  /* The skeleton's training, with what of doc's keeps to the rules. */
-  const json_t *tr = json_object_get(doc, "training");
-  json_t *tr_new = json_object_get(j, "training");
-  if (nonempty_string(json_object_get(tr, "status")))
-    json_object_set(tr_new, "status", json_object_get(tr, "status"));
-  keep_if(tr_new, tr, "message", is_string);
-  keep_if(tr_new, tr, "failed_rank", is_int);
-  keep_if(tr_new, tr, "steps_done", is_count);
-  keep_if(j, doc, "duration_s", is_number);
-  keep_if(j, doc, "finished", is_string);
-  json_object_set_new(j, "findings", vqc_findings_to_json(known));
-  json_t *steps = json_object_get(j, "steps");
-  size_t i;
-  const json_t *x;
-  json_array_foreach(json_object_get(doc, "steps"), i, x) {
-    if (json_is_object(x) && is_count(json_object_get(x, "step")))
-      json_array_append(steps, (json_t *)x);
-  }
-  json_object_set_new(j, "exit_code", json_integer(code));
-  /* Informative sections the reports read leniently, or not at all. */
-  static const char *const sections[] = {"job", "analysis", "checks",
-                                         "checks_not_run", "compare"};
-  for (size_t k = 0; k < sizeof sections / sizeof sections[0]; k++)
-    keep_if(j, doc, sections[k], any_json);
-  json_object_set_new(j, "validation_error",
-                      vqc_json_text(why, strlen(why)));
-  return j;
-}
-
-/* Writes *doc as dir/run.json and checks it with the validator every
- * reader of run.json uses (the reports', vqc_report_run_exit_code). When
- * it fails, *doc is replaced by rebuilt_run_json, written and checked
- * again (see above). *valid: whether dir/run.json is valid now (the
- * reports can be made from it); when even the rebuilt one is not, the
- * error is printed here and *code becomes 3 if it was 0. VQC_OK, or the
- * error of a write (VQC_EIO) or of memory. */
-static vqc_status write_checked(const char *dir, const char *cmd,
-                                json_t **doc, vqc_findings *known,
-                                int *code, bool *valid) {
-  *valid = false;
-  VQC_TRY(vqc_run_json_write(dir, *doc));
-  int run_code = 0;
-  vqc_status s = vqc_report_run_exit_code(dir, &run_code);
-  *valid = s == VQC_OK;
-  if (s == VQC_OK || s == VQC_EIO || s == VQC_ENOMEM) return s;
-  char why[1024]; /* vqc_error overwrites the message it would quote */
-  snprintf(why, sizeof why, "%s", vqc_cli_error_text());
-  fprintf(stderr, "vqcheck %s: warning: the run.json vqcheck wrote fails "
-          "its own validation (%s): it is rebuilt from the findings, with "
-          "\"validation_error\" saying so, and the reports are written from "
-          "that; please report this (a vqcheck bug, or a member of the "
-          "run.json it was given that it kept)\n", cmd, why);
-  json_t *re = rebuilt_run_json(dir, *doc, known, *code, why);
-  json_decref(*doc);
-  *doc = re;
-  VQC_TRY(vqc_run_json_write(dir, re));
-  s = vqc_report_run_exit_code(dir, &run_code);
-  *valid = s == VQC_OK;
-  if (s == VQC_OK || s == VQC_EIO || s == VQC_ENOMEM) return s;
-  fprintf(stderr, "vqcheck %s: error: the rebuilt run.json fails "
-          "vqcheck's validation too (%s): no reports were written; please "
-          "report this vqcheck bug\n", cmd, vqc_cli_error_text());
-  if (*code == 0) *code = 3; /* no verdict to show is no clean run */
-  return VQC_OK;
-}
-
-int vqc_analyze_run_dir(const vqc_analyze_opts *ao) {
-  const char *cmd = ao->cmd ? ao->cmd : "analyze";
-  const analyze_opts o = {.run_dir = ao->run_dir, .json = ao->json,
-                          .quiet = ao->quiet};
-  struct stat st;
-  char path[4200];
-  int n = snprintf(path, sizeof path, "%s/run.json", o.run_dir);
-  if (n < 0 || (size_t)n >= sizeof path) {
-    fprintf(stderr, "vqcheck %s: run directory path too long\n", cmd);
-    return 2;
-  }
-  vqc_findings known, fresh;
-  vqc_findings_init(&known);
-  vqc_findings_init(&fresh);
-  json_t *doc = NULL, *warnings = json_array();
-  vqc_trace_set *set = NULL;
-  vqc_trace_compare_result res;
-  memset(&res, 0, sizeof res);
-  vqc_not_digested skipped; /* the tensors left out of the digests */
-  memset(&skipped, 0, sizeof skipped);
-  vqc_status s = VQC_OK;
-  int code = 0;
-  const bool had_run_json = stat(path, &st) == 0;
-  bool locked = false;
-  int job_ranks = 0; /* the job's size as the files show it (no run.json) */
-
-  /* Before anything is read or written: one writer per run directory, and
-   * a foreign job's directory keeps its own reports (an existing run.json
-   * is validated as vqcheck's own format before it is rewritten). */
-  static const char *const outputs[] = {"report.md", "report.html",
-                                        "junit.xml", "run.json"};
-  /* The claim first: a directory analyze refuses gets no lock file. */
-  s = vqc_run_dir_claim_outputs(o.run_dir, outputs, had_run_json ? 3 : 4);
-  if (s == VQC_OK) {
-    s = vqc_run_dir_lock(o.run_dir);
-    locked = s == VQC_OK;
-  }
-  if (s != VQC_OK) goto fail;
-
-  if (had_run_json) {
-    s = load_run_json(path, &doc, &known);
-    if (s != VQC_OK) goto fail;
-  }
-  const json_t *env = doc ? json_object_get(doc, "environment") : NULL;
-  int ranks = ao->ranks > 0 ? ao->ranks
-                            : (int)int_member(env, "ranks", 1,
-                                              VQC_TRACE_COMPARE_MAX_RANKS, 0);
-
-  /* The findings the ranks put on record as they made them: first, so
-   * they win over what the dumps and traces show of the same problem
-   * (they carry the run's own detail). With run.json they repeat its
-   * findings; without it they are the run's findings. */
-  int nrecorded = 0;
-  s = vqc_recorded_findings_read(o.run_dir, &fresh, &nrecorded);
-  if (s != VQC_OK) goto fail;
-
-  /* Ledger dumps and live records: deadlock and rank_failure. */
-  int max_ledger = -1, max_status = -1, max_trace = -1, max_live = -1;
-  int nledger = count_rank_files(o.run_dir, ".ledger.jsonl", &max_ledger);
-  int nstatus = count_rank_files(o.run_dir, ".status.json", &max_status);
-  int ntrace = count_rank_files(o.run_dir, ".trace.jsonl", &max_trace);
-  int nlivef = count_rank_files(o.run_dir, ".live.jsonl", &max_live);
-  int from_ledger = 0;
-  if (nledger + nstatus + nlivef > 0) {
-    s = vqc_ledger_analyze(o.run_dir, ranks, -1, &fresh, &from_ledger);
-    if (s != VQC_OK) goto fail;
-  }
-
-  /* Traces: divergence. Ranks without a trace are left out (the ledger
-   * analysis speaks for ranks that died). */
-  vqc_trace_set_options so = {.allow_missing_ranks = true,
-                              .expected_ranks = ranks,
-                              .allow_empty = true};
-  s = vqc_trace_set_open(o.run_dir, &so, &set);
-  if (s == VQC_OK) s = vqc_trace_set_compare(set, NULL, &fresh, &res);
-  if (res.warnings) json_array_extend(warnings, res.warnings);
-  if (s != VQC_OK) goto fail;
-
-  /* The Python bridge's own findings (vqcheck watch). */
-  int nbridge = 0;
-  s = vqc_bridge_findings_read(o.run_dir, &fresh, &nbridge);
-  if (s != VQC_OK) goto fail;
-
-  /* The tensors the bridge could not digest: told in the reports, never a
-   * verdict, so a record that cannot be read here is a warning only. */
-  if (vqc_not_digested_read(o.run_dir, &skipped) != VQC_OK) {
-    const char *why = vqc_cli_error_text();
-    char msg[1400];
-    snprintf(msg, sizeof msg, "the tensors not digested could not be read "
-             "from the live records: %s", why);
-    json_array_append_new(warnings, vqc_json_text(msg, strlen(msg)));
-  }
-  json_array_extend(warnings, skipped.warnings);
-
-  /* Merge: keep what run.json has, add what is new. */
-  if (!doc) {
-    char name[256];
-    base_name(o.run_dir, name, sizeof name);
-    if (!name[0]) /* "/": run.json's readers need a name */
-      snprintf(name, sizeof name, "run");
-    int guess = ranks;
-    job_ranks = -1; /* set below, once every file was counted */
-    if (max_trace + 1 > guess) guess = max_trace + 1;
-    if (max_ledger + 1 > guess) guess = max_ledger + 1;
-    if (max_status + 1 > guess) guess = max_status + 1;
-    if (max_live + 1 > guess) guess = max_live + 1;
-    if (ao->ranks > 0) guess = ao->ranks;
-    job_ranks = guess;
-    doc = vqc_offline_run_json(ao->name ? ao->name : name,
-                               ao->path ? ao->path : o.run_dir,
-                               "no run.json: rebuilt by vqcheck analyze from "
-                               "the dumps and traces the job left",
-                               ao->backend ? ao->backend : "unknown",
-                               guess > 0 ? guess : 1);
-    /* Never clean: a job whose ranks did not all reach their end. */
-    char which[512], few[512];
-    int nlive = 0, nfew = 0;
-    int64_t live_steps = 0;
-    int nun = unfinished_ranks(o.run_dir, guess, &nlive, which,
-                               sizeof which, few, sizeof few, &nfew,
-                               &live_steps);
-    if (nlive > 0 && (nun > 0 || nfew > 0)) {
-      char msg[1400];
-      if (nun > 0)
-        snprintf(msg, sizeof msg, "%s%sthe job ended before rank%s %s "
-                 "reached a clean end (no end record, or one with a status "
-                 "other than VQC_OK), and wrote no run.json",
-                 ao->why ? ao->why : "", ao->why ? ": " : "",
-                 nun == 1 ? "" : "s", which);
-      else
-        snprintf(msg, sizeof msg, "%s%srank%s %s ended cleanly but did not "
-                 "train every step another rank's record shows, and the job "
-                 "wrote no run.json",
-                 ao->why ? ao->why : "", ao->why ? ": " : "",
-                 nfew == 1 ? "" : "s", few);
-      json_t *tr0 = json_object_get(doc, "training");
-      json_object_set_new(tr0, "status",
-                          json_string(vqc_status_name(VQC_EABORTED)));
-      json_object_set_new(tr0, "message",
-                          vqc_json_text_opts(msg, strlen(msg), VQC_UTF8_NOTE,
-                                             NULL));
-    }
-    /* Steps done, as the runner counts them: through the last step any
-     * record shows (traces hold only the checked steps: at interval > 1,
-     * far fewer than were trained). */
-    int64_t done = live_steps;
-    if (res.nsteps > 0 && res.steps[res.nsteps - 1].step + 1 > done)
-      done = res.steps[res.nsteps - 1].step + 1;
-    json_object_set_new(json_object_get(doc, "training"), "steps_done",
-                        json_integer(done));
-    json_t *steps = json_object_get(doc, "steps");
-    for (int64_t i = 0; i < res.nsteps; i++)
-      json_array_append_new(
-          steps, json_pack("{s:I,s:f,s:n,s:i}", "step",
-                           (json_int_t)res.steps[i].step, "seconds", 0.0,
-                           "loss", "findings", res.steps[i].findings));
-  }
-  json_t *fs = json_object_get(doc, "findings");
-  int added = 0, repeated = 0;
-  for (int i = 0; i < fresh.count; i++) {
-    const vqc_finding *x = &fresh.items[i];
-    /* The caller's hang report says where every rank waits; a process
-     * group's ledger adds which member never entered its call. */
-    if (ao->caller_reports_hangs && x->kind == VQC_FINDING_DEADLOCK &&
-        !json_is_true(json_object_get(x->detail, "misaligned")) &&
-        !process_group_of(x))
-      continue;
-    bool dup = false;
-    for (int k = 0; k < known.count && !dup; k++)
-      dup = same_problem(x, &known.items[k]);
-    if (dup) {
-      repeated++;
-      continue;
-    }
-    json_array_append_new(fs, vqc_finding_to_json(x));
-    vqc_finding copy = *x;
-    copy.detail = json_incref(x->detail);
-    if ((s = vqc_findings_add(&known, &copy)) != VQC_OK) goto fail;
-    added++;
-  }
-  /* The caller's findings, decided knowing the others (watch). */
-  if (ao->more_findings) {
-    vqc_findings more;
-    vqc_findings_init(&more);
-    ao->more_findings(ao->more_ctx, &known, &more);
-    for (int i = 0; i < more.count && s == VQC_OK; i++) {
-      json_array_append_new(fs, vqc_finding_to_json(&more.items[i]));
-      vqc_finding copy = more.items[i];
-      copy.detail = json_incref(more.items[i].detail);
-      s = vqc_findings_add(&known, &copy);
-      added++;
-    }
-    vqc_findings_free(&more);
-    if (s != VQC_OK) goto fail;
-  }
-  if (ao->job) json_object_set(doc, "job", (json_t *)ao->job);
-  if (ao->unchecked) {
-    json_t *tr0 = json_object_get(doc, "training");
-    json_object_set_new(tr0, "status",
-                        json_string(vqc_status_name(VQC_EUNSUPPORTED)));
-    json_object_set_new(tr0, "message",
-                        vqc_json_text_opts(ao->unchecked,
-                                           strlen(ao->unchecked),
-                                           VQC_UTF8_NOTE, NULL));
-  }
-  /* A run.json made here names the rank that failed, as the runner's does
-   * (the first rank of the first rank_failure). */
-  for (int i = 0; !had_run_json && i < known.count; i++) {
-    if (known.items[i].kind != VQC_FINDING_RANK_FAILURE ||
-        known.items[i].nranks < 1)
-      continue;
-    json_object_set_new(json_object_get(doc, "training"), "failed_rank",
-                        json_integer(known.items[i].ranks[0]));
-    break;
-  }
-
-  const json_t *tr = json_object_get(doc, "training");
-  const char *status = json_string_value(json_object_get(tr, "status"));
-  if (known.count > 0) code = 1;
-  else if (status && strcmp(status, "VQC_OK") != 0) code = 3;
-  else code = 0;
-  if (ao->unchecked) code = 3;
-  /* A verdict rebuilt from files that compared nothing (no two ranks'
-   * digests, no finding on record) is no verdict: never clean. A job of
-   * one rank has no second copy to compare by nature: as `run --ranks 1`,
-   * its divergence check is not run, and that is not an error. */
-  /* (With ledger_checks, collectives two ranks recorded were compared.) */
-  int ledger_ranks = 0;
-  for (int r = 0; ao->ledger_checks && r < job_ranks && ledger_ranks < 2;
-       r++) {
-    vqc_live_info li;
-    if (vqc_live_scan(o.run_dir, r, &li) == VQC_OK && li.records > 0)
-      ledger_ranks++;
-  }
-  if (!had_run_json && code == 0 && res.digests_compared == 0 &&
-      job_ranks != 1 && ledger_ranks < 2) {
-    json_t *tr0 = json_object_get(doc, "training");
-    json_object_set_new(tr0, "status",
-                        json_string(vqc_status_name(VQC_EUNSUPPORTED)));
-    json_object_set_new(
-        tr0, "message",
-        json_string(res.no_replica > 0
-                        ? "nothing was compared: the directory holds no "
-                          "run.json, no finding on record and no digests of "
-                          "two ranks for one step: every traced tensor's "
-                          "replica group is one rank (no replica, see "
-                          "analysis.no_replica_tensors); a run that checked "
-                          "nothing is not clean"
-                        : "nothing was compared: the directory holds no "
-                          "run.json, no finding on record and no digests of "
-                          "two ranks for one step (rank-<r>.trace.jsonl); a "
-                          "run that checked nothing is not clean"));
-    code = 3;
-  }
-  json_object_set_new(doc, "exit_code", json_integer(code));
-
-  char when[64];
-  vqc_run_json_time(when, sizeof when);
-  json_object_set_new(
-      doc, "analysis",
-      json_pack("{s:s,s:b,s:i,s:i,s:i,s:i,s:i,s:i,s:I,s:I,s:I,s:i,s:i,s:O}",
-                "analyzed", when, "had_run_json", had_run_json,
-                "ledger_dumps", nledger, "status_dumps", nstatus,
-                "live_records", nlivef, "recorded_findings", nrecorded,
-                "trace_files", ntrace,
-                "findings_files", nbridge,
-                "digests_compared", (json_int_t)res.digests_compared,
-                "lines_not_compared", (json_int_t)res.lines_not_compared,
-                "no_replica", (json_int_t)res.no_replica, "added", added,
-                "already_known", repeated, "warnings", warnings));
-  /* What was not compared, by name (issue 24; docs/trace-format.md). */
-  json_t *an = json_object_get(doc, "analysis");
-  json_object_set_new(an, "no_replica_tensors",
-                      vqc_trace_no_replica_json(&res));
-  json_object_set_new(an, "no_replica_tensor_count",
-                      json_integer(res.no_replica_tensors));
-  if (res.no_replica_tensors_capped)
-    json_object_set_new(an, "no_replica_tensor_count_capped", json_true());
-  json_object_set_new(an, "not_digested", skipped.list
-                                              ? json_incref(skipped.list)
-                                              : json_array());
-  json_object_set_new(an, "not_digested_count", json_integer(skipped.count));
-  bool valid = false;
-  s = write_checked(o.run_dir, cmd, &doc, &known, &code, &valid);
-  if (s == VQC_OK && valid) s = vqc_offline_write_reports(o.run_dir);
-  if (s != VQC_OK) goto fail;
-
-  print_warnings(cmd, warnings);
-  if (o.json) {
-    json_dumpf(doc, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
-    printf("\n");
-  } else if (!o.quiet) {
-    printf("%s %s: %s run.json, %d ledger dump%s, %d live record%s (%d "
-           "finding%s on record), %d trace%s (%" PRId64 " digests "
-           "compared)\n", cmd, o.run_dir,
-           had_run_json ? "updated its" : "no run.json: wrote a new",
-           nledger, nledger == 1 ? "" : "s", nlivef, nlivef == 1 ? "" : "s",
-           nrecorded, nrecorded == 1 ? "" : "s",
-           ntrace, ntrace == 1 ? "" : "s", res.digests_compared);
-    printf("new findings: %d (%d already in run.json)\n", added, repeated);
-    /* Said, never a finding (report.md "Not compared" names them). */
-    if (res.no_replica > 0)
-      printf("no replica (not comparable): %" PRId64 " line%s, %" PRId64
-             " tensor%s\n", res.no_replica, res.no_replica == 1 ? "" : "s",
-             res.no_replica_tensors, res.no_replica_tensors == 1 ? "" : "s");
-    if (skipped.count > 0)
-      printf("not digested: a tensor left out %" PRId64 " time%s (once per "
-             "tensor and rank)\n", skipped.count,
-             skipped.count == 1 ? "" : "s");
-    vqc_offline_print_findings(stdout, &known);
-    if (strcmp(cmd, "analyze") != 0) /* the supervisor's summary */
-      printf("run directory: %s (run.json, report.html, report.md, "
-             "junit.xml)\n", o.run_dir);
-  }
-  goto done;
-
-fail:
-  print_warnings(cmd, warnings);
-  fprintf(stderr, "vqcheck %s: %s\n", cmd, vqc_cli_error_text());
-  code = vqc_status_exit_code(s);
-done:
-  if (locked) vqc_run_dir_unlock(o.run_dir);
-  vqc_trace_set_close(set);
-  vqc_trace_compare_result_free(&res);
-  vqc_not_digested_free(&skipped);
-  json_decref(doc);
-  json_decref(warnings);
-  vqc_findings_free(&known);
-  vqc_findings_free(&fresh);
-  return code;
+  const vqc_analyze_opts ao = {.run_dir = o.run_dir};
+  return vqc_cli_analyze(&ao, "analyze", o.json, o.quiet);
 }

@@ -19,13 +19,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "offline.h"
 #include "rundir.h"
 #include "trace_compare.h"
+#include "vqc/clock.h"
 #include "vqc/fsutil.h"
 
 typedef struct compare_opts {
@@ -151,12 +151,6 @@ static vqc_status no_other_verdict(const char *out) {
                    "the comparison would replace, findings and all; pass "
                    "another --out (e.g. --out %.3000s-compare)", out, what,
                    out);
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* run.json's "compare" section (new reference): what was compared, the one
@@ -380,7 +374,7 @@ int vqc_cmd_compare(int argc, char **argv) {
   compare_opts o;
   int rc = parse_opts(argc, argv, &o);
   if (rc >= 0) return rc;
-  const double t0 = now_s();
+  const double t0 = vqc_now_s();
 
   vqc_trace_set_options so = {.allow_missing_ranks = false,
                               .expected_ranks = 0,
@@ -444,7 +438,7 @@ int vqc_cmd_compare(int argc, char **argv) {
     return vqc_status_exit_code(s);
   }
 
-  json_t *j = compare_json(&o, nranks, &fl, &res, now_s() - t0);
+  json_t *j = compare_json(&o, nranks, &fl, &res, vqc_now_s() - t0);
   s = vqc_run_json_write(out, j);
   if (s == VQC_OK) s = vqc_offline_write_reports(out);
   int code = fl.count > 0 ? 1 : 0;

@@ -142,15 +142,6 @@ static void smoke_help(FILE *f) {
           "environment error\n");
 }
 
-/* Parses an int in [lo, hi]; returns false on junk. */
-static bool parse_int(const char *s, int lo, int hi, int *out) {
-  char *end;
-  long v = strtol(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || v < lo || v > hi) return false;
-  *out = (int)v;
-  return true;
-}
-
 int vqc_cmd_smoke(int argc, char **argv) {
   bool quiet = false;
   smoke_opts o = {.ranks = 4, .steps = 20, .seed = 1, .dim = 256,
@@ -183,10 +174,13 @@ int vqc_cmd_smoke(int argc, char **argv) {
       return vqc_cli_usage_error("smoke", "%s needs a value", a);
     const char *v = argv[i + 1];
     bool ok = true;
+    long n = 0;
     if (strcmp(a, "--ranks") == 0) {
-      ok = parse_int(v, 1, 1024, &o.ranks);
+      ok = vqc_cli_parse_long(v, 1, 1024, &n);
+      if (ok) o.ranks = (int)n;
     } else if (strcmp(a, "--steps") == 0) {
-      ok = parse_int(v, 1, 1000000, &o.steps);
+      ok = vqc_cli_parse_long(v, 1, 1000000, &n);
+      if (ok) o.steps = (int)n;
     } else if (strcmp(a, "--seed") == 0) {
       char *end;
       o.seed = strtoull(v, &end, 10);

@@ -44,7 +44,9 @@
 #include "run_models.h"
 #include "runner.h"
 #include "scenario.h"
+#include "spawn.h"
 #include "supervise.h"
+#include "vqc/clock.h"
 #include "vqc/vqc.h"
 
 
@@ -108,12 +110,6 @@ static void suite_help(FILE *f) {
           vqc_cli_default_scenarios());
 }
 
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* The first SIGINT or SIGTERM the suite received; 0 for none. Set by the
  * handler, which does nothing else (async-signal-safe); the loops below
  * read it. */
@@ -129,7 +125,7 @@ static void on_suite_signal(int sig) {
  * SIGKILLs what is left. The leader is reaped. */
 static void stop_child_group(pid_t pid, int sig) {
   kill(-pid, sig);
-  const double deadline = mono_s() + VQC_SUITE_GRACE_S;
+  const double deadline = vqc_now_s() + VQC_SUITE_GRACE_S;
   int status;
   bool reaped = false;
   for (;;) {
@@ -143,7 +139,7 @@ static void stop_child_group(pid_t pid, int sig) {
      * on SIGTERM; should it be SIGKILLed, the launcher gets SIGTERM as its
      * parent dies: supervise.h.) */
     if (reaped && kill(-pid, 0) != 0) return;
-    if (mono_s() > deadline) break;
+    if (vqc_now_s() > deadline) break;
     struct timespec nap = {0, 20 * 1000 * 1000};
     nanosleep(&nap, NULL);
   }
@@ -157,29 +153,23 @@ static void stop_child_group(pid_t pid, int sig) {
  * started, -2 when it ran past its deadline, -3 when the suite got SIGINT
  * or SIGTERM meanwhile (the group is then ended: stop_child_group). */
 static int run_child(char **args, const char *log, double limit_s) {
-  fflush(stdout);
-  fflush(stderr);
-  pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    setpgid(0, 0);
-    /* The log as every file in a run directory: never through a link
-     * (vqc/fsutil.h "Links"); refused, the case fails with the reason. */
-    int fd = -1;
-    if (vqc_open_write(log, true, false, &fd) != VQC_OK) {
-      fprintf(stderr, "vqcheck suite: %s\n", vqc_cli_error_text());
-      _exit(2);
-    }
-    dup2(fd, STDOUT_FILENO);
-    dup2(fd, STDERR_FILENO);
-    close(fd);
-    execvp(args[0], args);
-    fprintf(stderr, "vqcheck suite: cannot run %s: %s\n", args[0],
-            strerror(errno));
-    _exit(127);
+  /* The log as every file in a run directory: never through a link
+   * (vqc/fsutil.h "Links"); refused, the case fails with the reason (as a
+   * child that exited 2 would). */
+  int fd = -1;
+  if (vqc_open_write(log, true, false, &fd) != VQC_OK) {
+    fprintf(stderr, "vqcheck suite: %s\n", vqc_cli_error_text());
+    return 2;
   }
-  setpgid(pid, pid);
-  const double deadline = mono_s() + limit_s;
+  const vqc_spawn_opts so = {.argv = args,
+                             .stdout_fd = fd,
+                             .stderr_fd = fd,
+                             .who = "vqcheck suite"};
+  pid_t pid;
+  const int err = vqc_spawn(&so, &pid, NULL);
+  close(fd);
+  if (err != 0) return -1;
+  const double deadline = vqc_now_s() + limit_s;
   int status = 0;
   for (;;) {
     if (suite_signal) {
@@ -189,7 +179,7 @@ static int run_child(char **args, const char *log, double limit_s) {
     pid_t w = waitpid(pid, &status, WNOHANG);
     if (w == pid) break;
     if (w < 0 && errno != EINTR) return -1;
-    if (mono_s() > deadline) {
+    if (vqc_now_s() > deadline) {
       /* SIGTERM first: a supervising `vqcheck run` then still writes its
        * report of the ranks before it goes. */
       stop_child_group(pid, SIGTERM);
@@ -611,9 +601,9 @@ int vqc_cmd_suite(int argc, char **argv) {
              o.device == VQC_DEVICE_CUDA ? ", device cuda" : "");
       fflush(stdout);
     }
-    const double t0 = mono_s();
+    const double t0 = vqc_now_s();
     const int code = run_child(args, log, 4.0 * sc.timeout_s + 60.0);
-    c->seconds = mono_s() - t0;
+    c->seconds = vqc_now_s() - t0;
     exit_codes[i] = code;
     if (progress) printf("\r\033[K");
     if (code == -3) {

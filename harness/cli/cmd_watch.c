@@ -165,9 +165,11 @@
 #include "cli.h"
 #include "ledger_analysis.h"
 #include "rundir.h"
+#include "spawn.h"
 #include "supervise.h"
 #include "watch_heartbeat.h"
 #include "watch_job.h"
+#include "vqc/clock.h"
 
 #ifndef VQC_BRIDGE_SOURCE_DIR
 #define VQC_BRIDGE_SOURCE_DIR ""
@@ -264,16 +266,6 @@ static void watch_help(FILE *f) {
 
 /* ---- options */
 
-static bool parse_long(const char *s, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi)
-    return false;
-  *out = v;
-  return true;
-}
-
 /* --mpi / --no-mpi; by default the launcher's name decides (mpi_job). */
 enum { MPI_AUTO = 0, MPI_FORCE, MPI_NEVER };
 static int mpi_opt = MPI_AUTO;
@@ -308,12 +300,12 @@ static int parse_opts(int argc, char **argv, vqc_watch_opts *o) {
       const char *v = argv[++i];
       long n;
       if (strcmp(a, "--nproc") == 0) {
-        if (!parse_long(v, 1, MAX_NPROC, &n))
+        if (!vqc_cli_parse_long(v, 1, MAX_NPROC, &n))
           return vqc_cli_usage_error(CMD, "--nproc '%s': expected an integer "
                                      "from 1 to %d", v, MAX_NPROC);
         o->nproc = (int)n;
       } else if (strcmp(a, "--interval") == 0) {
-        if (!parse_long(v, 1, 1000000, &n))
+        if (!vqc_cli_parse_long(v, 1, 1000000, &n))
           return vqc_cli_usage_error(CMD, "--interval '%s': expected an "
                                      "integer from 1 to 1000000", v);
         o->interval = n;
@@ -346,12 +338,6 @@ static int parse_opts(int argc, char **argv, vqc_watch_opts *o) {
 }
 
 /* ---- the environment */
-
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Whether dir/sitecustomize.py is a readable file. */
 static bool has_bridge(const char *dir) {
@@ -777,93 +763,54 @@ static bool all_placed(const char *dir, const vqc_watch_proc *procs, int n,
 }
 
 /* Starts process i of the job (rank, or -1 for a launcher) with its stderr
- * on a pipe. 0, or the errno of the failure (fork, pipe, or the exec
- * itself, reported back through a close-on-exec pipe). */
+ * on a pipe. 0, or the errno of the failure (pipe, fork, or the exec
+ * itself, which vqc_spawn reports back). */
 static int start_proc(const vqc_watch_opts *o, vqc_watch_proc *p, int rank,
                       int port) {
-  int errp[2], execp[2];
+  int errp[2];
   if (pipe(errp) != 0) return errno;
-  if (pipe(execp) != 0) {
-    int e = errno;
-    close(errp[0]);
-    close(errp[1]);
-    return e;
-  }
   /* Close-on-exec: no other process of the job holds another's pipe (its
-   * EOF then means its end), and a successful exec closes execp. */
-  for (int k = 0; k < 2; k++) {
-    fcntl(errp[k], F_SETFD, FD_CLOEXEC);
-    fcntl(execp[k], F_SETFD, FD_CLOEXEC);
-  }
-  fflush(stdout);
-  fflush(stderr);
-  const pid_t parent = getpid();
-  pid_t pid = fork();
+   * EOF then means its end). */
+  for (int k = 0; k < 2; k++) fcntl(errp[k], F_SETFD, FD_CLOEXEC);
+  /* A rank's environment as torchrun gives it. */
+  char v_rank[32], v_local[32], v_world[32], v_lworld[32], v_port[32];
+  snprintf(v_rank, sizeof v_rank, "RANK=%d", rank);
+  snprintf(v_local, sizeof v_local, "LOCAL_RANK=%d", rank);
+  snprintf(v_world, sizeof v_world, "WORLD_SIZE=%d", o->nproc);
+  snprintf(v_lworld, sizeof v_lworld, "LOCAL_WORLD_SIZE=%d", o->nproc);
+  snprintf(v_port, sizeof v_port, "MASTER_PORT=%d", port);
+  const char *const env[] = {v_rank,  v_local, v_world, v_lworld,
+                             "MASTER_ADDR=127.0.0.1", v_port, NULL};
+  static const int dfl[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, 0};
+  /* Should vqcheck be killed outright, the job hears of it
+   * (die_with_parent). With --json our stdout is run.json: the job's goes
+   * to our stderr. */
+  const vqc_spawn_opts so = {.argv = o->cmd_argv,
+                             .die_with_parent = true,
+                             .default_signals = dfl,
+                             .stdin_null = true,
+                             .stdout_fd = o->json ? STDERR_FILENO : 0,
+                             .stderr_fd = errp[1],
+                             .env = rank >= 0 ? env : NULL,
+                             .report_exec = true};
+  pid_t pid;
+  int st = 0;
+  int e = vqc_spawn(&so, &pid, &st);
+  close(errp[1]);
   if (pid < 0) {
-    int e = errno;
     close(errp[0]);
-    close(errp[1]);
-    close(execp[0]);
-    close(execp[1]);
     return e;
   }
-  if (pid == 0) {
-    setpgid(0, 0);
-    /* Should vqcheck be killed outright, the job hears of it. */
-    (void)prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
-    if (getppid() != parent) _exit(127);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
-    signal(SIGPIPE, SIG_DFL);
-    int null = open("/dev/null", O_RDONLY);
-    if (null >= 0) {
-      dup2(null, STDIN_FILENO);
-      if (null != STDIN_FILENO) close(null);
-    }
-    if (o->json) dup2(STDERR_FILENO, STDOUT_FILENO); /* stdout is run.json */
-    dup2(errp[1], STDERR_FILENO);
-    if (rank >= 0) {
-      char v[32];
-      snprintf(v, sizeof v, "%d", rank);
-      setenv("RANK", v, 1);
-      setenv("LOCAL_RANK", v, 1);
-      snprintf(v, sizeof v, "%d", o->nproc);
-      setenv("WORLD_SIZE", v, 1);
-      setenv("LOCAL_WORLD_SIZE", v, 1);
-      setenv("MASTER_ADDR", "127.0.0.1", 1);
-      snprintf(v, sizeof v, "%d", port);
-      setenv("MASTER_PORT", v, 1);
-    }
-    execvp(o->cmd_argv[0], o->cmd_argv);
-    int e = errno;
-    ssize_t w = write(execp[1], &e, sizeof e);
-    (void)w;
-    _exit(127);
-  }
-  setpgid(pid, pid); /* both sides, so no signal finds it in ours */
-  close(errp[1]);
-  close(execp[1]);
-  int e = 0;
-  ssize_t r;
-  do {
-    r = read(execp[0], &e, sizeof e);
-  } while (r < 0 && errno == EINTR);
-  close(execp[0]);
   p->pid = pid;
   p->rank = rank;
   p->err_fd = errp[0];
-  if (r == (ssize_t)sizeof e && e != 0) {
-    int st;
-    while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
-    }
+  if (e != 0) {
     p->exited = true;
     p->status = st;
     close(p->err_fd);
     p->err_fd = -1;
-    return e;
   }
-  return 0;
+  return e;
 }
 
 /* ---- the command */
@@ -1063,7 +1010,7 @@ int vqc_cmd_watch(int argc, char **argv) {
           snprintf(reason, sizeof reason, "%s %s; vqcheck watch stopped "
                    "the processes still running %g s later", who, how,
                    o.timeout);
-          const double at = mono_s() + o.timeout;
+          const double at = vqc_now_s() + o.timeout;
           if (term_at == 0.0 || at < term_at) term_at = at;
         }
       } else {
@@ -1071,7 +1018,7 @@ int vqc_cmd_watch(int argc, char **argv) {
       }
     }
     if (running == 0) break;
-    const double now = mono_s();
+    const double now = vqc_now_s();
     if (signal_count > forwarded) {
       const int sig = got_signal;
       if (forwarded == 0) {
@@ -1143,12 +1090,12 @@ int vqc_cmd_watch(int argc, char **argv) {
 
   /* ---- the end: nothing of the job survives; what its pipes still hold
    * is read. */
-  vqc_kill_and_reap_children(mono_s() + REAP_WAIT_S);
-  const double drain_until = mono_s() + DRAIN_S;
+  vqc_kill_and_reap_children(vqc_now_s() + REAP_WAIT_S);
+  const double drain_until = vqc_now_s() + DRAIN_S;
   for (;;) {
     bool open = false;
     for (int i = 0; i < started; i++) open = open || procs[i].err_fd >= 0;
-    if (!open || mono_s() > drain_until) break;
+    if (!open || vqc_now_s() > drain_until) break;
     pump_all(procs, started, POLL_MS);
   }
   for (int i = 0; i < started; i++)
@@ -1203,14 +1150,11 @@ int vqc_cmd_watch(int argc, char **argv) {
                      .hb = hb_hang ? hbw.ranks : NULL,
                      .hb_n = hb_hang ? hbw.n : 0};
     const vqc_analyze_opts ao = {.run_dir = dir,
-                                 .cmd = "watch",
                                  .ranks = o.nproc,
                                  .name = job_name(&o),
                                  .path = o.cmd_argv[0],
                                  .backend = "watch",
                                  .why = any_stopped ? reason : NULL,
-                                 .json = o.json,
-                                 .quiet = o.quiet,
                                  .job = job,
                                  .more_findings = vqc_watch_more_findings,
                                  .more_ctx = &ctx,
@@ -1219,7 +1163,7 @@ int vqc_cmd_watch(int argc, char **argv) {
                                  .unchecked = unchecked[0] ? unchecked
                                                            : NULL,
                                  .ledger_checks = mpi};
-    code = vqc_analyze_run_dir(&ao);
+    code = vqc_cli_analyze(&ao, CMD, o.json, o.quiet);
     json_decref(job);
     if (no_bridge && code != 2 && mpi) {
       fprintf(stderr, "vqcheck watch: %s\nhint: check that the program is "

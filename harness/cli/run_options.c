@@ -13,16 +13,6 @@
 #include "scenario.h"
 #include "vqc/vqc.h"
 
-static bool parse_int(const char *s, long lo, long hi, long *out) {
-  char *end;
-  errno = 0;
-  long v = strtol(s, &end, 10);
-  if (*s == '\0' || *end != '\0' || errno != 0 || v < lo || v > hi)
-    return false;
-  *out = v;
-  return true;
-}
-
 #define VQC_STRINGIFY_(x) #x
 #define VQC_STRINGIFY(x) VQC_STRINGIFY_(x)
 
@@ -80,10 +70,10 @@ int vqc_run_parse_opts(const char *cmd, int argc, char **argv, bool suite,
     bool ok = true;
     long n;
     if (strcmp(a, "--ranks") == 0) {
-      ok = parse_int(v, 1, VQC_SCENARIO_MAX_RANKS, &n);
+      ok = vqc_cli_parse_long(v, 1, VQC_SCENARIO_MAX_RANKS, &n);
       o->ranks = (int)n;
     } else if (strcmp(a, "--steps") == 0) {
-      ok = parse_int(v, 1, 1000000, &n);
+      ok = vqc_cli_parse_long(v, 1, 1000000, &n);
       o->steps = (int)n;
     } else if (strcmp(a, "--seed") == 0) {
       char *end;

@@ -40,7 +40,9 @@
 #include "ledger_analysis.h"
 #include "rundir.h"
 #include "runner.h"
+#include "spawn.h"
 #include "utf8.h"
+#include "vqc/clock.h"
 #include "vqc/vqc.h"
 
 /* Poll period: a rank's death is seen within this (20 ms costs nothing on
@@ -59,12 +61,6 @@
 /* Largest job watched rank by rank (bigger ones run unwatched, their
  * records are still analysed). */
 #define MAX_WATCHED 4096
-
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 bool vqc_supervise_wanted(void) {
   const char *v = getenv("VQC_SUPERVISE");
@@ -126,7 +122,7 @@ bool vqc_launcher_available(const char *cmd, const char *launcher) {
 typedef struct rank_watch {
   long pid;             /* from its live record; 0 until known */
   bool local;           /* on this host: its process can be polled */
-  double stopped_since; /* mono_s() when first seen stopped; 0 if not */
+  double stopped_since; /* vqc_now_s() when first seen stopped; 0 if not */
   bool gone;            /* its process disappeared */
   bool lost;            /* declared lost by the supervisor */
   bool torn_down;       /* gone after another rank was lost (the launcher
@@ -240,7 +236,7 @@ void vqc_kill_and_reap_children(double until) {
         kill((pid_t)pid, SIGKILL);
     }
     if (d) closedir(d);
-    if (mono_s() > until) return;
+    if (vqc_now_s() > until) return;
     struct timespec nap = {0, POLL_NS / 4};
     nanosleep(&nap, NULL);
   }
@@ -335,41 +331,34 @@ int vqc_supervise_run(const run_opts *o, const vqc_scenario *sc, int argc,
   /* Records written after this are this run's. (File times come from a
    * coarse clock, a tick behind at most: 50 ms of slack.) */
   const double t0_real = (double)rt.tv_sec + rt.tv_nsec * 1e-9 - 0.05;
-  fflush(stdout);
-  fflush(stderr);
-  const pid_t me = getpid();
-  pid_t pid = fork();
-  if (pid < 0) {
+  static const int dfl[] = {SIGINT, SIGTERM, SIGHUP, 0};
+  const char *const env[] = {
+      "VQC_SUPERVISE", /* unset: the ranks are ranks */
+      /* The ranks' stdout is the launcher's pseudo-terminal, whatever ours
+       * is: tell rank 0 whether per-step progress is wanted (cmd_run.c). */
+      vqc_cli_show_progress(o->quiet, o->json) ? "VQC_PROGRESS=1"
+                                               : "VQC_PROGRESS=0",
+      NULL};
+  /* Should this supervisor be killed outright (SIGKILL, e.g. a suite's
+   * deadline), the launcher still hears of it and tears the job down
+   * (mpiexec ends its ranks on SIGTERM): die_with_parent. */
+  const vqc_spawn_opts so = {.argv = args,
+                             .die_with_parent = true,
+                             .default_signals = dfl,
+                             .env = env,
+                             .who = "vqcheck run"};
+  pid_t pid;
+  int err = vqc_spawn(&so, &pid, NULL);
+  if (err != 0) {
     fprintf(stderr, "vqcheck run: cannot start %s: %s\n", args[0],
-            strerror(errno));
+            strerror(err));
     free(args);
     free(w);
     return 3;
   }
-  if (pid == 0) {
-    setpgid(0, 0);
-    /* Should this supervisor be killed outright (SIGKILL, e.g. a suite's
-     * deadline), the launcher still hears of it and tears the job down
-     * (mpiexec ends its ranks on SIGTERM). */
-    (void)prctl(PR_SET_PDEATHSIG, SIGTERM, 0, 0, 0);
-    if (getppid() != me) _exit(127);
-    signal(SIGINT, SIG_DFL);
-    signal(SIGTERM, SIG_DFL);
-    signal(SIGHUP, SIG_DFL);
-    unsetenv("VQC_SUPERVISE"); /* the ranks are ranks */
-    /* The ranks' stdout is the launcher's pseudo-terminal, whatever ours
-     * is: tell rank 0 whether per-step progress is wanted (cmd_run.c). */
-    setenv("VQC_PROGRESS", vqc_cli_show_progress(o->quiet, o->json) ? "1"
-                                                                     : "0", 1);
-    execvp(args[0], args);
-    fprintf(stderr, "vqcheck run: cannot run %s: %s\n", args[0],
-            strerror(errno));
-    _exit(127);
-  }
-  setpgid(pid, pid);
 
   /* ---- the watch */
-  const double start = mono_s();
+  const double start = vqc_now_s();
   const double idle_limit = 3.0 * timeout + IDLE_SLACK_S;
   double last_growth = start, gone_at = 0.0;
   int first_lost = -1; /* the first rank seen gone unfinished */
@@ -384,7 +373,7 @@ int vqc_supervise_run(const run_opts *o, const vqc_scenario *sc, int argc,
       break;
     }
     if (r < 0 && errno != EINTR) break;
-    const double now = mono_s();
+    const double now = vqc_now_s();
     if (interrupted) {
       snprintf(reason, sizeof reason, "vqcheck run was interrupted (signal "
                "%d) and ended the job", (int)interrupted);
@@ -470,11 +459,11 @@ int vqc_supervise_run(const run_opts *o, const vqc_scenario *sc, int argc,
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
     }
   }
-  const double reap_until = mono_s() + REAP_WAIT_S;
+  const double reap_until = vqc_now_s() + REAP_WAIT_S;
   vqc_kill_and_reap_children(reap_until);
   for (int k = 0; k < nwatch; k++) {
     if (!w[k].pid || !w[k].local) continue;
-    while (alive(w[k].pid) && mono_s() < reap_until) {
+    while (alive(w[k].pid) && vqc_now_s() < reap_until) {
       struct timespec nap = {0, POLL_NS / 4};
       nanosleep(&nap, NULL);
     }
@@ -542,15 +531,12 @@ int vqc_supervise_run(const run_opts *o, const vqc_scenario *sc, int argc,
                               reason);
       }
       const vqc_analyze_opts ao = {.run_dir = dir,
-                                   .cmd = "run",
                                    .ranks = nranks,
                                    .name = sc->name,
                                    .path = sc->path,
                                    .backend = vqc_backend_name(o->backend),
-                                   .why = reason,
-                                   .json = o->json,
-                                   .quiet = o->quiet};
-      code = vqc_analyze_run_dir(&ao);
+                                   .why = reason};
+      code = vqc_cli_analyze(&ao, "run", o->json, o->quiet);
       if (code == 0) code = 3; /* cut short: never clean */
     }
   }

@@ -38,13 +38,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
-#include "checkers.h"
+#include "checker_set.h"
 #include "collective.h" /* vqc_collective_not_started */
 #include "run_memory.h"
 #include "run_models.h"
 #include "rundir.h"
+#include "vqc/clock.h"
 #include "vqc/fsutil.h"
 
 /* Side-channel deadline, threads: 2 x the data deadline + this. */
@@ -65,8 +65,6 @@
 #define END_SLACK_S 2.0
 /* Bytes of a rank's training message carried to rank 0 (mpi). */
 #define RANK_MESSAGE 256
-
-enum { NCHECKERS = 5 };
 
 /* How one rank's training ended. */
 typedef struct rank_report {
@@ -93,12 +91,6 @@ typedef struct run_world {
   int printed;              /* findings already shown on progress */
 } run_world;
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 /* ---- progress */
 
 static void print_new_findings(run_world *w) {
@@ -117,15 +109,6 @@ static void print_new_findings(run_world *w) {
 }
 
 /* ---- one rank */
-
-typedef vqc_status (*checker_ctor)(vqc_checker *out);
-
-/* The collective checker comes first: in strict mode its BEFORE handler
- * must veto a mismatched collective before any other subscriber looks at
- * it, and its finish is where the ranks agree on how the run ended. */
-static const checker_ctor ctors[NCHECKERS] = {
-    vqc_checker_collective, vqc_checker_divergence, vqc_checker_lost_inplace,
-    vqc_checker_shape, vqc_checker_equivalence};
 
 static void report_error(rank_report *rep, vqc_status s, const char *what) {
   if (rep->training != VQC_OK) return; /* keep the first */
@@ -188,28 +171,12 @@ static void begin_end(vqc_comm *c, rank_report *rep, double timeout_s) {
       END_SLACK_S + (b == VQC_BACKEND_MPI ? 0.0 : timeout_s));
 }
 
-/* The rank's attached checkers, for the settle hook. */
-typedef struct rank_checkers {
-  vqc_checker *chk;
-  int attached;
-  vqc_check_ctx *ctx;
-} rank_checkers;
-
 /* Settles what the checkers left running after step_end (checker.h): before
  * the model writes its state (failed = false, from the model's hook), and
- * on a failure before agree (failed = true), so the exchanges pair up. */
-static vqc_status settle_checkers(rank_checkers *rc, bool failed) {
-  vqc_status first = VQC_OK;
-  for (int i = 0; i < rc->attached; i++) {
-    if (rc->chk[i].settle == NULL) continue;
-    vqc_status s = rc->chk[i].settle(&rc->chk[i], rc->ctx, failed);
-    if (s != VQC_OK && first == VQC_OK) first = s;
-  }
-  return first;
-}
-
+ * on a failure before agree (failed = true, vqc_checker_set_settle), so the
+ * exchanges pair up. */
 static vqc_status settle_before_update(void *user) {
-  return settle_checkers(user, false);
+  return vqc_checker_set_settle(user, false);
 }
 
 /* The divergence checker digests on a helper thread while the next step
@@ -262,17 +229,12 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
       .reference_grads =
           vqc_run_model_has_reference(m) ? vqc_run_model_reference_grads : NULL,
       .reference_user = m};
-  vqc_checker chk[NCHECKERS];
-  int attached = 0;
-  memset(chk, 0, sizeof chk);
-  for (int i = 0; i < NCHECKERS && s == VQC_OK; i++) {
-    s = ctors[i](&chk[i]);
-    if (s == VQC_OK) s = chk[i].attach(&chk[i], &ctx);
-    if (s == VQC_OK) attached++;
-  }
+  /* Every checker, in checker_set.h's order (the collective one first). */
+  vqc_checker_set set;
+  vqc_checker_set_init(&set, &ctx);
+  s = vqc_checker_set_attach(&set, VQC_CHECKER_ALL);
   if (s != VQC_OK) report_error(rep, s, "attaching the checkers");
-  rank_checkers settle = {chk, attached, &ctx};
-  vqc_run_model_set_before_update(m, settle_before_update, &settle);
+  vqc_run_model_set_before_update(m, settle_before_update, &set);
   /* Train only if every rank is ready: a rank that could not attach (its
    * run directory unwritable, say) must not leave the others training. */
   if (s != VQC_OK) {
@@ -290,12 +252,13 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
      * the collective checker's end exchanges (a rank that could not
      * attach it has none to run): the side channel stays paired. */
     begin_end(c, rep, sc->timeout_s);
-    if (attached > 0) (void)vqc_collective_not_started(&chk[0]);
+    if (set.collective >= 0)
+      (void)vqc_collective_not_started(&set.chk[set.collective]);
   }
 
   const int interval = sc->interval >= 1 ? sc->interval : 1;
   for (int64_t step = 0; s == VQC_OK && step < sc->steps; step++) {
-    const double t0 = now_s();
+    const double t0 = vqc_now_s();
     double loss = 0.0;
     s = vqc_run_model_step(m, step, &loss);
     if (s != VQC_OK) {
@@ -305,7 +268,7 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
        * deadline. The side channel stays up for the checkers. */
       vqc_comm_abort(c);
       begin_end(c, rep, sc->timeout_s);
-      settle_checkers(&settle, true);
+      vqc_checker_set_settle(&set, true);
       agree(c, s, step, why, sizeof why);
       break;
     }
@@ -321,14 +284,13 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
         break;
       }
     }
-    for (int i = 0; i < attached && s == VQC_OK; i++) {
-      s = chk[i].step_end(&chk[i], &ctx, step);
-      if (s != VQC_OK) report_error(rep, s, chk[i].name);
-    }
+    const char *failed = NULL;
+    s = vqc_checker_set_step_end(&set, step, &failed);
+    if (s != VQC_OK) report_error(rep, s, failed);
     if (s != VQC_OK) {
       vqc_comm_abort(c);
       begin_end(c, rep, sc->timeout_s);
-      settle_checkers(&settle, true);
+      vqc_checker_set_settle(&set, true);
       agree(c, s, step, why, sizeof why);
       break;
     }
@@ -336,7 +298,7 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
     if (rank == 0 && step < w->nsteps) {
       vqc_step_summary *st = &w->steps[step];
       st->step = step;
-      st->seconds = now_s() - t0;
+      st->seconds = vqc_now_s() - t0;
       st->loss = loss;
       st->findings = vqc_findings_count(w->findings);
       if (w->o && w->o->progress) {
@@ -349,17 +311,18 @@ static void run_rank(vqc_comm *c, run_world *w, rank_report *rep) {
     }
   }
 
-  /* Every checker sees how this rank's training ended. */
-  for (int i = 0; i < attached; i++) {
-    vqc_status f = chk[i].finish(&chk[i], &ctx, rep->training);
+  /* Every checker sees how this rank's training ended, a checker's own
+   * failure at the end included. */
+  for (int i = 0; i < set.attached; i++) {
+    vqc_checker *k = &set.chk[i];
+    vqc_status f = k->finish(k, &ctx, rep->training);
     if (f != VQC_OK && rep->training == VQC_OK) {
       char what[64];
-      snprintf(what, sizeof what, "%s checker at the end", chk[i].name);
+      snprintf(what, sizeof what, "%s checker at the end", k->name);
       report_error(rep, f, what);
     }
   }
-  for (int i = 0; i < NCHECKERS; i++)
-    if (chk[i].destroy) chk[i].destroy(&chk[i], &ctx);
+  vqc_checker_set_destroy(&set);
   vqc_run_model_destroy(m);
 }
 
@@ -486,9 +449,9 @@ vqc_status vqc_run_threads_device(const vqc_scenario *sc,
   if ((s = world_init(&w, sc, o, device, out->run_dir, &out->findings,
                       sc->ranks)))
     return s;
-  const double t0 = now_s();
+  const double t0 = vqc_now_s();
   s = vqc_threads_run(sc->ranks, sc->timeout_s, thread_body, &w, NULL);
-  out->seconds = now_s() - t0;
+  out->seconds = vqc_now_s() - t0;
   if (s == VQC_OK) {
     summarise(out, w.reports, sc->ranks);
     take_steps(out, &w);
@@ -584,9 +547,9 @@ vqc_status vqc_run_on_comm_device(const vqc_scenario *sc,
   }
   w.start_error = start;
   snprintf(w.start_message, sizeof w.start_message, "%s", start_why);
-  const double t0 = now_s();
+  const double t0 = vqc_now_s();
   run_rank(c, &w, &w.reports[0]);
-  out->seconds = now_s() - t0;
+  out->seconds = vqc_now_s() - t0;
 
   /* Every rank's report, then every rank's findings. If a rank is gone the
    * gathers time out: keep what this rank knows and say so. */

@@ -8,7 +8,7 @@
  * The world is either the threads backend (the scenario's ranks as threads
  * of this process) or an MPI world this process is one rank of. Per rank:
  * the model (run_models.h), a vqc_check_ctx whose state is every replicated
- * tensor, the checkers of checkers.h (collective, divergence, lost in-place,
+ * tensor, the checkers of checker_set.h (collective, divergence, lost in-place,
  * shape, and equivalence where the model has a single-process reference),
  * then the step loop: one training step, then step_end of every checker.
  * A step that fails (a timeout, a vetoed collective, a refused write) ends

@@ -6,6 +6,7 @@
 /* core */
 #include "vqc/tensor.h"
 #include "vqc/rng.h"
+#include "vqc/clock.h"
 #include "vqc/digest.h"
 #include "vqc/comm.h"
 #include "vqc/ledger.h"

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #include "comm/ledger_internal.h"
-#include "core/clock.h" /* vqc_now_ns */
+#include "vqc/clock.h" /* vqc_now_ns */
 #include "vqc/comm.h"
 #include "vqc/ledger.h"
 #include "vqc/probe.h"

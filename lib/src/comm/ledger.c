@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "comm/ledger_internal.h"
-#include "core/clock.h" /* vqc_now_ns */
+#include "vqc/clock.h" /* vqc_now_ns */
 #include "vqc/fsutil.h"
 #include "vqc/ledger.h"
 

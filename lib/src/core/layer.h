@@ -9,6 +9,7 @@
 #ifndef VQC_CORE_LAYER_H
 #define VQC_CORE_LAYER_H
 
+#include "vqc/clock.h"
 #include "vqc/digest.h"
 #include "vqc/fault.h"
 #include "vqc/fsutil.h"
