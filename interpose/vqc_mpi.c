@@ -2044,29 +2044,36 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
  * their call site is resolved (once per site, as for collectives) so that
  * a rank stuck in one, at a hang, has its stack named by file and line
  * (on_usr1 looks the frames up in the site table): "ranks 0, 1, 2 are at
- * ring.c:10 (main), outside any collective". The cost per call is one
- * table lookup. */
+ * ring.c:10 (main), outside any collective". Each one that returns is
+ * a sign of progress (a heartbeat), as a collective's end is: a program
+ * that only exchanges messages for longer than --timeout is not a hang.
+ * The cost per call is one table lookup and one heartbeat store. */
 
 static void note_site(uintptr_t pc) {
   if (g.on) (void)site_of(pc);
 }
 
+static int progressed(int rc) {
+  if (g.on) beat(HB_RUNNING, 0, "");
+  return rc;
+}
+
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
              int tag, MPI_Comm comm) {
   note_site(RA);
-  return PMPI_Send(buf, count, datatype, dest, tag, comm);
+  return progressed(PMPI_Send(buf, count, datatype, dest, tag, comm));
 }
 
 int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm) {
   note_site(RA);
-  return PMPI_Ssend(buf, count, datatype, dest, tag, comm);
+  return progressed(PMPI_Ssend(buf, count, datatype, dest, tag, comm));
 }
 
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source,
              int tag, MPI_Comm comm, MPI_Status *status) {
   note_site(RA);
-  return PMPI_Recv(buf, count, datatype, source, tag, comm, status);
+  return progressed(PMPI_Recv(buf, count, datatype, source, tag, comm, status));
 }
 
 int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
@@ -2074,21 +2081,22 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status *status) {
   note_site(RA);
-  return PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,
-                       recvcount, recvtype, source, recvtag, comm, status);
+  return progressed(PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag,
+                                  recvbuf, recvcount, recvtype, source, recvtag,
+                                  comm, status));
 }
 
 int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype,
                          int dest, int sendtag, int source, int recvtag,
                          MPI_Comm comm, MPI_Status *status) {
   note_site(RA);
-  return PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag, source,
-                               recvtag, comm, status);
+  return progressed(PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag,
+                                          source, recvtag, comm, status));
 }
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
   note_site(RA);
-  return PMPI_Probe(source, tag, comm, status);
+  return progressed(PMPI_Probe(source, tag, comm, status));
 }
 
 /* ---- completion */
@@ -2096,11 +2104,12 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
 int MPI_Wait(MPI_Request *request, MPI_Status *status) {
   note_site(RA);
   req_copy rc0;
-  if (!copy_reqs(&rc0, request, 1)) return PMPI_Wait(request, status);
-  const bool coll = wait_begins(rc0.r, 1);
+  if (!copy_reqs(&rc0, request, 1))
+    return progressed(PMPI_Wait(request, status));
+  (void)wait_begins(rc0.r, 1);
   const int rc = PMPI_Wait(request, status);
   completed(rc0.r[0], rc);
-  if (coll) beat(HB_RUNNING, 0, "");
+  if (g.on) beat(HB_RUNNING, 0, ""); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
 }
@@ -2110,11 +2119,12 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[],
   note_site(RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, count))
-    return PMPI_Waitall(count, array_of_requests, array_of_statuses);
-  const bool coll = wait_begins(rc0.r, count);
+    return progressed(
+        PMPI_Waitall(count, array_of_requests, array_of_statuses));
+  (void)wait_begins(rc0.r, count);
   const int rc = PMPI_Waitall(count, array_of_requests, array_of_statuses);
   for (int i = 0; i < count; i++) completed(rc0.r[i], rc);
-  if (coll) beat(HB_RUNNING, 0, "");
+  if (g.on) beat(HB_RUNNING, 0, ""); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
 }
@@ -2124,12 +2134,12 @@ int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
   note_site(RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, count))
-    return PMPI_Waitany(count, array_of_requests, index, status);
-  const bool coll = wait_begins(rc0.r, count);
+    return progressed(PMPI_Waitany(count, array_of_requests, index, status));
+  (void)wait_begins(rc0.r, count);
   const int rc = PMPI_Waitany(count, array_of_requests, index, status);
   if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
     completed(rc0.r[*index], rc);
-  if (coll) beat(HB_RUNNING, 0, "");
+  if (g.on) beat(HB_RUNNING, 0, ""); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
 }
@@ -2139,15 +2149,15 @@ int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
   note_site(RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, incount))
-    return PMPI_Waitsome(incount, array_of_requests, outcount,
-                         array_of_indices, array_of_statuses);
-  const bool coll = wait_begins(rc0.r, incount);
+    return progressed(PMPI_Waitsome(incount, array_of_requests, outcount,
+                         array_of_indices, array_of_statuses));
+  (void)wait_begins(rc0.r, incount);
   const int rc = PMPI_Waitsome(incount, array_of_requests, outcount,
                                array_of_indices, array_of_statuses);
   for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
     if (array_of_indices[i] >= 0 && array_of_indices[i] < incount)
       completed(rc0.r[array_of_indices[i]], rc);
-  if (coll) beat(HB_RUNNING, 0, "");
+  if (g.on) beat(HB_RUNNING, 0, ""); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
 }

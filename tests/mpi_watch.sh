@@ -32,6 +32,10 @@
 #                   job aborted): the report is written (the record keeps a
 #                   valid count, the program's in mpi_count) and a finding
 #                   names rank 1 and MPI_ERR_COUNT;
+#   pingpong        2 ranks, --timeout 3: 6 s of messages and no collective
+#                   at all: every message is progress (no hang), and a run
+#                   whose ranks all reached MPI_Finalize is checked with
+#                   nothing to compare: exit 0;
 #   strict_clean    clean under strict mode (VQC_MPI_STRICT=1: every
 #                   blocking collective agreed on first, over a duplicate of
 #                   its communicator): exit 0, the same results;
@@ -63,9 +67,9 @@ np=3
 timeout=20
 case $PROG in
   clean|split_skip) np=4 ;;
-  buffer_overlap|recv_too_small|negative_count) np=2 ;;
+  buffer_overlap|recv_too_small|negative_count|pingpong) np=2 ;;
 esac
-case $CASE in split_skip|recv_cycle) timeout=5 ;; esac
+case $CASE in split_skip|recv_cycle) timeout=5 ;; pingpong) timeout=3 ;; esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
 "$VQCHECK" watch --timeout $timeout --out "$OUT/$CASE" -- \
@@ -156,6 +160,14 @@ elif case == "recv_cycle":
         fail("the message does not place the ranks at recv_cycle.c:15")
     if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
         fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+elif case == "pingpong":
+    if rc != 0 or fs:
+        fail("a correct message exchange: expected exit 0 and no finding, "
+             "got %d" % rc)
+    if wall < 6:
+        fail("it ended after %.1f s, before its 6 s of messages" % wall)
+    if "no collective to compare" not in run["training"].get("message", ""):
+        fail("run.json does not say there was no collective to compare")
 elif case == "negative_count":
     # rank 1 died in the broadcast (a rank_failure, or the mismatch of
     # its count with rank 0's, which names how it died)

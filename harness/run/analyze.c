@@ -624,16 +624,29 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
    * digests, no finding on record) is no verdict: never clean. A job of
    * one rank has no second copy to compare by nature: as `run --ranks 1`,
    * its divergence check is not run, and that is not an error. */
-  /* (With ledger_checks, collectives two ranks recorded were compared.) */
-  int ledger_ranks = 0;
-  for (int k = 0; ao->ledger_checks && k < job_ranks && ledger_ranks < 2;
-       k++) {
+  /* (With ledger_checks, collectives two ranks recorded were compared.
+   * An MPI program whose every rank reached MPI_Finalize was also
+   * watched all along, for crashes, hangs and its buffers: with no
+   * collective in it there is nothing to compare, and that is said, not
+   * an error.) */
+  int ledger_ranks = 0, finished_ranks = 0;
+  for (int k = 0; ao->ledger_checks && k < job_ranks; k++) {
     vqc_live_info li;
-    if (vqc_live_scan(dir, k, &li) == VQC_OK && li.records > 0)
-      ledger_ranks++;
+    if (vqc_live_scan(dir, k, &li) != VQC_OK) continue;
+    if (li.records > 0) ledger_ranks++;
+    if (li.started && li.finished && strcmp(li.status, "VQC_OK") == 0)
+      finished_ranks++;
   }
+  const bool watched_to_end = ao->ledger_checks && job_ranks > 1 &&
+                              finished_ranks == job_ranks;
   if (!had_run_json && code == 0 && res.digests_compared == 0 &&
-      job_ranks != 1 && ledger_ranks < 2) {
+      ledger_ranks < 2 && watched_to_end) {
+    json_object_set_new(json_object_get(doc, "training"), "message",
+                        json_string("no collective to compare: every rank "
+                                    "ran to MPI_Finalize, watched for "
+                                    "crashes, hangs and its buffers"));
+  } else if (!had_run_json && code == 0 && res.digests_compared == 0 &&
+             job_ranks != 1 && ledger_ranks < 2) {
     json_t *tr0 = json_object_get(doc, "training");
     json_object_set_new(tr0, "status",
                         json_string(vqc_status_name(VQC_EUNSUPPORTED)));
