@@ -36,7 +36,7 @@
 #                   at all: every message is progress (no hang), and a run
 #                   whose ranks all reached MPI_Finalize is checked with
 #                   nothing to compare: exit 0;
-#   strict_clean    clean under strict mode (VQC_MPI_STRICT=1: every
+#   strict_clean    clean under strict mode (--strict: every
 #                   blocking collective agreed on first, over a duplicate of
 #                   its communicator): exit 0, the same results;
 #   strict_count_mismatch  count_mismatch under strict mode: the mismatch
@@ -53,9 +53,10 @@ if [ -z "$MPIEXEC" ] || ! command -v "$MPIEXEC" >/dev/null 2>&1; then
 fi
 PROG=$CASE
 case $CASE in
-  strict_*) PROG=${CASE#strict_}; VQC_MPI_STRICT=1; export VQC_MPI_STRICT ;;
-  *) unset VQC_MPI_STRICT ;;
+  strict_*) PROG=${CASE#strict_}; STRICT=--strict ;;
+  *) STRICT= ;;
 esac
+unset VQC_MPI_STRICT
 if [ ! -x "$PROGS/$PROG" ]; then
   echo "SKIP: $PROGS/$PROG not built (no MPI C compiler found by CMake)"
   exit 77
@@ -72,7 +73,7 @@ esac
 case $CASE in split_skip|recv_cycle) timeout=5 ;; pingpong) timeout=3 ;; esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
-"$VQCHECK" watch --timeout $timeout --out "$OUT/$CASE" -- \
+"$VQCHECK" watch $STRICT --timeout $timeout --out "$OUT/$CASE" -- \
   "$MPIEXEC" $FLAGS -n $np "$PROGS/$PROG" >"$OUT/$CASE.out" 2>&1
 rc=$?
 wall=$($PY -c "import time; print(f'{time.time() - $start:.1f}')")

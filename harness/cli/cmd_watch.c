@@ -41,7 +41,9 @@
  * communicator's world ranks; the heartbeat; the stacks at SIGUSR1). The
  * launcher and every process it starts inherit it (OpenMPI's local launch
  * passes the environment on; for other nodes, the launcher's own option
- * such as `-x LD_PRELOAD` is the user's to add). --no-mpi never preloads it
+ * such as `-x LD_PRELOAD` is the user's to add). --strict sets
+ * VQC_MPI_STRICT=1 for it (strict mode: docs/mpi.md; a usage error for a
+ * job that is not an MPI one). --no-mpi never preloads it
  * (a Python job under mpirun, say, whose argument list hides it). It is
  * never preloaded into any other job: a Python job gets the bridge only.
  * MPI_LIB, the first that exists: $VQC_MPI_PRELOAD; <this executable's
@@ -238,7 +240,11 @@ static void watch_help(FILE *f) {
           "                the default when COMMAND is mpiexec, mpirun, "
           "orterun or srun\n"
           "                and no argument names Python (*.py, python*)\n"
-          "  --no-mpi      never preload it (the Python bridge only)\n\n"
+          "  --no-mpi      never preload it (the Python bridge only)\n"
+          "  --strict      MPI jobs: agree on every blocking collective "
+          "before it moves\n"
+          "                data (one small all-gather each); stop the job "
+          "at a mismatch\n\n"
           "An unmodified MPI program: 'vqcheck watch -- mpiexec -n 4 ./prog'. "
           "Each rank\nthen records every collective on every communicator "
           "(op, type, count,\nroot, reduction, call site) through PMPI; the "
@@ -269,11 +275,14 @@ static void watch_help(FILE *f) {
 /* --mpi / --no-mpi; by default the launcher's name decides (mpi_job). */
 enum { MPI_AUTO = 0, MPI_FORCE, MPI_NEVER };
 static int mpi_opt = MPI_AUTO;
+/* --strict: the interposer's strict mode (VQC_MPI_STRICT=1, docs/mpi.md). */
+static bool strict_opt;
 
 /* Parses argv[1..]; -1 to go on, else the exit code (0 after --help). */
 static int parse_opts(int argc, char **argv, vqc_watch_opts *o) {
   memset(o, 0, sizeof *o);
   mpi_opt = MPI_AUTO;
+  strict_opt = false;
   o->interval = 1;
   o->timeout = 60.0;
   int i = 1;
@@ -293,6 +302,8 @@ static int parse_opts(int argc, char **argv, vqc_watch_opts *o) {
       mpi_opt = MPI_FORCE;
     } else if (strcmp(a, "--no-mpi") == 0) {
       mpi_opt = MPI_NEVER;
+    } else if (strcmp(a, "--strict") == 0) {
+      strict_opt = true;
     } else if (strcmp(a, "--nproc") == 0 || strcmp(a, "--interval") == 0 ||
                strcmp(a, "--timeout") == 0 || strcmp(a, "--out") == 0) {
       if (i + 1 >= argc)
@@ -858,6 +869,12 @@ int vqc_cmd_watch(int argc, char **argv) {
   if (rc >= 0) return rc;
   char bridge[PATH_MAX] = "", mpi_lib[PATH_MAX] = "";
   const bool mpi = mpi_job(&o);
+  if (strict_opt && !mpi) {
+    fprintf(stderr, "vqcheck watch: --strict is the MPI interposer's strict "
+            "mode, and '%s' is not an MPI job\nhint: launch the program "
+            "with mpiexec, mpirun or srun, or add --mpi\n", o.cmd_argv[0]);
+    return 2;
+  }
   if (mpi) {
     if (!find_mpi_lib(mpi_lib, sizeof mpi_lib)) return 3;
     /* The bridge too, where there is one (quietly: it is optional). */
@@ -916,6 +933,7 @@ int vqc_cmd_watch(int argc, char **argv) {
              pre && pre[0] ? pre : "");
     setenv("LD_PRELOAD", v, 1);
     free(v);
+    if (strict_opt) setenv("VQC_MPI_STRICT", "1", 1);
   }
   const char *pp = getenv("PYTHONPATH");
   size_t pplen = strlen(bridge) + (pp ? strlen(pp) : 0) + 2;
