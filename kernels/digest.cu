@@ -212,8 +212,8 @@ vqc_status vqc_gpu_digest_leaves_on(const void *dev, size_t n,
     s = GPU_CHECK(cudaMemcpyAsync(leaves, d_leaves, nleaves * sizeof(uint64_t),
                                   cudaMemcpyDeviceToHost, stream));
   if (s == VQC_OK)
-    s = vqc_gpu_check(cudaStreamSynchronize(stream), "digest_leaves_kernel",
-                      __FILE__, __LINE__);
+    s = vqc_cuda_check_at(cudaStreamSynchronize(stream),
+                          "digest_leaves_kernel", __FILE__, __LINE__);
   vqc_gpu_scratch_free_on(d_leaves, stream);
   return s;
 }

@@ -1,27 +1,13 @@
-/* gpu_common.cu: the error checking, device probe and scratch memory every
- * kernel wrapper uses (gpu_internal.h), and the small public helpers of
- * vqc/gpu.h that belong to no kernel family (built, synchronize, fill). */
+/* gpu_common.cu: the device probe, synchronisation check and scratch memory
+ * every kernel wrapper uses (gpu_internal.h; the CUDA error check itself is
+ * the library's, lib/src/core/cuda/cuda_check.h), and the small public
+ * helpers of vqc/gpu_base.h that belong to no kernel family (built,
+ * synchronize, fill). */
 #include <cuda_runtime.h>
 
 #include "gpu_internal.h"
 #include "vqc/gpu.h"
 #include "vqc/tensor.h"
-
-/* Errors that mean "there is no usable GPU here" (as storage_cuda.c counts
- * them), reported as VQC_ENODEVICE so that callers can skip cleanly. */
-static bool is_no_device_error(cudaError_t e) {
-  return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
-         e == cudaErrorStubLibrary || e == cudaErrorSystemDriverMismatch ||
-         e == cudaErrorCompatNotSupportedOnDevice;
-}
-
-vqc_status vqc_gpu_check(cudaError_t e, const char *call, const char *file,
-                         int line) {
-  if (e == cudaSuccess) return VQC_OK;
-  vqc_status s = is_no_device_error(e) ? VQC_ENODEVICE : VQC_ECUDA;
-  return vqc_error_at(s, file, line, "%s failed: %s (%s)", call,
-                      cudaGetErrorString(e), cudaGetErrorName(e));
-}
 
 vqc_status vqc_gpu_require(const char *what) {
   if (vqc_cuda_available()) return VQC_OK;
@@ -35,7 +21,7 @@ vqc_status vqc_gpu_sync_check(const char *what, const char *file, int line) {
    * otherwise be reported by whichever call comes next, far from here. */
   cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) e = cudaStreamSynchronize(0);
-  return vqc_gpu_check(e, what, file, line);
+  return vqc_cuda_check_at(e, what, file, line);
 }
 
 /* Whether the current device supports stream-ordered allocation. Asked on
@@ -60,14 +46,14 @@ vqc_status vqc_gpu_scratch_alloc_on(void **p, size_t nbytes,
   cudaError_t e = has_mem_pools() ? cudaMallocAsync(p, nbytes, stream)
                                   : cudaMalloc(p, nbytes);
   if (e != cudaSuccess) *p = NULL;
-  return vqc_gpu_check(e, "scratch allocation", file, line);
+  return vqc_cuda_check_at(e, "scratch allocation", file, line);
 }
 
 void vqc_gpu_scratch_free_on(void *p, cudaStream_t stream) {
   if (p == NULL) return;
   cudaError_t e = has_mem_pools() ? cudaFreeAsync(p, stream) : cudaFree(p);
   /* Free paths cannot return a status; the message is still recorded. */
-  (void)vqc_gpu_check(e, "scratch free", __FILE__, __LINE__);
+  (void)vqc_cuda_check_at(e, "scratch free", __FILE__, __LINE__);
 }
 
 vqc_status vqc_gpu_scratch_alloc(void **p, size_t nbytes, const char *file,

@@ -4,10 +4,11 @@
  *
  * Error style (STYLE.md habit 2): a CUDA call that fails becomes VQC_ECUDA
  * (VQC_ENODEVICE for "no usable device") recorded with vqc_error_at at the
- * caller's file:line, with the call's text and CUDA's error name and string.
- * A launch is checked twice: cudaGetLastError right after it (bad
- * configuration, no kernel image for this GPU) and the synchronisation at
- * the end of the wrapper (a fault while it ran). */
+ * caller's file:line, with the call's text and CUDA's error name and string:
+ * the library's one CUDA check (lib/src/core/cuda/cuda_check.h), which
+ * tensor storage uses too. A launch is checked twice: cudaGetLastError right
+ * after it (bad configuration, no kernel image for this GPU) and the
+ * synchronisation at the end of the wrapper (a fault while it ran). */
 #ifndef VQC_KERNELS_GPU_INTERNAL_H
 #define VQC_KERNELS_GPU_INTERNAL_H
 
@@ -16,19 +17,17 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/cuda/cuda_check.h" /* lib/src: vqc_cuda_check_at */
 #include "vqc/status.h"
 
-/* VQC_OK, or the error recorded as described above. */
-vqc_status vqc_gpu_check(cudaError_t e, const char *call, const char *file,
-                         int line);
-
-/* GPU_CHECK(call): a vqc_status. GPU_TRY(call): returns it when not OK. */
-#define GPU_CHECK(call) vqc_gpu_check((call), #call, __FILE__, __LINE__)
+/* GPU_CHECK(call): a vqc_status, VQC_OK or the error recorded as described
+ * above. GPU_TRY(call): returns it when not OK. */
+#define GPU_CHECK(call) VQC_CUDA_CHECK(call)
 #define GPU_TRY(call) VQC_TRY(GPU_CHECK(call))
 /* After every <<<...>>>: the launch itself (the wrapper's final
  * synchronisation checks the execution). `name` names the kernel. */
 #define GPU_LAUNCH_CHECK(name) \
-  vqc_gpu_check(cudaGetLastError(), "launch of " name, __FILE__, __LINE__)
+  vqc_cuda_check_at(cudaGetLastError(), "launch of " name, __FILE__, __LINE__)
 
 /* VQC_OK when a device answers; VQC_ENODEVICE naming `what` otherwise. */
 vqc_status vqc_gpu_require(const char *what);

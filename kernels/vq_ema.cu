@@ -1,8 +1,10 @@
-/* vq_ema.cu: the codebook's EMA on the device: batch statistics (per-code
- * counts and sums), the lerp toward them, the Laplace-smoothed
- * renormalisation, the gather of quantized rows, and the device VQ forward
- * that strings them together with the nearest-code search. CPU twins:
- * vqc_vq_ema_update (vq_ema.c) and vq_renormalize (vq_codebook.c).
+/* vq_ema.cu: the codebook's EMA primitives on the device: batch statistics
+ * (per-code counts and sums), the lerp toward them, the Laplace-smoothed
+ * renormalisation, and the gather of quantized rows. CPU twins:
+ * vqc_vq_batch_stats and vqc_vq_ema_update's steps (vq_ema.c),
+ * vq_renormalize (vq_codebook.c). The device VQ step that strings them
+ * together with the nearest-code search is lib/src/quant/vq_device.c
+ * (vqc_vq_device_forward), beside its CPU twin.
  *
  * Statistics, deterministic and equal to the CPU's bits. The CPU
  * (vqc_vq_batch_stats, vq.h) defines one summation order: each code's rows
@@ -252,57 +254,7 @@ vqc_status vqc_gpu_vq_renormalize(const float *cluster_size,
   return s;
 }
 
-/* ---- the EMA update and the forward */
-
-vqc_status vqc_gpu_vq_ema_update(vqc_comm *comm, const vqc_vq_params *p,
-                                 float *cluster_size, float *embed_avg,
-                                 float *embed, const float *x, int64_t M,
-                                 const int64_t *indices) {
-  const char *fn = "gpu vq ema update";
-  VQC_TRY(vqc_gpu_require(fn));
-  if (!p) return vqc_error(VQC_EINVAL, "%s: p is NULL", fn);
-  const int64_t C = p->codebook_size, D = p->dim;
-  if (C <= 0 || D <= 0)
-    return vqc_error(VQC_EINVAL, "%s: codebook (%lld, %lld)", fn,
-                     (long long)C, (long long)D);
-  VQC_TRY(check_codebook_state(fn, cluster_size, embed_avg, embed, C, D));
-
-  /* counts (C) and sums (C, D): this step's statistics, freed below. */
-  float *counts = NULL, *sums = NULL, *tot = NULL;
-  vqc_status s;
-  if ((s = GPU_SCRATCH(&counts, (size_t)C * 4)) ||
-      (s = GPU_SCRATCH(&sums, (size_t)(C * D) * 4)) ||
-      (s = GPU_SCRATCH(&tot, sizeof *tot)))
-    goto done;
-  /* 1. local statistics */
-  if ((s = vqc_gpu_vq_stats(x, M, D, indices, C, counts, sums))) goto done;
-  /* 2. all ranks' statistics: counts, then sums, as vq_ema.c orders them
-   * (device buffers: the comm must be an nccl comm). */
-  if (comm) {
-    if ((s = vqc_all_reduce(comm, counts, counts, (size_t)C, VQC_F32,
-                            VQC_SUM)) ||
-        (s = vqc_all_reduce(comm, sums, sums, (size_t)(C * D), VQC_F32,
-                            VQC_SUM)))
-      goto done;
-  }
-  /* 3. lerp toward them with w = float32(1 - decay), computed in double */
-  {
-    const float w = (float)(1.0 - p->decay);
-    if ((s = launch_lerp(cluster_size, counts, (size_t)C, w)) ||
-        (s = launch_lerp(embed_avg, sums, (size_t)(C * D), w)))
-      goto done;
-  }
-  /* 4. E = embed_avg / smoothed counts */
-  if ((s = launch_renormalize(cluster_size, embed_avg, C, D, p->eps, tot,
-                              embed)))
-    goto done;
-  s = GPU_SYNC("renorm_kernel");
-done:
-  vqc_gpu_scratch_free(counts);
-  vqc_gpu_scratch_free(sums);
-  vqc_gpu_scratch_free(tot);
-  return s;
-}
+/* ---- the gather */
 
 vqc_status vqc_gpu_vq_gather(const float *E, int64_t C, int64_t D,
                              const int64_t *indices, int64_t M,
@@ -339,22 +291,4 @@ vqc_status vqc_gpu_vq_gather(const float *E, int64_t C, int64_t D,
     s = vqc_error(VQC_EINVAL, "%s: the index of row %llu is outside [0, %lld)",
                   fn, first_bad, (long long)C);
   return s;
-}
-
-vqc_status vqc_gpu_vq_forward(vqc_comm *comm, const vqc_vq_params *p,
-                              float *embed, float *cluster_size,
-                              float *embed_avg, const float *x, int64_t M,
-                              bool train, int64_t *indices, float *quantized) {
-  if (!p) return vqc_error(VQC_EINVAL, "gpu vq forward: p is NULL");
-  const int64_t C = p->codebook_size, D = p->dim;
-  /* The whole state is checked first, so a bad pointer changes nothing. */
-  if (train && !p->freeze_codebook && C > 0 && D > 0)
-    VQC_TRY(check_codebook_state("gpu vq forward", cluster_size, embed_avg,
-                                 embed, C, D));
-  VQC_TRY(vqc_gpu_vq_nearest(x, M, embed, C, D, indices, NULL));
-  /* quantized from the codebook before this step's update, as on the CPU */
-  if (quantized) VQC_TRY(vqc_gpu_vq_gather(embed, C, D, indices, M, quantized));
-  if (!train || p->freeze_codebook) return VQC_OK;
-  return vqc_gpu_vq_ema_update(comm, p, cluster_size, embed_avg, embed, x, M,
-                               indices);
 }

@@ -1,6 +1,7 @@
-/* test_gpu_ema.c: codebook statistics, EMA, smoothing, gather and the
- * device VQ forward (kernels/vq_ema.cu) against their CPU twins, label gpu.
- * Outputs are poisoned before every run.
+/* test_gpu_ema.c: codebook statistics, EMA, smoothing and gather
+ * (kernels/vq_ema.cu) and the device VQ step built on them
+ * (vqc_vq_device_forward, lib/src/quant/vq_device.c) against their CPU
+ * twins, label gpu. Outputs are poisoned before every run.
  *
  * Tolerance: none. The statistics sum each code's rows in the fixed order
  * vqc_vq_batch_stats defines (double sums over chunks of
@@ -14,9 +15,13 @@
  *    codebook (one code takes nearly every row: the many-chunk path);
  *  - vqc_gpu_lerp against vqc_lerp_f32 for weights on both branches;
  *  - vqc_gpu_vq_renormalize against vq_renormalize;
- *  - vqc_gpu_vq_ema_update and vqc_gpu_vq_forward (train and eval) against
- *    vqc_vq_ema_update / vqc_vq_forward, single process: cluster_size,
- *    embed_avg, embed, indices and quantized all equal. */
+ *  - vqc_vq_device_forward against vqc_vq_forward over several steps
+ *    (train and eval, a batch of another size, a frozen codebook; plain
+ *    EMA, and k-means init with dead-code expiry), single process: the
+ *    indices, quantized rows, loss, and the state (cluster_size,
+ *    embed_avg, embed) on the device and in its host copy all equal the
+ *    CPU's. The same function runs `vqcheck run --device cuda` (vq model);
+ *    test_gpu_runner.c checks it distributed, through the harness. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdlib.h>
@@ -208,39 +213,126 @@ Test(gpu_ema, renormalize_matches_cpu) {
   twin_free(&t);
 }
 
-Test(gpu_ema, ema_update_and_forward_match_cpu_over_steps) {
-  gpu_require();
-  const int64_t C = 512, D = 40, M = 5000;
-  twin_codebook t;
-  twin_init(&t, C, D, 304);
+/* The CPU codebook and the device one (vqc_vq_device_forward's host copy
+ * and device state) from the same parameters and the same EMA history. */
+typedef struct {
+  vqc_vq cpu;          /* vqc_vq_forward's */
+  vqc_vq host;         /* vqc_vq_device_forward's host copy */
+  vqc_vq_device dev;   /* and its device state */
+} device_twin;
+
+static void device_twin_init(device_twin *t, const vqc_vq_params *p,
+                             int64_t rows) {
+  cr_assert_eq(vqc_vq_init(&t->cpu, p, NULL), VQC_OK, "%s", vqc_last_error());
+  cr_assert_eq(vqc_vq_init(&t->host, p, NULL), VQC_OK, "%s",
+               vqc_last_error());
+  /* uneven counts, some near zero, so the smoothing (and, with a
+   * threshold, the expiry) matters */
+  const int64_t C = p->codebook_size;
+  float *a = vqc_vq_cluster_size(&t->cpu), *b = vqc_vq_cluster_size(&t->host);
+  for (int64_t c = 0; c < C; c++)
+    a[c] = b[c] = c % 7 == 0 ? 1e-6f : (float)(c % 13) + 0.25f;
+  cr_assert_eq(vqc_vq_device_init(&t->dev, &t->host, rows), VQC_OK, "%s",
+               vqc_last_error());
+}
+
+/* The CPU state equals the device state and its host copy, bit for bit. */
+static void device_twin_expect_equal(device_twin *t, const char *when) {
+  const int64_t C = t->cpu.p.codebook_size, D = t->cpu.p.dim;
+  float *buf = malloc((size_t)(C * D) * 4);
+  cr_assert_not_null(buf);
+  const struct {
+    const vqc_tensor *dev;
+    float *cpu, *host;
+    size_t n;
+  } entries[3] = {
+      {&t->dev.cluster_size, vqc_vq_cluster_size(&t->cpu),
+       vqc_vq_cluster_size(&t->host), (size_t)C},
+      {&t->dev.embed_avg, vqc_vq_embed_avg(&t->cpu),
+       vqc_vq_embed_avg(&t->host), (size_t)(C * D)},
+      {&t->dev.embed, vqc_vq_embed(&t->cpu), vqc_vq_embed(&t->host),
+       (size_t)(C * D)},
+  };
+  for (int k = 0; k < 3; k++) {
+    gpu_download(buf, gpu_ptr(entries[k].dev), entries[k].n * 4);
+    expect_same_floats(buf, entries[k].cpu, entries[k].n, when);
+    expect_same_floats(entries[k].host, entries[k].cpu, entries[k].n, when);
+  }
+  cr_expect_eq(t->host.initted, t->cpu.initted, "%s: initted", when);
+  free(buf);
+}
+
+static void device_twin_free(device_twin *t) {
+  vqc_vq_free(&t->cpu);
+  vqc_vq_free(&t->host);
+  vqc_vq_device_free(&t->dev);
+}
+
+/* Steps both codebooks on the same batches: train, train, eval, train on a
+ * batch of M - 17 rows (the device buffers are resized), train. */
+static void device_forward_over_steps(const vqc_vq_params *p, int64_t M,
+                                      uint64_t seed) {
+  const int64_t D = p->dim;
+  device_twin t;
+  device_twin_init(&t, p, M);
   float *x = malloc((size_t)(M * D) * 4), *q_cpu = malloc((size_t)(M * D) * 4),
         *q_gpu = malloc((size_t)(M * D) * 4);
   int64_t *i_cpu = malloc((size_t)M * 8), *i_gpu = malloc((size_t)M * 8);
   cr_assert(x && q_cpu && q_gpu && i_cpu && i_gpu);
-  vqc_tensor dx = gpu_alloc((size_t)(M * D) * 4), di = gpu_alloc((size_t)M * 8),
-             dq = gpu_alloc((size_t)(M * D) * 4);
-  uint64_t seed = 305;
-  for (int step = 0; step < 4; step++) {
-    for (int64_t k = 0; k < M * D; k++) x[k] = 0.5f * test_normal(&seed);
-    gpu_copy_in(gpu_ptr(&dx), x, (size_t)(M * D) * 4);
-    gpu_poison(gpu_ptr(&di), (size_t)M * 2);
-    gpu_poison(gpu_ptr(&dq), (size_t)(M * D));
+  for (int step = 0; step < 5; step++) {
+    const int64_t rows = step == 3 ? M - 17 : M;
+    for (int64_t k = 0; k < rows * D; k++) x[k] = 0.5f * test_normal(&seed);
+    memset(i_gpu, 0xA5, (size_t)M * 8);
+    memset(q_gpu, 0xFF, (size_t)(M * D) * 4);
     const bool train = step != 2; /* one eval step: no state change */
-    cr_assert_eq(vqc_vq_forward(&t.vq, NULL, x, M, train, i_cpu, q_cpu, NULL),
+    const vqc_vq_ctx ctx = {NULL, (uint64_t)step, NULL, 0};
+    float l_cpu = -1.0f, l_gpu = -2.0f;
+    cr_assert_eq(vqc_vq_forward(&t.cpu, &ctx, x, rows, train, i_cpu, q_cpu,
+                                &l_cpu),
                  VQC_OK, "%s", vqc_last_error());
-    cr_assert_eq(vqc_gpu_vq_forward(NULL, &t.vq.p, gpu_ptr(&t.embed),
-                                    gpu_ptr(&t.cs), gpu_ptr(&t.avg),
-                                    gpu_ptr(&dx), M, train, gpu_ptr(&di),
-                                    gpu_ptr(&dq)),
+    cr_assert_eq(vqc_vq_device_forward(&t.host, &t.dev, &ctx, x, rows, train,
+                                       i_gpu, q_gpu, &l_gpu),
                  VQC_OK, "%s", vqc_last_error());
-    gpu_download(i_gpu, gpu_ptr(&di), (size_t)M * 8);
-    gpu_download(q_gpu, gpu_ptr(&dq), (size_t)(M * D) * 4);
-    cr_assert_eq(memcmp(i_gpu, i_cpu, (size_t)M * 8), 0,
+    cr_assert_eq(memcmp(i_gpu, i_cpu, (size_t)rows * 8), 0,
                  "step %d: indices differ", step);
-    expect_same_floats(q_gpu, q_cpu, (size_t)(M * D), "quantized");
-    twin_expect_equal(&t, train ? "after a train step" : "after an eval step");
+    expect_same_floats(q_gpu, q_cpu, (size_t)(rows * D), "quantized");
+    cr_assert_eq(test_bits(l_gpu), test_bits(l_cpu),
+                 "step %d: loss device %a, CPU %a", step, (double)l_gpu,
+                 (double)l_cpu);
+    device_twin_expect_equal(&t, train ? "after a train step"
+                                       : "after an eval step");
   }
-  vqc_tensor_free(&dx), vqc_tensor_free(&di), vqc_tensor_free(&dq);
-  twin_free(&t);
+  device_twin_free(&t);
   free(x), free(q_cpu), free(q_gpu), free(i_cpu), free(i_gpu);
+}
+
+Test(gpu_ema, device_forward_matches_cpu_over_steps) {
+  gpu_require();
+  vqc_vq_params p;
+  vqc_vq_params_default(&p, 40, 512);
+  p.seed = 304;
+  device_forward_over_steps(&p, 5000, 305);
+}
+
+/* k-means init on the first batch and dead-code expiry after every EMA:
+ * the host functions inside the device step, their draws keyed by the
+ * step as on the CPU. */
+Test(gpu_ema, device_forward_with_kmeans_and_dead_codes_matches_cpu) {
+  gpu_require();
+  vqc_vq_params p;
+  vqc_vq_params_default(&p, 24, 256);
+  p.seed = 306;
+  p.kmeans_init = true;
+  p.kmeans_iters = 3;
+  p.threshold_ema_dead_code = 2.0;
+  device_forward_over_steps(&p, 3000, 307);
+}
+
+Test(gpu_ema, device_forward_frozen_codebook_changes_nothing) {
+  gpu_require();
+  vqc_vq_params p;
+  vqc_vq_params_default(&p, 16, 128);
+  p.seed = 308;
+  p.freeze_codebook = true;
+  device_forward_over_steps(&p, 1000, 309);
 }

@@ -62,9 +62,6 @@ Test(gpu_pointers, host_pointers_are_refused_and_the_context_survives) {
   EXPECT_REFUSED(vqc_gpu_vq_renormalize(gpu_ptr(&cs), hE, C, D, p.eps,
                                         gpu_ptr(&emb)),
                  "gpu vq renormalize", "embed_avg");
-  EXPECT_REFUSED(vqc_gpu_vq_forward(NULL, &p, gpu_ptr(&emb), hcs,
-                                    gpu_ptr(&avg), dx, M, true, didx, NULL),
-                 "gpu vq forward", "cluster_size");
   vqc_fsq q;
   const int32_t levels[3] = {8, 5, 5};
   cr_assert_eq(vqc_fsq_init(&q, levels, 3, 1, false, 1e-3), VQC_OK, "%s",

@@ -9,6 +9,11 @@
  *   statistics    vq_ema.c step 1                    bit-identical
  *   EMA, smoothing vq_ema.c steps 3-4, vq_renormalize bit-identical
  *
+ * These are primitives: the VQ step that strings them together (nearest
+ * code, gather, statistics, the collectives, lerp, renormalisation, with
+ * k-means init and dead-code expiry on the host) is vqc_vq_device_forward
+ * (vqc/vq.h), beside its CPU twin vqc_vq_forward.
+ *
  * The pointer checks, errors and the stream policy every wrapper follows,
  * and the kernels below the quantizers (digest, rank-order sum, fill,
  * synchronize), are in vqc/gpu_base.h, which this header includes.
@@ -97,28 +102,6 @@ vqc_status vqc_gpu_lerp(float *a, const float *b, size_t n, float w);
 vqc_status vqc_gpu_vq_renormalize(const float *cluster_size,
                                   const float *embed_avg, int64_t C,
                                   int64_t D, double eps, float *embed);
-
-/* vqc_vq_ema_update with device state: counts and sums of x (M, D) by
- * indices (M) (vqc_gpu_vq_stats), all_reduce(SUM) of both through comm when
- * comm is not NULL (an nccl comm: device buffers; the ledger and events see
- * them as on any backend), then cluster_size (C) and embed_avg (C, D) lerp
- * toward them with w = float32(1 - p->decay), and embed (C, D) is
- * renormalized. Single process (comm NULL) it equals the CPU function bit
- * for bit. The catalogue faults (p->fault) are not modelled here. */
-vqc_status vqc_gpu_vq_ema_update(vqc_comm *comm, const vqc_vq_params *p,
-                                 float *cluster_size, float *embed_avg,
-                                 float *embed, const float *x, int64_t M,
-                                 const int64_t *indices);
-
-/* One VQ forward on device buffers (the device counterpart of
- * vqc_vq_forward, without k-means init, dead-code expiry and the loss):
- * indices (M) = nearest codes of x (M, D), quantized (M, D) = E[indices]
- * (may be NULL), then in train mode (and unless p->freeze_codebook) the EMA
- * update above. */
-vqc_status vqc_gpu_vq_forward(vqc_comm *comm, const vqc_vq_params *p,
-                              float *embed, float *cluster_size,
-                              float *embed_avg, const float *x, int64_t M,
-                              bool train, int64_t *indices, float *quantized);
 
 #ifdef __cplusplus
 }

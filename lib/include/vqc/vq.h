@@ -272,6 +272,56 @@ vqc_status vqc_vq_forward(vqc_vq *vq, const vqc_vq_ctx *ctx, const float *x,
                           int64_t M, bool train, int64_t *indices,
                           float *quantized, float *loss);
 
+/* ---- the codebook on a CUDA device
+ *
+ * vqc_vq_forward with the codebook state in device memory (vq_device.c):
+ * the same steps in the same order, the same collectives through ctx->comm
+ * and the same bits (tests/gpu/test_gpu_ema.c compares the two). The
+ * nearest code, E[indices], the EMA statistics, the lerps and the
+ * renormalisation run as the kernels of vqc/gpu.h, each bit-identical to
+ * its CPU twin; k-means init and dead-code expiry have no kernels and run,
+ * as the CPU functions themselves, on the host codebook `vq`, which holds
+ * an exact copy of the device state between calls (what checkers read) and
+ * sends what they change up. The EMA's two all_reduces move the device
+ * tensors in place on an nccl comm and go through the host staging tensors
+ * on the others (threads, mpi). Without a device (or without CUDA in the
+ * build) every call fails: VQC_ENODEVICE or VQC_EUNSUPPORTED. */
+typedef struct vqc_vq_device {
+  vqc_tensor embed;        /* (C, D) f32, device: the codebook E */
+  vqc_tensor cluster_size; /* (C) f32, device */
+  vqc_tensor embed_avg;    /* (C, D) f32, device */
+  int64_t rows;            /* the batch buffers' rows (resized as needed) */
+  vqc_tensor x;            /* (rows, D) f32, device: the batch */
+  vqc_tensor indices;      /* (rows) i64, device */
+  vqc_tensor quantized;    /* (rows, D) f32, device */
+  vqc_tensor counts;       /* (C) f32, device: the step's counts, reduced */
+  vqc_tensor sums;         /* (C, D) f32, device: the same for the sums */
+  vqc_tensor host_counts;  /* (C) f32, host: staging for threads and mpi */
+  vqc_tensor host_sums;    /* (C, D) f32, host: the same */
+} vqc_vq_device;
+
+/* Fills *dev (any contents: it is overwritten) with device copies of vq's
+ * state and batch buffers for `rows` rows. Free with vqc_vq_device_free,
+ * also on failure. */
+vqc_status vqc_vq_device_init(vqc_vq_device *dev, const vqc_vq *vq,
+                              int64_t rows);
+/* Frees the device state and buffers; accepts NULL and zeroed structs. */
+void vqc_vq_device_free(vqc_vq_device *dev);
+
+/* One forward as vqc_vq_forward, with dev (from vqc_vq_device_init(dev, vq,
+ * ...)) holding the state and vq its host copy: equal on entry (do not
+ * change vq between calls), equal on return. x (M, D), indices (M),
+ * quantized (M, D) and loss are host memory, as for vqc_vq_forward; the
+ * batch buffers grow or shrink when M differs from dev->rows.
+ * vq->before_update is called where vqc_vq_forward calls it. The faults
+ * LOST_INPLACE_CONTIGUOUS and MISMATCHED_COLLECTIVE live in vq_ema.c's
+ * collectives, which this replaces: a training forward with either is
+ * VQC_EINVAL. After a failure the two copies may differ. */
+vqc_status vqc_vq_device_forward(vqc_vq *vq, vqc_vq_device *dev,
+                                 const vqc_vq_ctx *ctx, const float *x,
+                                 int64_t M, bool train, int64_t *indices,
+                                 float *quantized, float *loss);
+
 #ifdef __cplusplus
 }
 #endif

@@ -58,22 +58,4 @@ vqc_status vqc_gpu_vq_renormalize(const float *cluster_size,
   return vqc_gpu_absent(__func__);
 }
 
-vqc_status vqc_gpu_vq_ema_update(vqc_comm *comm, const vqc_vq_params *p,
-                                 float *cluster_size, float *embed_avg,
-                                 float *embed, const float *x, int64_t M,
-                                 const int64_t *indices) {
-  (void)comm, (void)p, (void)cluster_size, (void)embed_avg, (void)embed,
-      (void)x, (void)M, (void)indices;
-  return vqc_gpu_absent(__func__);
-}
-
-vqc_status vqc_gpu_vq_forward(vqc_comm *comm, const vqc_vq_params *p,
-                              float *embed, float *cluster_size,
-                              float *embed_avg, const float *x, int64_t M,
-                              bool train, int64_t *indices, float *quantized) {
-  (void)comm, (void)p, (void)embed, (void)cluster_size, (void)embed_avg,
-      (void)x, (void)M, (void)train, (void)indices, (void)quantized;
-  return vqc_gpu_absent(__func__);
-}
-
 #endif /* !VQC_WITH_CUDA */

@@ -60,9 +60,10 @@
  * reads a half-reduced buffer as a result.
  *
  * Every NCCL call goes through NCCL_CALL and every CUDA call through
- * CUDA_CALL: a failure is VQC_ECOMM / VQC_ECUDA recorded with file:line,
- * the rank, the call and the library's error string (NCCL's last error
- * message too).
+ * CUDA_CALL (the library's one CUDA check, core/cuda/cuda_check.h): a
+ * failure is VQC_ECOMM / VQC_ECUDA (VQC_ENODEVICE when CUDA says there is
+ * no usable device) recorded with file:line, the rank, the call and the
+ * library's error string (NCCL's last error message too).
  *
  * Not thread-safe across calls on one comm (one rank thread drives it). */
 #include <cuda_runtime_api.h>
@@ -75,6 +76,7 @@
 
 #include "comm/comm_internal.h"
 #include "comm/mpi/mpi_common.h"
+#include "core/cuda/cuda_check.h"
 #include "vqc/comm.h"
 #include "vqc/gpu_base.h"
 #include "vqc/tensor.h"
@@ -123,14 +125,8 @@ static vqc_status nccl_check(ncclResult_t r, const nccl_world *w, int rank,
 #define NCCL_CALL(w, rank, call) \
   nccl_check((call), (w), (rank), __FILE__, __LINE__, #call)
 
-static vqc_status cuda_check(cudaError_t e, int rank, const char *file,
-                             int line, const char *call) {
-  if (e == cudaSuccess) return VQC_OK;
-  return vqc_error_at(VQC_ECUDA, file, line, "rank %d: %s failed: %s (%s)",
-                      rank, call, cudaGetErrorString(e), cudaGetErrorName(e));
-}
 #define CUDA_CALL(rank, call) \
-  cuda_check((call), (rank), __FILE__, __LINE__, #call)
+  vqc_cuda_checkf_at((call), __FILE__, __LINE__, "rank %d: %s", (rank), #call)
 
 /* ---- waiting against the deadline (pacing shared with comm_mpi.c:
  * mpi/mpi_common.h) */

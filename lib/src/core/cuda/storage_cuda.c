@@ -3,37 +3,19 @@
  *
  * Plain C: it calls cudaMalloc/cudaFree/cudaMemcpy/cudaMemset/
  * cudaGetDeviceCount through cuda_runtime_api.h, so no nvcc is needed here.
- * Every CUDA call goes through CUDA_CHECK, which records the caller's
- * file:line, the call and CUDA's error string through vqc_error_at. A machine
- * whose driver is missing or too old ("CUDA driver version is insufficient")
- * or that has no device counts as "no device" (VQC_ENODEVICE), not as a CUDA
- * failure, so callers can skip cleanly. */
+ * Every CUDA call goes through VQC_CUDA_CHECK (core/cuda/cuda_check.h, the
+ * one check the library, its kernels and the nccl backend share), which
+ * records the caller's file:line, the call and CUDA's error string through
+ * vqc_error_at. A machine whose driver is missing or too old ("CUDA driver
+ * version is insufficient") or that has no device counts as "no device"
+ * (VQC_ENODEVICE), not as a CUDA failure, so callers can skip cleanly. */
 #include <cuda_runtime_api.h>
 #include <stdbool.h>
 
+#include "core/cuda/cuda_check.h"
 #include "core/device.h"
 #include "vqc/status.h"
 #include "vqc/tensor.h"
-
-/* Errors that mean "there is no usable GPU here" rather than "the GPU
- * misbehaved". */
-static bool is_no_device_error(cudaError_t e) {
-  return e == cudaErrorNoDevice || e == cudaErrorInsufficientDriver ||
-         e == cudaErrorStubLibrary || e == cudaErrorSystemDriverMismatch ||
-         e == cudaErrorCompatNotSupportedOnDevice;
-}
-
-static vqc_status cuda_check(cudaError_t e, const char *call, const char *file,
-                             int line) {
-  if (e == cudaSuccess) return VQC_OK;
-  vqc_status s = is_no_device_error(e) ? VQC_ENODEVICE : VQC_ECUDA;
-  return vqc_error_at(s, file, line, "%s failed: %s (%s)", call,
-                      cudaGetErrorString(e), cudaGetErrorName(e));
-}
-
-/* Evaluates a CUDA runtime call and turns its result into a vqc_status,
- * recording file:line and the error string on failure. */
-#define CUDA_CHECK(call) cuda_check((call), #call, __FILE__, __LINE__)
 
 /* The device probe runs once per process; its answer cannot change while the
  * process lives. probe_state: 0 not yet probed, 1 available, 2 not. Two
@@ -46,9 +28,9 @@ bool vqc_cuda_available(void) {
   int state = __atomic_load_n(&probe_state, __ATOMIC_ACQUIRE);
   if (state == 0) {
     int count = 0;
-    /* Not through CUDA_CHECK on purpose: this query never fails and must not
-     * overwrite the caller's last error message. The reason is kept for the
-     * message of a later failing request (require_device). */
+    /* Not through VQC_CUDA_CHECK on purpose: this query never fails and
+     * must not overwrite the caller's last error message. The reason is kept
+     * for the message of a later failing request (require_device). */
     cudaError_t e = cudaGetDeviceCount(&count);
     if (e == cudaSuccess && count <= 0) e = cudaErrorNoDevice;
     __atomic_store_n(&probe_error, (int)e, __ATOMIC_RELAXED);
@@ -74,36 +56,38 @@ vqc_status vqc_device_alloc(void **dev, size_t nbytes) {
   VQC_TRY(require_device("device storage"));
   if (nbytes == 0)
     return vqc_error(VQC_EINVAL, "vqc_device_alloc: nbytes is 0");
-  return CUDA_CHECK(cudaMalloc(dev, nbytes));
+  return VQC_CUDA_CHECK(cudaMalloc(dev, nbytes));
 }
 
 void vqc_device_free(void *dev) {
   if (dev == NULL) return;
-  (void)CUDA_CHECK(cudaFree(dev));
+  (void)VQC_CUDA_CHECK(cudaFree(dev));
 }
 
 vqc_status vqc_device_memset_zero(void *dev, size_t nbytes) {
   if (nbytes == 0) return VQC_OK;
   VQC_TRY(require_device("device memset"));
-  return CUDA_CHECK(cudaMemset(dev, 0, nbytes));
+  return VQC_CUDA_CHECK(cudaMemset(dev, 0, nbytes));
 }
 
 vqc_status vqc_device_memcpy_h2d(void *dev, const void *host, size_t nbytes) {
   if (nbytes == 0) return VQC_OK;
   VQC_TRY(require_device("host-to-device copy"));
-  return CUDA_CHECK(cudaMemcpy(dev, host, nbytes, cudaMemcpyHostToDevice));
+  return VQC_CUDA_CHECK(
+      cudaMemcpy(dev, host, nbytes, cudaMemcpyHostToDevice));
 }
 
 vqc_status vqc_device_memcpy_d2h(void *host, const void *dev, size_t nbytes) {
   if (nbytes == 0) return VQC_OK;
   VQC_TRY(require_device("device-to-host copy"));
-  return CUDA_CHECK(cudaMemcpy(host, dev, nbytes, cudaMemcpyDeviceToHost));
+  return VQC_CUDA_CHECK(
+      cudaMemcpy(host, dev, nbytes, cudaMemcpyDeviceToHost));
 }
 
 vqc_status vqc_device_memcpy_d2d(void *dst_dev, const void *src_dev,
                                  size_t nbytes) {
   if (nbytes == 0) return VQC_OK;
   VQC_TRY(require_device("device-to-device copy"));
-  return CUDA_CHECK(
+  return VQC_CUDA_CHECK(
       cudaMemcpy(dst_dev, src_dev, nbytes, cudaMemcpyDeviceToDevice));
 }
