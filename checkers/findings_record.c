@@ -3,7 +3,6 @@
  * (findings_record.h). */
 #include "findings_record.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +11,7 @@
 #include "ledger_analysis.h"
 #include "rundir.h"
 #include "utf8.h"
-#include "trace.h" /* vqc_trace_read_line: bounded lines */
+#include "jsonl.h" /* bounded lines */
 
 vqc_status vqc_check_report(const vqc_check_ctx *ctx, int at,
                             const vqc_finding *x) {
@@ -24,43 +23,39 @@ vqc_status vqc_check_report(const vqc_check_ctx *ctx, int at,
 
 /* ---- reading back */
 
+/* What reading one record works on. */
+typedef struct record_reading {
+  vqc_findings *all;
+  int *nlines;
+} record_reading;
+
+/* One line of a record (jsonl.h): a finding line into rd->all. */
+static vqc_status finding_line(const vqc_jsonl_line *l, void *user) {
+  record_reading *rd = user;
+  const char *ev = json_string_value(json_object_get(l->json, "event"));
+  if (!ev || strcmp(ev, "finding") != 0)
+    return VQC_OK; /* a collective, another event, or not JSON */
+  vqc_finding x;
+  vqc_status s = vqc_finding_from_json(json_object_get(l->json, "finding"),
+                                       &x);
+  if (s != VQC_OK) {
+    char why[1024]; /* vqc_error overwrites the message it would quote */
+    snprintf(why, sizeof why, "%s", vqc_last_error());
+    return vqc_error(VQC_EPARSE, "%s:%ld: a finding line: %s", l->path,
+                     l->lineno, why);
+  }
+  VQC_TRY(vqc_findings_add(rd->all, &x));
+  if (rd->nlines) (*rd->nlines)++;
+  return VQC_OK;
+}
+
 /* Appends the finding lines of one record to all, in order. */
 static vqc_status read_record(const char *path, vqc_findings *all,
                               int *nlines) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    if (errno == ENOENT) return VQC_OK; /* gone since the listing */
-    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
-  }
-  char *buf = NULL;
-  size_t cap = 0, len = 0;
-  vqc_status s = VQC_OK;
-  for (long lineno = 1;; lineno++) {
-    s = vqc_trace_read_line(f, path, lineno, &buf, &cap, &len);
-    if (s != VQC_OK || len == 0) break;
-    json_t *j = vqc_json_loadb_mended(buf, len, JSON_REJECT_DUPLICATES, NULL,
-                                      NULL);
-    const char *ev = json_string_value(json_object_get(j, "event"));
-    if (!ev || strcmp(ev, "finding") != 0) {
-      json_decref(j); /* a collective, another event, or not JSON */
-      continue;
-    }
-    vqc_finding x;
-    s = vqc_finding_from_json(json_object_get(j, "finding"), &x);
-    json_decref(j);
-    if (s != VQC_OK) {
-      char why[1024]; /* vqc_error overwrites the message it would quote */
-      snprintf(why, sizeof why, "%s", vqc_last_error());
-      s = vqc_error(VQC_EPARSE, "%s:%ld: a finding line: %s", path, lineno,
-                    why);
-      break;
-    }
-    if ((s = vqc_findings_add(all, &x)) != VQC_OK) break;
-    if (nlines) (*nlines)++;
-  }
-  free(buf);
-  fclose(f);
-  return s;
+  record_reading rd = {all, nlines};
+  const vqc_jsonl_opts opts = {VQC_JSONL_SKIP_BAD, JSON_REJECT_DUPLICATES,
+                               NULL};
+  return vqc_jsonl_read(path, &opts, finding_line, &rd, NULL);
 }
 
 /* Stable order by step (insertion sort: records hold a handful). */

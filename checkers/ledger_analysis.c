@@ -10,7 +10,11 @@
  *
  * Call sites repeat a lot (a training loop calls the same few collectives
  * thousands of times), so parsed records keep an index into a table of
- * distinct sites instead of their own copies of the strings. */
+ * distinct sites instead of their own copies of the strings.
+ *
+ * Lines are read through jsonl.h (bounded, mended) and a ledger line is
+ * written and decoded by ledger_record.h; what is here is what the
+ * analysis makes of them (which names it compares, the fingerprints). */
 #include "ledger_analysis.h"
 #include "utf8.h"
 
@@ -29,7 +33,9 @@
 #include <unistd.h>
 
 #include "rundir.h"
-#include "trace.h" /* vqc_trace_read_line: bounded lines */
+#include "jsonl.h"
+#include "ledger_record.h"
+#include "trace.h" /* VQC_TRACE_LINE_MAX */
 #include "vqc/digest.h"
 #include "vqc/fsutil.h"
 #include "vqc/tensor.h"
@@ -153,27 +159,12 @@ vqc_status vqc_status_dump_path(const char *run_dir, int rank, char *buf,
 
 /* ---- writing */
 
-/* The record as an object with the fields of a ledger dump line. */
+/* The record as an object with the fields of a ledger line
+ * (ledger_record.h). */
 static json_t *record_json(const vqc_ledger_record *r) {
-  json_t *j = json_object();
-  json_object_set_new(j, "seq", json_integer((json_int_t)r->seq));
-  json_object_set_new(j, "rank", json_integer(r->rank));
-  json_object_set_new(j, "op", json_string(vqc_coll_name(r->op)));
-  json_object_set_new(j, "redop",
-                      json_string(r->op == VQC_COLL_ALL_REDUCE
-                                      ? vqc_redop_name(r->redop)
-                                      : ""));
-  json_object_set_new(j, "dtype", json_string(vqc_dtype_name(r->dtype)));
-  json_object_set_new(j, "count", json_integer((json_int_t)r->count));
-  json_object_set_new(j, "root", json_integer(r->root));
-  json_object_set_new(j, "file", json_string(r->site.file ? r->site.file : ""));
-  json_object_set_new(j, "line", json_integer(r->site.line));
-  json_object_set_new(j, "func", json_string(r->site.func ? r->site.func : ""));
-  json_object_set_new(j, "t_enter_ns", json_integer((json_int_t)r->t_enter_ns));
-  json_object_set_new(j, "t_exit_ns", json_integer((json_int_t)r->t_exit_ns));
-  json_object_set_new(j, "state", json_string(vqc_record_state_name(r->state)));
-  json_object_set_new(j, "status", json_string(vqc_status_name(r->status)));
-  return j;
+  vqc_ledger_line l;
+  vqc_ledger_line_of(r, &l);
+  return vqc_ledger_line_json(&l);
 }
 
 vqc_status vqc_rank_dump_write(const char *run_dir, vqc_ledger *ledger,
@@ -447,76 +438,50 @@ static vqc_status get_str(const json_t *j, const char *key, const char *path,
   return VQC_OK;
 }
 
-/* Parses one ledger line (already a JSON object) into *r. */
-static vqc_status parse_record(const json_t *j, int rank, const char *path,
+/* One decoded ledger line l (line `line` of path) into *r: the names it
+ * uses checked against what the analysis compares. */
+static vqc_status parse_record(const vqc_ledger_line *l, const char *path,
                                long line, site_table *sites, drec *r) {
-  long long v = 0;
-  const char *s = NULL;
   memset(r, 0, sizeof *r);
-  VQC_TRY(get_int(j, "seq", 0, INT64_MAX, path, line, &v));
-  r->seq = (uint64_t)v;
-  VQC_TRY(get_int(j, "rank", 0, INT32_MAX, path, line, &v));
-  if (v != rank)
-    return vqc_error(VQC_EPARSE, "%s:%ld: field 'rank': %lld in the dump of "
-                     "rank %d",
-                     path, line, v, rank);
-
-  VQC_TRY(get_str(j, "op", path, line, &s));
-  r->op = record_op_index(s);
+  r->seq = l->seq;
+  r->op = record_op_index(l->op);
   if (r->op < 0)
     return vqc_error(VQC_EPARSE, "%s:%ld: field 'op': unknown collective "
                      "'%s' (expected one of vqcheck's, all_reduce, "
                      "all_gather, all_gatherv, broadcast or barrier, or a "
                      "torch.distributed collective such as reduce_scatter)",
-                     path, line, s);
+                     path, line, l->op);
   const record_op *kind = &record_ops[r->op];
 
-  VQC_TRY(get_str(j, "redop", path, line, &s));
   r->redop = -1;
   if (kind->redop) {
-    r->redop = name_index(record_redops, NRECORD_REDOPS, s);
+    r->redop = name_index(record_redops, NRECORD_REDOPS, l->redop);
     if (r->redop < 0)
       return vqc_error(VQC_EPARSE, "%s:%ld: field 'redop': unknown reduction "
                        "'%s' (expected sum, min, max, product, avg, band, "
                        "bor, bxor, premul_sum, or MPI's land, lor, lxor, "
                        "maxloc, minloc, replace, no_op, user)",
-                       path, line, s);
+                       path, line, l->redop);
   }
 
-  VQC_TRY(get_str(j, "dtype", path, line, &s));
   vqc_digest_type dt;
-  if (s[0] == '\0')
+  if (l->dtype[0] == '\0')
     r->dtype = 0;
-  else if (vqc_digest_type_by_name(s, &dt) == VQC_OK)
+  else if (vqc_digest_type_by_name(l->dtype, &dt) == VQC_OK)
     r->dtype = dt.code;
   else
     return vqc_error(VQC_EPARSE, "%s:%ld: field 'dtype': unknown dtype '%s' "
                      "(expected float32, bfloat16, int64, ... or \"\" for "
                      "none)",
-                     path, line, s);
-  VQC_TRY(get_int(j, "count", 0, INT64_MAX, path, line, &v));
-  r->count = (uint64_t)v;
-  VQC_TRY(get_int(j, "root", -1, INT32_MAX, path, line, &v));
-  r->root = (int)v;
+                     path, line, l->dtype);
+  r->count = l->count;
+  r->root = l->root;
 
-  const char *file = NULL, *func = NULL;
-  VQC_TRY(get_str(j, "file", path, line, &file));
-  VQC_TRY(get_str(j, "func", path, line, &func));
-  VQC_TRY(get_int(j, "line", 0, INT32_MAX, path, line, &v));
-  long id = sites_intern(sites, file, (int)v, func);
+  long id = sites_intern(sites, l->file, l->line, l->func);
   if (id < 0) return vqc_error(VQC_ENOMEM, "no memory for call sites");
   r->site = (uint32_t)id;
-
-  VQC_TRY(get_str(j, "state", path, line, &s));
-  if (strcmp(s, "entered") == 0) r->state = VQC_REC_ENTERED;
-  else if (strcmp(s, "done") == 0) r->state = VQC_REC_DONE;
-  else if (strcmp(s, "failed") == 0) r->state = VQC_REC_FAILED;
-  else
-    return vqc_error(VQC_EPARSE, "%s:%ld: field 'state': '%s' (expected "
-                     "entered, done or failed)",
-                     path, line, s);
-  VQC_TRY(get_str(j, "status", path, line, &s));
-  snprintf(r->status, sizeof r->status, "%s", s);
+  r->state = l->state;
+  snprintf(r->status, sizeof r->status, "%s", l->status);
 
   /* The fields strict mode compares (vqc_fingerprint_of); for vqcheck's own
    * collectives the same values, as op and dtype codes coincide. */
@@ -532,11 +497,7 @@ static vqc_status parse_record(const json_t *j, int rank, const char *path,
    * collectives by their order alone, and a program may legally call one
    * from different lines on different ranks (the root's branch and the
    * others'), so the call site is told but not compared. */
-  const json_t *any = json_object_get(j, "any_site");
-  if (any && !json_is_boolean(any))
-    return vqc_error(VQC_EPARSE, "%s:%ld: field 'any_site': expected true "
-                     "or false", path, line);
-  if (json_is_true(any)) r->fp.site_hash = 0;
+  if (l->any_site) r->fp.site_hash = 0;
   return VQC_OK;
 }
 
@@ -552,58 +513,48 @@ static vqc_status push_record(rank_dump *d, const drec *r) {
   return VQC_OK;
 }
 
+/* What a reader of one rank's ledger lines works on. */
+typedef struct ledger_reading {
+  int rank;
+  site_table *sites;
+  rank_dump *d;         /* the world's records */
+  proc_groups *groups;  /* NULL: lines naming a group are the world's */
+  vqc_live_info *info;  /* a live record's events; NULL for a dump */
+} ledger_reading;
+
+/* One line of a dump (jsonl.h). */
+static vqc_status dump_line(const vqc_jsonl_line *l, void *user) {
+  ledger_reading *rd = user;
+  rank_dump *d = rd->d;
+  if (!l->json)
+    return vqc_error(VQC_EPARSE, "%s:%ld: not a JSON object: %s (column %d)",
+                     l->path, l->lineno, l->err->text, l->err->column);
+  if (!json_is_object(l->json))
+    return vqc_error(VQC_EPARSE, "%s:%ld: expected a JSON object per line",
+                     l->path, l->lineno);
+  drec r;
+  vqc_ledger_line ll; /* ledger_record.h */
+  vqc_status s = vqc_ledger_line_decode(l->json, rd->rank, l->path,
+                                        l->lineno, 0, &ll);
+  if (s == VQC_OK) s = parse_record(&ll, l->path, l->lineno, rd->sites, &r);
+  vqc_ledger_line_release(&ll);
+  if (s != VQC_OK) return s;
+  if (d->n > 0 && r.seq <= d->recs[d->n - 1].seq)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'seq': %" PRIu64 " after %"
+                     PRIu64 " (sequence numbers must increase)",
+                     l->path, l->lineno, r.seq, d->recs[d->n - 1].seq);
+  return push_record(d, &r);
+}
+
 static vqc_status read_ledger(const char *path, int rank, site_table *sites,
                               rank_dump *d) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    if (errno == ENOENT) return VQC_OK; /* no dump: present stays false */
-    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
-  }
-  d->present = true;
-  d->dumped = true;
-  char *buf = NULL;
-  size_t bufn = 0;
-  long line = 0;
-  vqc_status s = VQC_OK;
-  size_t len;
-  /* Bounded lines (trace.h): a dump that is not one cannot make this hold
+  /* Bounded lines (jsonl.h): a dump that is not one cannot make this hold
    * a gigabyte line. */
-  while (s == VQC_OK &&
-         (s = vqc_trace_read_line(f, path, line + 1, &buf, &bufn, &len)) ==
-             VQC_OK &&
-         len > 0) {
-    line++;
-    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-      buf[--len] = '\0';
-    if (len == 0) continue; /* blank lines carry nothing */
-    json_error_t err;
-    json_t *j = vqc_json_loadb_mended(buf, (size_t)len, JSON_REJECT_DUPLICATES,
-                                      &err, NULL);
-    if (!j) {
-      s = vqc_error(VQC_EPARSE, "%s:%ld: not a JSON object: %s (column %d)",
-                    path, line, err.text, err.column);
-      break;
-    }
-    drec r;
-    if (!json_is_object(j))
-      s = vqc_error(VQC_EPARSE, "%s:%ld: expected a JSON object per line",
-                    path, line);
-    else
-      s = parse_record(j, rank, path, line, sites, &r);
-    json_decref(j);
-    if (s != VQC_OK) break;
-    if (d->n > 0 && r.seq <= d->recs[d->n - 1].seq) {
-      s = vqc_error(VQC_EPARSE, "%s:%ld: field 'seq': %" PRIu64 " after %"
-                    PRIu64 " (sequence numbers must increase)",
-                    path, line, r.seq, d->recs[d->n - 1].seq);
-      break;
-    }
-    s = push_record(d, &r);
-  }
-  if (s == VQC_OK && ferror(f))
-    s = vqc_error(VQC_EIO, "read error in %s", path);
-  free(buf);
-  fclose(f);
+  ledger_reading rd = {rank, sites, d, NULL, NULL};
+  const vqc_jsonl_opts opts = {0, JSON_REJECT_DUPLICATES, NULL};
+  bool present = false; /* no dump: d->present stays false */
+  vqc_status s = vqc_jsonl_read(path, &opts, dump_line, &rd, &present);
+  if (present) d->present = d->dumped = true;
   return s;
 }
 
@@ -744,25 +695,22 @@ vqc_status vqc_live_open(const char *run_dir, int rank, int size,
 
 void vqc_live_record(vqc_live *l, const vqc_ledger_record *r) {
   if (!l || !r) return;
+  vqc_ledger_line ll; /* ledger_record.h */
+  vqc_ledger_line_of(r, &ll);
   char line[2048];
-  size_t k = (size_t)snprintf(
-      line, sizeof line,
-      "{\"seq\":%" PRIu64 ",\"rank\":%d,\"op\":\"%s\",\"redop\":\"%s\","
-      "\"dtype\":\"%s\",\"count\":%zu,\"root\":%d,\"file\":\"",
-      r->seq, r->rank, vqc_coll_name(r->op),
-      r->op == VQC_COLL_ALL_REDUCE ? vqc_redop_name(r->redop) : "",
-      vqc_dtype_name(r->dtype), r->count, r->root);
-  append_escaped(line, &k, sizeof line - 400, r->site.file);
-  k += (size_t)snprintf(line + k, sizeof line - k, "\",\"line\":%d,\"func\":"
-                        "\"", r->site.line);
-  append_escaped(line, &k, sizeof line - 300, r->site.func);
-  k += (size_t)snprintf(line + k, sizeof line - k,
-                        "\",\"t_enter_ns\":%" PRIu64 ",\"t_exit_ns\":%" PRIu64
-                        ",\"state\":\"%s\",\"status\":\"%s\"}\n",
-                        r->t_enter_ns, r->t_exit_ns,
-                        vqc_record_state_name(r->state),
-                        vqc_status_name(r->status));
-  live_write(l, line, k);
+  const size_t k = vqc_ledger_line_format(&ll, 0, line, sizeof line);
+  if (k < sizeof line) {
+    live_write(l, line, k);
+    return;
+  }
+  char *big = malloc(k + 1); /* a site name of kilobytes */
+  if (!big) {
+    l->write_failed = true; /* the record is no longer complete */
+    return;
+  }
+  vqc_ledger_line_format(&ll, 0, big, k + 1);
+  live_write(l, big, k);
+  free(big);
 }
 
 void vqc_live_step(vqc_live *l, int64_t step) {
@@ -1100,50 +1048,66 @@ static vqc_status group_find(proc_groups *g, const char *name,
   return VQC_OK;
 }
 
-/* When ledger line j names a process group ("group": its world ranks,
+/* When ledger line l names a process group ("group": its world ranks,
  * "group_name"), *into becomes that group's dump of `rank`; else it stays.
  * VQC_EPARSE naming path:line for a group that is not one: not an array of
  * distinct ranks of the run holding `rank`. */
-static vqc_status group_line(const json_t *j, int rank, const char *path,
-                             long line, proc_groups *groups,
-                             rank_dump **into) {
-  const json_t *jg = json_object_get(j, "group");
-  if (!jg || json_is_null(jg) || !groups) return VQC_OK;
-  const size_t n = json_array_size(jg);
-  if (!json_is_array(jg) || n == 0 || n > (size_t)groups->size)
+static vqc_status group_line(const vqc_ledger_line *l, int rank,
+                             const char *path, long line,
+                             proc_groups *groups, rank_dump **into) {
+  if (!l->has_group || !groups) return VQC_OK;
+  const int n = l->ngroup;
+  if (n <= 0 || n > groups->size)
     return vqc_error(VQC_EPARSE, "%s:%ld: field 'group': expected an array "
                      "of 1 to %d ranks (the process group's world ranks)",
                      path, line, groups->size);
-  int stack[64];
-  int *ranks = n <= 64 ? stack : malloc(n * sizeof *ranks);
-  if (!ranks) return vqc_error(VQC_ENOMEM, "no memory for a group");
-  vqc_status s = VQC_OK;
+  const int *ranks = l->group;
   bool holds = false;
-  for (size_t i = 0; i < n && s == VQC_OK; i++) {
-    const json_t *v = json_array_get(jg, i);
-    const long long r = json_is_integer(v) ? json_integer_value(v) : -1;
-    if (r < 0 || r >= groups->size) {
-      s = vqc_error(VQC_EPARSE, "%s:%ld: field 'group': element %zu is not "
-                    "a rank of the run (0..%d)", path, line, i,
-                    groups->size - 1);
-      break;
-    }
-    ranks[i] = (int)r;
-    holds |= r == rank;
-    for (size_t k = 0; k < i; k++)
+  for (int i = 0; i < n; i++) {
+    if (ranks[i] < 0 || ranks[i] >= groups->size)
+      return vqc_error(VQC_EPARSE, "%s:%ld: field 'group': element %d is "
+                       "not a rank of the run (0..%d)", path, line, i,
+                       groups->size - 1);
+    holds |= ranks[i] == rank;
+    for (int k = 0; k < i; k++)
       if (ranks[k] == ranks[i])
-        s = vqc_error(VQC_EPARSE, "%s:%ld: field 'group': rank %lld twice",
-                      path, line, r);
+        return vqc_error(VQC_EPARSE, "%s:%ld: field 'group': rank %d twice",
+                         path, line, ranks[i]);
   }
-  if (s == VQC_OK && !holds)
-    s = vqc_error(VQC_EPARSE, "%s:%ld: field 'group': rank %d's line names "
-                  "a group without rank %d", path, line, rank, rank);
-  const json_t *jn = json_object_get(j, "group_name");
-  const char *name = json_is_string(jn) ? json_string_value(jn) : "";
+  if (!holds)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'group': rank %d's line "
+                     "names a group without rank %d", path, line, rank, rank);
   proc_group *g = NULL;
-  if (s == VQC_OK) s = group_find(groups, name, ranks, (int)n, &g);
-  if (s == VQC_OK) *into = &g->dumps[rank];
-  if (ranks != stack) free(ranks);
+  VQC_TRY(group_find(groups, l->group_name, ranks, n, &g));
+  *into = &g->dumps[rank];
+  return VQC_OK;
+}
+
+/* One line of a live record (jsonl.h). */
+static vqc_status live_line(const vqc_jsonl_line *l, void *user) {
+  ledger_reading *rd = user;
+  if (!json_is_object(l->json)) {
+    if (!rd->d || l->torn) return VQC_OK; /* lenient, or a cut last line */
+    return vqc_error(VQC_EPARSE, "%s:%ld: not a JSON object%s%s", l->path,
+                     l->lineno, l->json ? "" : ": ",
+                     l->json ? "" : l->err->text);
+  }
+  if (json_object_get(l->json, "event")) {
+    live_event(l->json, rd->info);
+    return VQC_OK;
+  }
+  rd->info->records++;
+  if (!rd->d) return VQC_OK;
+  drec r;
+  rank_dump *into = rd->d; /* the world's, or a process group's */
+  vqc_ledger_line ll; /* ledger_record.h */
+  vqc_status s = vqc_ledger_line_decode(l->json, rd->rank, l->path,
+                                        l->lineno, 0, &ll);
+  if (s == VQC_OK)
+    s = group_line(&ll, rd->rank, l->path, l->lineno, rd->groups, &into);
+  if (s == VQC_OK) s = parse_record(&ll, l->path, l->lineno, rd->sites, &r);
+  vqc_ledger_line_release(&ll);
+  if (s == VQC_OK) s = merge_record(into, &r);
   return s;
 }
 
@@ -1151,63 +1115,14 @@ static vqc_status group_line(const json_t *j, int rank, const char *path,
  * lines into d (strictly: a malformed line is VQC_EPARSE naming file:line,
  * except a last line without its newline, which a full disk can cut).
  * Without d, lines that do not parse are skipped. */
-static vqc_status group_line(const json_t *j, int rank, const char *path,
-                             long line, proc_groups *groups,
-                             rank_dump **into);
-
 static vqc_status read_live(const char *path, int rank, site_table *sites,
                             rank_dump *d, proc_groups *groups,
                             vqc_live_info *info) {
   memset(info, 0, sizeof *info);
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    if (errno == ENOENT) return VQC_OK;
-    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
-  }
-  info->exists = true;
-  char *buf = NULL;
-  size_t bufn = 0;
-  long line = 0;
-  vqc_status s = VQC_OK;
-  size_t len;
-  while (s == VQC_OK &&
-         (s = vqc_trace_read_line(f, path, line + 1, &buf, &bufn, &len)) ==
-             VQC_OK &&
-         len > 0) {
-    line++;
-    const bool whole = len > 0 && buf[len - 1] == '\n';
-    while (len > 0 && (buf[len - 1] == '\n' || buf[len - 1] == '\r'))
-      buf[--len] = '\0';
-    if (len == 0) continue;
-    json_error_t err;
-    json_t *j = vqc_json_loadb_mended(buf, (size_t)len, JSON_REJECT_DUPLICATES,
-                                      &err, NULL);
-    if (!json_is_object(j)) {
-      json_decref(j);
-      if (!d || !whole) continue; /* lenient, or a cut last line */
-      s = vqc_error(VQC_EPARSE, "%s:%ld: not a JSON object%s%s", path, line,
-                    j ? "" : ": ", j ? "" : err.text);
-      break;
-    }
-    if (json_object_get(j, "event")) {
-      live_event(j, info);
-    } else {
-      info->records++;
-      if (d) {
-        drec r;
-        rank_dump *into = d; /* the world's, or a process group's */
-        s = group_line(j, rank, path, line, groups, &into);
-        if (s == VQC_OK) s = parse_record(j, rank, path, line, sites, &r);
-        if (s == VQC_OK) s = merge_record(into, &r);
-      }
-    }
-    json_decref(j);
-  }
-  if (s == VQC_OK && ferror(f))
-    s = vqc_error(VQC_EIO, "read error in %s", path);
-  free(buf);
-  fclose(f);
-  return s;
+  ledger_reading rd = {rank, sites, d, groups, info};
+  const vqc_jsonl_opts opts = {d ? VQC_JSONL_SKIP_TORN : VQC_JSONL_SKIP_BAD,
+                               JSON_REJECT_DUPLICATES, NULL};
+  return vqc_jsonl_read(path, &opts, live_line, &rd, &info->exists);
 }
 
 vqc_status vqc_live_scan(const char *run_dir, int rank, vqc_live_info *out) {
@@ -1884,113 +1799,164 @@ static vqc_status report_mismatch(const analysis *a, uint64_t seq,
 /* Appends the findings for sequence number seq: the first one not settled
  * (stuck) or, when !stuck, one past the last record (only failed ranks can
  * be reported then). */
-static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
-                         vqc_findings *out, int *nadded) {
-  int size = a->size;
-  int *failed = malloc((size_t)size * sizeof *failed);
-  int *group = malloc((size_t)size * sizeof *group); /* per rank; -1 none */
-  vqc_coll_fingerprint *gfp = malloc((size_t)size * sizeof *gfp);
-  int *gn = calloc((size_t)size, sizeof *gn);
-  int *glow = malloc((size_t)size * sizeof *glow);
-  const drec **grec = malloc((size_t)size * sizeof *grec);
-  int *entered = malloc((size_t)size * sizeof *entered);
-  int *missing = malloc((size_t)size * sizeof *missing);
-  char (*where)[768] = malloc((size_t)size * sizeof *where);
-  int *wgroup = malloc((size_t)size * sizeof *wgroup);
-  int *wranks = malloc((size_t)size * sizeof *wranks);
-  vqc_status s = VQC_OK;
-  if (!failed || !group || !gfp || !gn || !glow || !grec || !entered ||
-      !missing || !where || !wgroup || !wranks) {
-    s = vqc_error(VQC_ENOMEM, "no memory for the analysis of %d ranks", size);
-    goto done;
-  }
+/* ---- report(): group, classify, emit
+ *
+ * What the ranks did at seq, in three stages: the ranks grouped by the
+ * collective they have there (verdict_group), what that is
+ * (verdict_classify: a mismatch, ranks that failed, a hang, calls that
+ * returned apart), then the findings it makes (emit_mismatch,
+ * emit_deadlock, emit_rank_failure, in that order). */
 
-  int nfailed = 0;
+/* What the stages find at one sequence number; per-rank arrays of a->size
+ * entries. */
+typedef struct verdict {
+  uint64_t seq;
+  bool stuck;
+  /* verdict_group */
+  int *failed, nfailed;          /* failed ranks (rank_dump.failed) */
+  int *group;                    /* per rank: its group at seq; -1 none */
+  vqc_coll_fingerprint *gfp;     /* per group: the collective */
+  int *gn, *glow;                /* per group: how many ranks, the lowest */
+  const drec **grec;             /* per group: the lowest rank's record */
+  int ngroups;
+  int expected;                  /* the group of "the" collective; -1 */
+  bool args_differ;              /* one call site, other arguments */
+  int *entered, nentered;        /* ranks in the expected group */
+  int *missing, nmissing;        /* the others of this pass */
+  char (*where)[768];            /* per missing rank: where it is */
+  /* verdict_classify */
+  bool mismatch;                 /* a collective_mismatch at seq */
+  bool only_failed;              /* failed ranks alone explain seq */
+  bool returned_apart;           /* different calls that all returned */
+  bool left_early;               /* every missing rank ended cleanly */
+  /* scratch for emit_deadlock */
+  int *wgroup, *wranks;
+} verdict;
+
+static void verdict_free(verdict *v) {
+  free(v->failed);
+  free(v->group);
+  free(v->gfp);
+  free(v->gn);
+  free(v->glow);
+  free(v->grec);
+  free(v->entered);
+  free(v->missing);
+  free(v->where);
+  free(v->wgroup);
+  free(v->wranks);
+}
+
+static vqc_status verdict_alloc(verdict *v, int size, uint64_t seq,
+                                bool stuck) {
+  memset(v, 0, sizeof *v);
+  v->seq = seq;
+  v->stuck = stuck;
+  v->expected = -1;
+  v->failed = malloc((size_t)size * sizeof *v->failed);
+  v->group = malloc((size_t)size * sizeof *v->group);
+  v->gfp = malloc((size_t)size * sizeof *v->gfp);
+  v->gn = calloc((size_t)size, sizeof *v->gn);
+  v->glow = malloc((size_t)size * sizeof *v->glow);
+  v->grec = malloc((size_t)size * sizeof *v->grec);
+  v->entered = malloc((size_t)size * sizeof *v->entered);
+  v->missing = malloc((size_t)size * sizeof *v->missing);
+  v->where = malloc((size_t)size * sizeof *v->where);
+  v->wgroup = malloc((size_t)size * sizeof *v->wgroup);
+  v->wranks = malloc((size_t)size * sizeof *v->wranks);
+  if (!v->failed || !v->group || !v->gfp || !v->gn || !v->glow || !v->grec ||
+      !v->entered || !v->missing || !v->where || !v->wgroup || !v->wranks)
+    return vqc_error(VQC_ENOMEM, "no memory for the analysis of %d ranks",
+                     size);
+  return VQC_OK;
+}
+
+/* The failed ranks, and (when stuck) the ranks grouped by the collective
+ * they have at seq: which group is "the" collective, who entered it, who
+ * did not and where they are. */
+static void verdict_group(const analysis *a, verdict *v) {
+  const int size = a->size;
+  const uint64_t seq = v->seq;
   for (int r = 0; r < size; r++)
-    if (a->dumps[r].failed) failed[nfailed++] = r;
+    if (a->dumps[r].failed) v->failed[v->nfailed++] = r;
+  if (!v->stuck) return;
 
-  /* Group the ranks that have a record at seq by fingerprint. */
-  int ngroups = 0, nentered = 0, nmissing = 0;
-  int expected = -1;
-  bool args_differ = false; /* one call site, other arguments */
-  if (stuck) {
-    for (int r = 0; r < size; r++) {
-      group[r] = -1;
-      const rank_dump *d = &a->dumps[r];
-      long i = d->present ? find_seq(d, seq) : -1;
-      if (i < 0) continue;
-      const drec *x = &d->recs[i];
-      int g = 0;
-      while (g < ngroups && !vqc_fingerprint_equal(&gfp[g], &x->fp)) g++;
-      if (g == ngroups) {
-        gfp[g] = x->fp;
-        glow[g] = r;
-        grec[g] = x;
-        ngroups++;
-      }
-      gn[g]++;
-      group[r] = g;
+  int *group = v->group, *gn = v->gn, *glow = v->glow;
+  vqc_coll_fingerprint *gfp = v->gfp;
+  int ngroups = 0;
+  for (int r = 0; r < size; r++) {
+    group[r] = -1;
+    const rank_dump *d = &a->dumps[r];
+    long i = d->present ? find_seq(d, seq) : -1;
+    if (i < 0) continue;
+    const drec *x = &d->recs[i];
+    int g = 0;
+    while (g < ngroups && !vqc_fingerprint_equal(&gfp[g], &x->fp)) g++;
+    if (g == ngroups) {
+      gfp[g] = x->fp;
+      glow[g] = r;
+      v->grec[g] = x;
+      ngroups++;
     }
-    /* History from the lowest rank with records before seq: before seq
-     * every rank agreed, so any of them tells the common story. */
-    size_t nhist = 0;
-    vqc_coll_fingerprint *hist = NULL;
-    for (int r = 0; r < size && !hist; r++)
-      if (a->dumps[r].present && a->dumps[r].n > 0)
-        hist = history_of(&a->dumps[r], seq, HISTORY_MAX, &nhist);
-    expected = ngroups > 0 ? vqc_pick_expected(gfp, gn, glow, ngroups, hist,
-                                               nhist)
-                           : -1;
-    /* One call site called with other arguments, unless every call there
-     * is one the program made before: a loop over tensors of several sizes
-     * at one line (each gradient all_reduced in turn), where a rank that
-     * skipped one pairs its next with the others' skipped one. That is a
-     * misaligned call, told as one. */
-    args_differ = same_call(gfp, ngroups);
-    bool all_made_before = args_differ;
-    for (int g = 0; all_made_before && g < ngroups; g++) {
-      bool made = false;
-      for (size_t j = 0; j < nhist && !made; j++)
-        made = vqc_fingerprint_equal(&hist[j], &gfp[g]);
-      all_made_before = made;
-    }
-    if (all_made_before) args_differ = false;
-    free(hist);
-    for (int r = 0; r < size; r++) {
-      if (!in_pass(a, r)) continue;
-      if (expected >= 0 && group[r] == expected) {
-        entered[nentered++] = r;
-      } else {
-        where_of(a, r, seq, where[nmissing], sizeof where[0]);
-        missing[nmissing++] = r;
-      }
+    gn[g]++;
+    group[r] = g;
+  }
+  v->ngroups = ngroups;
+  /* History from the lowest rank with records before seq: before seq
+   * every rank agreed, so any of them tells the common story. */
+  size_t nhist = 0;
+  vqc_coll_fingerprint *hist = NULL;
+  for (int r = 0; r < size && !hist; r++)
+    if (a->dumps[r].present && a->dumps[r].n > 0)
+      hist = history_of(&a->dumps[r], seq, HISTORY_MAX, &nhist);
+  v->expected = ngroups > 0 ? vqc_pick_expected(gfp, gn, glow, ngroups,
+                                                hist, nhist)
+                            : -1;
+  /* One call site called with other arguments, unless every call there
+   * is one the program made before: a loop over tensors of several sizes
+   * at one line (each gradient all_reduced in turn), where a rank that
+   * skipped one pairs its next with the others' skipped one. That is a
+   * misaligned call, told as one. */
+  bool args_differ = same_call(gfp, ngroups);
+  bool all_made_before = args_differ;
+  for (int g = 0; all_made_before && g < ngroups; g++) {
+    bool made = false;
+    for (size_t j = 0; j < nhist && !made; j++)
+      made = vqc_fingerprint_equal(&hist[j], &gfp[g]);
+    all_made_before = made;
+  }
+  if (all_made_before) args_differ = false;
+  v->args_differ = args_differ;
+  free(hist);
+  for (int r = 0; r < size; r++) {
+    if (!in_pass(a, r)) continue;
+    if (v->expected >= 0 && group[r] == v->expected) {
+      v->entered[v->nentered++] = r;
+    } else {
+      where_of(a, r, seq, v->where[v->nmissing], sizeof v->where[0]);
+      v->missing[v->nmissing++] = r;
     }
   }
+}
 
+/* What the groups make: a collective_mismatch (then the failed ranks whose
+ * record stops in that call died of it, and are its story, not failures
+ * of their own), failed ranks that explain the stuck collective alone,
+ * calls that returned apart, ranks that left early. */
+static void verdict_classify(const analysis *a, verdict *v) {
+  const uint64_t seq = v->seq;
   /* ---- collective_mismatch: one call site called with other arguments
-   * (ledger_analysis.h). The failed ranks whose record stops in that call
-   * died of it: the mismatch tells them, with what killed them. */
-  const bool mismatch = stuck && expected >= 0 && args_differ;
-  if (mismatch) {
-    int64_t fstep = step;
-    for (int r = 0; fstep < 0 && r < size; r++)
-      if (group[r] >= 0 && a->dumps[r].has_status && a->dumps[r].step >= 0)
-        fstep = a->dumps[r].step;
-    /* Live records only (the Python bridge): the step they were in. */
-    for (int r = 0; fstep < 0 && r < size; r++)
-      if (group[r] >= 0 && a->dumps[r].live.started)
-        fstep = a->dumps[r].live.steps_done;
-    s = report_mismatch(a, seq, fstep, group, gfp, gn, grec, ngroups,
-                        expected, out, nadded);
-    if (s != VQC_OK) goto done;
+   * (ledger_analysis.h). */
+  v->mismatch = v->stuck && v->expected >= 0 && v->args_differ;
+  if (v->mismatch) {
     int kept = 0;
-    for (int i = 0; i < nfailed; i++) {
-      const rank_dump *d = &a->dumps[failed[i]];
-      const bool died_in_it = group[failed[i]] >= 0 &&
+    for (int i = 0; i < v->nfailed; i++) {
+      const rank_dump *d = &a->dumps[v->failed[i]];
+      const bool died_in_it = v->group[v->failed[i]] >= 0 &&
                               find_seq(d, seq) == (long)d->n - 1;
-      if (!died_in_it) failed[kept++] = failed[i];
+      if (!died_in_it) v->failed[kept++] = v->failed[i];
     }
-    nfailed = kept;
+    v->nfailed = kept;
   }
 
   /* ---- deadlock: unless failed ranks alone explain the stuck collective.
@@ -1998,12 +1964,12 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
    * SIGTERM, a supervisor's kill) are excused too: they were cut off on
    * their way, not stuck. */
   int nexcused = 0;
-  for (int i = 0; i < nmissing; i++) {
-    const rank_dump *d = &a->dumps[missing[i]];
-    if (d->failed || (nfailed > 0 && d->terminated)) nexcused++;
+  for (int i = 0; i < v->nmissing; i++) {
+    const rank_dump *d = &a->dumps[v->missing[i]];
+    if (d->failed || (v->nfailed > 0 && d->terminated)) nexcused++;
   }
-  bool only_failed = ngroups <= 1 && nexcused == nmissing &&
-                     (nfailed > 0 || nmissing == 0);
+  v->only_failed = v->ngroups <= 1 && nexcused == v->nmissing &&
+                   (v->nfailed > 0 || v->nmissing == 0);
   /* Different collectives at seq that every rank completed, in a run where
    * no rank was left waiting in any collective: the backend paired calls
    * that do not match (gloo and NCCL check neither op, root nor call site,
@@ -2012,8 +1978,8 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
    * the odd call's site. When the misalignment did end in a hang (or
    * vqcheck's comm refused it) it stays a deadlock, as the catalogue's
    * skipped collective (spec/bugs.md #3). */
-  bool returned_apart = stuck && ngroups > 1;
-  for (int r = 0; r < size && returned_apart; r++) {
+  bool returned_apart = v->stuck && v->ngroups > 1;
+  for (int r = 0; r < a->size && returned_apart; r++) {
     const rank_dump *d = &a->dumps[r];
     if (!d->present) continue;
     long i = find_seq(d, seq);
@@ -2023,296 +1989,339 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
     if (d->has_status && strcmp(d->status, "VQC_OK") != 0)
       returned_apart = false;
   }
+  v->returned_apart = returned_apart;
   /* Every missing rank ended cleanly: it left early, and the others went
    * on without it (ledger_analysis.h). */
-  bool left_early = nmissing > 0;
-  for (int i = 0; i < nmissing && left_early; i++)
-    left_early = ended_cleanly(&a->dumps[missing[i]]);
-  if (stuck && expected >= 0 && !only_failed && !mismatch) {
-    const drec *x = grec[expected];
-    vqc_site site = site_of(&a->sites, x->site);
-    char desc[128], stext[512], ent[256], mis[256], msg[1024];
-    describe_rec(x, desc, sizeof desc);
-    vqc_site_text(site, stext, sizeof stext);
-    rank_list(entered, nentered, ent, sizeof ent);
-    rank_list(missing, nmissing, mis, sizeof mis);
-    size_t k = 0;
-    const drec *odd = NULL; /* the first call of another group */
-    for (int i = 0; i < nmissing && !odd; i++) {
-      const rank_dump *d = &a->dumps[missing[i]];
-      long j = d->present ? find_seq(d, seq) : -1;
-      if (j >= 0) odd = &d->recs[j];
-    }
-    if (returned_apart && odd) {
-      char odesc[128], otext[512];
-      describe_rec(odd, odesc, sizeof odesc);
-      vqc_site_text(site_of(&a->sites, odd->site), otext, sizeof otext);
-      appendf(msg, &k, sizeof msg, "collective #%" PRIu64 " differs across "
-              "ranks: rank%s %s called %s at %s where rank%s %s called %s at "
-              "%s; every rank returned from it, so the backend paired calls "
-              "that do not match and their results are not what the program "
-              "asked for",
-              seq, nmissing == 1 ? "" : "s", mis, odesc, otext,
-              nentered == 1 ? "" : "s", ent, desc, stext);
-      site = site_of(&a->sites, odd->site);
-    } else {
-      returned_apart = false;
-      if (left_early)
-        appendf(msg, &k, sizeof msg, "rank%s %s left early (%s cleanly "
-                "while rank%s %s went on): ", nmissing == 1 ? "" : "s", mis,
-                nmissing == 1 ? "it ended" : "they ended",
-                nentered == 1 ? "" : "s", ent);
-      appendf(msg, &k, sizeof msg, "collective #%" PRIu64 " %s at %s was "
-              "entered by rank%s %s but never by rank%s %s",
-              seq, desc, stext, nentered == 1 ? "" : "s", ent,
-              nmissing == 1 ? "" : "s", nmissing ? mis : "(none)");
-    }
-    /* The missing ranks grouped by where they are (wgroup[i]: the index
-     * of the first missing rank with the same text), so 1000 ranks waiting
-     * in the same place are one clause. */
-    int nwhere = 0;
+  bool left_early = v->nmissing > 0;
+  for (int i = 0; i < v->nmissing && left_early; i++)
+    left_early = ended_cleanly(&a->dumps[v->missing[i]]);
+  v->left_early = left_early;
+}
+
+/* The collective_mismatch at seq, named at that site with every rank's
+ * call and how it ended (report_mismatch). */
+static vqc_status emit_mismatch(const analysis *a, const verdict *v,
+                                int64_t step, vqc_findings *out,
+                                int *nadded) {
+  int64_t fstep = step;
+  for (int r = 0; fstep < 0 && r < a->size; r++)
+    if (v->group[r] >= 0 && a->dumps[r].has_status && a->dumps[r].step >= 0)
+      fstep = a->dumps[r].step;
+  /* Live records only (the Python bridge): the step they were in. */
+  for (int r = 0; fstep < 0 && r < a->size; r++)
+    if (v->group[r] >= 0 && a->dumps[r].live.started)
+      fstep = a->dumps[r].live.steps_done;
+  return report_mismatch(a, v->seq, fstep, v->group, v->gfp, v->gn, v->grec,
+                         v->ngroups, v->expected, out, nadded);
+}
+
+/* The deadlock at seq (or, for calls that returned apart, the
+ * collective_mismatch at the odd call's site). */
+static vqc_status emit_deadlock(const analysis *a, verdict *v, int64_t step,
+                                vqc_findings *out, int *nadded) {
+  const uint64_t seq = v->seq;
+  const int *entered = v->entered, *missing = v->missing;
+  const int nentered = v->nentered, nmissing = v->nmissing;
+  char (*where)[768] = v->where;
+  int *wgroup = v->wgroup, *wranks = v->wranks;
+  const int ngroups = v->ngroups;
+  bool returned_apart = v->returned_apart;
+  const bool left_early = v->left_early;
+  const drec *x = v->grec[v->expected];
+  vqc_site site = site_of(&a->sites, x->site);
+  char desc[128], stext[512], ent[256], mis[256], msg[1024];
+  describe_rec(x, desc, sizeof desc);
+  vqc_site_text(site, stext, sizeof stext);
+  rank_list(entered, nentered, ent, sizeof ent);
+  rank_list(missing, nmissing, mis, sizeof mis);
+  size_t k = 0;
+  const drec *odd = NULL; /* the first call of another group */
+  for (int i = 0; i < nmissing && !odd; i++) {
+    const rank_dump *d = &a->dumps[missing[i]];
+    long j = d->present ? find_seq(d, seq) : -1;
+    if (j >= 0) odd = &d->recs[j];
+  }
+  if (returned_apart && odd) {
+    char odesc[128], otext[512];
+    describe_rec(odd, odesc, sizeof odesc);
+    vqc_site_text(site_of(&a->sites, odd->site), otext, sizeof otext);
+    appendf(msg, &k, sizeof msg, "collective #%" PRIu64 " differs across "
+            "ranks: rank%s %s called %s at %s where rank%s %s called %s at "
+            "%s; every rank returned from it, so the backend paired calls "
+            "that do not match and their results are not what the program "
+            "asked for",
+            seq, nmissing == 1 ? "" : "s", mis, odesc, otext,
+            nentered == 1 ? "" : "s", ent, desc, stext);
+    site = site_of(&a->sites, odd->site);
+  } else {
+    returned_apart = false;
+    if (left_early)
+      appendf(msg, &k, sizeof msg, "rank%s %s left early (%s cleanly "
+              "while rank%s %s went on): ", nmissing == 1 ? "" : "s", mis,
+              nmissing == 1 ? "it ended" : "they ended",
+              nentered == 1 ? "" : "s", ent);
+    appendf(msg, &k, sizeof msg, "collective #%" PRIu64 " %s at %s was "
+            "entered by rank%s %s but never by rank%s %s",
+            seq, desc, stext, nentered == 1 ? "" : "s", ent,
+            nmissing == 1 ? "" : "s", nmissing ? mis : "(none)");
+  }
+  /* The missing ranks grouped by where they are (wgroup[i]: the index
+   * of the first missing rank with the same text), so 1000 ranks waiting
+   * in the same place are one clause. */
+  int nwhere = 0;
+  for (int i = 0; i < nmissing; i++) {
+    int j = 0;
+    while (j < i && !(wgroup[j] == j && strcmp(where[j], where[i]) == 0))
+      j++;
+    wgroup[i] = j; /* i itself when its place is new */
+    nwhere += j == i;
+  }
+  if (returned_apart) {
+    /* the message already says where each group was */
+  } else if (nmissing > 0 && nwhere == 1) {
+    appendf(msg, &k, sizeof msg, " (%s)", where[0]);
+  } else if (nmissing > 0) {
+    appendf(msg, &k, sizeof msg, " (");
+    int shown = 0;
     for (int i = 0; i < nmissing; i++) {
-      int j = 0;
-      while (j < i && !(wgroup[j] == j && strcmp(where[j], where[i]) == 0))
-        j++;
-      wgroup[i] = j; /* i itself when its place is new */
-      nwhere += j == i;
-    }
-    if (returned_apart) {
-      /* the message already says where each group was */
-    } else if (nmissing > 0 && nwhere == 1) {
-      appendf(msg, &k, sizeof msg, " (%s)", where[0]);
-    } else if (nmissing > 0) {
-      appendf(msg, &k, sizeof msg, " (");
-      int shown = 0;
-      for (int i = 0; i < nmissing; i++) {
-        if (wgroup[i] != i) continue;
-        if (shown == WHERE_SHOWN) {
-          appendf(msg, &k, sizeof msg, "; %d more places", nwhere - shown);
-          break;
-        }
-        int n = 0;
-        for (int j = i; j < nmissing; j++)
-          if (wgroup[j] == i) wranks[n++] = missing[j];
-        char rt[256];
-        rank_list(wranks, n, rt, sizeof rt);
-        appendf(msg, &k, sizeof msg, "%srank%s %s: %s", shown ? "; " : "",
-                n == 1 ? "" : "s", rt, where[i]);
-        shown++;
+      if (wgroup[i] != i) continue;
+      if (shown == WHERE_SHOWN) {
+        appendf(msg, &k, sizeof msg, "; %d more places", nwhere - shown);
+        break;
       }
-      appendf(msg, &k, sizeof msg, ")");
-    } else {
-      appendf(msg, &k, sizeof msg, "; every rank entered it and none "
-              "completed it");
+      int n = 0;
+      for (int j = i; j < nmissing; j++)
+        if (wgroup[j] == i) wranks[n++] = missing[j];
+      char rt[256];
+      rank_list(wranks, n, rt, sizeof rt);
+      appendf(msg, &k, sizeof msg, "%srank%s %s: %s", shown ? "; " : "",
+              n == 1 ? "" : "s", rt, where[i]);
+      shown++;
     }
-
-    int64_t fstep = step;
-    if (fstep < 0 && nentered > 0 && a->dumps[entered[0]].has_status)
-      fstep = a->dumps[entered[0]].step;
-    for (int r = 0; fstep < 0 && r < size; r++)
-      if (a->dumps[r].has_status && a->dumps[r].step >= 0)
-        fstep = a->dumps[r].step;
-    /* Live records only (the Python bridge): the step they were in. */
-    for (int i = 0; fstep < 0 && i < nentered; i++)
-      if (a->dumps[entered[i]].live.started)
-        fstep = a->dumps[entered[i]].live.steps_done;
-
-    vqc_finding f;
-    vqc_finding_init(&f, returned_apart ? VQC_FINDING_COLLECTIVE_MISMATCH
-                                        : VQC_FINDING_DEADLOCK,
-                     fstep, "%s", msg);
-    vqc_finding_set_site(&f, site);
-    for (int i = 0; i < nmissing; i++) vqc_finding_add_rank(&f, missing[i]);
-    json_t *det = record_detail(a, x);
-    json_object_del(det, "state");
-    json_object_del(det, "status");
-    json_object_set_new(det, "misaligned", json_boolean(ngroups > 1));
-    json_object_set_new(det, "left_early",
-                        json_boolean(left_early && !returned_apart));
-    json_t *je = json_array();
-    for (int i = 0; i < nentered; i++) {
-      const rank_dump *d = &a->dumps[entered[i]];
-      const drec *y = &d->recs[find_seq(d, seq)];
-      json_t *o = json_object();
-      json_object_set_new(o, "rank", json_integer(entered[i]));
-      json_object_set_new(o, "site", json_string(stext));
-      json_object_set_new(o, "state",
-                          json_string(vqc_record_state_name(y->state)));
-      json_object_set_new(o, "status", json_string(y->status));
-      json_array_append_new(je, o);
-    }
-    json_object_set_new(det, "entered", je);
-    json_t *jm = json_array();
-    for (int i = 0; i < nmissing; i++) {
-      const rank_dump *d = &a->dumps[missing[i]];
-      json_t *o = json_object();
-      json_object_set_new(o, "rank", json_integer(missing[i]));
-      json_object_set_new(o, "where", json_string(where[i]));
-      long j = d->present ? find_seq(d, seq) : -1;
-      if (j >= 0) json_object_set_new(o, "record",
-                                      record_detail(a, &d->recs[j]));
-      if (d->has_status)
-        json_object_set_new(o, "status", json_string(d->status));
-      json_array_append_new(jm, o);
-    }
-    json_object_set_new(det, "missing", jm);
-    /* The same sets as a person reads them ("0-1021", "1022, 1023"). */
-    char er[1024], mr[1024];
-    rank_list(entered, nentered, er, sizeof er);
-    rank_list(missing, nmissing, mr, sizeof mr);
-    json_object_set_new(det, "entered_ranges", json_string(er));
-    json_object_set_new(det, "missing_ranges", json_string(mr));
-    json_decref(f.detail);
-    f.detail = det;
-    s = vqc_findings_add(out, &f);
-    if (s != VQC_OK) {
-      json_decref(det);
-      goto done;
-    }
-    if (nadded) (*nadded)++;
+    appendf(msg, &k, sizeof msg, ")");
+  } else {
+    appendf(msg, &k, sizeof msg, "; every rank entered it and none "
+            "completed it");
   }
 
-  /* ---- rank_failure: ranks that left no dump at all (the world's pass
-   * tells them; a process group's pass only lets them explain a wait) */
-  if (nfailed > 0 && !a->member) {
-    char fl[256], msg[1024];
-    rank_list(failed, nfailed, fl, sizeof fl);
-    size_t k = 0;
-    int nlive = 0;
-    for (int i = 0; i < nfailed; i++)
-      if (a->dumps[failed[i]].live.exists) nlive++;
-    if (nlive == 0)
-      appendf(msg, &k, sizeof msg, "rank%s %s left no ledger dump (crashed, "
-              "killed or never finished)", nfailed == 1 ? "" : "s", fl);
-    json_t *jlost = json_array();
-    /* Each failed rank's story, the first FAILED_SHOWN of them in the
-     * message (all in the detail); then the rest as ranges. */
-    for (int i = 0; i < nfailed && nlive > 0; i++) {
-      const rank_dump *d = &a->dumps[failed[i]];
-      json_t *o = json_object();
-      json_object_set_new(o, "rank", json_integer(failed[i]));
-      /* Past FAILED_SHOWN, appendf gets a full position: it writes
-       * nothing. */
-      size_t full = sizeof msg;
-      size_t *kk = i < FAILED_SHOWN ? &k : &full;
-      if (i > 0) appendf(msg, kk, sizeof msg, "; ");
-      if (!d->live.exists) {
-        appendf(msg, kk, sizeof msg, "rank %d left no ledger dump and no "
-                "live record (it died before it started)", failed[i]);
-        json_object_set_new(o, "why", json_string("no live record"));
-        json_array_append_new(jlost, o);
-        continue;
-      }
-      const char *why =
-          d->live.lost && d->live.why[0] ? d->live.why
-          : d->has_status ? "its status file is there, its dump is not"
-                          : "no end record: killed (kill -9, the OOM "
-                            "killer), crashed or stopped";
-      /* What its supervisor saw of its end (vqc_live_mark_end): its last
-       * words on stderr say what went wrong in its own terms. */
-      char words[200] = "";
-      last_words_text(d->live.last_words, words, 160);
-      appendf(msg, kk, sizeof msg, "rank %d left no ledger dump and its "
-              "live record stops in step %" PRId64 " (%s%s%s)", failed[i],
-              d->live.steps_done, why, words[0] ? "; its stderr ended: " : "",
-              words);
-      json_object_set_new(o, "step", json_integer(d->live.steps_done));
-      json_object_set_new(o, "why", json_string(why));
-      if (d->live.end_signal > 0)
-        json_object_set_new(o, "signal", json_integer(d->live.end_signal));
-      if (d->live.last_words[0])
-        json_object_set_new(o, "last_words",
-                            json_string(d->live.last_words));
-      json_object_set_new(o, "pid", json_integer(d->live.pid));
-      json_object_set_new(o, "host", json_string(d->live.host));
-      if (d->n > 0) {
-        const drec *x = &d->recs[d->n - 1];
-        char desc[128], stext[512];
-        describe_rec(x, desc, sizeof desc);
-        vqc_site_text(site_of(&a->sites, x->site), stext, sizeof stext);
-        appendf(msg, kk, sizeof msg, "; its last collective was #%" PRIu64
-                " %s at %s (%s)", x->seq, desc, stext,
-                x->state == VQC_REC_DONE      ? "completed"
-                : x->state == VQC_REC_ENTERED ? "entered, never completed"
-                                              : "failed");
-        json_object_set_new(o, "last_collective", record_detail(a, x));
-      } else {
-        appendf(msg, kk, sizeof msg, "; it never called a collective");
-        json_object_set_new(o, "last_collective", json_null());
-      }
+  int64_t fstep = step;
+  if (fstep < 0 && nentered > 0 && a->dumps[entered[0]].has_status)
+    fstep = a->dumps[entered[0]].step;
+  for (int r = 0; fstep < 0 && r < a->size; r++)
+    if (a->dumps[r].has_status && a->dumps[r].step >= 0)
+      fstep = a->dumps[r].step;
+  /* Live records only (the Python bridge): the step they were in. */
+  for (int i = 0; fstep < 0 && i < nentered; i++)
+    if (a->dumps[entered[i]].live.started)
+      fstep = a->dumps[entered[i]].live.steps_done;
+
+  vqc_finding f;
+  vqc_finding_init(&f, returned_apart ? VQC_FINDING_COLLECTIVE_MISMATCH
+                                      : VQC_FINDING_DEADLOCK,
+                   fstep, "%s", msg);
+  vqc_finding_set_site(&f, site);
+  for (int i = 0; i < nmissing; i++) vqc_finding_add_rank(&f, missing[i]);
+  json_t *det = record_detail(a, x);
+  json_object_del(det, "state");
+  json_object_del(det, "status");
+  json_object_set_new(det, "misaligned", json_boolean(ngroups > 1));
+  json_object_set_new(det, "left_early",
+                      json_boolean(left_early && !returned_apart));
+  json_t *je = json_array();
+  for (int i = 0; i < nentered; i++) {
+    const rank_dump *d = &a->dumps[entered[i]];
+    const drec *y = &d->recs[find_seq(d, seq)];
+    json_t *o = json_object();
+    json_object_set_new(o, "rank", json_integer(entered[i]));
+    json_object_set_new(o, "site", json_string(stext));
+    json_object_set_new(o, "state",
+                        json_string(vqc_record_state_name(y->state)));
+    json_object_set_new(o, "status", json_string(y->status));
+    json_array_append_new(je, o);
+  }
+  json_object_set_new(det, "entered", je);
+  json_t *jm = json_array();
+  for (int i = 0; i < nmissing; i++) {
+    const rank_dump *d = &a->dumps[missing[i]];
+    json_t *o = json_object();
+    json_object_set_new(o, "rank", json_integer(missing[i]));
+    json_object_set_new(o, "where", json_string(where[i]));
+    long j = d->present ? find_seq(d, seq) : -1;
+    if (j >= 0) json_object_set_new(o, "record",
+                                    record_detail(a, &d->recs[j]));
+    if (d->has_status)
+      json_object_set_new(o, "status", json_string(d->status));
+    json_array_append_new(jm, o);
+  }
+  json_object_set_new(det, "missing", jm);
+  /* The same sets as a person reads them ("0-1021", "1022, 1023"). */
+  char er[1024], mr[1024];
+  rank_list(entered, nentered, er, sizeof er);
+  rank_list(missing, nmissing, mr, sizeof mr);
+  json_object_set_new(det, "entered_ranges", json_string(er));
+  json_object_set_new(det, "missing_ranges", json_string(mr));
+  json_decref(f.detail);
+  f.detail = det;
+  vqc_status s = vqc_findings_add(out, &f);
+  if (s != VQC_OK) {
+    json_decref(det);
+    return s;
+  }
+  if (nadded) (*nadded)++;
+  return VQC_OK;
+}
+
+/* The rank_failure: ranks that left no dump at all (the world's pass tells
+ * them; a process group's pass only lets them explain a wait). */
+static vqc_status emit_rank_failure(const analysis *a, const verdict *v,
+                                    int64_t step, vqc_findings *out,
+                                    int *nadded) {
+  const uint64_t seq = v->seq;
+  const int *failed = v->failed;
+  const int nfailed = v->nfailed;
+  char fl[256], msg[1024];
+  rank_list(failed, nfailed, fl, sizeof fl);
+  size_t k = 0;
+  int nlive = 0;
+  for (int i = 0; i < nfailed; i++)
+    if (a->dumps[failed[i]].live.exists) nlive++;
+  if (nlive == 0)
+    appendf(msg, &k, sizeof msg, "rank%s %s left no ledger dump (crashed, "
+            "killed or never finished)", nfailed == 1 ? "" : "s", fl);
+  json_t *jlost = json_array();
+  /* Each failed rank's story, the first FAILED_SHOWN of them in the
+   * message (all in the detail); then the rest as ranges. */
+  for (int i = 0; i < nfailed && nlive > 0; i++) {
+    const rank_dump *d = &a->dumps[failed[i]];
+    json_t *o = json_object();
+    json_object_set_new(o, "rank", json_integer(failed[i]));
+    /* Past FAILED_SHOWN, appendf gets a full position: it writes
+     * nothing. */
+    size_t full = sizeof msg;
+    size_t *kk = i < FAILED_SHOWN ? &k : &full;
+    if (i > 0) appendf(msg, kk, sizeof msg, "; ");
+    if (!d->live.exists) {
+      appendf(msg, kk, sizeof msg, "rank %d left no ledger dump and no "
+              "live record (it died before it started)", failed[i]);
+      json_object_set_new(o, "why", json_string("no live record"));
       json_array_append_new(jlost, o);
+      continue;
     }
-    if (nlive > 0 && nfailed > FAILED_SHOWN) {
-      char rest[256];
-      rank_list(failed + FAILED_SHOWN, nfailed - FAILED_SHOWN, rest,
-                sizeof rest);
-      appendf(msg, &k, sizeof msg, "; rank%s %s left no ledger dump either "
-              "(%d failed ranks in all; the detail has each one)",
-              nfailed - FAILED_SHOWN == 1 ? "" : "s", rest, nfailed);
-    }
-    if (seq > 0)
-      appendf(msg, &k, sizeof msg, "; the other ranks completed collectives "
-              "up to #%" PRIu64, seq - 1);
-    else
-      appendf(msg, &k, sizeof msg, "; the other ranks completed no "
-              "collective");
-    json_t *det = json_object();
-    json_t *jf = json_array();
-    for (int i = 0; i < nfailed; i++)
-      json_array_append_new(jf, json_integer(failed[i]));
-    json_object_set_new(det, "failed", jf);
-    json_object_set_new(det, "failed_ranks", jlost);
-    json_object_set_new(det, "last_completed_seq",
-                        json_integer((json_int_t)seq - 1));
-    int64_t fstep = step;
-    vqc_site site = {0};
-    if (stuck && expected >= 0) {
-      const drec *x = grec[expected];
+    const char *why =
+        d->live.lost && d->live.why[0] ? d->live.why
+        : d->has_status ? "its status file is there, its dump is not"
+                        : "no end record: killed (kill -9, the OOM "
+                          "killer), crashed or stopped";
+    /* What its supervisor saw of its end (vqc_live_mark_end): its last
+     * words on stderr say what went wrong in its own terms. */
+    char words[200] = "";
+    last_words_text(d->live.last_words, words, 160);
+    appendf(msg, kk, sizeof msg, "rank %d left no ledger dump and its "
+            "live record stops in step %" PRId64 " (%s%s%s)", failed[i],
+            d->live.steps_done, why, words[0] ? "; its stderr ended: " : "",
+            words);
+    json_object_set_new(o, "step", json_integer(d->live.steps_done));
+    json_object_set_new(o, "why", json_string(why));
+    if (d->live.end_signal > 0)
+      json_object_set_new(o, "signal", json_integer(d->live.end_signal));
+    if (d->live.last_words[0])
+      json_object_set_new(o, "last_words",
+                          json_string(d->live.last_words));
+    json_object_set_new(o, "pid", json_integer(d->live.pid));
+    json_object_set_new(o, "host", json_string(d->live.host));
+    if (d->n > 0) {
+      const drec *x = &d->recs[d->n - 1];
       char desc[128], stext[512];
       describe_rec(x, desc, sizeof desc);
-      site = site_of(&a->sites, x->site);
-      vqc_site_text(site, stext, sizeof stext);
-      appendf(msg, &k, sizeof msg, " and wait in #%" PRIu64 " %s at %s", seq,
-              desc, stext);
-      json_object_set_new(det, "waiting_in", record_detail(a, x));
-      if (fstep < 0 && a->dumps[glow[expected]].has_status)
-        fstep = a->dumps[glow[expected]].step;
+      vqc_site_text(site_of(&a->sites, x->site), stext, sizeof stext);
+      appendf(msg, kk, sizeof msg, "; its last collective was #%" PRIu64
+              " %s at %s (%s)", x->seq, desc, stext,
+              x->state == VQC_REC_DONE      ? "completed"
+              : x->state == VQC_REC_ENTERED ? "entered, never completed"
+                                            : "failed");
+      json_object_set_new(o, "last_collective", record_detail(a, x));
     } else {
-      json_object_set_new(det, "waiting_in", json_null());
+      appendf(msg, kk, sizeof msg, "; it never called a collective");
+      json_object_set_new(o, "last_collective", json_null());
     }
-    for (int r = 0; fstep < 0 && r < size; r++)
-      if (a->dumps[r].has_status && a->dumps[r].step >= 0)
-        fstep = a->dumps[r].step;
-    /* Else the step the (first) failed rank was in. */
-    for (int i = 0; fstep < 0 && i < nfailed; i++)
-      if (a->dumps[failed[i]].live.started)
-        fstep = a->dumps[failed[i]].live.steps_done;
-    vqc_finding f;
-    vqc_finding_init(&f, VQC_FINDING_RANK_FAILURE, fstep, "%s", msg);
-    utf8_cut(f.message); /* cut to its size, maybe inside a character */
-    if (site.file) vqc_finding_set_site(&f, site);
-    for (int i = 0; i < nfailed; i++) vqc_finding_add_rank(&f, failed[i]);
-    json_decref(f.detail);
-    f.detail = det;
-    s = vqc_findings_add(out, &f);
-    if (s != VQC_OK) {
-      json_decref(det);
-      goto done;
-    }
-    if (nadded) (*nadded)++;
+    json_array_append_new(jlost, o);
   }
+  if (nlive > 0 && nfailed > FAILED_SHOWN) {
+    char rest[256];
+    rank_list(failed + FAILED_SHOWN, nfailed - FAILED_SHOWN, rest,
+              sizeof rest);
+    appendf(msg, &k, sizeof msg, "; rank%s %s left no ledger dump either "
+            "(%d failed ranks in all; the detail has each one)",
+            nfailed - FAILED_SHOWN == 1 ? "" : "s", rest, nfailed);
+  }
+  if (seq > 0)
+    appendf(msg, &k, sizeof msg, "; the other ranks completed collectives "
+            "up to #%" PRIu64, seq - 1);
+  else
+    appendf(msg, &k, sizeof msg, "; the other ranks completed no "
+            "collective");
+  json_t *det = json_object();
+  json_t *jf = json_array();
+  for (int i = 0; i < nfailed; i++)
+    json_array_append_new(jf, json_integer(failed[i]));
+  json_object_set_new(det, "failed", jf);
+  json_object_set_new(det, "failed_ranks", jlost);
+  json_object_set_new(det, "last_completed_seq",
+                      json_integer((json_int_t)seq - 1));
+  int64_t fstep = step;
+  vqc_site site = {0};
+  if (v->stuck && v->expected >= 0) {
+    const drec *x = v->grec[v->expected];
+    char desc[128], stext[512];
+    describe_rec(x, desc, sizeof desc);
+    site = site_of(&a->sites, x->site);
+    vqc_site_text(site, stext, sizeof stext);
+    appendf(msg, &k, sizeof msg, " and wait in #%" PRIu64 " %s at %s", seq,
+            desc, stext);
+    json_object_set_new(det, "waiting_in", record_detail(a, x));
+    if (fstep < 0 && a->dumps[v->glow[v->expected]].has_status)
+      fstep = a->dumps[v->glow[v->expected]].step;
+  } else {
+    json_object_set_new(det, "waiting_in", json_null());
+  }
+  for (int r = 0; fstep < 0 && r < a->size; r++)
+    if (a->dumps[r].has_status && a->dumps[r].step >= 0)
+      fstep = a->dumps[r].step;
+  /* Else the step the (first) failed rank was in. */
+  for (int i = 0; fstep < 0 && i < nfailed; i++)
+    if (a->dumps[failed[i]].live.started)
+      fstep = a->dumps[failed[i]].live.steps_done;
+  vqc_finding f;
+  vqc_finding_init(&f, VQC_FINDING_RANK_FAILURE, fstep, "%s", msg);
+  utf8_cut(f.message); /* cut to its size, maybe inside a character */
+  if (site.file) vqc_finding_set_site(&f, site);
+  for (int i = 0; i < nfailed; i++) vqc_finding_add_rank(&f, failed[i]);
+  json_decref(f.detail);
+  f.detail = det;
+  vqc_status s = vqc_findings_add(out, &f);
+  if (s != VQC_OK) {
+    json_decref(det);
+    return s;
+  }
+  if (nadded) (*nadded)++;
+  return VQC_OK;
+}
 
-done:
-  free(failed);
-  free(group);
-  free(gfp);
-  free(gn);
-  free(glow);
-  free(grec);
-  free(entered);
-  free(missing);
-  free(where);
-  free(wgroup);
-  free(wranks);
+static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
+                         vqc_findings *out, int *nadded) {
+  verdict v;
+  vqc_status s = verdict_alloc(&v, a->size, seq, stuck);
+  if (s == VQC_OK) {
+    verdict_group(a, &v);
+    verdict_classify(a, &v);
+  }
+  if (s == VQC_OK && v.mismatch)
+    s = emit_mismatch(a, &v, step, out, nadded);
+  if (s == VQC_OK && stuck && v.expected >= 0 && !v.only_failed &&
+      !v.mismatch)
+    s = emit_deadlock(a, &v, step, out, nadded);
+  if (s == VQC_OK && v.nfailed > 0 && !a->member)
+    s = emit_rank_failure(a, &v, step, out, nadded);
+  verdict_free(&v);
   return s;
 }

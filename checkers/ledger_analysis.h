@@ -7,7 +7,8 @@
  * never leaves half a file; on a shared filesystem this works across nodes):
  *
  *   rank-<r>.ledger.jsonl  the rank's ledger, one record per line
- *                          (vqc_ledger_write_jsonl's format);
+ *                          (ledger_record.h's line; the library's
+ *                          vqc_ledger_write_jsonl writes it);
  *   rank-<r>.status.json   {"rank","size","status","step","last_seq",
  *                          "watchdog","in_flight": record or null}: how the
  *                          rank's training ended and where it was.
@@ -60,7 +61,8 @@
  *
  * Ledger lines may name torch.distributed's collectives, dtypes and
  * reductions as well as vqcheck's own: the Python bridge (`vqcheck watch`,
- * python/vqcheck/_bridge/_records.py) writes them in the same format. They are
+ * python/vqcheck/_bridge/_records.py) writes them through the same codec
+ * (ledger_record.h, by vqcheck._core.ledger_line). They are
  * compared, never replayed (ledger_analysis.c, record_ops). So does the
  * MPI interposer (interpose/vqc_mpi.c, libvqcheck_mpi.so), with MPI's
  * collectives and reductions, "mpi_type" (a derived type's readable name;

@@ -4,7 +4,6 @@
  * a substring search, not a JSON parse. */
 #include "not_digested.h"
 
-#include <errno.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,7 +11,7 @@
 
 #include "ledger_analysis.h" /* vqc_live_path */
 #include "rundir.h"          /* vqc_run_dir_rank_list */
-#include "trace.h"           /* vqc_trace_read_line: bounded lines */
+#include "jsonl.h"           /* bounded lines */
 #include "utf8.h"
 
 /* A JSON string of s cut to at most max bytes at a character's end (utf8.h;
@@ -70,40 +69,39 @@ static vqc_status take_event(vqc_not_digested *nd, const json_t *j, int rank,
   return VQC_OK;
 }
 
+/* What reading one record works on. */
+typedef struct record_reading {
+  vqc_not_digested *nd;
+  int rank;
+  char *first_skip;
+  size_t first_cap;
+} record_reading;
+
+/* One line of a record that mentions the event (jsonl.h). */
+static vqc_status event_line(const vqc_jsonl_line *l, void *user) {
+  record_reading *rd = user;
+  const char *ev = json_string_value(json_object_get(l->json, "event"));
+  if (!ev || strcmp(ev, "not_digested") != 0)
+    return VQC_OK; /* another event, a collective, or not JSON */
+  return take_event(rd->nd, l->json, rd->rank, l->path, l->lineno,
+                    rd->first_skip, rd->first_cap);
+}
+
 /* The not_digested events of one record (rank `rank`, at path). */
 static vqc_status read_record(vqc_not_digested *nd, const char *path,
                               int rank, char *first_skip, size_t first_cap) {
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    if (errno == ENOENT) return VQC_OK; /* gone since the listing */
-    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
+  record_reading rd = {nd, rank, first_skip, first_cap};
+  /* A line is parsed only when it mentions the event: the ledger lines
+   * that fill a record cost a substring search, not a parse. */
+  const vqc_jsonl_opts opts = {VQC_JSONL_SKIP_BAD, JSON_REJECT_DUPLICATES,
+                               "not_digested"};
+  vqc_status s = vqc_jsonl_read(path, &opts, event_line, &rd, NULL);
+  if (s == VQC_EPARSE) { /* a line over the cap: the rest is not read */
+    const char *why = vqc_last_error();
+    json_array_append_new(nd->warnings, vqc_json_text(why, strlen(why)));
+    vqc_clear_error();
+    s = VQC_OK;
   }
-  char *buf = NULL; /* vqc_trace_read_line's, freed here */
-  size_t cap = 0, len = 0;
-  vqc_status s = VQC_OK;
-  for (long lineno = 1;; lineno++) {
-    s = vqc_trace_read_line(f, path, lineno, &buf, &cap, &len);
-    if (s == VQC_EPARSE) { /* a line over the cap: the rest is not read */
-      const char *why = vqc_last_error();
-      json_array_append_new(nd->warnings, vqc_json_text(why, strlen(why)));
-      vqc_clear_error();
-      s = VQC_OK;
-      break;
-    }
-    if (s != VQC_OK || len == 0) break;
-    if (strstr(buf, "not_digested") == NULL) continue;
-    json_t *j = vqc_json_loadb_mended(buf, len, JSON_REJECT_DUPLICATES, NULL,
-                                      NULL);
-    const char *ev = json_string_value(json_object_get(j, "event"));
-    if (ev && strcmp(ev, "not_digested") == 0)
-      s = take_event(nd, j, rank, path, lineno, first_skip, first_cap);
-    json_decref(j); /* another event, a collective, or not JSON */
-    if (s != VQC_OK) break;
-  }
-  if (s == VQC_OK && ferror(f))
-    s = vqc_error(VQC_EIO, "read error in %s", path);
-  free(buf);
-  fclose(f);
   return s;
 }
 

@@ -19,7 +19,7 @@
  * told as such, never an error. Every string goes through utf8.h (cut at a
  * character's end) so run.json stays valid.
  *
- * Bounded: lines through vqc_trace_read_line (1 MiB each, trace.h); at most
+ * Bounded: lines through jsonl.h (1 MiB each); at most
  * VQC_NOT_DIGESTED_LISTED entries kept (a tensor name cut to
  * VQC_NOT_DIGESTED_NAME_MAX bytes, a reason to VQC_NOT_DIGESTED_WHY_MAX),
  * whatever the size of the records; the rest is only counted. */

@@ -407,60 +407,42 @@ vqc_status vqc_trace_parse_line(const char *line, const char *path,
   return s;
 }
 
-/* True when the line holds only whitespace. */
-static bool blank(const char *s) {
-  for (; *s; s++)
-    if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') return false;
-  return true;
-}
-
 vqc_status vqc_trace_read_line(FILE *f, const char *path, long lineno,
                                char **buf, size_t *cap, size_t *len) {
-  if (f == NULL || buf == NULL || cap == NULL || len == NULL)
-    return vqc_error(VQC_EINVAL, "trace: NULL file or line buffer");
+  return vqc_jsonl_read_line(f, path, lineno, buf, cap, len);
+}
+
+vqc_status vqc_trace_parse_json(const json_t *o, const char *path,
+                                long lineno, vqc_trace_record *out) {
+  if (o == NULL || out == NULL)
+    return vqc_error(VQC_EINVAL, "trace: NULL line or record");
   if (path == NULL) path = "(trace)";
-  *len = 0;
-  size_t n = 0;
-  vqc_status s = VQC_OK;
-  /* Byte by byte (getc_unlocked is a macro over stdio's buffer): fgets
-   * cannot tell a NUL inside a line from its end, and getline has no
-   * bound. */
-  flockfile(f);
-  for (;;) {
-    int c = getc_unlocked(f);
-    if (c == EOF) {
-      if (ferror(f))
-        s = vqc_error(VQC_EIO, "cannot read %s after line %ld: %s", path,
-                      lineno - 1, strerror(errno));
-      break;
-    }
-    if (c != '\n' && n == VQC_TRACE_LINE_MAX) {
-      s = vqc_error(VQC_EPARSE, "%s:%ld: the line is longer than %zu bytes "
-                    "(VQC_TRACE_LINE_MAX, 1 MiB): a line of a per-rank file "
-                    "(a trace's tensor digest, a ledger record) is a few "
-                    "hundred bytes; is this file one of vqcheck's?", path,
-                    lineno, (size_t)VQC_TRACE_LINE_MAX);
-      break;
-    }
-    if (n + 2 > *cap) {
-      size_t ncap = *cap ? 2 * *cap : 256;
-      if (ncap > VQC_TRACE_LINE_MAX + 2) ncap = VQC_TRACE_LINE_MAX + 2;
-      char *g = realloc(*buf, ncap);
-      if (g == NULL) {
-        s = vqc_error(VQC_ENOMEM, "%s:%ld: no memory for a line of %zu "
-                      "bytes", path, lineno, ncap);
-        break;
-      }
-      *buf = g;
-      *cap = ncap;
-    }
-    (*buf)[n++] = (char)c;
-    if (c == '\n') break;
+  memset(out, 0, sizeof *out);
+  return parse_object(o, path, lineno, out);
+}
+
+/* One line of vqc_trace_read into the vqc_trace at user. */
+static vqc_status take_line(const vqc_jsonl_line *l, void *user) {
+  vqc_trace *out = user;
+  if (l->has_nul)
+    return vqc_error(VQC_EPARSE, "%s:%ld: the line holds a NUL byte", l->path,
+                     l->lineno);
+  if (l->json == NULL)
+    return vqc_error(VQC_EPARSE, "%s:%ld: not JSON (column %d): %s", l->path,
+                     l->lineno, l->err->column, l->err->text);
+  if (out->count == out->capacity) {
+    size_t ncap = out->capacity ? 2 * out->capacity : 64;
+    vqc_trace_record *items = realloc(out->items, ncap * sizeof *items);
+    if (items == NULL)
+      return vqc_error(VQC_ENOMEM, "trace '%s': no memory for %zu records",
+                       l->path, ncap);
+    out->items = items;
+    out->capacity = ncap;
   }
-  funlockfile(f);
-  if (*buf) (*buf)[n] = '\0';
-  if (s == VQC_OK) *len = n;
-  return s;
+  VQC_TRY(vqc_trace_parse_json(l->json, l->path, l->lineno,
+                               &out->items[out->count]));
+  out->count++;
+  return VQC_OK;
 }
 
 vqc_status vqc_trace_read(const char *path, vqc_trace *out) {
@@ -472,36 +454,8 @@ vqc_status vqc_trace_read(const char *path, vqc_trace *out) {
     return vqc_error(VQC_EIO, "cannot open trace '%s': %s", path,
                      strerror(errno));
 
-  vqc_status s = VQC_OK;
-  char *line = NULL;
-  size_t cap = 0, len = 0;
-  long lineno = 0;
-  while ((s = vqc_trace_read_line(f, path, lineno + 1, &line, &cap, &len)) ==
-             VQC_OK &&
-         len > 0) {
-    lineno++;
-    if (len != strlen(line)) {
-      s = vqc_error(VQC_EPARSE, "%s:%ld: the line holds a NUL byte", path,
-                    lineno);
-      break;
-    }
-    if (blank(line)) continue;
-    if (out->count == out->capacity) {
-      size_t ncap = out->capacity ? 2 * out->capacity : 64;
-      vqc_trace_record *items = realloc(out->items, ncap * sizeof *items);
-      if (items == NULL) {
-        s = vqc_error(VQC_ENOMEM, "trace '%s': no memory for %zu records",
-                      path, ncap);
-        break;
-      }
-      out->items = items;
-      out->capacity = ncap;
-    }
-    s = vqc_trace_parse_line(line, path, lineno, &out->items[out->count]);
-    if (s != VQC_OK) break;
-    out->count++;
-  }
-  free(line);
+  const vqc_jsonl_opts opts = {0, JSON_REJECT_DUPLICATES, NULL};
+  vqc_status s = vqc_jsonl_read_stream(f, path, &opts, take_line, out);
   fclose(f);
   return s;
 }

@@ -63,6 +63,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "jsonl.h"
 #include "vqc/status.h"
 
 #define VQC_TRACE_SCHEMA "vqcheck-trace/1"
@@ -84,7 +85,7 @@
  * one tensor's digest: a few hundred bytes, under 2 KiB even with a 255-byte
  * name written as \uXXXX escapes and unknown keys a writer adds. 1 MiB
  * leaves room for any honest writer and bounds what a reader holds. */
-#define VQC_TRACE_LINE_MAX ((size_t)1 << 20)
+#define VQC_TRACE_LINE_MAX VQC_JSONL_LINE_MAX /* jsonl.h */
 
 /* One line of a trace. */
 typedef struct vqc_trace_record {
@@ -150,18 +151,14 @@ typedef struct vqc_trace {
  * message "path:lineno: field 'digest': ..." recorded by vqc_error. */
 vqc_status vqc_trace_parse_line(const char *line, const char *path,
                                 long lineno, vqc_trace_record *out);
-/* Reads the next line of f (the file at `path`; `lineno` is the number this
- * line will have, for messages) into *buf, which it grows as needed up to
- * VQC_TRACE_LINE_MAX + 2 bytes (the caller owns and frees *buf; *buf may be
- * NULL and *cap 0 at first). *len: the bytes read, the newline included
- * when there is one (the last line may lack it); 0 at the end of the file.
- * The line is NUL-terminated after *len bytes and may itself hold NUL bytes
- * (compare *len with strlen). A line longer than VQC_TRACE_LINE_MAX:
- * VQC_EPARSE "path:lineno: the line is longer than ...", read only up to
- * the cap. VQC_EIO on a read error, VQC_ENOMEM. Every reader of vqcheck's
- * per-rank JSONL files reads through it: traces (this file,
- * trace_compare.c, the reports), ledger dumps and live records
- * (ledger_analysis.c, the reports). */
+/* The same for a line already parsed (a JSON value; a line that is not an
+ * object is VQC_EPARSE), for a reader going through jsonl.h. */
+vqc_status vqc_trace_parse_json(const json_t *o, const char *path,
+                                long lineno, vqc_trace_record *out);
+/* vqc_jsonl_read_line (jsonl.h): the bounded line every reader of
+ * vqcheck's per-rank JSONL files reads through (jsonl.h's vqc_jsonl_read
+ * for the checkers and the reports). Kept under this name for the readers
+ * outside checkers/. */
 vqc_status vqc_trace_read_line(FILE *f, const char *path, long lineno,
                                char **buf, size_t *cap, size_t *len);
 /* Reads a whole file into *out (initialised here; the caller frees it with

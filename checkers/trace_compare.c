@@ -36,7 +36,7 @@ typedef struct rank_file {
   bool present;             /* the rank has a file */
   char path[4096];
   FILE *f;
-  char *buf;                /* vqc_trace_read_line's buffer */
+  char *buf;                /* vqc_jsonl_read_line's buffer */
   size_t cap;
   long lineno;              /* lines read so far (blank ones included) */
   bool has_next;            /* `next` holds the record after the group */
@@ -314,7 +314,7 @@ static vqc_status read_next(rank_file *rf, int rank, json_t *warnings) {
   rf->has_next = false;
   for (;;) {
     size_t len = 0;
-    VQC_TRY(vqc_trace_read_line(rf->f, rf->path, rf->lineno + 1, &rf->buf,
+    VQC_TRY(vqc_jsonl_read_line(rf->f, rf->path, rf->lineno + 1, &rf->buf,
                                 &rf->cap, &len));
     if (len == 0) return VQC_OK; /* the end of the file */
     rf->lineno++;

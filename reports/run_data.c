@@ -16,13 +16,14 @@
  * digest, so two entries agree exactly when all of those agree (up to a
  * 64-bit hash collision, which would hide one cell of a picture, not a
  * finding: the findings come from the checkers). */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "ledger_analysis.h"
 #include "report_internal.h"
+#include "jsonl.h"
+#include "ledger_record.h"
 #include "trace.h"
 
 /* Timeline window: this many sequence numbers before the stuck one, and
@@ -73,84 +74,72 @@ static int entry_cmp(const void *a, const void *b) {
   return 0;
 }
 
-static bool blank_line(const char *s) {
-  for (; *s; s++)
-    if (*s != ' ' && *s != '\t' && *s != '\r' && *s != '\n') return false;
-  return true;
+/* What reading one trace works on. */
+typedef struct trace_reading {
+  int rank;
+  trace_entries *out;
+} trace_reading;
+
+/* One line of a trace (jsonl.h) into rd->out. */
+static vqc_status trace_line(const vqc_jsonl_line *l, void *user) {
+  trace_reading *rd = user;
+  trace_entries *out = rd->out;
+  if (l->has_nul) /* in the cut-off last line, what a crash leaves: skipped */
+    return vqc_error(VQC_EPARSE, "%s:%ld: the line holds a NUL byte",
+                     l->path, l->lineno);
+  vqc_trace_record rec;
+  vqc_status s = l->json ? vqc_trace_parse_json(l->json, l->path, l->lineno,
+                                                &rec)
+                         : vqc_error(VQC_EPARSE, "%s:%ld: not JSON (column "
+                                     "%d): %s", l->path, l->lineno,
+                                     l->err->column, l->err->text);
+  if (s != VQC_OK) {
+    /* A line comes without its newline only at the end of the file: the
+     * writer was killed mid-line. Every step before it stands. */
+    if (l->torn) {
+      vqc_clear_error();
+      s = VQC_OK;
+    }
+    return s;
+  }
+  if (rec.rank != rd->rank)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'rank': %d in the trace of "
+                     "rank %d", l->path, l->lineno, rec.rank, rd->rank);
+  if (out->n == out->cap) {
+    size_t ncap = out->cap ? 2 * out->cap : 256;
+    trace_entry *g = realloc(out->items, ncap * sizeof *g);
+    if (!g)
+      return vqc_error(VQC_ENOMEM, "no memory for the trace %s", l->path);
+    out->items = g;
+    out->cap = ncap;
+  }
+  uint64_t v = str_hash(rec.dtype, FNV_OFFSET);
+  v = fnv1a(&rec.ndim, sizeof rec.ndim, v);
+  v = fnv1a(rec.shape, (size_t)rec.ndim * sizeof rec.shape[0], v);
+  v = str_hash(rec.digest_algo, v);
+  v = fnv1a(&rec.digest, sizeof rec.digest, v);
+  uint64_t key = str_hash(rec.tensor, FNV_OFFSET);
+  int low = -1;
+  if (rec.group[0]) { /* another group or shard is another tensor */
+    key = str_hash(rec.shard, str_hash(rec.group, key));
+    low = atoi(rec.group); /* canonical text starts at the lowest rank */
+  }
+  out->items[out->n++] =
+      (trace_entry){rec.step, key, v, low, rec.group[0] ? rec.group_size : 0};
+  return VQC_OK;
 }
 
 /* Reads rank `rank`'s trace at path into *out (sorted by step, then name).
  * *present = false (and VQC_OK) when the file does not exist. */
 static vqc_status read_trace(const char *path, int rank, trace_entries *out,
                              bool *present) {
-  *present = false;
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    if (errno == ENOENT) return VQC_OK;
-    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
-  }
-  *present = true;
-  char *line = NULL;
-  size_t cap = 0, len = 0;
-  long lineno = 0;
-  vqc_status s = VQC_OK;
+  trace_reading rd = {rank, out};
   /* Lines longer than VQC_TRACE_LINE_MAX are an error, found without
-   * holding them (trace.h). */
-  while (s == VQC_OK &&
-         (s = vqc_trace_read_line(f, path, lineno + 1, &line, &cap, &len)) ==
-             VQC_OK &&
-         len > 0) {
-    lineno++;
-    if (len != strlen(line)) {
-      /* A NUL in the cut-off last line is what a crash leaves. */
-      if (line[len - 1] != '\n') break;
-      s = vqc_error(VQC_EPARSE, "%s:%ld: the line holds a NUL byte", path,
-                    lineno);
-      break;
-    }
-    if (blank_line(line)) continue;
-    vqc_trace_record rec;
-    s = vqc_trace_parse_line(line, path, lineno, &rec);
-    if (s != VQC_OK) {
-      /* A line comes without its newline only at the end of the file: the
-       * writer was killed mid-line. Every step before it stands. */
-      if (line[len - 1] != '\n') {
-        vqc_clear_error();
-        s = VQC_OK;
-      }
-      break;
-    }
-    if (rec.rank != rank) {
-      s = vqc_error(VQC_EPARSE, "%s:%ld: field 'rank': %d in the trace of "
-                    "rank %d", path, lineno, rec.rank, rank);
-      break;
-    }
-    if (out->n == out->cap) {
-      size_t ncap = out->cap ? 2 * out->cap : 256;
-      trace_entry *g = realloc(out->items, ncap * sizeof *g);
-      if (!g) {
-        s = vqc_error(VQC_ENOMEM, "no memory for the trace %s", path);
-        break;
-      }
-      out->items = g;
-      out->cap = ncap;
-    }
-    uint64_t v = str_hash(rec.dtype, FNV_OFFSET);
-    v = fnv1a(&rec.ndim, sizeof rec.ndim, v);
-    v = fnv1a(rec.shape, (size_t)rec.ndim * sizeof rec.shape[0], v);
-    v = str_hash(rec.digest_algo, v);
-    v = fnv1a(&rec.digest, sizeof rec.digest, v);
-    uint64_t key = str_hash(rec.tensor, FNV_OFFSET);
-    int low = -1;
-    if (rec.group[0]) { /* another group or shard is another tensor */
-      key = str_hash(rec.shard, str_hash(rec.group, key));
-      low = atoi(rec.group); /* canonical text starts at the lowest rank */
-    }
-    out->items[out->n++] =
-        (trace_entry){rec.step, key, v, low, rec.group[0] ? rec.group_size : 0};
-  }
-  free(line);
-  fclose(f);
+   * holding them (jsonl.h); a cut-off last line (a NUL, or not JSON) is
+   * what a crash leaves: skipped. */
+  const vqc_jsonl_opts opts = {VQC_JSONL_SKIP_TORN, JSON_REJECT_DUPLICATES,
+                               NULL};
+  vqc_status s = vqc_jsonl_read(path, &opts, trace_line, &rd, present);
   if (s == VQC_OK && out->n > 1)
     qsort(out->items, out->n, sizeof *out->items, entry_cmp);
   return s;
@@ -532,94 +521,71 @@ typedef struct ledger_line {
   rep_coll c;
 } ledger_line;
 
-static vqc_status ledger_int(const json_t *o, const char *key,
-                             const char *path, long lineno, long long lo,
-                             long long *out) {
-  const json_t *v = json_object_get(o, key);
-  if (!json_is_integer(v) || json_integer_value(v) < lo)
-    return vqc_error(VQC_EPARSE, "%s:%ld: field '%s': expected an integer "
-                     ">= %lld", path, lineno, key, lo);
-  *out = json_integer_value(v);
-  return VQC_OK;
-}
-
-static const char *opt_str(const json_t *o, const char *key) {
-  const json_t *v = json_object_get(o, key);
-  return json_is_string(v) ? json_string_value(v) : "";
-}
-
-/* Parses one dump line (vqc_ledger_write_jsonl's format). The fields a
- * picture needs (seq, rank, op, state) are required; the rest is shown
- * when present. */
-static vqc_status parse_ledger_line(const char *text, const char *path,
+/* Parses one dump line (ledger_record.h, read leniently: the fields a
+ * picture needs, seq, rank, op and state, are required; the rest is shown
+ * when present). */
+static vqc_status parse_ledger_line(const json_t *o, const char *path,
                                     long lineno, int rank, ledger_line *out) {
-  json_error_t err;
-  json_t *o = json_loads(text, 0, &err);
-  if (!o)
-    return vqc_error(VQC_EPARSE, "%s:%ld: not JSON (column %d): %s", path,
-                     lineno, err.column, err.text);
-  vqc_status s = VQC_OK;
-  long long seq = 0, r = 0;
   memset(out, 0, sizeof *out);
-  if (!json_is_object(o)) {
-    s = vqc_error(VQC_EPARSE, "%s:%ld: a line must be a JSON object", path,
-                  lineno);
-    goto done;
-  }
-  s = ledger_int(o, "seq", path, lineno, 0, &seq);
-  if (s == VQC_OK) s = ledger_int(o, "rank", path, lineno, 0, &r);
-  if (s != VQC_OK) goto done;
-  if (r != rank) {
-    s = vqc_error(VQC_EPARSE, "%s:%ld: field 'rank': %lld in the dump of "
-                  "rank %d", path, lineno, r, rank);
-    goto done;
-  }
-  out->seq = (uint64_t)seq;
-  const char *op = opt_str(o, "op"), *state = opt_str(o, "state");
-  if (!op[0]) {
-    s = vqc_error(VQC_EPARSE, "%s:%ld: field 'op': expected a collective "
-                  "name", path, lineno);
-    goto done;
-  }
-  if (strcmp(state, "entered") == 0) out->c.state = REP_COLL_ENTERED;
-  else if (strcmp(state, "done") == 0) out->c.state = REP_COLL_DONE;
-  else if (strcmp(state, "failed") == 0) out->c.state = REP_COLL_FAILED;
-  else {
-    s = vqc_error(VQC_EPARSE, "%s:%ld: field 'state': expected entered, "
-                  "done or failed", path, lineno);
-    goto done;
+  if (!json_is_object(o))
+    return vqc_error(VQC_EPARSE, "%s:%ld: a line must be a JSON object", path,
+                     lineno);
+  vqc_ledger_line l;
+  vqc_status s = vqc_ledger_line_decode(o, rank, path, lineno,
+                                        VQC_LEDGER_LENIENT, &l);
+  vqc_ledger_line_release(&l); /* the group is not drawn */
+  if (s != VQC_OK) return s;
+  out->seq = l.seq;
+  const char *op = l.op;
+  switch (l.state) {
+    case VQC_REC_ENTERED: out->c.state = REP_COLL_ENTERED; break;
+    case VQC_REC_DONE: out->c.state = REP_COLL_DONE; break;
+    case VQC_REC_FAILED: out->c.state = REP_COLL_FAILED; break;
   }
   snprintf(out->c.op, sizeof out->c.op, "%s", op);
-  snprintf(out->c.status, sizeof out->c.status, "%s", opt_str(o, "status"));
+  snprintf(out->c.status, sizeof out->c.status, "%s", l.status);
 
   /* "all_reduce(float32, count 16, sum)", as ledger_analysis words it. */
-  const json_t *count = json_object_get(o, "count");
-  const json_t *root = json_object_get(o, "root");
-  const char *dtype = opt_str(o, "dtype"), *redop = opt_str(o, "redop");
   if (strcmp(op, "barrier") == 0) {
     snprintf(out->c.describe, sizeof out->c.describe, "barrier()");
   } else {
     int w = snprintf(out->c.describe, sizeof out->c.describe, "%s(%s, count "
-                     "%lld", op, dtype, (long long)json_integer_value(count));
+                     "%lld", op, l.dtype, (long long)l.count);
     size_t used = w > 0 ? (size_t)w : 0;
     if (used < sizeof out->c.describe && strcmp(op, "broadcast") == 0)
       used += (size_t)snprintf(out->c.describe + used,
-                               sizeof out->c.describe - used, ", root %lld",
-                               (long long)json_integer_value(root));
+                               sizeof out->c.describe - used, ", root %d",
+                               l.root);
     if (used < sizeof out->c.describe && strcmp(op, "all_reduce") == 0 &&
-        redop[0])
+        l.redop[0])
       used += (size_t)snprintf(out->c.describe + used,
-                               sizeof out->c.describe - used, ", %s", redop);
+                               sizeof out->c.describe - used, ", %s",
+                               l.redop);
     if (used < sizeof out->c.describe)
       snprintf(out->c.describe + used, sizeof out->c.describe - used, ")");
   }
-  const json_t *line = json_object_get(o, "line");
-  vqc_site site = {opt_str(o, "file"), (int)json_integer_value(line),
-                   opt_str(o, "func")};
+  vqc_site site = {l.file, l.line, l.func};
   if (site.file[0]) vqc_site_text(site, out->c.site, sizeof out->c.site);
-done:
-  json_decref(o);
-  return s;
+  return VQC_OK;
+}
+
+/* What a pass over one dump works on. */
+typedef struct dump_reading {
+  int rank;
+  void (*visit)(const ledger_line *, int, void *);
+  void *user;
+} dump_reading;
+
+/* One line of a dump (jsonl.h). */
+static vqc_status dump_line(const vqc_jsonl_line *l, void *user) {
+  const dump_reading *rd = user;
+  if (!l->json)
+    return vqc_error(VQC_EPARSE, "%s:%ld: not JSON (column %d): %s", l->path,
+                     l->lineno, l->err->column, l->err->text);
+  ledger_line line;
+  VQC_TRY(parse_ledger_line(l->json, l->path, l->lineno, rd->rank, &line));
+  rd->visit(&line, rd->rank, rd->user);
+  return VQC_OK;
 }
 
 /* Reads rank `rank`'s dump; for each line calls visit(line, user). Sets
@@ -630,31 +596,8 @@ static vqc_status scan_dump(const char *run_dir, int rank, bool *present,
   char path[4200];
   *present = false;
   VQC_TRY(vqc_ledger_dump_path(run_dir, rank, path, sizeof path));
-  FILE *f = fopen(path, "r");
-  if (!f) {
-    if (errno == ENOENT) return VQC_OK;
-    return vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
-  }
-  *present = true;
-  char *text = NULL;
-  size_t cap = 0, len = 0;
-  long lineno = 0;
-  vqc_status s = VQC_OK;
-  while (s == VQC_OK &&
-         (s = vqc_trace_read_line(f, path, lineno + 1, &text, &cap, &len)) ==
-             VQC_OK &&
-         len > 0) {
-    lineno++;
-    if (blank_line(text)) continue;
-    ledger_line l;
-    s = parse_ledger_line(text, path, lineno, rank, &l);
-    if (s == VQC_OK) visit(&l, rank, user);
-  }
-  if (s == VQC_OK && ferror(f))
-    s = vqc_error(VQC_EIO, "cannot read %s: %s", path, strerror(errno));
-  free(text);
-  fclose(f);
-  return s;
+  dump_reading rd = {rank, visit, user};
+  return vqc_jsonl_read(path, NULL, dump_line, &rd, present);
 }
 
 /* Pass 1 (only when no finding names the stuck collective): per rank, the

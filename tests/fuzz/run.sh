@@ -32,6 +32,7 @@ cc=${VQC_FUZZ_CC:-clang}
 case "$target" in
   trace)
     sources="$src/checkers/trace.c $src/checkers/trace_compare.c
+             $src/checkers/jsonl.c
              $src/checkers/findings.c $src/checkers/utf8.c
              $src/lib/src/core/status.c
              $src/lib/src/core/fsutil.c"
@@ -48,6 +49,7 @@ case "$target" in
              $src/checkers/findings.c $src/checkers/utf8.c
              $src/checkers/rundir.c $src/checkers/findings_record.c
              $src/checkers/ledger_analysis.c $src/checkers/trace.c
+             $src/checkers/jsonl.c $src/checkers/ledger_record.c
              $src/harness/run/watch_job.c $src/harness/run/bridge_findings.c
              $src/harness/run/watch_heartbeat.c
              $src/harness/run/offline.c $src/reports/*.c
