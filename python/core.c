@@ -21,6 +21,12 @@
  *                                                a cudaStream_t given as int
  *   type_info(name) -> (code, size), type_names() -> tuple of str
  *   gpu_built() -> bool, cuda_available() -> bool, version() -> str
+ *   ledger_line(seq, rank, call, t_enter_ns, t_exit_ns, state, status)
+ *                                                -> bytes: one ledger line
+ *                                                of the bridge's live
+ *                                                record, written by the
+ *                                                checkers' codec
+ *                                                (checkers/ledger_record.h)
  *
  * Every digest runs with the GIL released, so other Python threads (a data
  * loader) go on meanwhile. Errors from the library raise ValueError with its
@@ -29,6 +35,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -37,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ledger_record.h" /* checkers/: the ledger line's codec */
 #include "vqc/digest.h"
 #include "vqc/gpu.h"
 #include "vqc/status.h"
@@ -740,6 +748,126 @@ static PyObject *py_version(PyObject *self, PyObject *unused) {
   return PyUnicode_FromString(VQC_VERSION_STRING);
 }
 
+/* ---- the ledger line (checkers/ledger_record.h) */
+
+/* A str as UTF-8 bytes, each lone surrogate (a name decoded with
+ * "surrogateescape") as '?': what the bridge's json_line wrote. New
+ * reference; NULL with an exception set. */
+static PyObject *utf8_of(PyObject *o, const char *what) {
+  if (!PyUnicode_Check(o)) {
+    PyErr_Format(PyExc_TypeError, "ledger_line: %s must be a str", what);
+    return NULL;
+  }
+  return PyUnicode_AsEncodedString(o, "utf-8", "replace");
+}
+
+/* An int of C's range; -1 with an exception set otherwise (check
+ * PyErr_Occurred). */
+static int int_of(PyObject *o) {
+  const long v = PyLong_AsLong(o);
+  if (v == -1 && PyErr_Occurred()) return -1;
+  if (v < INT_MIN || v > INT_MAX) {
+    PyErr_SetString(PyExc_OverflowError, "ledger_line: an int field is out "
+                    "of range");
+    return -1;
+  }
+  return (int)v;
+}
+
+static PyObject *py_ledger_line(PyObject *self, PyObject *args) {
+  unsigned long long seq = 0, t_enter = 0, t_exit = 0;
+  int rank = 0;
+  PyObject *call = NULL, *state_obj = NULL, *status_obj = NULL;
+  if (!PyArg_ParseTuple(args, "KiO!KKUU", &seq, &rank, &PyTuple_Type, &call,
+                        &t_enter, &t_exit, &state_obj, &status_obj))
+    return NULL;
+  if (PyTuple_GET_SIZE(call) != 11) {
+    PyErr_SetString(PyExc_ValueError, "ledger_line: call must be (op, "
+                    "redop, dtype, count, root, group_size, group, "
+                    "group_name, file, line, func)");
+    return NULL;
+  }
+  vqc_ledger_line l;
+  memset(&l, 0, sizeof l);
+  l.seq = seq;
+  l.rank = rank;
+  l.t_enter_ns = t_enter;
+  l.t_exit_ns = t_exit;
+  const char *state = PyUnicode_AsUTF8(state_obj);
+  if (!state) return NULL;
+  if (strcmp(state, "entered") == 0) l.state = VQC_REC_ENTERED;
+  else if (strcmp(state, "done") == 0) l.state = VQC_REC_DONE;
+  else if (strcmp(state, "failed") == 0) l.state = VQC_REC_FAILED;
+  else {
+    PyErr_Format(PyExc_ValueError, "ledger_line: state '%s' (expected "
+                 "entered, done or failed)", state);
+    return NULL;
+  }
+  /* The strings, as bytes kept alive to the end. */
+  static const struct {
+    int index;
+    const char *name;
+  } strs[] = {{0, "op"}, {1, "redop"}, {2, "dtype"}, {7, "group_name"},
+              {8, "file"}, {10, "func"}};
+  PyObject *keep[7] = {NULL};
+  const char *text[7] = {NULL};
+  PyObject *result = NULL;
+  int *group = NULL;
+  for (int i = 0; i < 7; i++) {
+    PyObject *o = i < 6 ? PyTuple_GET_ITEM(call, strs[i].index) : status_obj;
+    keep[i] = utf8_of(o, i < 6 ? strs[i].name : "status");
+    if (!keep[i]) goto done;
+    text[i] = PyBytes_AS_STRING(keep[i]);
+  }
+  l.op = text[0];
+  l.redop = text[1];
+  l.dtype = text[2];
+  l.group_name = text[3];
+  l.file = text[4];
+  l.func = text[5];
+  l.status = text[6];
+  l.count = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(call, 3));
+  l.root = int_of(PyTuple_GET_ITEM(call, 4));
+  l.group_size = int_of(PyTuple_GET_ITEM(call, 5));
+  l.line = int_of(PyTuple_GET_ITEM(call, 9));
+  if (PyErr_Occurred()) goto done;
+  PyObject *g = PyTuple_GET_ITEM(call, 6);
+  if (g != Py_None) {
+    PyObject *seq_g = PySequence_Fast(g, "ledger_line: group must be a "
+                                      "sequence of ranks or None");
+    if (!seq_g) goto done;
+    const Py_ssize_t n = PySequence_Fast_GET_SIZE(seq_g);
+    group = PyMem_Malloc((size_t)(n ? n : 1) * sizeof *group);
+    for (Py_ssize_t i = 0; group && i < n; i++)
+      group[i] = int_of(PySequence_Fast_GET_ITEM(seq_g, i));
+    Py_DECREF(seq_g);
+    if (!group) {
+      PyErr_NoMemory();
+      goto done;
+    }
+    if (PyErr_Occurred()) goto done;
+    l.has_group = true;
+    l.group = group;
+    l.ngroup = (int)n;
+  }
+  /* As the bridge's json.dumps wrote it: \n \t ... as short escapes. */
+  char stack[1024];
+  size_t len = vqc_ledger_line_format(&l, VQC_LEDGER_PY_ESCAPES, stack,
+                                      sizeof stack);
+  if (len < sizeof stack) {
+    result = PyBytes_FromStringAndSize(stack, (Py_ssize_t)len);
+  } else {
+    result = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)len);
+    if (result)
+      vqc_ledger_line_format(&l, VQC_LEDGER_PY_ESCAPES,
+                             PyBytes_AS_STRING(result), len + 1);
+  }
+done:
+  PyMem_Free(group);
+  for (int i = 0; i < 7; i++) Py_XDECREF(keep[i]);
+  return result;
+}
+
 /* ---- the module */
 
 static PyMethodDef core_methods[] = {
@@ -771,6 +899,13 @@ static PyMethodDef core_methods[] = {
     {"cuda_available", py_cuda_available, METH_NOARGS,
      "cuda_available() -> whether a CUDA device answers."},
     {"version", py_version, METH_NOARGS, "version() -> libvqcheck's version."},
+    {"ledger_line", py_ledger_line, METH_VARARGS,
+     "ledger_line(seq, rank, call, t_enter_ns, t_exit_ns, state, status) -> "
+     "bytes\n"
+     "One ledger line (checkers/ledger_record.h), newline included. call: "
+     "(op, redop, dtype, count, root, group_size, group (world ranks, or "
+     "None), group_name, file, line, func); state: entered, done or "
+     "failed; status: its text."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -27,7 +27,6 @@ and the _Overlap; none of them calls back into this part.
 """
 from __future__ import annotations
 
-import json
 import os
 import sys
 import threading
@@ -35,7 +34,6 @@ import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .._heartbeat import IN_COLLECTIVE, RUNNING
-from .._text import json_text
 from ._lost import Lost
 from ._overlap import _Overlap
 from ._patching import lookup, own_attribute, patch
@@ -263,17 +261,18 @@ class Collectives:
                 middle = self.ledger_middle(op, fields, library or site,
                                             library is not None)
                 record = (seq, middle, time.monotonic_ns())
-                records.ledger_line(record, 0, "entered", '""')
+                records.ledger_line(record, 0, "entered", "")
             return self.seq, record
 
     def ledger_middle(self, op: str, fields: Dict[str, Any],
-                      site: Any, library: bool = False) -> str:
-        """The part of a ledger line between "rank" and "t_enter_ns": the
-        same for every call of one collective at one site, so it is made
-        once (a training loop repeats a few thousand such lines). library:
-        site is torch's own function issuing the call, named by its first
-        line (torch too writes `if src: scatter(...) else:
-        scatter(...)`)."""
+                      site: Any, library: bool = False) -> Tuple[Any, ...]:
+        """The fields of a ledger line between "rank" and "t_enter_ns", as
+        vqcheck._core.ledger_line takes them: (op, redop, dtype, count,
+        root, group_size, group, group_name, file, line, func), the same for
+        every call of one collective at one site, so it is made once (a
+        training loop repeats a few thousand such lines). library: site is
+        torch's own function issuing the call, named by its first line
+        (torch too writes `if src: scatter(...) else: scatter(...)`)."""
         file = site.f_code.co_filename if site is not None else "?"
         line = site.f_lineno if site is not None else 0
         if library and site is not None:
@@ -286,16 +285,15 @@ class Collectives:
         if middle is None:
             if len(self.middles) > 4096:
                 self.middles.clear()
-            line_fields = {"op": op, "redop": fields["redop"],
-                           "dtype": fields["dtype"],
-                           "count": fields["count"], "root": fields["root"],
-                           "group_size": self.records.world_size()}
             if group is not None:  # (name, world ranks)
-                line_fields.update(group_size=len(group[1]),
-                                   group=list(group[1]),
-                                   group_name=group[0])
-            middle = json_text({**line_fields, "file": file, "line": line,
-                                "func": func})[1:-1] + ","
+                group_size, ranks, name = (len(group[1]), tuple(group[1]),
+                                           group[0])
+            else:
+                group_size, ranks, name = (self.records.world_size(), None,
+                                           "")
+            middle = (op, fields["redop"], fields["dtype"], fields["count"],
+                      fields["root"], group_size, ranks, name, file, line,
+                      func)
             self.middles[key] = middle
         return middle
 
@@ -313,11 +311,11 @@ class Collectives:
             if record is not None:
                 if error is None:
                     records.ledger_line(record, time.monotonic_ns(), "done",
-                                        '"VQC_OK"')
+                                        "VQC_OK")
                 else:
                     records.ledger_line(
                         record, time.monotonic_ns(), "failed",
-                        json.dumps(type(error).__name__[:23]))
+                        type(error).__name__[:23])
 
     def watch_for_hangs(self) -> None:
         """Every 0.2 s: a collective in flight longer than the timeout

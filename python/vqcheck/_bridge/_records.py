@@ -26,6 +26,7 @@ import threading
 import time
 from typing import Any, Dict, Optional, Tuple
 
+from .. import _core
 from .._heartbeat import FINISHED, Heartbeat
 from .._text import json_line
 from .._trace import open_run_file, replace_run_file
@@ -121,20 +122,19 @@ class Records:
         # lines never leaves half a line.
         os.write(self.live_fd, json_line(event))
 
-    def ledger_line(self, record: Tuple[int, str, int], t_exit: int,
-                    state: str, status: str) -> None:
-        """One ledger line (ledger_analysis.h's format) in the live record,
-        one write(2) like every line there. record: (seq, the line's middle
-        from "op" to the field before "t_enter_ns", t_enter_ns); status is
-        JSON text."""
-        seq, middle, t_enter = record
+    def ledger_line(self, record: Tuple[int, Tuple[Any, ...], int],
+                    t_exit: int, state: str, status: str) -> None:
+        """One ledger line in the live record, one write(2) like every line
+        there, written by the checkers' codec (checkers/ledger_record.h,
+        through vqcheck._core): the format ledger_analysis.h reads. record:
+        (seq, the line's fields from "op" to "func" as
+        Collectives.ledger_middle makes them, t_enter_ns)."""
+        seq, call, t_enter = record
         if self.live_fd is None:
             return
-        os.write(self.live_fd, (
-            f'{{"seq":{seq},"rank":{self.rank},{middle}'
-            f'"t_enter_ns":{t_enter},"t_exit_ns":{t_exit},'
-            f'"state":"{state}","status":{status}}}\n'
-        ).encode("utf-8", "replace"))
+        os.write(self.live_fd, _core.ledger_line(seq, self.rank, call,
+                                                 t_enter, t_exit, state,
+                                                 status))
 
     def beat(self, state: int, seq: int, step: int, op: str) -> None:
         """A sign of progress in the heartbeat (none before the live record
