@@ -21,6 +21,22 @@ vqc_status vqc_jsonl_read_line(FILE *f, const char *path, long lineno,
   flockfile(f);
   for (;;) {
     int c = getc_unlocked(f);
+    if (c == '\0') {
+      /* Zeros are no data: a writer through a shared mapping leaves them
+       * past its last line when it is killed (interpose/vqc_mpi.c
+       * allocates its file's blocks ahead), or inside a line it was
+       * copying; a crash leaves them in a file whose length was written
+       * before its blocks; a supervisor may append after them. A run of
+       * zeros ends the line before it (a torn line, without its newline)
+       * and, when it lasts to the end of the file, the data. */
+      int d;
+      while ((d = getc_unlocked(f)) == '\0') {
+      }
+      if (d == EOF && !ferror(f)) break;
+      if (d != EOF) ungetc(d, f);
+      if (n > 0) break;
+      continue;
+    }
     if (c == EOF) {
       if (ferror(f))
         s = vqc_error(VQC_EIO, "cannot read %s after line %ld: %s", path,
@@ -78,18 +94,14 @@ vqc_status vqc_jsonl_read_stream(FILE *f, const char *path,
     s = vqc_jsonl_read_line(f, path, lineno, &buf, &cap, &len);
     if (s != VQC_OK || len == 0) break; /* an error, or the end */
     vqc_jsonl_line line = {path ? path : "(trace)", lineno, buf, len, false,
-                           false, NULL, NULL};
+                           NULL, NULL};
     line.torn = buf[len - 1] != '\n';
-    line.has_nul = strlen(buf) != len;
-    if (!line.has_nul && blank(buf, len)) continue;
+    if (blank(buf, len)) continue;
     if (opts->needle && strstr(buf, opts->needle) == NULL) continue;
     json_error_t err;
     memset(&err, 0, sizeof err);
-    if (line.has_nul)
-      snprintf(err.text, sizeof err.text, "the line holds a NUL byte");
-    else /* with its newline: an error's column is the line's */
-      line.json = vqc_json_loadb_mended(buf, len, opts->json_flags, &err,
-                                        NULL);
+    /* with its newline: an error's column is the line's */
+    line.json = vqc_json_loadb_mended(buf, len, opts->json_flags, &err, NULL);
     while (line.len > 0 && (buf[line.len - 1] == '\n' ||
                             buf[line.len - 1] == '\r'))
       buf[--line.len] = '\0';

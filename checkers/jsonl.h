@@ -11,6 +11,11 @@
  *     surrogate escape (Python's json.dumps of a surrogateescape'd name)
  *     reads as '?', not as a line that is not JSON;
  *   - blank lines (whitespace only) carry nothing and are not handed on;
+ *   - zeros are no data (a writer through a shared mapping, the MPI
+ *     interposer, leaves them past its last line, or inside the line it was
+ *     copying, when it is killed; a supervisor may append after them): a
+ *     run of zeros ends the line before it, which is then torn (without
+ *     its newline), and when it lasts to the end of the file, the data;
  *   - the last line of a file may lack its newline: a writer killed while
  *     writing it leaves exactly that. The line says so (torn), and a caller
  *     may have such a line skipped when it is not JSON (VQC_JSONL_SKIP_TORN),
@@ -33,8 +38,8 @@
  * VQC_JSONL_LINE_MAX + 2 bytes (the caller owns and frees *buf; *buf may be
  * NULL and *cap 0 at first). *len: the bytes read, the newline included
  * when there is one (the last line may lack it); 0 at the end of the file.
- * The line is NUL-terminated after *len bytes and may itself hold NUL bytes
- * (compare *len with strlen). A line longer than VQC_JSONL_LINE_MAX:
+ * The line is NUL-terminated after *len bytes and holds no NUL byte (zeros
+ * end it: see the top). A line longer than VQC_JSONL_LINE_MAX:
  * VQC_EPARSE "path:lineno: the line is longer than ...", read only up to
  * the cap. VQC_EIO on a read error, VQC_ENOMEM. The primitive under
  * vqc_jsonl_read, for a reader that pulls lines one at a time
@@ -44,7 +49,7 @@ vqc_status vqc_jsonl_read_line(FILE *f, const char *path, long lineno,
 
 /* Options of vqc_jsonl_read (bits of vqc_jsonl_opts.flags). */
 enum {
-  /* A line that is not JSON (or holds a NUL byte) is not handed on. */
+  /* A line that is not JSON is not handed on. */
   VQC_JSONL_SKIP_BAD = 1u << 0,
   /* The same for the last line when it lacks its newline (torn). */
   VQC_JSONL_SKIP_TORN = 1u << 1,
@@ -65,9 +70,7 @@ typedef struct vqc_jsonl_line {
   long lineno;           /* from 1; blank lines are counted */
   const char *text;      /* the line without its newline (and a CR before
                             it), NUL-terminated */
-  size_t len;            /* its length; more than strlen(text) when it
-                            holds a NUL byte (has_nul) */
-  bool has_nul;          /* then it is not parsed: json is NULL */
+  size_t len;            /* its length (strlen(text)) */
   bool torn;             /* the file's last line, without its newline */
   json_t *json;          /* the parsed line (borrowed: incref to keep it);
                             NULL when it is not JSON, with err */

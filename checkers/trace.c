@@ -424,9 +424,6 @@ vqc_status vqc_trace_parse_json(const json_t *o, const char *path,
 /* One line of vqc_trace_read into the vqc_trace at user. */
 static vqc_status take_line(const vqc_jsonl_line *l, void *user) {
   vqc_trace *out = user;
-  if (l->has_nul)
-    return vqc_error(VQC_EPARSE, "%s:%ld: the line holds a NUL byte", l->path,
-                     l->lineno);
   if (l->json == NULL)
     return vqc_error(VQC_EPARSE, "%s:%ld: not JSON (column %d): %s", l->path,
                      l->lineno, l->err->column, l->err->text);

@@ -296,11 +296,10 @@ static bool blank(const char *p) {
 }
 
 /* True when a line that failed to parse looks cut off rather than wrong:
- * it holds a NUL (the zero tail of a file a crash left short) or is not
- * complete JSON. Complete JSON with a bad field is an error, newline or
+ * it is not complete JSON (jsonl.h ends a line at zeros, the tail a crash
+ * can leave). Complete JSON with a bad field is an error, newline or
  * not. */
-static bool looks_cut_off(const char *line, bool has_nul) {
-  if (has_nul) return true;
+static bool looks_cut_off(const char *line) {
   json_error_t err;
   json_t *j = vqc_json_loadb_mended(line, strlen(line), 0, &err, NULL);
   if (j == NULL) return true;
@@ -319,23 +318,21 @@ static vqc_status read_next(rank_file *rf, int rank, json_t *warnings) {
     if (len == 0) return VQC_OK; /* the end of the file */
     rf->lineno++;
     const bool terminated = rf->buf[len - 1] == '\n';
-    const bool has_nul = len != strlen(rf->buf);
-    if (!has_nul && blank(rf->buf)) continue;
-    vqc_status s;
-    if (has_nul)
-      s = vqc_error(VQC_EPARSE, "%s:%ld: the line holds a NUL byte", rf->path,
-                    rf->lineno);
-    else
-      s = vqc_trace_parse_line(rf->buf, rf->path, rf->lineno, &rf->next.r);
+    if (blank(rf->buf)) continue;
+    vqc_status s =
+        vqc_trace_parse_line(rf->buf, rf->path, rf->lineno, &rf->next.r);
     if (s != VQC_OK) {
-      /* A line comes without its newline only at the end of the file:
-       * this is the last line, and a killed writer leaves exactly this. */
-      if (!terminated && looks_cut_off(rf->buf, has_nul)) {
-        warn(warnings, "%s:%ld: the last line is cut off (no newline, not "
-             "complete JSON: was the job killed while writing it?); ignored",
-             rf->path, rf->lineno);
+      /* A line comes without its newline at the end of the file, or
+       * before zeros (jsonl.h): a killed writer leaves exactly this. */
+      if (!terminated && looks_cut_off(rf->buf)) {
+        const int c = getc(rf->f);
+        if (c != EOF) ungetc(c, rf->f);
+        warn(warnings, "%s:%ld: the %s is cut off (no newline, not complete "
+             "JSON: was the job killed while writing it?); ignored",
+             rf->path, rf->lineno,
+             c == EOF ? "last line" : "line before a run of zero bytes");
         vqc_clear_error();
-        return VQC_OK;
+        continue;
       }
       return s;
     }

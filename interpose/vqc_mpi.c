@@ -8,8 +8,9 @@
  * it, per world rank r,
  *   rank-<r>.live.jsonl  (checkers/ledger_analysis.h's format) a start line
  *       {"event":"start","rank","size","pid","host"}; one ledger line per
- *       collective when entered and again when done or failed (one write(2)
- *       per line, O_APPEND: a kill never leaves half a line); {"event":
+ *       collective when entered and again when done or failed (copied
+ *       into a shared mapping of the file: "the live record" below; a kill
+ *       leaves every line copied, and zeros after them); {"event":
  *       "finished","status":"VQC_OK","step":-1} in MPI_Finalize; {"event":
  *       "signal","signal"} when SIGTERM, SIGINT or SIGHUP ends it (a
  *       launcher stopping the others after one failed), and {"event":"lost",
@@ -79,8 +80,9 @@
  *
  * It adds no communication of its own (no collective, no message on any
  * communicator), never touches a buffer, and returns what PMPI returned.
- * What it does add per collective: two writev(2) of one line each, two
- * heartbeat stores, a clock read and a table lookup (docs/mpi.md, "Cost").
+ * What it does add per collective: two lines copied into a shared mapping
+ * (no system call), two heartbeat stores, two clock reads and a table
+ * lookup (docs/mpi.md, "What it costs").
  * The attribute it keeps on each communicator (a keyval of its own, copied
  * by nobody) holds the communicator's name and counters. */
 #define _GNU_SOURCE
@@ -721,16 +723,122 @@ static void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
     ci->shadow = MPI_COMM_NULL;
 }
 
-/* ---- the live record */
+/* ---- the live record
+ *
+ * Written through a shared mapping of the file, not a system call per
+ * line: a line is a reservation of its bytes (one atomic add on the
+ * record's length) and a copy into the mapping, which is the file's page
+ * cache: a reader (vqcheck watch, at a hang) sees it at once, and a rank
+ * killed with SIGKILL leaves every line it copied. The mapping is one
+ * range of address space reserved at the start (REC_SPAN, no memory
+ * behind it); the file's blocks are allocated ahead of the lines
+ * (posix_fallocate, REC_GROW at a time, so a full disk is an error here,
+ * never a SIGBUS later), and at MPI_Finalize the file is cut to its
+ * lines. Until then, or when a rank is killed, its end is zeros (readers
+ * stop at them: a torn last line). Signal handlers write with pwrite(2)
+ * at their reservation, as does everything once the mapping is gone or
+ * could not be made (a full disk, a file system without fallocate: one
+ * pwrite per line, as before). */
 
-static void live_write(const char *s, size_t n) {
-  if (g.live_fd < 0) return;
+#define REC_SPAN ((size_t)64 << 30) /* address space, not memory */
+#define REC_GROW ((uint64_t)4 << 20)
+
+static struct {
+  unsigned char *map;   /* NULL: pwrite only */
+  uint64_t used;        /* bytes reserved so far (atomic) */
+  uint64_t size;        /* bytes allocated in the file (under rec_lock) */
+} rec;
+static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void rec_pwrite(const char *s, size_t n, uint64_t off) {
   while (n > 0) {
-    ssize_t w = write(g.live_fd, s, n);
+    ssize_t w = pwrite(g.live_fd, s, n, (off_t)off);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) return;
     s += w;
     n -= (size_t)w;
+    off += (uint64_t)w;
+  }
+}
+
+/* Whether the file holds blocks up to end (allocating more when not);
+ * false: write with pwrite instead. */
+static bool rec_room(uint64_t end) {
+  if (__atomic_load_n(&rec.size, __ATOMIC_ACQUIRE) >= end) return true;
+  bool ok = true;
+  pthread_mutex_lock(&rec_lock);
+  if (rec.size < end) {
+    uint64_t want = __atomic_load_n(&rec.used, __ATOMIC_RELAXED);
+    want = (want > end ? want : end) + REC_GROW;
+    if (want > REC_SPAN || posix_fallocate(g.live_fd, (off_t)rec.size,
+                                           (off_t)(want - rec.size)) != 0) {
+      ok = false;
+    } else {
+      __atomic_store_n(&rec.size, want, __ATOMIC_RELEASE);
+    }
+  }
+  pthread_mutex_unlock(&rec_lock);
+  return ok;
+}
+
+/* Appends the n parts of one line to the record. Async-signal-safe when
+ * from_signal (pwrite only). */
+static void rec_append(const struct iovec *part, int n, bool from_signal) {
+  if (g.live_fd < 0) return;
+  size_t total = 0;
+  for (int i = 0; i < n; i++) total += part[i].iov_len;
+  const uint64_t off = __atomic_fetch_add(&rec.used, total, __ATOMIC_RELAXED);
+  unsigned char *map = __atomic_load_n(&rec.map, __ATOMIC_ACQUIRE);
+  if (map && !from_signal && rec_room(off + total)) {
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+      memcpy(map + off + k, part[i].iov_base, part[i].iov_len);
+      k += part[i].iov_len;
+    }
+    return;
+  }
+  uint64_t at = off;
+  for (int i = 0; i < n; i++) {
+    rec_pwrite(part[i].iov_base, part[i].iov_len, at);
+    at += part[i].iov_len;
+  }
+}
+
+static void live_write(const char *s, size_t n) {
+  struct iovec one = {(void *)s, n};
+  rec_append(&one, 1, false);
+}
+
+/* From a signal handler: pwrite only. */
+static void live_write_signal(const char *s, size_t n) {
+  struct iovec one = {(void *)s, n};
+  rec_append(&one, 1, true);
+}
+
+/* The record's file, just made: its mapping (none when it cannot be:
+ * every line is then a pwrite). */
+static void rec_open(void) {
+  rec.used = rec.size = 0;
+  void *m = mmap(NULL, REC_SPAN, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_NORESERVE, g.live_fd, 0);
+  if (m == MAP_FAILED) return;
+  if (posix_fallocate(g.live_fd, 0, (off_t)REC_GROW) != 0) {
+    munmap(m, REC_SPAN);
+    return;
+  }
+  rec.size = REC_GROW;
+  __atomic_store_n(&rec.map, (unsigned char *)m, __ATOMIC_RELEASE);
+}
+
+/* At MPI_Finalize: the file cut to its lines, the mapping gone (later
+ * lines, a signal's, are pwrites past the end). */
+static void rec_close(void) {
+  unsigned char *m = __atomic_exchange_n(&rec.map, NULL, __ATOMIC_ACQ_REL);
+  if (m) munmap(m, REC_SPAN);
+  if (g.live_fd >= 0 &&
+      ftruncate(g.live_fd, (off_t)__atomic_load_n(&rec.used,
+                                                  __ATOMIC_ACQUIRE)) != 0) {
+    /* the zeros stay: readers stop at them */
   }
 }
 
@@ -745,35 +853,65 @@ typedef struct call {
   bool blocking;
 } call;
 
+/* ---- a line, put together without printf (snprintf was most of a
+ * recorded call's cost): pieces appended to a fixed buffer; one that does
+ * not fit marks the buffer full, and a full buffer's line is not written. */
+
+typedef struct line_out {
+  char *p, *end;
+  bool full;
+} line_out;
+
+static void put(line_out *o, const char *s, size_t n) {
+  if (o->full || (size_t)(o->end - o->p) < n) {
+    o->full = true;
+    return;
+  }
+  memcpy(o->p, s, n);
+  o->p += n;
+}
+#define PUT(o, lit) put((o), (lit), sizeof(lit) - 1)
+
+static void put_str(line_out *o, const char *s) { put(o, s, strlen(s)); }
+
+static void put_u64(line_out *o, unsigned long long v) {
+  char b[24];
+  int k = (int)sizeof b;
+  do {
+    b[--k] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v);
+  put(o, b + k, sizeof b - (size_t)k);
+}
+
+static void put_i64(line_out *o, long long v) {
+  if (v < 0) {
+    PUT(o, "-");
+    put_u64(o, (unsigned long long)(-(v + 1)) + 1);
+  } else {
+    put_u64(o, (unsigned long long)v);
+  }
+}
+
 static void call_line(const call *c, uint64_t t_exit, const char *state,
                       const char *status) {
   char tail[160];
-  int tn = snprintf(tail, sizeof tail, "\"t_enter_ns\":%llu,\"t_exit_ns\":"
-                    "%llu,\"state\":\"%s\",\"status\":\"%s\"}\n",
-                    (unsigned long long)c->t_enter,
-                    (unsigned long long)t_exit, state, status);
+  line_out o = {tail, tail + sizeof tail, false};
+  PUT(&o, "\"t_enter_ns\":");
+  put_u64(&o, c->t_enter);
+  PUT(&o, ",\"t_exit_ns\":");
+  put_u64(&o, t_exit);
+  PUT(&o, ",\"state\":\"");
+  put_str(&o, state);
+  PUT(&o, "\",\"status\":\"");
+  put_str(&o, status);
+  PUT(&o, "\"}\n");
+  if (o.full) return;
   struct iovec iov[4] = {{(void *)c->head, c->hn},
                          {c->ci->group_json, c->ci->group_len},
                          {(void *)c->s->json, c->s->len},
-                         {tail, (size_t)tn}};
-  if (g.live_fd < 0) return;
-  /* One line, one writev on an O_APPEND descriptor; a short write (a full
-   * disk) is finished with plain writes. */
-  const size_t total = c->hn + c->ci->group_len + c->s->len + (size_t)tn;
-  ssize_t w;
-  do {
-    w = writev(g.live_fd, iov, 4);
-  } while (w < 0 && errno == EINTR);
-  if (w < 0 || (size_t)w == total) return;
-  size_t done = (size_t)w;
-  for (int i = 0; i < 4; i++) {
-    if (done >= iov[i].iov_len) {
-      done -= iov[i].iov_len;
-      continue;
-    }
-    live_write((const char *)iov[i].iov_base + done, iov[i].iov_len - done);
-    done = 0;
-  }
+                         {tail, (size_t)(o.p - tail)}};
+  rec_append(iov, 4, false);
 }
 
 static void agree(const call *c, const char *dtype, long long count,
@@ -794,23 +932,38 @@ static void record(call *c, bool blocking, MPI_Comm comm, const char *op,
   c->seq = __atomic_add_fetch(&ci->seq, 1, __ATOMIC_RELAXED);
   c->op = op;
   c->s = site_of(pc);
+  /* {"seq":..,"rank":..,"op":"..","redop":"..","dtype":"..","count":..,
+   * "root":..,"group_size":..,"any_site":true,<mpi_type>,<mpi_count>, */
+  line_out o = {c->head, c->head + sizeof c->head, false};
+  PUT(&o, "{\"seq\":");
+  put_u64(&o, c->seq);
+  PUT(&o, ",\"rank\":");
+  put_i64(&o, g.rank);
+  PUT(&o, ",\"op\":\"");
+  put_str(&o, op);
+  PUT(&o, "\",\"redop\":\"");
+  put_str(&o, redop);
+  PUT(&o, "\",\"dtype\":\"");
+  put_str(&o, t.dtype);
+  PUT(&o, "\",\"count\":");
   /* A negative count is an invalid argument (MPI fails the call with
    * MPI_ERR_COUNT): the record keeps a valid count, 0, and the program's
    * in "mpi_count". */
-  char bad[40] = "";
+  put_i64(&o, count < 0 ? 0 : count * t.elems);
+  PUT(&o, ",\"root\":");
+  put_i64(&o, root);
+  PUT(&o, ",\"group_size\":");
+  put_i64(&o, ci == &world_info ? g.size : ci->size);
+  PUT(&o, ",\"any_site\":true,");
+  put_str(&o, t.extra);
   if (count < 0) {
-    snprintf(bad, sizeof bad, "\"mpi_count\":%lld,", count);
+    PUT(&o, "\"mpi_count\":");
+    put_i64(&o, count);
+    PUT(&o, ",");
     count = 0;
   }
-  int n = snprintf(c->head, sizeof c->head,
-                   "{\"seq\":%llu,\"rank\":%d,\"op\":\"%s\",\"redop\":\"%s\","
-                   "\"dtype\":\"%s\",\"count\":%lld,\"root\":%d,"
-                   "\"group_size\":%d,\"any_site\":true,%s%s",
-                   (unsigned long long)c->seq, g.rank, op, redop, t.dtype,
-                   count * t.elems, root, ci == &world_info ? g.size : ci->size,
-                   t.extra, bad);
-  if (n <= 0 || (size_t)n >= sizeof c->head) return;
-  c->hn = (size_t)n;
+  if (o.full) return;
+  c->hn = (size_t)(o.p - c->head);
   c->ci = ci;
   c->t_enter = now_ns();
   call_line(c, 0, "entered", "");
@@ -911,6 +1064,7 @@ static void agree(const call *c, const char *dtype, long long count,
           "communicator %s called collective #%llu differently; stopping "
           "the job before it moves any data (the report names the calls)\n",
           g.rank, ci->name, (unsigned long long)c->seq);
+  rec_close();
   PMPI_Barrier(ci->shadow); /* every member's record is written */
   PMPI_Abort(ci->shadow, 1);
 }
@@ -1212,7 +1366,7 @@ static void on_note(int sig) {
   size_t k = cat(b, 0, sizeof b, "{\"event\":\"signal\",\"signal\":");
   k += fmt_int(b + k, sig);
   k = cat(b, k, sizeof b, "}\n");
-  live_write(b, k);
+  live_write_signal(b, k);
   chain(sig);
   errno = e;
 }
@@ -1228,7 +1382,7 @@ static void on_fault(int sig) {
   k = cat(b, k, sizeof b, ")\",\"signal\":");
   k += fmt_int(b + k, sig);
   k = cat(b, k, sizeof b, "}\n");
-  live_write(b, k);
+  live_write_signal(b, k);
   chain(sig);
   errno = e;
 }
@@ -1386,14 +1540,14 @@ static void started(int provided) {
   if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, info_delete, &g.keyval,
                               NULL) != MPI_SUCCESS)
     g.keyval = MPI_KEYVAL_INVALID;
-  g.live_fd = open_file(".live.jsonl", O_WRONLY | O_CREAT | O_TRUNC |
-                                           O_APPEND);
+  g.live_fd = open_file(".live.jsonl", O_RDWR | O_CREAT | O_TRUNC);
   if (g.live_fd < 0) {
     fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write its live record "
             "into %s: %s; this rank is not recorded\n", g.rank, g.dir,
             strerror(errno));
     return;
   }
+  rec_open();
   const int hb = open_file(".heartbeat", O_RDWR | O_CREAT | O_TRUNC);
   if (hb >= 0 && ftruncate(hb, HB_SIZE) == 0) {
     void *m = mmap(NULL, HB_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, hb, 0);
@@ -1490,6 +1644,7 @@ int MPI_Finalize(void) {
     static const char fin[] = "{\"event\":\"finished\",\"status\":\"VQC_OK\","
                               "\"step\":-1}\n";
     live_write(fin, sizeof fin - 1);
+    rec_close();
     beat(HB_FINISHED, world_info.seq, "");
     if (world_info.shadow != MPI_COMM_NULL)
       PMPI_Comm_free(&world_info.shadow);

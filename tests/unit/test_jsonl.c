@@ -16,7 +16,7 @@
 typedef struct seen {
   int n;
   long lineno[16];
-  bool parsed[16], torn[16], has_nul[16];
+  bool parsed[16], torn[16];
   char text[16][64];
   json_t *json[16];   /* increfed */
   int stop_at;        /* > 0: return VQC_ECOMM at this call */
@@ -30,7 +30,6 @@ static vqc_status take(const vqc_jsonl_line *l, void *user) {
   s->lineno[s->n] = l->lineno;
   s->parsed[s->n] = l->json != NULL;
   s->torn[s->n] = l->torn;
-  s->has_nul[s->n] = l->has_nul;
   snprintf(s->text[s->n], sizeof s->text[0], "%s", l->text);
   cr_assert_eq(strlen(l->text) <= l->len, true);
   if (!l->json) cr_assert_not_null(l->err);
@@ -143,13 +142,56 @@ Test(jsonl, bad_utf8_and_surrogates) {
   seen_free(&t);
 }
 
-Test(jsonl, nul_byte) {
+/* Zeros inside a line end it: the part before them is a torn line (not
+ * handed on as JSON), what follows them the next one. */
+Test(jsonl, nul_byte_ends_the_line) {
   static const char b[] = "{\"a\":1}\n{\"a\"\0:1}\n";
   seen s = {0};
   cr_assert_eq(read_bytes(b, sizeof b - 1, 0, &s), VQC_OK);
+  cr_assert_eq(s.n, 3);
+  cr_assert(s.torn[1] && !s.parsed[1]);
+  cr_assert_str_eq(s.text[2], ":1}");
+  cr_assert(!s.parsed[2]);
+  seen_free(&s);
+}
+
+/* A shared-mapping writer killed after its lines (interpose/vqc_mpi.c):
+ * the zeros past them are no data, not a line holding NUL bytes. */
+Test(jsonl, zero_tail_is_the_end) {
+  static const char b[] = "{\"a\":1}\n{\"a\":2}\n\0\0\0\0\0\0\0\0";
+  seen s = {0};
+  cr_assert_eq(read_bytes(b, sizeof b - 1, 0, &s), VQC_OK);
   cr_assert_eq(s.n, 2);
-  cr_assert(s.has_nul[1]);
+  cr_assert(s.parsed[0] && s.parsed[1]);
+  cr_assert(!s.torn[1]);
+  seen_free(&s);
+}
+
+/* Killed in the middle of a line: the part before the zeros is a torn
+ * last line (skipped with VQC_JSONL_SKIP_TORN), the zeros nothing. */
+Test(jsonl, zero_tail_after_a_torn_line) {
+  static const char b[] = "{\"a\":1}\n{\"a\":\0\0\0\0";
+  seen s = {0};
+  cr_assert_eq(read_bytes(b, sizeof b - 1, 0, &s), VQC_OK);
+  cr_assert_eq(s.n, 2);
+  cr_assert(s.torn[1]);
   cr_assert(!s.parsed[1]);
+  seen_free(&s);
+  seen t = {0};
+  cr_assert_eq(read_bytes(b, sizeof b - 1, VQC_JSONL_SKIP_TORN, &t), VQC_OK);
+  cr_assert_eq(t.n, 1);
+  seen_free(&t);
+}
+
+/* A supervisor's line appended after a killed writer's zeros: read, the
+ * zeros skipped (cmd_watch.c marks a rank it stopped so). */
+Test(jsonl, line_after_zeros_is_read) {
+  static const char b[] = "{\"a\":1}\n\0\0\0{\"a\":2}\n";
+  seen s = {0};
+  cr_assert_eq(read_bytes(b, sizeof b - 1, 0, &s), VQC_OK);
+  cr_assert_eq(s.n, 2);
+  cr_assert(s.parsed[0] && s.parsed[1]);
+  cr_assert_eq(s.lineno[1], 2);
   seen_free(&s);
 }
 
