@@ -25,6 +25,18 @@
  *               of the rows given their indices, then the lerps and the
  *               renormalisation, which touch only C*D values) against a plain
  *               read of x: GB/s of x and ratio.
+ *   "vq_ema", "vq_kmeans", "vq_expiry", "rvq_4_dropout"
+ *               training forwards (vqc_vq_forward, vqc_rvq_forward) on
+ *               (B, N, D) = (8, 1024, 256) against C = 1024 codes, against
+ *               vector-quantize-pytorch's own forwards in train mode on the
+ *               same data and state (below): rows/s = 8192 / s (the RVQ: 4
+ *               forwards per repetition, 32768 rows); ratio = ours /
+ *               PyTorch's, as for "fsq". vq_ema: nearest code, quantized
+ *               rows, commitment loss, EMA update; vq_kmeans: the same
+ *               after k-means init (10 iterations) on the batch; vq_expiry:
+ *               vq_ema then dead-code expiry (threshold 2: about 300 codes
+ *               replaced); rvq_4_dropout: ResidualVQ of 4 such layers with
+ *               quantize dropout.
  *
  * PyTorch baseline. The bench writes z to a temporary file, starts
  * `python3 -c SCRIPT` (VQC_BENCH_PYTHON, else /usr/bin/python3, else
@@ -53,6 +65,65 @@
  * scalar definition bit for bit; the EMA counts equal a bincount of the
  * indices and the sums equal row-order double sums rounded once (decay 0,
  * so both are copied exactly).
+ *
+ * VQ and RVQ. The library's side is bench/jobs/vqpt_train.py (its header
+ * has the protocol), run as a child by the python of VQC_BENCH_PYTHON (else
+ * /usr/bin/python3, else python3) with the pinned vector-quantize-pytorch
+ * 1.32.0 of scripts/torch-env.sh (build-py/thirdparty/vector-quantize-
+ * pytorch-1.32.0 of this source tree, or the folder VQC_BENCH_VQPT names)
+ * first on its PYTHONPATH. The figures are meant for torch 2.x (the venv
+ * build-py/venv-torch2: set VQC_BENCH_PYTHON); Debian's torch 1.13 runs the
+ * library too, and the baseline's label names the torch it ran on. Without
+ * a python with torch, or when the library does not import, the four
+ * figures are printed without a baseline and the bench says why.
+ * Modules: VectorQuantize(256, 1024, decay 0.8, eps 1e-5) (+ kmeans_init,
+ * kmeans_iters 10; + threshold_ema_dead_code 2) and ResidualVQ(4 layers,
+ * quantize_dropout), the library's defaults otherwise (euclidean, one head,
+ * no projection), one torch thread, x not requiring grad (our forward
+ * builds no graph: no straight-through or rotation-trick output on either
+ * side). Both sides start from the same fresh state (cluster_size 1,
+ * embed_avg = the codebook; a zero, uninitialised one for k-means) and
+ * every timed forward starts from it again (restoring it is not timed), so
+ * k-means init runs in each vq_kmeans forward and each vq_expiry forward
+ * replaces the same codes. The data is clustered as a quantizer's input is
+ * once training has found structure (vq_setup): rows are codes plus noise,
+ * so every row's nearest code wins by a wide margin (printed: about 10 in
+ * distance, where float32 rounding moves a distance by about 1e-5) and
+ * the two sides' different float32 summation orders cannot flip an index.
+ * Validation (exit 1 on any failure) replays the library's random choices
+ * on our side through vqc_draws, as the conformance harness does with the
+ * golden fixtures (tests/fixtures/vqpt): the child records the rows its
+ * sample_vectors draws (k-means initial rows, dead-code replacement rows)
+ * and our draws->rows returns them; quantize dropout takes the seed as
+ * rand_quantize_dropout_fixed_seed there and from draws->dropout_seed here,
+ * and both derive the cutoff with CPython's random.Random(seed).randrange.
+ * One training forward of each VQ and two consecutive ones of the RVQ
+ * (seeds whose cutoffs are 3, all layers, then 1, carrying the state) are
+ * compared:
+ *   - indices exactly (the RVQ's -1 columns of dropped layers included);
+ *   - quantized exactly where it is rows of the starting codebook (vq_ema,
+ *     vq_expiry, RVQ step 0; the output sum over layers is the same float32
+ *     adds in the same order), else within the tolerance below;
+ *   - cluster_size within one ulp: the counts are exact integers in both,
+ *     but torch 2.x's CPU lerp rounds once (a fused multiply-add:
+ *     lerp(1, 10, 0.2) = 2.79999995) where ours (vqc_lerp_f32) follows
+ *     torch 1.13's, which the golden fixtures were made with and which
+ *     rounds the product first (2.80000019). An expiry decision cannot
+ *     flip on it here: from a fresh state a count n gives 1 + 0.2 (n - 1),
+ *     exactly 2.0 at n = 6 both ways;
+ *   - losses, codebooks and embed_avg (and quantized after an update)
+ *     within |ours - lib| <= 1e-5 max(1, |lib|), the conformance contract's
+ *     tolerance (tests/fixtures/vqpt/README.md), for the same reason: the
+ *     library sums the EMA statistics as a float32 one-hot matmul (BLAS
+ *     blocks), k-means means with scatter_add_ and the loss with
+ *     mse_loss's reduction, we sum in double and round once; the largest
+ *     deviation, as a fraction of the tolerance, is printed.
+ * For timing, the draws are each side's own (torch's RNG; vqc_rng), except
+ * the dropout seeds: the same four (cutoffs 0, 1, 2, 3) on both sides in
+ * every repetition, so both run the same 10 layer forwards (a drawn seed
+ * would give each side another number of layers; drawing one costs
+ * microseconds). Each "t" round-trip to the child times K forwards with
+ * its thread's CPU clock.
  *
  * Timing: every kind runs on the calling thread (OpenBLAS set to one
  * thread computes in the caller; PyTorch's child too), so each run is timed
@@ -108,6 +179,7 @@
 #include "quant/vq_nearest.h"
 #include "vqc/fsq.h"
 #include "vqc/rng.h"
+#include "vqc/rvq.h"
 #include "vqc/vq.h"
 
 enum { M_ROWS = 65536, DIM = 64, CODES = 1024 };
@@ -115,6 +187,12 @@ enum { M_ROWS = 65536, DIM = 64, CODES = 1024 };
 enum { TB = 64, TN = 1024, TD = 4 };  /* PyTorch's shape (B, N, d) */
 #define TORCH_ELEMS ((int64_t)TB * TN * TD)
 #define FSQ_INNER 10 /* (64, 1024, 4) runs per repetition, both sides */
+/* VQ and RVQ: (B, N, D) batches against C codes, Q RVQ layers */
+enum { VB = 8, VN = 1024, VD = 256, VC = 1024, VQL = 4 };
+#define V_ROWS ((int64_t)VB * VN)
+#define VQ_TOL 1e-5  /* floats against the library: see "VQ and RVQ" */
+#define RVQ_INNER 4  /* RVQ forwards per repetition: cutoffs 0, 1, 2, 3 */
+enum { VK_EMA, VK_KMEANS, VK_EXPIRY, VK_RVQ, NVK }; /* the VQ/RVQ cases */
 #define MAX_REPS 51 /* 50 repetitions and the warm-up's slot */
 #define DEFAULT_REPS 7
 
@@ -138,7 +216,10 @@ static double mono_s(void) {
 
 enum {
   T_SGEMM, T_NEAR, T_NEAR_AVX2, T_PEAK, T_FSQ, T_FSQ_SCALAR, T_TORCH,
-  T_FSQ_BIG, T_MEMCPY, T_TANH, T_TANHF, T_EMA, T_READ, NT
+  T_FSQ_BIG, T_MEMCPY, T_TANH, T_TANHF, T_EMA, T_READ,
+  T_VQ, T_VQ_LAST = T_VQ + NVK - 1,       /* ours, by case (VK_*) */
+  T_VQPT, T_VQPT_LAST = T_VQPT + NVK - 1, /* the library's, by case */
+  NT
 };
 static double t_cpu[NT][MAX_REPS];
 static double peak_gflops[MAX_REPS];
@@ -475,7 +556,10 @@ typedef struct torch_child {
 /* Temporary files of the child's exchange; removed by tmp_cleanup. */
 static char tmp_path[3][64];
 
+static void vq_tmp_cleanup(void);
+
 static void tmp_cleanup(void) {
+  vq_tmp_cleanup();
   for (int i = 0; i < 3; i++)
     if (tmp_path[i][0]) {
       unlink(tmp_path[i]);
@@ -687,6 +771,599 @@ static int validate_ema(vqc_vq *vq, const float *x, const int64_t *idx) {
   return bad == 0;
 }
 
+/* ---- (6) VQ and RVQ training forwards against vector-quantize-pytorch
+ *
+ * See "VQ and RVQ" at the top. Each case keeps its fresh state (the
+ * snapshot taken after set-up) and every timed forward starts from it, on
+ * both sides: k-means init then runs in every timed forward, and expiry
+ * replaces the same number of codes every time. */
+
+static const char *const vk_child[NVK] = {"vq_ema", "vq_kmeans", "vq_expiry",
+                                          "rvq"};
+static const char *const vk_figure[NVK] = {"vq_ema", "vq_kmeans", "vq_expiry",
+                                           "rvq_4_dropout"};
+
+typedef struct vq_bench {
+  float *e0, *x, *xe, *er, *xr; /* inputs, as vqpt_train.py names them */
+  vqc_vq vq[3];                 /* VK_EMA, VK_KMEANS, VK_EXPIRY */
+  vqc_rvq rvq;
+  float *fresh[3 + VQL][3];     /* embed, cluster_size, embed_avg each */
+  int64_t *idx;                 /* (V_ROWS, VQL) */
+  float *q;                     /* (V_ROWS, VD) */
+  float losses[VQL];
+  int64_t seeds_validate[2];    /* RVQ validation: cutoffs 3, then 1 */
+  int64_t seeds_time[RVQ_INNER]; /* RVQ timing: cutoffs 0, 1, 2, 3 */
+} vq_bench;
+
+/* The state arrays of codebook i (0..2: vq[i], 3..: RVQ layer i - 3). */
+static vqc_vq *vq_codebook(vq_bench *b, int i) {
+  return i < 3 ? &b->vq[i] : &b->rvq.layers[i - 3];
+}
+
+static float *vq_state(vqc_vq *v, int which) {
+  return which == 0 ? vqc_vq_embed(v)
+                    : which == 1 ? vqc_vq_cluster_size(v) : vqc_vq_embed_avg(v);
+}
+
+static size_t vq_state_floats(int which) {
+  return which == 1 ? (size_t)VC : (size_t)VC * VD;
+}
+
+/* Back to the fresh state of case k (not timed). */
+static void vq_restore(vq_bench *b, int k) {
+  const int lo = k == VK_RVQ ? 3 : k, hi = k == VK_RVQ ? 3 + VQL : k + 1;
+  for (int i = lo; i < hi; i++) {
+    vqc_vq *v = vq_codebook(b, i);
+    for (int w = 0; w < 3; w++)
+      memcpy(vq_state(v, w), b->fresh[i][w],
+             vq_state_floats(w) * sizeof(float));
+    v->initted = !v->p.kmeans_init;
+  }
+}
+
+/* Rows near given codes: row i = codes[a_i] + noise * normal, a_i uniform
+ * in [0, used). */
+static void vq_clustered(vqc_rng *r, float *x, const float *codes, int used,
+                         float noise) {
+  vqc_rng_normal(r, x, V_ROWS * VD, 0.0f, noise);
+  for (int64_t i = 0; i < V_ROWS; i++) {
+    const int64_t a = vqc_rng_randint(r, 0, used);
+    for (int d = 0; d < VD; d++) x[i * VD + d] += codes[a * VD + d];
+  }
+}
+
+/* Inputs, codebooks and fresh states. Returns 0 on failure (message
+ * printed). The data: e0 normal(0, 1); x (vq_ema, vq_kmeans) rows near
+ * e0's codes, noise 0.5; xe (vq_expiry) the same near e0's first 3C/4
+ * codes, so that the other C/4 (and the first ones that get fewer than 6
+ * rows) expire; the RVQ's layer l codebook normal(0, 2^-l) and xr rows
+ * sum_l er[l][a_il] + normal(0, 0.05): each layer has structure to find, as
+ * a trained RVQ's residuals do. Every row's nearest code wins by far more
+ * than float32 rounding moves a distance (see the validation note). */
+static int vq_setup(vq_bench *b) {
+  const size_t xb = (size_t)V_ROWS * VD * sizeof(float),
+               eb = (size_t)VC * VD * sizeof(float);
+  b->e0 = malloc(eb);
+  b->er = malloc(VQL * eb);
+  b->x = malloc(xb);
+  b->xe = malloc(xb);
+  b->xr = malloc(xb);
+  b->idx = malloc((size_t)V_ROWS * VQL * sizeof(int64_t));
+  b->q = malloc(xb);
+  if (!b->e0 || !b->er || !b->x || !b->xe || !b->xr || !b->idx || !b->q) {
+    fprintf(stderr, "bench_quantizers: out of memory\n");
+    return 0;
+  }
+  vqc_rng r;
+  vqc_rng_init(&r, 6, vqc_rng_stream_for(0, VQC_RNG_TEST, -1));
+  vqc_rng_normal(&r, b->e0, VC * VD, 0.0f, 1.0f);
+  vq_clustered(&r, b->x, b->e0, VC, 0.5f);
+  vq_clustered(&r, b->xe, b->e0, 3 * VC / 4, 0.5f);
+  vqc_rng_normal(&r, b->xr, V_ROWS * VD, 0.0f, 0.05f);
+  for (int l = 0; l < VQL; l++) {
+    float *E = b->er + (size_t)l * VC * VD;
+    vqc_rng_normal(&r, E, VC * VD, 0.0f, ldexpf(1.0f, -l));
+    for (int64_t i = 0; i < V_ROWS; i++) {
+      const int64_t a = vqc_rng_randint(&r, 0, VC);
+      for (int d = 0; d < VD; d++) b->xr[i * VD + d] += E[a * VD + d];
+    }
+  }
+
+  vqc_vq_params p;
+  vqc_vq_params_default(&p, VD, VC); /* decay 0.8, eps 1e-5, weight 1 */
+  vqc_status s = vqc_vq_init(&b->vq[VK_EMA], &p, b->e0);
+  vqc_vq_params pk = p;
+  pk.kmeans_init = true;
+  pk.kmeans_iters = 10;
+  if (s == VQC_OK) s = vqc_vq_init(&b->vq[VK_KMEANS], &pk, NULL);
+  vqc_vq_params pe = p;
+  pe.threshold_ema_dead_code = 2.0; /* reset_cluster_size: the same */
+  if (s == VQC_OK) s = vqc_vq_init(&b->vq[VK_EXPIRY], &pe, b->e0);
+  vqc_rvq_params pr;
+  vqc_rvq_params_default(&pr, VQL, VD, VC);
+  pr.quantize_dropout = true;
+  if (s == VQC_OK) s = vqc_rvq_init(&b->rvq, &pr, b->er);
+  if (s != VQC_OK) {
+    fprintf(stderr, "bench_quantizers: VQ set-up failed: %s\n",
+            vqc_last_error());
+    return 0;
+  }
+  for (int i = 0; i < 3 + VQL; i++)
+    for (int w = 0; w < 3; w++) {
+      const size_t n = vq_state_floats(w) * sizeof(float);
+      if (!(b->fresh[i][w] = malloc(n))) {
+        fprintf(stderr, "bench_quantizers: out of memory\n");
+        return 0;
+      }
+      memcpy(b->fresh[i][w], vq_state(vq_codebook(b, i), w), n);
+    }
+  /* Dropout seeds whose cutoff (CPython's random.Random(seed).randrange(0,
+   * Q), as both sides derive it) is 3 then 1 for the validation and 0..3
+   * for the timed forwards. */
+  int64_t by_cutoff[VQL] = {-1, -1, -1, -1};
+  for (int64_t seed = 1000, left = VQL; left > 0; seed++) {
+    const int c = vqc_dropout_cutoff_from_seed(seed, 0, VQL - 1);
+    if (by_cutoff[c] < 0) {
+      by_cutoff[c] = seed;
+      left--;
+    }
+  }
+  b->seeds_validate[0] = by_cutoff[VQL - 1];
+  b->seeds_validate[1] = by_cutoff[1];
+  for (int j = 0; j < RVQ_INNER; j++) b->seeds_time[j] = by_cutoff[j % VQL];
+  return 1;
+}
+
+static void vq_free_bench(vq_bench *b) {
+  for (int k = 0; k < 3; k++) vqc_vq_free(&b->vq[k]);
+  for (int i = 0; i < 3 + VQL; i++)
+    for (int w = 0; w < 3; w++) free(b->fresh[i][w]);
+  vqc_rvq_free(&b->rvq);
+  free(b->e0);
+  free(b->er);
+  free(b->x);
+  free(b->xe);
+  free(b->xr);
+  free(b->idx);
+  free(b->q);
+}
+
+/* The library's recorded draws (validation) or fixed dropout seeds
+ * (timing), served through vqc_draws. */
+typedef struct vq_replay {
+  vqc_rng_purpose purpose; /* of the recorded rows */
+  const int64_t *rows;
+  int64_t nrows;
+  const int64_t *seeds;    /* dropout seed by ctx step */
+  int nseeds;
+} vq_replay;
+
+static vqc_status replay_rows(void *user, vqc_draw_at at, int64_t n, int64_t k,
+                              int64_t *rows) {
+  const vq_replay *rp = user;
+  if (!rp->rows || at.purpose != rp->purpose || k != rp->nrows)
+    return vqc_error(VQC_ESHAPE, "we draw %lld %s rows, the library drew "
+                     "%lld", (long long)k,
+                     at.purpose == VQC_RNG_KMEANS ? "k-means initial"
+                                                  : "dead-code replacement",
+                     rp->rows && at.purpose == rp->purpose
+                         ? (long long)rp->nrows : 0LL);
+  for (int64_t j = 0; j < k; j++) {
+    if (rp->rows[j] < 0 || rp->rows[j] >= n)
+      return vqc_error(VQC_ESHAPE, "the library's row %lld is not in a batch "
+                       "of %lld", (long long)rp->rows[j], (long long)n);
+    rows[j] = rp->rows[j];
+  }
+  return VQC_OK;
+}
+
+static vqc_status replay_seed(void *user, vqc_draw_at at, int64_t *seed) {
+  const vq_replay *rp = user;
+  if (at.step >= (uint64_t)rp->nseeds)
+    return vqc_error(VQC_EINVAL, "no dropout seed for step %llu",
+                     (unsigned long long)at.step);
+  *seed = rp->seeds[at.step];
+  return VQC_OK;
+}
+
+/* One C forward of case k on its batch (state as it is); RVQ with the
+ * dropout seed seeds[step]. *cutoff: the RVQ's last layer that ran. */
+static vqc_status vq_forward_case(vq_bench *b, int k, const vq_replay *rp,
+                                  uint64_t step, int *cutoff) {
+  const vqc_draws dr = {(void *)rp, replay_rows, NULL, replay_seed, NULL};
+  const vqc_vq_ctx ctx = {NULL, step, &dr, 0};
+  if (k == VK_RVQ)
+    return vqc_rvq_forward(&b->rvq, &ctx, b->xr, V_ROWS, true, b->idx, b->q,
+                           b->losses, cutoff);
+  const float *x = k == VK_EXPIRY ? b->xe : b->x;
+  /* Without recorded rows the default draws run (timing). */
+  return vqc_vq_forward(&b->vq[k], rp && rp->rows ? &ctx : NULL, x, V_ROWS,
+                        true, b->idx, b->q, &b->losses[0]);
+}
+
+/* CPU seconds of one repetition of case k: RVQ_INNER forwards for the RVQ
+ * (cutoffs 0..3), one for a VQ, each from the fresh state; -1 on failure. */
+static double vq_time_case(vq_bench *b, int k) {
+  const int inner = k == VK_RVQ ? RVQ_INNER : 1;
+  double total = 0.0;
+  for (int j = 0; j < inner; j++) {
+    vq_restore(b, k);
+    const vq_replay rp = {.seeds = b->seeds_time + j, .nseeds = 1};
+    int cutoff = -1;
+    const double t = cpu_s();
+    const vqc_status s = vq_forward_case(b, k, k == VK_RVQ ? &rp : NULL, 0,
+                                         &cutoff);
+    total += cpu_s() - t;
+    if (s != VQC_OK || (k == VK_RVQ && cutoff != j % VQL)) {
+      fprintf(stderr, "bench_quantizers: %s forward failed: %s\n",
+              vk_figure[k], s ? vqc_last_error() : "unexpected cutoff");
+      return -1;
+    }
+  }
+  return total;
+}
+
+/* ---- the library's side: a child running bench/jobs/vqpt_train.py */
+
+/* The inputs and outputs the child and the bench exchange (vqpt_train.py),
+ * all in one temporary directory, removed by tmp_cleanup. */
+static const char *const vq_files[] = {
+    "e0", "x", "xe", "er", "xr",
+    "out_vq_ema_indices", "out_vq_ema_quantized", "out_vq_ema_loss",
+    "out_vq_ema_embed", "out_vq_ema_cluster_size", "out_vq_ema_embed_avg",
+    "out_vq_kmeans_indices", "out_vq_kmeans_quantized", "out_vq_kmeans_loss",
+    "out_vq_kmeans_embed", "out_vq_kmeans_cluster_size",
+    "out_vq_kmeans_embed_avg", "out_vq_kmeans_rows",
+    "out_vq_expiry_indices", "out_vq_expiry_quantized", "out_vq_expiry_loss",
+    "out_vq_expiry_embed", "out_vq_expiry_cluster_size",
+    "out_vq_expiry_embed_avg", "out_vq_expiry_rows",
+    "out_rvq_indices_0", "out_rvq_quantized_0", "out_rvq_losses_0",
+    "out_rvq_embed_0", "out_rvq_cluster_size_0", "out_rvq_embed_avg_0",
+    "out_rvq_indices_1", "out_rvq_quantized_1", "out_rvq_losses_1",
+    "out_rvq_embed_1", "out_rvq_cluster_size_1", "out_rvq_embed_avg_1"};
+#define N_VQ_FILES (sizeof vq_files / sizeof vq_files[0])
+static char vq_dir[64];
+static char vq_paths[N_VQ_FILES][128]; /* filled when vq_dir is made */
+
+static void vq_tmp_cleanup(void) {
+  if (!vq_dir[0]) return;
+  for (size_t i = 0; i < N_VQ_FILES; i++) unlink(vq_paths[i]);
+  rmdir(vq_dir);
+  vq_dir[0] = '\0';
+}
+
+static int vq_write(const char *name, const float *v, size_t n) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/%s.bin", vq_dir, name);
+  FILE *f = fopen(path, "wb");
+  const int ok = f && fwrite(v, sizeof(float), n, f) == n;
+  return (f ? fclose(f) == 0 : 0) && ok;
+}
+
+/* Reads DIR/out_NAME.bin: exactly n elements of `size` bytes, or, n < 0,
+ * any whole number of them (*got). NULL (and a message) otherwise. */
+static void *vq_read(const char *name, int64_t n, size_t size, int64_t *got) {
+  char path[128];
+  snprintf(path, sizeof path, "%s/out_%s.bin", vq_dir, name);
+  FILE *f = fopen(path, "rb");
+  void *buf = NULL;
+  long bytes = -1;
+  if (f && fseek(f, 0, SEEK_END) == 0) bytes = ftell(f);
+  const int whole = bytes >= 0 && bytes % (long)size == 0 &&
+                    (n < 0 || bytes == n * (long)size);
+  if (whole && f && fseek(f, 0, SEEK_SET) == 0) {
+    buf = malloc(bytes > 0 ? (size_t)bytes : 1);
+    if (buf && fread(buf, 1, (size_t)bytes, f) != (size_t)bytes) {
+      free(buf);
+      buf = NULL;
+    }
+  }
+  if (f) fclose(f);
+  if (!buf) {
+    fprintf(stderr, "bench_quantizers: cannot read the library's %s (%ld "
+            "bytes)\n", name, bytes);
+    return NULL;
+  }
+  if (got) *got = bytes / (long)size;
+  return buf;
+}
+
+/* Starts the child: `python` with the helper script and the library folder
+ * in front of PYTHONPATH. 1 when it answered "ready" (its results are in
+ * vq_dir), 0 with *why filled otherwise. */
+static int vq_child_start(torch_child *c, const char *python,
+                          const char *script, const char *lib,
+                          const vq_bench *b, char *why, size_t why_size) {
+  int in[2], out[2];
+  c->pid = 0;
+  c->to = NULL;
+  c->from = -1;
+  if (pipe(in) != 0 || pipe(out) != 0) {
+    snprintf(why, why_size, "pipe: %s", strerror(errno));
+    return 0;
+  }
+  char dims[5][16], sv[48], st[24 * RVQ_INNER];
+  const long long dv[5] = {VB, VN, VD, VC, VQL};
+  for (int i = 0; i < 5; i++) snprintf(dims[i], sizeof dims[i], "%lld", dv[i]);
+  snprintf(sv, sizeof sv, "%lld,%lld", (long long)b->seeds_validate[0],
+           (long long)b->seeds_validate[1]);
+  size_t used = 0;
+  for (int j = 0; j < RVQ_INNER; j++)
+    used += (size_t)snprintf(st + used, sizeof st - used, "%s%lld",
+                             j ? "," : "", (long long)b->seeds_time[j]);
+  fflush(stdout);
+  fflush(stderr);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    snprintf(why, why_size, "fork: %s", strerror(errno));
+    return 0;
+  }
+  if (pid == 0) {
+    dup2(in[0], 0);
+    dup2(out[1], 1);
+    close(in[0]);
+    close(in[1]);
+    close(out[0]);
+    close(out[1]);
+    /* lib first on PYTHONPATH ("": none found, the python's own) */
+    const char *old = getenv("PYTHONPATH");
+    char *pp = malloc(strlen(lib) + (old ? strlen(old) : 0) + 2);
+    if (pp && lib[0]) {
+      const int more = old && *old;
+      sprintf(pp, "%s%s%s", lib, more ? ":" : "", more ? old : "");
+      setenv("PYTHONPATH", pp, 1);
+    }
+    char *args[] = {(char *)python, (char *)script, vq_dir, dims[0], dims[1],
+                    dims[2], dims[3], dims[4], sv, st, NULL};
+    execvp(python, args);
+    dprintf(1, "novqpt cannot run it: %s\n", strerror(errno));
+    _exit(127);
+  }
+  close(in[0]);
+  close(out[1]);
+  c->pid = pid;
+  c->to = fdopen(in[1], "w");
+  c->from = out[0];
+  snprintf(c->python, sizeof c->python, "%s", python);
+  char line[512];
+  /* the import and the validation forwards (k-means: 11 searches) */
+  if (!c->to || !read_line(c->from, line, sizeof line, mono_s() + 900.0)) {
+    snprintf(why, why_size, "%s %s: no answer (it failed: see above)",
+             python, script);
+    torch_stop(c);
+    return 0;
+  }
+  if (strncmp(line, "ready ", 6) != 0) {
+    snprintf(why, why_size, "%.200s: %.300s", python,
+             strncmp(line, "novqpt ", 7) == 0 ? line + 7 : line);
+    torch_stop(c);
+    return 0;
+  }
+  snprintf(c->impl, sizeof c->impl, "%.120s", line + 6);
+  return 1;
+}
+
+/* One timed batch of case k in the child (as vq_time_case): seconds, or -1. */
+static double vq_child_time(torch_child *c, int k) {
+  fprintf(c->to, "t %s %d\n", vk_child[k], k == VK_RVQ ? RVQ_INNER : 1);
+  fflush(c->to);
+  char line[128];
+  if (!read_line(c->from, line, sizeof line, mono_s() + 600.0)) return -1;
+  char *end = NULL;
+  const double s = strtod(line, &end);
+  return end == line ? -1 : s;
+}
+
+/* ---- validation against the library's outputs */
+
+typedef struct vq_check {
+  const char *what; /* "vq_ema", "rvq step 1" */
+  int ok;
+  double worst;     /* max |ours - lib| / (VQ_TOL max(1, |lib|)) */
+  int64_t ulp_diff; /* cluster_size entries one ulp apart */
+} vq_check;
+
+static void check_i64(vq_check *k, const char *name, const int64_t *ours,
+                      const int64_t *lib, int64_t n) {
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < n; i++)
+    if (ours[i] != lib[i] && bad++ == 0) first = i;
+  if (bad) {
+    fprintf(stderr, "bench_quantizers: %s: %s: %lld of %lld differ from the "
+            "library's (first [%lld]: ours %lld, library %lld)\n", k->what,
+            name, (long long)bad, (long long)n, (long long)first,
+            (long long)ours[first], (long long)lib[first]);
+    k->ok = 0;
+  }
+}
+
+/* How check_f32 compares: see "VQ and RVQ" at the top for why. */
+enum { CMP_EXACT, CMP_ULP, CMP_TOL };
+
+/* The float's position on the number line, in ulps (monotonic). */
+static int64_t f32_ord(float f) {
+  int32_t i;
+  memcpy(&i, &f, sizeof i);
+  return i < 0 ? -(int64_t)(i & 0x7fffffff) : (int64_t)i;
+}
+
+/* CMP_EXACT: equal as floats (+0 == -0); CMP_ULP: at most one ulp apart;
+ * CMP_TOL: within VQ_TOL max(1, |lib|), the largest ratio kept in worst. */
+static void check_f32(vq_check *k, const char *name, const float *ours,
+                      const float *lib, int64_t n, int how) {
+  int64_t bad = 0, first = -1, ulp = 0;
+  for (int64_t i = 0; i < n; i++) {
+    const double o = ours[i], l = lib[i];
+    int fail;
+    if (how == CMP_TOL) {
+      const double r = fabs(o - l) / (VQ_TOL * fmax(1.0, fabs(l)));
+      if (r > k->worst) k->worst = r;
+      fail = !(r <= 1.0);
+    } else if (how == CMP_ULP) {
+      const int64_t d = f32_ord(ours[i]) - f32_ord(lib[i]);
+      ulp += d != 0;
+      fail = isnan(o) || isnan(l) || d > 1 || d < -1;
+    } else {
+      fail = !(o == l);
+    }
+    if (fail && bad++ == 0) first = i;
+  }
+  if (how == CMP_ULP && ulp > k->ulp_diff) k->ulp_diff = ulp;
+  if (bad) {
+    static const char *const how_name[] = {
+        "(compared exactly)", "by more than one ulp",
+        "by more than 1e-5 max(1, |v|)"};
+    fprintf(stderr, "bench_quantizers: %s: %s: %lld of %lld differ from the "
+            "library's %s (first [%lld]: ours %.9g, library %.9g)\n", k->what,
+            name, (long long)bad, (long long)n, how_name[how],
+            (long long)first, (double)ours[first], (double)lib[first]);
+    k->ok = 0;
+  }
+}
+
+/* Our state after the forward (codebooks lo..hi-1 stacked) against the
+ * library's out_<prefix>{embed,cluster_size,embed_avg}<suffix>. */
+static void check_state(vq_check *k, vq_bench *b, int lo, int hi,
+                        const char *prefix, const char *suffix) {
+  static const char *const names[3] = {"embed", "cluster_size", "embed_avg"};
+  for (int w = 0; w < 3 && k->ok; w++) {
+    char name[64];
+    snprintf(name, sizeof name, "%s%s%s", prefix, names[w], suffix);
+    const size_t per = vq_state_floats(w);
+    const int64_t n = (int64_t)per * (hi - lo);
+    float *lib = vq_read(name, n, sizeof(float), NULL);
+    float *ours = malloc((size_t)n * sizeof(float));
+    if (!lib || !ours) {
+      k->ok = 0;
+    } else {
+      for (int i = lo; i < hi; i++)
+        memcpy(ours + (size_t)(i - lo) * per, vq_state(vq_codebook(b, i), w),
+               per * sizeof(float));
+      /* cluster_size: counts (exact in both) lerped with the same weight,
+       * but torch 2.x's lerp rounds once (see the top): one ulp; the others
+       * hold float sums in another order: the tolerance. */
+      check_f32(k, names[w], ours, lib, n, w == 1 ? CMP_ULP : CMP_TOL);
+    }
+    free(lib);
+    free(ours);
+  }
+}
+
+/* The forward's outputs against the library's out_<prefix>... files. */
+static void check_outputs(vq_check *k, vq_bench *b, const char *prefix,
+                          const char *suffix, int q, int exact_quantized) {
+  char name[64];
+  snprintf(name, sizeof name, "%sindices%s", prefix, suffix);
+  int64_t *li = vq_read(name, V_ROWS * q, sizeof(int64_t), NULL);
+  snprintf(name, sizeof name, "%squantized%s", prefix, suffix);
+  float *lq = vq_read(name, V_ROWS * VD, sizeof(float), NULL);
+  snprintf(name, sizeof name, "%s%s%s", prefix, q > 1 ? "losses" : "loss",
+           suffix);
+  float *ll = vq_read(name, q, sizeof(float), NULL);
+  if (!li || !lq || !ll) {
+    k->ok = 0;
+  } else {
+    check_i64(k, "indices", b->idx, li, V_ROWS * q);
+    check_f32(k, "quantized", b->q, lq, V_ROWS * VD,
+              exact_quantized ? CMP_EXACT : CMP_TOL);
+    check_f32(k, q > 1 ? "losses" : "loss", b->losses, ll, q, CMP_TOL);
+  }
+  free(li);
+  free(lq);
+  free(ll);
+}
+
+/* Runs our side of the child's validation forwards and compares. Returns 1
+ * when everything agrees; *worst receives the largest float deviation
+ * relative to the tolerance, *ulps the cluster_size entries one ulp apart,
+ * *expired the codes replaced in vq_expiry. */
+static int vq_validate(vq_bench *b, double *worst, int64_t *ulps,
+                       int64_t *expired) {
+  *worst = 0.0;
+  *ulps = 0;
+  int ok = 1;
+  for (int k = 0; k < 3 && ok; k++) {
+    vq_check c = {vk_child[k], 1, 0.0, 0};
+    vq_replay rp = {.purpose = k == VK_KMEANS ? VQC_RNG_KMEANS
+                                              : VQC_RNG_DEAD_CODE};
+    int64_t *rows = NULL;
+    if (k != VK_EMA) {
+      char name[64];
+      snprintf(name, sizeof name, "%s_rows", vk_child[k]);
+      rows = vq_read(name, -1, sizeof(int64_t), &rp.nrows);
+      if (!rows) c.ok = 0;
+      rp.rows = rows;
+      if (k == VK_EXPIRY) *expired = rp.nrows;
+    }
+    vq_restore(b, k);
+    if (c.ok && vq_forward_case(b, k, &rp, 0, NULL) != VQC_OK) {
+      fprintf(stderr, "bench_quantizers: %s: our forward failed: %s\n",
+              c.what, vqc_last_error());
+      c.ok = 0;
+    }
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "%s_", vk_child[k]);
+    /* quantized is E[indices] before the update: exact copies of the same
+     * rows, except after k-means, whose means are float sums */
+    if (c.ok) check_outputs(&c, b, prefix, "", 1, k != VK_KMEANS);
+    if (c.ok) check_state(&c, b, k, k + 1, prefix, "");
+    free(rows);
+    vq_restore(b, k);
+    ok = c.ok;
+    if (c.worst > *worst) *worst = c.worst;
+    *ulps += c.ulp_diff;
+  }
+  vq_restore(b, VK_RVQ);
+  for (int s = 0; s < 2 && ok; s++) {
+    char what[32], suffix[8];
+    snprintf(what, sizeof what, "rvq step %d", s);
+    snprintf(suffix, sizeof suffix, "_%d", s);
+    vq_check c = {what, 1, 0.0, 0};
+    const vq_replay rp = {.seeds = b->seeds_validate, .nseeds = 2};
+    int cutoff = -1;
+    if (vq_forward_case(b, VK_RVQ, &rp, (uint64_t)s, &cutoff) != VQC_OK) {
+      fprintf(stderr, "bench_quantizers: %s: our forward failed: %s\n", what,
+              vqc_last_error());
+      c.ok = 0;
+    }
+    /* the -1 columns of the indices are the cutoff: compared with them;
+     * step 1 quantizes with the codebooks step 0 updated (float sums) */
+    if (c.ok) check_outputs(&c, b, "rvq_", suffix, VQL, s == 0);
+    if (c.ok) check_state(&c, b, 3, 3 + VQL, "rvq_", suffix);
+    ok = c.ok;
+    if (c.worst > *worst) *worst = c.worst;
+    *ulps += c.ulp_diff;
+  }
+  vq_restore(b, VK_RVQ);
+  return ok;
+}
+
+/* The smallest gap, over the rows of x, between the distance to the
+ * nearest code of E and to the second nearest (ours, float32). */
+static double vq_margin(const float *x, const float *E, int64_t *idx,
+                        float *negd) {
+  double m = INFINITY;
+  const int64_t step = 2048; /* rows per call: negd holds (step, VC) */
+  for (int64_t i0 = 0; i0 < V_ROWS; i0 += step) {
+    if (vqc_vq_nearest(x + i0 * VD, step, E, VC, VD, idx, negd) != VQC_OK)
+      return NAN;
+    for (int64_t i = 0; i < step; i++) {
+      float b1 = -INFINITY, b2 = -INFINITY;
+      for (int c = 0; c < VC; c++) {
+        const float v = negd[i * VC + c];
+        if (v > b1) {
+          b2 = b1;
+          b1 = v;
+        } else if (v > b2) {
+          b2 = v;
+        }
+      }
+      if ((double)b1 - b2 < m) m = (double)b1 - b2;
+    }
+  }
+  return m;
+}
+
 /* ---- report */
 
 /* rate[rep] = work / t_cpu[kind][rep] / scale */
@@ -741,7 +1418,11 @@ int main(int argc, char **argv) {
            "are medians [min .. max]\n"
            "  --json  one JSON object per figure instead of the text\n"
            "  VQC_BENCH_PYTHON  python3 with torch for the FSQ baseline "
-           "(default /usr/bin/python3, then python3)\n",
+           "and with torch 2.x for the VQ/RVQ one (default /usr/bin/python3, "
+           "then python3)\n"
+           "  VQC_BENCH_VQPT    folder put first on the VQ/RVQ child's "
+           "PYTHONPATH (default build-py/thirdparty/"
+           "vector-quantize-pytorch-1.32.0 of the source tree)\n",
            DEFAULT_REPS, BENCH_MIN_REPS, MAX_REPS - 1);
     return 0;
   }
@@ -887,6 +1568,97 @@ int main(int argc, char **argv) {
     note("note: no PyTorch baseline: %s%s%s\n", why[0], why[1][0] ? "; " : "",
          why[1]);
 
+  /* ---- VQ and RVQ: data, the library's child, validation */
+  vq_bench vb = {0};
+  if (!vq_setup(&vb)) return 3;
+  torch_child vc = {0};
+  int have_vqpt = 0;
+  char vwhy[2][640] = {"", ""};
+  {
+#ifdef VQC_BENCH_SOURCE_DIR
+    const char *src = VQC_BENCH_SOURCE_DIR;
+#else
+    const char *src = NULL;
+#endif
+    char script[512] = "", lib[512] = "";
+    const char *lenv = getenv("VQC_BENCH_VQPT");
+    if (src)
+      snprintf(script, sizeof script, "%s/bench/jobs/vqpt_train.py", src);
+    if (lenv && *lenv)
+      snprintf(lib, sizeof lib, "%s", lenv);
+    else if (src)
+      snprintf(lib, sizeof lib, "%s/build-py/thirdparty/"
+               "vector-quantize-pytorch-1.32.0", src);
+    if (lib[0] && access(lib, R_OK | X_OK) != 0) {
+      if (lenv && *lenv) {
+        fprintf(stderr, "bench_quantizers: VQC_BENCH_VQPT=%s: %s\n", lib,
+                strerror(errno));
+        return 2;
+      }
+      lib[0] = '\0'; /* not installed: the python may have it itself */
+    }
+    const char *dir = getenv("TMPDIR");
+    snprintf(vq_dir, sizeof vq_dir, "%s/vqc-bench-vq-XXXXXX",
+             dir && strlen(dir) < 32 ? dir : "/tmp");
+    if (!script[0] || access(script, R_OK) != 0) {
+      snprintf(vwhy[0], sizeof vwhy[0], "no %s (built from another source "
+               "tree?)", script[0] ? script : "bench/jobs/vqpt_train.py");
+      vq_dir[0] = '\0';
+    } else if (!mkdtemp(vq_dir)) {
+      snprintf(vwhy[0], sizeof vwhy[0], "cannot make a temporary directory: "
+               "%s", strerror(errno));
+      vq_dir[0] = '\0';
+    } else {
+      for (size_t i = 0; i < N_VQ_FILES; i++)
+        snprintf(vq_paths[i], sizeof vq_paths[i], "%s/%s.bin", vq_dir,
+                 vq_files[i]);
+      const size_t xn = (size_t)V_ROWS * VD, en = (size_t)VC * VD;
+      if (!vq_write("e0", vb.e0, en) || !vq_write("x", vb.x, xn) ||
+          !vq_write("xe", vb.xe, xn) || !vq_write("er", vb.er, VQL * en) ||
+          !vq_write("xr", vb.xr, xn)) {
+        snprintf(vwhy[0], sizeof vwhy[0], "cannot write temporary files: %s",
+                 strerror(errno));
+      } else {
+        const char *env = getenv("VQC_BENCH_PYTHON");
+        const char *cands[3] = {env && *env ? env : "/usr/bin/python3",
+                                env && *env ? NULL : "python3", NULL};
+        for (int i = 0; i < 2 && cands[i] && !have_vqpt; i++)
+          have_vqpt = vq_child_start(&vc, cands[i], script, lib, &vb, vwhy[i],
+                                     sizeof vwhy[i]);
+      }
+    }
+  }
+  double vq_worst = 0.0;
+  int64_t vq_expired = 0, vq_ulps = 0;
+  if (have_vqpt && !vq_validate(&vb, &vq_worst, &vq_ulps, &vq_expired)) {
+    torch_stop(&vc);
+    torch_stop(&tc);
+    return 1;
+  }
+  vq_tmp_cleanup(); /* the child has read the inputs and written its outputs */
+  if (have_vqpt) {
+    float *negd = malloc((size_t)2048 * VC * sizeof(float));
+    const double m0 = negd ? vq_margin(vb.x, vb.e0, vb.idx, negd) : NAN,
+                 m1 = negd ? vq_margin(vb.xe, vb.e0, vb.idx, negd) : NAN;
+    free(negd);
+    note("validate: %s via %s against ours, one training forward of vq_ema, "
+         "vq_kmeans (its %d initial rows replayed) and vq_expiry (its %lld "
+         "replacement rows replayed), two of the RVQ (dropout seeds %lld, "
+         "%lld: cutoffs 3, 1): indices equal; quantized equal bit for bit "
+         "(after an update, k-means or RVQ step 0's EMA, within the "
+         "tolerance); cluster_size equal or one "
+         "ulp apart (%lld entries: torch 2.x's lerp rounds once); losses, "
+         "codebooks and embed_avg within 1e-5 max(1, |v|), largest "
+         "deviation %.3g of that; nearest codes win by at least %.3g (vq_ema) "
+         "and %.3g (vq_expiry) in distance: ok\n", vc.impl, vc.python, VC,
+         (long long)vq_expired, (long long)vb.seeds_validate[0],
+         (long long)vb.seeds_validate[1], (long long)vq_ulps, vq_worst, m0,
+         m1);
+  } else {
+    note("note: no vector-quantize-pytorch baseline for vq_*/rvq: %s%s%s\n",
+         vwhy[0], vwhy[1][0] ? "; " : "", vwhy[1]);
+  }
+
   /* ---- time */
   const size_t x_bytes = (size_t)(M * D) * sizeof(float);
   const size_t z_bytes = (size_t)FSQ_FLOATS * sizeof(float);
@@ -948,8 +1720,19 @@ int main(int argc, char **argv) {
     t = cpu_s();
     sink = read_sum(x, x_bytes);
     t_cpu[T_READ][ri] = cpu_s() - t;
+    for (int k = 0; k < NVK; k++) {
+      if ((t_cpu[T_VQ + k][ri] = vq_time_case(&vb, k)) < 0) return 3;
+      if (have_vqpt && (t_cpu[T_VQPT + k][ri] = vq_child_time(&vc, k)) <= 0) {
+        fprintf(stderr, "bench_quantizers: the vector-quantize-pytorch child "
+                "stopped answering\n");
+        torch_stop(&vc);
+        torch_stop(&tc);
+        return 3;
+      }
+    }
   }
   torch_stop(&tc);
+  torch_stop(&vc);
   if (memcmp(idx, idx2, (size_t)M * sizeof(int64_t)) != 0) {
     fprintf(stderr, "bench_quantizers: the timed runs' indices changed\n");
     return 1;
@@ -1047,6 +1830,30 @@ int main(int argc, char **argv) {
          "GB/s", T_READ, "read",
          have_avx2 ? "plain read of x (avx2)" : "plain read of x", reps);
 
+  char vshape[48], rshape[48], vlabel[160], vbase[48];
+  snprintf(vshape, sizeof vshape, "%dx%dx%d,C=%d", VB, VN, VD, VC);
+  snprintf(rshape, sizeof rshape, "%dx%dx%d,C=%d,Q=%d", VB, VN, VD, VC, VQL);
+  if (!json)
+    printf("\n(6) VQ training forwards (nearest code + EMA update; + k-means "
+           "init, 10 iterations; + dead-code expiry) and a %d-layer RVQ with "
+           "quantize dropout (%d forwards per repetition, cutoffs 0..3), "
+           "(%d, %d, %d) against %d codes, each from a fresh state; "
+           "rows/s = rows / seconds\n", VQL, RVQ_INNER, VB, VN, VD, VC);
+  static const char *const vk_label[NVK] = {
+      "vq_ema (nearest, EMA)", "vq_kmeans (+ k-means init)",
+      "vq_expiry (+ dead-code expiry)", "rvq, 4 layers, quantize dropout"};
+  snprintf(vlabel, sizeof vlabel, "%s", have_vqpt ? vc.impl : "");
+  for (int k = 0; k < NVK; k++) {
+    snprintf(vbase, sizeof vbase, "pytorch_%s", vk_figure[k]);
+    const double work = (double)V_ROWS * (k == VK_RVQ ? RVQ_INNER : 1);
+    figure(vk_figure[k], vk_label[k], k == VK_RVQ ? rshape : vshape, T_VQ + k,
+           work, 1.0, "rows/s", have_vqpt ? T_VQPT + k : -1, vbase, vlabel,
+           reps);
+  }
+  if (!json && !have_vqpt)
+    printf("    (no vector-quantize-pytorch baseline: see the note above)\n");
+
+  vq_free_bench(&vb);
   vqc_vq_free(&vq);
   free(x);
   free(E);
