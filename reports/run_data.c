@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "checker_set.h" /* vqc_checker_reports */
 #include "ledger_analysis.h"
 #include "report_internal.h"
 #include "jsonl.h"
@@ -722,24 +723,6 @@ static vqc_status load_timeline(const rep_run *run, rep_timeline *t) {
 
 /* ---- which checks ran */
 
-/* The kinds each checker reports (rundir.h's instrumented "checkers"). */
-static bool checker_reports(const char *checker, size_t len, const char *kind) {
-  static const struct {
-    const char *checker, *kinds;
-  } map[] = {{"collective", " deadlock collective_mismatch rank_failure "},
-             {"divergence", " divergence nonfinite "},
-             {"lost_inplace", " lost_inplace "},
-             {"shape", " shape_mismatch "},
-             {"equivalence", " gradient_mismatch "}};
-  char needle[64];
-  snprintf(needle, sizeof needle, " %s ", kind);
-  for (size_t i = 0; i < sizeof map / sizeof *map; i++)
-    if (strlen(map[i].checker) == len &&
-        strncmp(map[i].checker, checker, len) == 0)
-      return strstr(map[i].kinds, needle) != NULL;
-  return false;
-}
-
 rep_check_state rep_check(const rep_run *r, vqc_finding_kind k,
                           const char **why) {
   const char *kind = vqc_finding_kind_name(k);
@@ -777,7 +760,8 @@ rep_check_state rep_check(const rep_run *r, vqc_finding_kind k,
     const char *p = json_string_value(checkers);
     while (*p) {
       size_t len = strcspn(p, ",");
-      if (checker_reports(p, len, kind)) return REP_CHECK_PASSED;
+      /* the kinds each checker reports: checkers/checker_set.h */
+      if (vqc_checker_reports(p, len, k)) return REP_CHECK_PASSED;
       p += len + (p[len] == ',');
     }
     *why = "the instrumented program did not enable the checker for it "
