@@ -66,10 +66,3 @@ void vqc_checker_set_destroy(vqc_checker_set *set) {
   set->collective = -1;
 }
 
-bool vqc_checker_reports(const char *name, size_t len, vqc_finding_kind k) {
-  for (int i = 0; i < VQC_CHECKER_COUNT; i++)
-    if (strlen(checkers[i].name) == len &&
-        strncmp(checkers[i].name, name, len) == 0)
-      return (checkers[i].kinds >> k) & 1u;
-  return false;
-}

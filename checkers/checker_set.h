@@ -83,7 +83,8 @@ vqc_status vqc_checker_set_settle(vqc_checker_set *set, bool failed);
 void vqc_checker_set_destroy(vqc_checker_set *set);
 
 /* Whether the checker named by the len bytes at name (as in
- * VQC_CHECKER_LIST) reports finding kind k; false for no such checker. */
+ * VQC_CHECKER_LIST) reports finding kind k; false for no such checker
+ * (checker_kinds.c: links none of the checkers). */
 bool vqc_checker_reports(const char *name, size_t len, vqc_finding_kind k);
 
 #endif /* VQC_CHECKER_SET_H */

@@ -63,7 +63,7 @@
  * reductions as well as vqcheck's own: the Python bridge (`vqcheck watch`,
  * python/vqcheck/_bridge/_records.py) writes them through the same codec
  * (ledger_record.h, by vqcheck._core.ledger_line). They are
- * compared, never replayed (ledger_analysis.c, record_ops). So does the
+ * compared, never replayed (ledger_read.c, record_ops). So does the
  * MPI interposer (interpose/vqc_mpi.c, libvqcheck_mpi.so), with MPI's
  * collectives and reductions, "mpi_type" (a derived type's readable name;
  * not compared), and "any_site": true: MPI pairs a communicator's calls by

@@ -104,7 +104,7 @@ enum {
  * into j (valid while j is). VQC_EPARSE "path:line: field 'NAME': ..." for
  * a field that is missing or not what it must be. Release *out with
  * vqc_ledger_line_release (also after an error). Names are not checked
- * against a vocabulary: that is the reader's business (ledger_analysis.c
+ * against a vocabulary: that is the reader's business (ledger_read.c
  * knows which collectives and reductions it compares). */
 vqc_status vqc_ledger_line_decode(const json_t *j, int rank, const char *path,
                                   long lineno, unsigned opts,

@@ -27,7 +27,7 @@
  * Without $VQC_WATCH_DIR every function only calls its PMPI_ twin.
  *
  * A ledger line, per collective on any intracommunicator:
- *   op       the analysis' names (checkers/ledger_analysis.c record_ops):
+ *   op       the analysis' names (checkers/ledger_read.c record_ops):
  *            barrier, broadcast, reduce, all_reduce, gather, gatherv,
  *            scatter, scatterv, all_gather, all_gatherv, all_to_all,
  *            all_to_allv, reduce_scatter (both MPI forms), scan, exscan;

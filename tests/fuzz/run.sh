@@ -48,8 +48,12 @@ case "$target" in
     sources="$here/watch_output_check.c
              $src/checkers/findings.c $src/checkers/utf8.c
              $src/checkers/rundir.c $src/checkers/findings_record.c
-             $src/checkers/ledger_analysis.c $src/checkers/trace.c
+             $src/checkers/ledger_analysis.c $src/checkers/ledger_describe.c
+             $src/checkers/ledger_dump.c $src/checkers/ledger_fingerprint.c
+             $src/checkers/ledger_mismatch.c $src/checkers/ledger_read.c
+             $src/checkers/live_record.c $src/checkers/trace.c
              $src/checkers/jsonl.c $src/checkers/ledger_record.c
+             $src/checkers/checker_kinds.c
              $src/harness/run/watch_job.c $src/harness/run/bridge_findings.c
              $src/harness/run/watch_heartbeat.c
              $src/harness/run/offline.c $src/reports/*.c

@@ -1,5 +1,6 @@
 /* test_collective.c: the collective checker (checkers/collective.c) and the
- * ledger analysis (checkers/ledger_analysis.c) on the threads backend.
+ * ledger analysis (checkers/ledger_analysis.c and the files beside it) on
+ * the threads backend.
  *
  * Every run trains a tiny loop of collectives with distinct call sites:
  *   each step: ema_update  all_reduce(float32, count 16)   seq 2*step
