@@ -134,6 +134,13 @@ static vqc_status group_pass(const analysis *world, const proc_groups *all,
   return s;
 }
 
+/* Whether rank dump d (from a live record) ends with its own deadline
+ * firing: its last collective failed with VQC_ETIMEOUT. */
+static bool timed_out_waiting(const rank_dump *d) {
+  return !d->dumped && d->n > 0 && d->recs[d->n - 1].state == VQC_REC_FAILED &&
+         strcmp(d->recs[d->n - 1].status, "VQC_ETIMEOUT") == 0;
+}
+
 vqc_status vqc_ledger_analyze(const char *run_dir, int size, int64_t step,
                               vqc_findings *out, int *nadded) {
   if (nadded) *nadded = 0;
@@ -194,6 +201,22 @@ vqc_status vqc_ledger_analyze(const char *run_dir, int size, int64_t step,
       d->terminated = !d->failed && !d->has_status && !d->live.finished;
     }
     if (d->present) present++;
+  }
+  /* A rank whose own deadline fired (its last collective failed with
+   * VQC_ETIMEOUT) was alive and waiting on the others. When the job ended
+   * before it could write its end (a launcher's teardown after another
+   * rank failed, on a loaded machine), and another rank failed with no
+   * such sign, it was cut off on its way, as a rank ended by others: the
+   * rank that stopped or died is the one named. */
+  int failed_silent = 0;
+  for (int r = 0; r < size && s == VQC_OK; r++)
+    if (a.dumps[r].failed && !timed_out_waiting(&a.dumps[r])) failed_silent++;
+  for (int r = 0; r < size && s == VQC_OK && failed_silent > 0; r++) {
+    rank_dump *d = &a.dumps[r];
+    if (!d->failed || !timed_out_waiting(d) || d->has_status || d->live.lost)
+      continue;
+    d->failed = false;
+    d->terminated = true;
   }
   if (s == VQC_OK && present == 0)
     s = vqc_error(VQC_EINVAL, "%s holds no ledger dumps or live records "

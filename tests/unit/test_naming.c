@@ -403,3 +403,45 @@ Test(naming, loop_of_sizes_with_a_skipped_call_stays_a_deadlock) {
   cr_expect(json_is_true(json_object_get(x->detail, "misaligned")));
   vqc_findings_free(&found);
 }
+
+/* ---- a rank whose own deadline fired is no culprit */
+
+/* The MPI deadline case (test_gate_mpi_deadline, seen on a loaded
+ * machine): rank 2 is stopped inside #2; rank 1 went on to #3, where its
+ * own deadline fired (failed, VQC_ETIMEOUT), and the launcher ended the
+ * job before rank 1 wrote its end; rank 0 was ended by the launcher
+ * (signal). Rank 2 alone is the rank_failure: rank 1 was alive and
+ * waiting on it. */
+Test(naming, own_deadline_is_no_failure_of_its_own) {
+  for (int r = 0; r < 3; r++) {
+    start(r, 3);
+    done(r, 0, 8, 12);
+    step(r, 0);
+  }
+  rec(0, 1, "float32", 8, 12, "entered", "");
+  rec(0, 1, "float32", 8, 12, "done", "VQC_OK");
+  rec(1, 1, "float32", 8, 12, "entered", "");
+  rec(1, 1, "float32", 8, 12, "done", "VQC_OK");
+  rec(2, 1, "float32", 8, 12, "entered", "");
+  rec(1, 2, "float32", 8, 12, "entered", "");
+  rec(1, 2, "float32", 8, 12, "failed", "VQC_ETIMEOUT");
+  append(0, "{\"event\":\"signal\",\"signal\":15}\n");
+  analyze(3);
+  const vqc_finding *f = the(VQC_FINDING_RANK_FAILURE);
+  expect_ranks(f, (int[]){2}, 1);
+  vqc_findings_free(&found);
+}
+
+/* Every rank that failed timed out waiting: nobody else to name, so they
+ * stay the ranks named (never a clean verdict). */
+Test(naming, all_timed_out_stay_named) {
+  for (int r = 0; r < 2; r++) {
+    start(r, 2);
+    done(r, 0, 8, 12);
+    rec(r, 1, "float32", 8, 12, "entered", "");
+    rec(r, 1, "float32", 8, 12, "failed", "VQC_ETIMEOUT");
+  }
+  analyze(2);
+  cr_expect(found.count > 0, "no finding for two ranks that timed out");
+  vqc_findings_free(&found);
+}
