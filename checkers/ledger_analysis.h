@@ -272,6 +272,8 @@ typedef struct vqc_live_info {
   long pid;             /* the start line's "pid"; 0 if none */
   char host[256];       /* the start line's "host" */
   bool finished;        /* a "finished" line */
+  bool mpi;             /* the start line says "mpi": true (an unmodified
+                           MPI program, interpose/vqc_mpi.c) */
   char status[24];      /* its "status" */
   int signal;           /* a "signal" line's signal; 0 if none */
   bool killed;          /* a "killed" line */

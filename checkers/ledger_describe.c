@@ -183,6 +183,8 @@ void where_of(const analysis *a, int r, uint64_t seq, char *buf,
   else if (d->failed)
     appendf(buf, &k, n, "; its record stops there (%s)",
             d->live.lost && d->live.why[0] ? d->live.why : "no end record");
+  else if (ended_cleanly(d) && d->live.mpi) /* an MPI program's */
+    appendf(buf, &k, n, "; it reached MPI_Finalize (VQC_OK)");
   else if (ended_cleanly(d)) /* a live record only (the Python bridge) */
     appendf(buf, &k, n, "; it left its training loop (VQC_OK) after %" PRId64
             " step%s", d->live.steps_done,

@@ -346,6 +346,7 @@ void live_event(const json_t *j, vqc_live_info *info) {
       info->pid = (long)json_integer_value(v);
     if (json_is_string(v = json_object_get(j, "host")))
       snprintf(info->host, sizeof info->host, "%s", json_string_value(v));
+    info->mpi = json_is_true(json_object_get(j, "mpi"));
   } else if (strcmp(ev, "step") == 0) {
     if (json_is_integer(v = json_object_get(j, "step")))
       info->steps_done = (int64_t)json_integer_value(v) + 1;

@@ -6,9 +6,11 @@
  * The contract is the Python bridge's (cmd_watch.c's file comment), so one
  * analysis serves both: with $VQC_WATCH_DIR set, MPI_Init(_thread) opens in
  * it, per world rank r,
- *   rank-<r>.live.jsonl  (checkers/ledger_analysis.h's format) a start line
- *       {"event":"start","rank","size","pid","host"}; one ledger line per
- *       collective when entered and again when done or failed (copied
+ *   rank-<r>.live.jsonl  (checkers/ledger_analysis.h's format) a start
+ *       line {"event":"start","rank","size","pid","host","mpi":true} (an
+ *       MPI program's: its reports speak of MPI_Finalize, not of
+ *       training); one ledger line per collective when entered and again
+ *       when done or failed (copied
  *       into a shared mapping of the file: "the live record" below; a kill
  *       leaves every line copied, and zeros after them); {"event":
  *       "finished","status":"VQC_OK","step":-1} in MPI_Finalize; {"event":
@@ -1559,8 +1561,8 @@ static void started(int provided) {
   json_esc(esc, sizeof esc, host);
   char line[700];
   int n = snprintf(line, sizeof line, "{\"event\":\"start\",\"rank\":%d,"
-                   "\"size\":%d,\"pid\":%ld,\"host\":\"%s\"}\n", g.rank,
-                   g.size, (long)getpid(), esc);
+                   "\"size\":%d,\"pid\":%ld,\"host\":\"%s\","
+                   "\"mpi\":true}\n", g.rank, g.size, (long)getpid(), esc);
   if (n > 0 && (size_t)n < sizeof line) live_write(line, (size_t)n);
   beat(HB_RUNNING, 0, "");
   /* Warm backtrace() up (it loads libgcc_s once) before a handler needs it. */
