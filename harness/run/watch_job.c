@@ -885,7 +885,7 @@ enum {
   HB_NO_STACK,   /* no stack to tell */
   HB_NO_BEAT,    /* alive, never beat */
   HB_ENDED,      /* ended, or finished */
-  HB_MOVING      /* alive, still making progress */
+  HB_MOVING      /* alive, made progress within the timeout */
 };
 static const char *const hb_kind_names[] = {
     "stopped",  "in_collective", "program", "torch",
@@ -966,7 +966,10 @@ static void hb_place_text(const hb_place *p, bool plural, double idle,
     appendf(buf, &k, n, "had %s", p->why);
     break;
   default:
-    appendf(buf, &k, n, "%s still making progress", is);
+    /* Not (yet) stuck for the --timeout: say how long since its last
+     * progress, no more (a rank stuck a little later reads so too). */
+    appendf(buf, &k, n, "last made progress %.1f s ago (within the "
+            "--timeout)", idle);
     if (p->has_stack) {
       short_site(&p->st.where, true, at, sizeof at);
       appendf(buf, &k, n, " (at %s)", at);
