@@ -1147,7 +1147,8 @@ int vqc_cmd_watch(int argc, char **argv) {
                "only up to there", strsignal(interrupt));
     else if (no_bridge && mpi)
       snprintf(unchecked, sizeof unchecked, "no process of the job wrote a "
-               "live record into %s: the MPI interposer (%s) did not load in "
+               "live record into %.2000s: the MPI interposer (%.2000s) did "
+               "not load in "
                "its ranks (a program linked statically against MPI, or not "
                "calling MPI_Init, or a launcher that does not pass "
                "LD_PRELOAD on), or every process ended before MPI_Init",
