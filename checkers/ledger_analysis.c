@@ -134,6 +134,20 @@ static vqc_status group_pass(const analysis *world, const proc_groups *all,
   return s;
 }
 
+/* fstep when known (>= 0); else the first step a status dump gives; else,
+ * from live records only (the Python bridge), the step the first started
+ * of ranks[0..n) was in; else -1. */
+static int64_t known_step(const analysis *a, int64_t fstep, const int *ranks,
+                          int n) {
+  for (int r = 0; fstep < 0 && r < a->size; r++)
+    if (a->dumps[r].has_status && a->dumps[r].step >= 0)
+      fstep = a->dumps[r].step;
+  for (int i = 0; fstep < 0 && i < n; i++)
+    if (a->dumps[ranks[i]].live.started)
+      fstep = a->dumps[ranks[i]].live.steps_done;
+  return fstep;
+}
+
 /* Whether rank dump d (from a live record) ends with its own deadline
  * firing: its last collective failed with VQC_ETIMEOUT. */
 static bool timed_out_waiting(const rank_dump *d) {
@@ -550,13 +564,7 @@ static vqc_status emit_deadlock(const analysis *a, verdict *v, int64_t step,
   int64_t fstep = step;
   if (fstep < 0 && nentered > 0 && a->dumps[entered[0]].has_status)
     fstep = a->dumps[entered[0]].step;
-  for (int r = 0; fstep < 0 && r < a->size; r++)
-    if (a->dumps[r].has_status && a->dumps[r].step >= 0)
-      fstep = a->dumps[r].step;
-  /* Live records only (the Python bridge): the step they were in. */
-  for (int i = 0; fstep < 0 && i < nentered; i++)
-    if (a->dumps[entered[i]].live.started)
-      fstep = a->dumps[entered[i]].live.steps_done;
+  fstep = known_step(a, fstep, entered, nentered);
 
   vqc_finding f;
   vqc_finding_init(&f, returned_apart ? VQC_FINDING_COLLECTIVE_MISMATCH
@@ -727,13 +735,7 @@ static vqc_status emit_rank_failure(const analysis *a, const verdict *v,
   } else {
     json_object_set_new(det, "waiting_in", json_null());
   }
-  for (int r = 0; fstep < 0 && r < a->size; r++)
-    if (a->dumps[r].has_status && a->dumps[r].step >= 0)
-      fstep = a->dumps[r].step;
-  /* Else the step the (first) failed rank was in. */
-  for (int i = 0; fstep < 0 && i < nfailed; i++)
-    if (a->dumps[failed[i]].live.started)
-      fstep = a->dumps[failed[i]].live.steps_done;
+  fstep = known_step(a, fstep, failed, nfailed);
   vqc_finding f;
   vqc_finding_init(&f, VQC_FINDING_RANK_FAILURE, fstep, "%s", msg);
   utf8_cut(f.message); /* cut to its size, maybe inside a character */
