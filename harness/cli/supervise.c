@@ -439,6 +439,22 @@ int vqc_supervise_run(const run_opts *o, const vqc_scenario *sc, int argc,
     nanosleep(&nap, NULL);
   }
 
+  /* A rank seen alive after the first was lost whose process is gone now,
+   * unfinished, was ended by the launcher's teardown (or by whatever ended
+   * the launcher) between our last poll and the launcher's exit: torn down
+   * as one seen in a poll would be, never a second rank lost. On a loaded
+   * machine the launcher can exit before the next poll. */
+  for (int k = 0; k < nwatch && gone_at > 0.0; k++) {
+    rank_watch *x = &w[k];
+    if (!x->pid || !x->local || x->gone || x->lost || alive(x->pid) ||
+        ended(dir, k))
+      continue;
+    x->gone = true;
+    x->torn_down = true;
+    snprintf(x->why, sizeof x->why, "its process (pid %ld) ended after rank "
+             "%d was lost, as the launcher ended the job", x->pid, first_lost);
+  }
+
   /* ---- the end: nothing of the job survives, a stopped rank included.
    * Which ranks still ran is noted first ("killed", not "lost"). */
   bool *running = calloc((size_t)nwatch + 1, sizeof *running);
