@@ -569,8 +569,8 @@ static vqc_status coll_attach(vqc_checker *self, vqc_check_ctx *ctx) {
   }
   /* First, so the live record has every collective this rank entered,
    * even one a later subscriber vetoes. */
-  if ((s = vqc_live_open(im->run_dir, im->rank, im->size, &im->live)) !=
-      VQC_OK)
+  if ((s = vqc_live_open(im->run_dir, im->rank, im->size, im->timeout_s,
+                         &im->live)) != VQC_OK)
     goto fail;
   ctx->live = im->live; /* every checker's findings go on record there */
   if ((s = vqc_comm_subscribe(im->comm, on_live, im)) != VQC_OK) goto fail;

@@ -284,6 +284,7 @@ typedef struct verdict {
   /* verdict_classify */
   bool mismatch;                 /* a collective_mismatch at seq */
   bool only_failed;              /* failed ranks alone explain seq */
+  bool cut_in_flight;            /* ended from outside mid-call, no hang */
   bool returned_apart;           /* different calls that all returned */
   bool left_early;               /* every missing rank ended cleanly */
   /* scratch for emit_deadlock */
@@ -400,6 +401,36 @@ static void verdict_group(const analysis *a, verdict *v) {
  * record stops in that call died of it, and are its story, not failures
  * of their own), failed ranks that explain the stuck collective alone,
  * calls that returned apart, ranks that left early. */
+/* Whether the job was ended from outside while seq was in flight (scancel,
+ * Ctrl-C, a launcher's SIGTERM to every rank), rather than hung: no rank
+ * failed; every rank, waiting at seq or not there yet, noted the signal
+ * that ended it; and each waiting rank had waited less than its own
+ * collective deadline when its signal came (the signal's t_ns and the
+ * call's t_enter_ns are one rank's clock). By the run's own definition
+ * nothing hung then: no deadlock, and the run is cut short (never clean).
+ * Records that do not say when, or what the deadline was, keep the
+ * deadlock. */
+static bool cut_in_flight(const analysis *a, const verdict *v) {
+  if (!v->stuck || v->expected < 0 || v->ngroups != 1 || v->nfailed > 0 ||
+      v->nentered == 0 || v->nmissing == 0)
+    return false;
+  for (int i = 0; i < v->nmissing; i++) {
+    const rank_dump *d = &a->dumps[v->missing[i]];
+    if (!d->terminated || d->live.signal <= 0) return false;
+  }
+  for (int i = 0; i < v->nentered; i++) {
+    const rank_dump *d = &a->dumps[v->entered[i]];
+    const long j = find_seq(d, v->seq);
+    if (!d->terminated || d->live.signal <= 0 || d->live.timeout_s <= 0 ||
+        j < 0 || d->recs[j].state != VQC_REC_ENTERED)
+      return false;
+    const uint64_t t0 = d->recs[j].t_enter_ns, t1 = d->live.signal_t_ns;
+    if (t0 == 0 || t1 < t0 || (double)(t1 - t0) * 1e-9 >= d->live.timeout_s)
+      return false;
+  }
+  return true;
+}
+
 static void verdict_classify(const analysis *a, verdict *v) {
   const uint64_t seq = v->seq;
   /* ---- collective_mismatch: one call site called with other arguments
@@ -427,6 +458,7 @@ static void verdict_classify(const analysis *a, verdict *v) {
   }
   v->only_failed = v->ngroups <= 1 && nexcused == v->nmissing &&
                    (v->nfailed > 0 || v->nmissing == 0);
+  v->cut_in_flight = cut_in_flight(a, v);
   /* Different collectives at seq that every rank completed, in a run where
    * no rank was left waiting in any collective: the backend paired calls
    * that do not match (gloo and NCCL check neither op, root nor call site,
@@ -763,7 +795,7 @@ static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,
   if (s == VQC_OK && v.mismatch)
     s = emit_mismatch(a, &v, step, out, nadded);
   if (s == VQC_OK && stuck && v.expected >= 0 && !v.only_failed &&
-      !v.mismatch)
+      !v.mismatch && !v.cut_in_flight)
     s = emit_deadlock(a, &v, step, out, nadded);
   if (s == VQC_OK && v.nfailed > 0 && !a->member)
     s = emit_rank_failure(a, &v, step, out, nadded);

@@ -76,7 +76,9 @@
  *   rank-<r>.live.jsonl    one JSON object per line, each line one write(2)
  *                          on an O_APPEND descriptor (a kill between lines
  *                          never leaves half a line):
- *     {"event":"start","rank","size","pid","host"}  when the rank starts;
+ *     {"event":"start","rank","size","pid","host"[,"timeout_s"]}  when
+ *                                   the rank starts (timeout_s: its
+ *                                   collective deadline, when it has one);
  *     a ledger line (the dump's format, no "event") when a collective is
  *       entered and again when it ends (the later line for a seq wins);
  *     {"event":"step","step"}       step `step` is complete;
@@ -87,9 +89,12 @@
  *                                   written (findings_record.h reads them);
  *     {"event":"finished","status","step"}  the rank's run is over, whatever
  *                                   its status (it reached its end);
- *     {"event":"signal","signal"}   it was terminated by a signal it could
- *                                   catch (SIGTERM, SIGINT, SIGHUP): a
- *                                   launcher cleaning up after another rank;
+ *     {"event":"signal","signal"[,"t_ns"]}  it was terminated by a signal
+ *                                   it could catch (SIGTERM, SIGINT,
+ *                                   SIGHUP): a launcher cleaning up after
+ *                                   another rank, or the whole job ended
+ *                                   from outside (scancel, Ctrl-C); t_ns:
+ *                                   when, on the clock of its t_enter_ns;
  *     {"event":"lost"|"killed","by","why"}  appended by whoever supervised
  *                                   the job (`vqcheck run --backend mpi`
  *                                   without a launcher, harness/cli/supervise.h):
@@ -213,14 +218,15 @@ vqc_status vqc_live_path(const char *run_dir, int rank, char *buf, size_t n);
 /* A rank's open live record. */
 typedef struct vqc_live vqc_live;
 
-/* Creates (truncates) rank-<r>.live.jsonl and writes its start line. After
+/* Creates (truncates) rank-<r>.live.jsonl and writes its start line (with
+ * "timeout_s", the rank's collective deadline, when timeout_s > 0). After
  * vqc_live_signals, the descriptor also becomes the one vqc_live_note_signal
  * writes to (the last opened one in the process), and stays open until the
  * process ends. Caller closes with vqc_live_close. A link (or a file that
  * is not regular, or has other hard links) at that name is VQC_EINVAL
  * naming it, and left as it is (vqc/fsutil.h vqc_open_write). */
 vqc_status vqc_live_open(const char *run_dir, int rank, int size,
-                         vqc_live **out);
+                         double timeout_s, vqc_live **out);
 /* Appends one line. Best effort after open (a full disk must not stop the
  * run): a failed write is remembered and the file left as it is. */
 void vqc_live_record(vqc_live *l, const vqc_ledger_record *r);
@@ -276,6 +282,10 @@ typedef struct vqc_live_info {
                            MPI program, interpose/vqc_mpi.c) */
   char status[24];      /* its "status" */
   int signal;           /* a "signal" line's signal; 0 if none */
+  uint64_t signal_t_ns; /* its "t_ns": when the rank noted it, on the
+                           clock of its records' t_enter_ns; 0 if none */
+  double timeout_s;     /* the start line's "timeout_s": the collective
+                           deadline the rank ran with; 0 if unknown */
   bool killed;          /* a "killed" line */
   bool lost;            /* a "lost" line */
   char why[256];        /* the "lost" (else "killed") line's "why" */

@@ -77,6 +77,7 @@ typedef struct drec {
   uint32_t site;          /* index into the site table */
   vqc_record_state state;
   char status[24];
+  uint64_t t_enter_ns;    /* the rank's monotonic clock; 0 if unknown */
   vqc_coll_fingerprint fp;
 } drec;
 

@@ -246,6 +246,7 @@ static vqc_status parse_record(const vqc_ledger_line *l, const char *path,
   r->site = (uint32_t)id;
   r->state = l->state;
   snprintf(r->status, sizeof r->status, "%s", l->status);
+  r->t_enter_ns = l->t_enter_ns;
 
   /* The fields strict mode compares (vqc_fingerprint_of); for vqcheck's own
    * collectives the same values, as op and dtype codes coincide. */

@@ -18,6 +18,7 @@
 #include "ledger_record.h"
 #include "trace.h" /* VQC_TRACE_LINE_MAX */
 #include "utf8.h"
+#include "vqc/clock.h"
 #include "vqc/fsutil.h"
 
 /* ---- the live record (ledger_analysis.h "The live record") */
@@ -61,7 +62,7 @@ static void live_write(vqc_live *l, const char *line, size_t len) {
 }
 
 vqc_status vqc_live_open(const char *run_dir, int rank, int size,
-                         vqc_live **out) {
+                         double timeout_s, vqc_live **out) {
   if (!out) return vqc_error(VQC_EINVAL, "vqc_live_open: out is NULL");
   *out = NULL;
   char path[4200];
@@ -80,8 +81,12 @@ vqc_status vqc_live_open(const char *run_dir, int rank, int size,
   size_t k = (size_t)snprintf(line, sizeof line, "{\"event\":\"start\","
                               "\"rank\":%d,\"size\":%d,\"pid\":%ld,"
                               "\"host\":\"", rank, size, (long)getpid());
-  append_escaped(line, &k, sizeof line - 4, host);
-  k += (size_t)snprintf(line + k, sizeof line - k, "\"}\n");
+  append_escaped(line, &k, sizeof line - 40, host);
+  if (timeout_s > 0)
+    k += (size_t)snprintf(line + k, sizeof line - k, "\",\"timeout_s\":%g}\n",
+                          timeout_s);
+  else
+    k += (size_t)snprintf(line + k, sizeof line - k, "\"}\n");
   live_write(l, line, k);
   if (l->write_failed) {
     int err = errno;
@@ -197,22 +202,34 @@ void vqc_live_close(vqc_live *l) {
   free(l);
 }
 
-void vqc_live_note_signal(int sig) {
-  int fd = atomic_load(&live_signal_fd);
-  if (fd < 0) return;
-  /* No stdio in a handler: the digits by hand. */
-  static const char head[] = "{\"event\":\"signal\",\"signal\":";
-  char line[sizeof head + 16];
-  size_t k = sizeof head - 1;
-  memcpy(line, head, k);
-  char digits[12];
+/* The decimal digits of v at line + k (async-signal-safe); the new k. */
+static size_t put_decimal(char *line, size_t k, uint64_t v) {
+  char digits[24];
   int nd = 0;
-  unsigned v = sig > 0 ? (unsigned)sig : 0u;
   do {
     digits[nd++] = (char)('0' + v % 10);
     v /= 10;
   } while (v && nd < (int)sizeof digits);
   while (nd > 0) line[k++] = digits[--nd];
+  return k;
+}
+
+void vqc_live_note_signal(int sig) {
+  int fd = atomic_load(&live_signal_fd);
+  if (fd < 0) return;
+  /* No stdio in a handler: the digits by hand. t_ns is on the clock of
+   * the records' t_enter_ns (vqc_now_ns; clock_gettime is async-signal-
+   * safe): how long the rank had waited in its last collective when the
+   * signal came. */
+  static const char head[] = "{\"event\":\"signal\",\"signal\":";
+  static const char mid[] = ",\"t_ns\":";
+  char line[sizeof head + sizeof mid + 48];
+  size_t k = sizeof head - 1;
+  memcpy(line, head, k);
+  k = put_decimal(line, k, sig > 0 ? (uint64_t)sig : 0u);
+  memcpy(line + k, mid, sizeof mid - 1);
+  k += sizeof mid - 1;
+  k = put_decimal(line, k, vqc_now_ns());
   line[k++] = '}';
   line[k++] = '\n';
   ssize_t w = write(fd, line, k);
@@ -347,6 +364,9 @@ void live_event(const json_t *j, vqc_live_info *info) {
     if (json_is_string(v = json_object_get(j, "host")))
       snprintf(info->host, sizeof info->host, "%s", json_string_value(v));
     info->mpi = json_is_true(json_object_get(j, "mpi"));
+    if (json_is_number(v = json_object_get(j, "timeout_s")) &&
+        json_number_value(v) > 0)
+      info->timeout_s = json_number_value(v);
   } else if (strcmp(ev, "step") == 0) {
     if (json_is_integer(v = json_object_get(j, "step")))
       info->steps_done = (int64_t)json_integer_value(v) + 1;
@@ -359,6 +379,9 @@ void live_event(const json_t *j, vqc_live_info *info) {
     if (json_is_integer(v = json_object_get(j, "signal")))
       info->signal = (int)json_integer_value(v);
     if (info->signal <= 0) info->signal = -1;
+    if (json_is_integer(v = json_object_get(j, "t_ns")) &&
+        json_integer_value(v) > 0)
+      info->signal_t_ns = (uint64_t)json_integer_value(v);
   } else if (strcmp(ev, "lost") == 0 || strcmp(ev, "killed") == 0) {
     bool lost = ev[0] == 'l';
     if (lost) info->lost = true;

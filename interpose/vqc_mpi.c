@@ -7,15 +7,16 @@
  * analysis serves both: with $VQC_WATCH_DIR set, MPI_Init(_thread) opens in
  * it, per world rank r,
  *   rank-<r>.live.jsonl  (checkers/ledger_analysis.h's format) a start
- *       line {"event":"start","rank","size","pid","host","mpi":true} (an
- *       MPI program's: its reports speak of MPI_Finalize, not of
- *       training); one ledger line per collective when entered and again
+ *       line {"event":"start","rank","size","pid","host","mpi":true,
+ *       "timeout_s"} (an MPI program's: its reports speak of MPI_Finalize,
+ *       not of training; timeout_s: the watcher's --timeout); one ledger line per collective when entered and again
  *       when done or failed (copied
  *       into a shared mapping of the file: "the live record" below; a kill
  *       leaves every line copied, and zeros after them); {"event":
  *       "finished","status":"VQC_OK","step":-1} in MPI_Finalize; {"event":
- *       "signal","signal"} when SIGTERM, SIGINT or SIGHUP ends it (a
- *       launcher stopping the others after one failed), and {"event":"lost",
+ *       "signal","signal","t_ns"} when SIGTERM, SIGINT or SIGHUP ends it (a
+ *       launcher stopping the others after one failed; t_ns on the clock
+ *       of t_enter_ns), and {"event":"lost",
  *       "by","why","signal"} when a fault (SIGSEGV, SIGBUS, SIGFPE, SIGILL,
  *       SIGABRT) ends it, so the rank that died is the one named;
  *   rank-<r>.heartbeat   the 64 bytes python/vqcheck/_heartbeat.py lays out,
@@ -1364,9 +1365,11 @@ static void chain(int sig) {
 
 static void on_note(int sig) {
   const int e = errno;
-  char b[64];
+  char b[96];
   size_t k = cat(b, 0, sizeof b, "{\"event\":\"signal\",\"signal\":");
   k += fmt_int(b + k, sig);
+  k = cat(b, k, sizeof b, ",\"t_ns\":"); /* the clock of t_enter_ns */
+  k += fmt_int(b + k, (long long)now_ns());
   k = cat(b, k, sizeof b, "}\n");
   live_write_signal(b, k);
   chain(sig);
@@ -1559,10 +1562,16 @@ static void started(int provided) {
   char host[256] = "", esc[520];
   gethostname(host, sizeof host - 1);
   json_esc(esc, sizeof esc, host);
-  char line[700];
+  char line[760], tmo[48] = "";
+  /* The watcher's --timeout: the deadline a hang is measured against. */
+  const char *ts = getenv("VQC_WATCH_TIMEOUT");
+  const double timeout_s = ts ? strtod(ts, NULL) : 0.0;
+  if (timeout_s > 0 && timeout_s < 1e9)
+    snprintf(tmo, sizeof tmo, ",\"timeout_s\":%g", timeout_s);
   int n = snprintf(line, sizeof line, "{\"event\":\"start\",\"rank\":%d,"
                    "\"size\":%d,\"pid\":%ld,\"host\":\"%s\","
-                   "\"mpi\":true}\n", g.rank, g.size, (long)getpid(), esc);
+                   "\"mpi\":true%s}\n", g.rank, g.size, (long)getpid(), esc,
+                   tmo);
   if (n > 0 && (size_t)n < sizeof line) live_write(line, (size_t)n);
   beat(HB_RUNNING, 0, "");
   /* Warm backtrace() up (it loads libgcc_s once) before a handler needs it. */

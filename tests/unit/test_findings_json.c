@@ -70,7 +70,7 @@ Test(findings_json, live_record_round_trip) {
   vqc_findings_init(&list);
   for (int rank = 0; rank < 2; rank++) {
     vqc_live *l = NULL;
-    cr_assert_eq(vqc_live_open(dir, rank, 2, &l), VQC_OK, "%s",
+    cr_assert_eq(vqc_live_open(dir, rank, 2, 0, &l), VQC_OK, "%s",
                  vqc_last_error());
     vqc_check_ctx ctx = {.rank = rank, .size = 2, .findings = &list,
                          .live = l};

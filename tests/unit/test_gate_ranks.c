@@ -239,7 +239,7 @@ Test(gate_ranks, finished_ranks_are_clean) {
 Test(gate_ranks, live_writer_round_trip) {
   vqc_live *l = NULL;
   vqc_live_signals(); /* as a rank process does before its handlers */
-  cr_assert_eq(vqc_live_open(dir, 1, 4, &l), VQC_OK, "%s", vqc_last_error());
+  cr_assert_eq(vqc_live_open(dir, 1, 4, 0, &l), VQC_OK, "%s", vqc_last_error());
   vqc_ledger_record r = {.seq = 0, .rank = 1, .op = VQC_COLL_BROADCAST,
                          .dtype = VQC_I64, .count = 2, .root = 0,
                          .site = {"a \"quoted\" file.c", 7, "fn"},

@@ -445,3 +445,85 @@ Test(naming, all_timed_out_stay_named) {
   cr_expect(found.count > 0, "no finding for two ranks that timed out");
   vqc_findings_free(&found);
 }
+
+/* ---- a job ended from outside while calls were in flight is no hang */
+
+/* A start line with the rank's collective deadline. */
+static void start_timed(int rank, int size, double timeout_s) {
+  char line[256];
+  snprintf(line, sizeof line, "{\"event\":\"start\",\"rank\":%d,\"size\":%d,"
+           "\"pid\":%d,\"host\":\"h\",\"timeout_s\":%g}\n", rank, size,
+           4000 + rank, timeout_s);
+  append(rank, line);
+}
+
+/* all_reduce #seq entered at t_ns and never left. */
+static void entered_at(int rank, int seq, long long t_ns) {
+  char text[512];
+  snprintf(text, sizeof text,
+           "{\"seq\":%d,\"rank\":%d,\"op\":\"all_reduce\",\"redop\":\"sum\","
+           "\"dtype\":\"float32\",\"count\":8,\"root\":-1,"
+           "\"file\":\"/job/train.c\",\"line\":35,\"func\":\"reduce_counts\","
+           "\"t_enter_ns\":%lld,\"t_exit_ns\":0,\"state\":\"entered\","
+           "\"status\":\"VQC_OK\"}\n", seq, rank, t_ns);
+  append(rank, text);
+}
+
+static void signal_at(int rank, int sig, long long t_ns) {
+  char line[128];
+  snprintf(line, sizeof line, "{\"event\":\"signal\",\"signal\":%d,"
+           "\"t_ns\":%lld}\n", sig, t_ns);
+  append(rank, line);
+}
+
+/* `scancel` (slurm.real_cluster, seen in a CI run): SIGTERM reached all
+ * four ranks while ranks 0-2 had entered #2 a millisecond before and rank
+ * 3 was still computing. Nobody waited out the 5 s deadline: no deadlock
+ * and no rank_failure (the run was cut short). */
+static void cut_while_in_flight(long long waited_ns) {
+  const long long t0 = 1000000000LL;
+  for (int r = 0; r < 4; r++) {
+    start_timed(r, 4, 5.0);
+    done(r, 1, 8, 12);
+    step(r, 0);
+  }
+  for (int r = 0; r < 3; r++) {
+    entered_at(r, 2, t0 + r * 1000);
+    signal_at(r, 15, t0 + waited_ns);
+  }
+  signal_at(3, 15, t0 + waited_ns);
+  analyze(4);
+}
+
+Test(naming, ended_from_outside_mid_call_is_no_deadlock) {
+  cut_while_in_flight(1000000LL); /* 1 ms */
+  cr_expect_eq(count_kind(VQC_FINDING_DEADLOCK), 0,
+               "a job scancel'd a millisecond into a collective is no hang");
+  cr_expect_eq(count_kind(VQC_FINDING_RANK_FAILURE), 0);
+  vqc_findings_free(&found);
+}
+
+/* The same records with the ranks waiting 6 s (past the 5 s deadline)
+ * before the signal: a hang that was then ended, still the deadlock
+ * naming rank 3. */
+Test(naming, ended_after_the_deadline_stays_a_deadlock) {
+  cut_while_in_flight(6000000000LL);
+  const vqc_finding *f = the(VQC_FINDING_DEADLOCK);
+  expect_ranks(f, (int[]){3}, 1);
+  vqc_findings_free(&found);
+}
+
+/* Records that do not say when the signal came (older writers, the Python
+ * bridge) keep the deadlock: nothing is excused on a guess. */
+Test(naming, signal_without_time_stays_a_deadlock) {
+  for (int r = 0; r < 2; r++) {
+    start_timed(r, 2, 5.0);
+    done(r, 1, 8, 12);
+  }
+  entered_at(0, 2, 1000);
+  append(0, "{\"event\":\"signal\",\"signal\":15}\n");
+  append(1, "{\"event\":\"signal\",\"signal\":15}\n");
+  analyze(2);
+  cr_expect_eq(count_kind(VQC_FINDING_DEADLOCK), 1);
+  vqc_findings_free(&found);
+}
