@@ -699,10 +699,16 @@ static vqc_status emit_rank_failure(const analysis *a, const verdict *v,
      * words on stderr say what went wrong in its own terms. */
     char words[200] = "";
     last_words_text(d->live.last_words, words, 160);
-    appendf(msg, kk, sizeof msg, "rank %d left no ledger dump and its "
-            "live record stops in step %" PRId64 " (%s%s%s)", failed[i],
-            d->live.steps_done, why, words[0] ? "; its stderr ended: " : "",
-            words);
+    /* An MPI program has no steps: it ended before MPI_Finalize. */
+    if (d->live.mpi)
+      appendf(msg, kk, sizeof msg, "rank %d never reached MPI_Finalize "
+              "(%s%s%s)", failed[i], why,
+              words[0] ? "; its stderr ended: " : "", words);
+    else
+      appendf(msg, kk, sizeof msg, "rank %d left no ledger dump and its "
+              "live record stops in step %" PRId64 " (%s%s%s)", failed[i],
+              d->live.steps_done, why,
+              words[0] ? "; its stderr ended: " : "", words);
     json_object_set_new(o, "step", json_integer(d->live.steps_done));
     json_object_set_new(o, "why", json_string(why));
     if (d->live.end_signal > 0)

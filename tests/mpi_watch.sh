@@ -12,7 +12,8 @@
 #   split_skip      4 ranks, --timeout 5: a deadlock in process group
 #                   world/split1 (ranks 1, 3) naming rank 3, reported within
 #                   the timeout + 5 s, nothing of the job left running;
-#   crash           3 ranks: rank_failure naming rank 1 (SIGSEGV);
+#   crash           3 ranks: rank_failure naming rank 1 (SIGSEGV), which
+#                   "never reached MPI_Finalize" (no talk of steps);
 #   request_leak    3 ranks: a non-blocking all-reduce never completed at
 #                   MPI_Finalize: a deadlock finding at its line, naming
 #                   every rank, "never completed";
@@ -191,6 +192,9 @@ elif case == "crash":
              % (rc, f["ranks"]))
     if "SIGSEGV" not in f["message"] and "signal 11" not in f["message"]:
         fail("the message does not name the signal: %s" % f["message"])
+    if "rank 1 never reached MPI_Finalize" not in f["message"] or \
+            " step " in f["message"]:
+        fail("an MPI program has no steps: %s" % f["message"])
 elif case == "request_leak":
     f = one("deadlock")
     if rc != 1 or f["ranks"] != [0, 1, 2]:
