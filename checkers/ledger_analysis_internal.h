@@ -146,6 +146,10 @@ void rank_list(const int *ranks, int n, char *buf, size_t len);
 void appendf(char *buf, size_t *k, size_t n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 void describe_rec(const drec *r, char *buf, size_t n);
+/* The same, naming the reduction even when it is the default "sum" (for a
+ * mismatch in the reduction, where "sum" against "max" must be read). */
+void describe_rec_redop(const drec *r, bool every_redop, char *buf,
+                        size_t n);
 bool in_pass(const analysis *a, int r);
 json_t *record_detail(const analysis *a, const drec *r);
 bool ended_cleanly(const rank_dump *d);

@@ -43,6 +43,11 @@ void appendf(char *buf, size_t *k, size_t n, const char *fmt, ...) {
  * "all_reduce(float32, count 16)", "reduce_scatter(bfloat16, count 8, avg)",
  * "broadcast(float32, count 4, root 0)", "barrier()". */
 void describe_rec(const drec *r, char *buf, size_t n) {
+  describe_rec_redop(r, false, buf, n);
+}
+
+void describe_rec_redop(const drec *r, bool every_redop, char *buf,
+                        size_t n) {
   const record_op *kind = &record_ops[r->op];
   size_t k = 0;
   appendf(buf, &k, n, "%s(", kind->name);
@@ -53,7 +58,7 @@ void describe_rec(const drec *r, char *buf, size_t n) {
   if (r->dtype != 0) appendf(buf, &k, n, "%s, ", dtype_text(r->dtype));
   appendf(buf, &k, n, "count %" PRIu64, r->count);
   if (kind->root) appendf(buf, &k, n, ", root %d", r->root);
-  if (kind->redop && r->redop > 0)
+  if (kind->redop && (r->redop > 0 || (every_redop && r->redop == 0)))
     appendf(buf, &k, n, ", %s", record_redops[r->redop]);
   appendf(buf, &k, n, ")");
 }

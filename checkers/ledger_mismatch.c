@@ -180,7 +180,7 @@ vqc_status report_mismatch(const analysis *a, uint64_t seq,
     }
     char rl[256], desc[128];
     rank_list(ranks, n, rl, sizeof rl);
-    describe_rec(grec[g], desc, sizeof desc);
+    describe_rec_redop(grec[g], dredop, desc, sizeof desc);
     appendf(msg, &k, cap, "%srank%s %s %s", shown ? ", " : "",
             n == 1 ? "" : "s", rl, desc);
     shown++;

@@ -527,3 +527,33 @@ Test(naming, signal_without_time_stays_a_deadlock) {
   cr_expect_eq(count_kind(VQC_FINDING_DEADLOCK), 1);
   vqc_findings_free(&found);
 }
+
+/* ---- a reduction mismatch names both reductions */
+
+/* One line reduces with the default "sum" on rank 0 and "max" on rank 1:
+ * the message says "sum" as well as "max" (describe_rec leaves the
+ * default out elsewhere). */
+Test(naming, reduction_mismatch_names_the_default_sum) {
+  static const char *const redop[] = {"sum", "max"};
+  for (int r = 0; r < 2; r++) {
+    start(r, 2);
+    char text[512];
+    for (int pass = 0; pass < 2; pass++) {
+      snprintf(text, sizeof text,
+               "{\"seq\":1,\"rank\":%d,\"op\":\"all_reduce\",\"redop\":\"%s\","
+               "\"dtype\":\"float32\",\"count\":8,\"root\":-1,"
+               "\"file\":\"/job/train.c\",\"line\":20,\"func\":\"main\","
+               "\"t_enter_ns\":1,\"t_exit_ns\":%d,\"state\":\"%s\","
+               "\"status\":\"VQC_OK\"}\n", r, redop[r], pass ? 2 : 0,
+               pass ? "done" : "entered");
+      append(r, text);
+    }
+    finished(r, "VQC_OK", 0);
+  }
+  analyze(2);
+  const vqc_finding *f = the(VQC_FINDING_COLLECTIVE_MISMATCH);
+  cr_expect(strstr(f->message, "different reduction"), "%s", f->message);
+  cr_expect(strstr(f->message, "count 8, sum)"), "%s", f->message);
+  cr_expect(strstr(f->message, "count 8, max)"), "%s", f->message);
+  vqc_findings_free(&found);
+}
