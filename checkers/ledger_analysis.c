@@ -286,6 +286,7 @@ typedef struct verdict {
   bool only_failed;              /* failed ranks alone explain seq */
   bool cut_in_flight;            /* ended from outside mid-call, no hang */
   bool returned_apart;           /* different calls that all returned */
+  bool refused_apart;            /* different calls strict mode refused */
   bool left_early;               /* every missing rank ended cleanly */
   /* scratch for emit_deadlock */
   int *wgroup, *wranks;
@@ -479,6 +480,18 @@ static void verdict_classify(const analysis *a, verdict *v) {
       returned_apart = false;
   }
   v->returned_apart = returned_apart;
+  /* Different collectives at seq that strict mode refused on every rank
+   * before data moved (an MPI program's interposer: every call failed
+   * VQC_EINVAL, vqc_mpi.c): the same collective_mismatch, found in time. */
+  bool refused = v->stuck && v->ngroups > 1;
+  for (int r = 0; r < a->size && refused; r++) {
+    const rank_dump *d = &a->dumps[r];
+    if (!in_pass(a, r)) continue;
+    const long i = d->present ? find_seq(d, seq) : -1;
+    refused = i >= 0 && d->live.mpi && d->recs[i].state == VQC_REC_FAILED &&
+              strcmp(d->recs[i].status, "VQC_EINVAL") == 0;
+  }
+  v->refused_apart = refused;
   /* Every missing rank ended cleanly: it left early, and the others went
    * on without it (ledger_analysis.h). */
   bool left_early = v->nmissing > 0;
@@ -514,7 +527,8 @@ static vqc_status emit_deadlock(const analysis *a, verdict *v, int64_t step,
   char (*where)[768] = v->where;
   int *wgroup = v->wgroup, *wranks = v->wranks;
   const int ngroups = v->ngroups;
-  bool returned_apart = v->returned_apart;
+  const bool refused_apart = v->refused_apart;
+  bool returned_apart = v->returned_apart || refused_apart;
   const bool left_early = v->left_early;
   const drec *x = v->grec[v->expected];
   vqc_site site = site_of(&a->sites, x->site);
@@ -536,11 +550,15 @@ static vqc_status emit_deadlock(const analysis *a, verdict *v, int64_t step,
     vqc_site_text(site_of(&a->sites, odd->site), otext, sizeof otext);
     appendf(msg, &k, sizeof msg, "collective #%" PRIu64 " differs across "
             "ranks: rank%s %s called %s at %s where rank%s %s called %s at "
-            "%s; every rank returned from it, so the backend paired calls "
-            "that do not match and their results are not what the program "
-            "asked for",
+            "%s; %s",
             seq, nmissing == 1 ? "" : "s", mis, odesc, otext,
-            nentered == 1 ? "" : "s", ent, desc, stext);
+            nentered == 1 ? "" : "s", ent, desc, stext,
+            refused_apart
+                ? "vqcheck's strict mode stopped it before any data moved "
+                  "(every call failed VQC_EINVAL)"
+                : "every rank returned from it, so the backend paired "
+                  "calls that do not match and their results are not what "
+                  "the program asked for");
     site = site_of(&a->sites, odd->site);
   } else {
     returned_apart = false;

@@ -43,7 +43,13 @@
 #   strict_count_mismatch  count_mismatch under strict mode: the mismatch
 #                   found before any data moved: every rank's call failed
 #                   (VQC_EINVAL), the job stopped, collective_mismatch
-#                   naming rank 1 at line 14.
+#                   naming rank 1 at line 14;
+#   op_swap         3 ranks: rank 0 calls MPI_Barrier (line 15) where the
+#                   others call MPI_Bcast (line 18): the job hangs, a
+#                   deadlock naming rank 0 within the timeout + 5 s;
+#   strict_op_swap  op_swap under strict mode: refused before any data
+#                   moved, a collective_mismatch naming rank 0 at line 15
+#                   and both calls (never a deadlock).
 # Exit 77 (a skip, with the reason) without mpiexec or the interposer.
 #   usage: mpi_watch.sh VQCHECK MPIEXEC "FLAGS" PROGRAM_DIR OUT_DIR CASE
 set -u
@@ -71,7 +77,10 @@ case $PROG in
   clean|split_skip) np=4 ;;
   buffer_overlap|recv_too_small|negative_count|pingpong) np=2 ;;
 esac
-case $CASE in split_skip|recv_cycle) timeout=5 ;; pingpong) timeout=3 ;; esac
+case $CASE in
+  split_skip|recv_cycle|op_swap) timeout=5 ;;
+  pingpong) timeout=3 ;;
+esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
 "$VQCHECK" watch $STRICT --timeout $timeout --out "$OUT/$CASE" -- \
@@ -140,6 +149,22 @@ elif case in ("count_mismatch", "strict_count_mismatch"):
         fail("site %r is not count_mismatch.c:14 (the MPI_Bcast)" % site)
     if "count 8" not in f["message"] or "count 4" not in f["message"]:
         fail("the message does not give both counts")
+elif case == "op_swap":
+    f = one("deadlock")
+    if rc != 1 or f["ranks"] != [0]:
+        fail("expected exit 1 and rank 0, got %d and %s" % (rc, f["ranks"]))
+    if "op_swap.c:15" not in f["message"] or wall > timeout + 5 + 2:
+        fail("expected rank 0 placed in its barrier (line 15) in time")
+elif case == "strict_op_swap":
+    f = one("collective_mismatch")
+    if rc != 1 or f["ranks"] != [0] or "deadlock" in kinds:
+        fail("expected exit 1, a collective_mismatch naming rank 0 and no "
+             "deadlock, got %d, %s and %s" % (rc, f["ranks"], kinds))
+    if "op_swap.c:15" not in f.get("site", "") or \
+            "broadcast(float64, count 4, root 0)" not in f["message"] or \
+            "before any data moved" not in f["message"]:
+        fail("expected the barrier's line, both calls and 'before any data "
+             "moved': %s" % f["message"])
 elif case == "split_skip":
     dl = [f for f in fs if f["kind"] == "deadlock"
           and f.get("detail", {}).get("process_group")]
