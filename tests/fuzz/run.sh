@@ -4,7 +4,7 @@
 # slow.fuzz_scenario call it (tests/CMakeLists.txt).
 #
 #   tests/fuzz/run.sh TARGET [SECONDS] [WORK_DIR]
-#     TARGET    trace (checkers/trace.c + trace_compare.c), scenario
+#     TARGET    trace (checkers/trace.c + trace_compare*.c), scenario
 #               (harness/models/scenario.c) or watch_output (run.json,
 #               reports and JUnit as watch and analyze write them:
 #               watch_output_check.h)
@@ -32,6 +32,8 @@ cc=${VQC_FUZZ_CC:-clang}
 case "$target" in
   trace)
     sources="$src/checkers/trace.c $src/checkers/trace_compare.c
+             $src/checkers/trace_compare_read.c
+             $src/checkers/trace_compare_findings.c
              $src/checkers/jsonl.c
              $src/checkers/findings.c $src/checkers/utf8.c
              $src/lib/src/core/status.c
