@@ -56,7 +56,9 @@ case "$target" in
              $src/checkers/live_record.c $src/checkers/trace.c
              $src/checkers/jsonl.c $src/checkers/ledger_record.c
              $src/checkers/checker_kinds.c
-             $src/harness/run/watch_job.c $src/harness/run/bridge_findings.c
+             $src/harness/run/watch_job.c $src/harness/run/watch_hang.c
+             $src/harness/run/watch_hb_hang.c
+             $src/harness/run/bridge_findings.c
              $src/harness/run/watch_heartbeat.c
              $src/harness/run/offline.c $src/reports/*.c
              $src/lib/src/core/status.c $src/lib/src/core/fsutil.c
