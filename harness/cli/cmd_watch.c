@@ -3,6 +3,15 @@
  * its Python processes, supervises it, then analyses what the bridge wrote
  * exactly as `vqcheck analyze` does (analyze.h).
  *
+ * This file is the command: the run directory, the environment every
+ * process of the job gets (set here), the watch loop and the analysis.
+ * Its pieces (what they share: cmd_watch_internal.h): cmd_watch_opts.c,
+ * the options and --help; cmd_watch_env.c, what that environment points
+ * to (BRIDGE_DIR, MPI_LIB, whether the job is an MPI one, MASTER_PORT);
+ * cmd_watch_procs.c, the job's processes (started, their stderr passed
+ * through, signalled, asked for their stacks at a hang). This comment is
+ * the contract for all of them.
+ *
  * The contract with the bridge (python/bridge/sitecustomize.py, which
  * Python imports at start-up because BRIDGE_DIR leads PYTHONPATH). Every
  * process of the job gets, besides the user's environment:
@@ -146,39 +155,26 @@
  * interposer; a command that cannot be run; nothing written by any rank:
  * the bridge or interposer never loaded), 130 / 143
  * / 129 when interrupted by SIGINT / SIGTERM / SIGHUP (after the analysis). */
-#include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "analyze.h"
 #include "cli.h"
+#include "cmd_watch_internal.h"
 #include "ledger_analysis.h"
 #include "rundir.h"
-#include "spawn.h"
 #include "supervise.h"
 #include "watch_heartbeat.h"
 #include "watch_job.h"
 #include "vqc/clock.h"
 
-#ifndef VQC_BRIDGE_SOURCE_DIR
-#define VQC_BRIDGE_SOURCE_DIR ""
-#endif
-
-#define CMD "watch"
-#define MAX_NPROC 1024
 /* Poll period of the loop (pipes, exits); the hang markers every
  * HANG_SCAN_S; the heartbeats and process states every HB_SCAN_S (a hang
  * is then seen at most that late: well inside the 5 s its report may take
@@ -197,354 +193,8 @@
 #define REAP_WAIT_S 3.0
 #define DRAIN_S 1.0
 
-
-
-
-static void watch_help(FILE *f) {
-  fprintf(f,
-          "usage: vqcheck watch [--nproc N] [--interval K] [--timeout S] "
-          "[--out DIR]\n                     [--json] [--quiet] -- COMMAND "
-          "[ARGS...]\n\n"
-          "Runs an unmodified PyTorch job with the vqcheck Python bridge "
-          "loaded in each\nof its Python processes (through PYTHONPATH and "
-          "sitecustomize), then analyses\nwhat the bridge wrote, as "
-          "'vqcheck analyze' does: digest traces, live\nrecords, ledger "
-          "dumps and the bridge's own findings.\n\n"
-          "  --nproc N     start N copies of COMMAND (1..1024) with RANK, "
-          "WORLD_SIZE,\n"
-          "                LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR and "
-          "MASTER_PORT set;\n"
-          "                without it COMMAND is started once (a launcher "
-          "such as\n"
-          "                torchrun, mpirun or srun)\n"
-          "  --interval K  digest every K steps (default 1)\n"
-          "  --timeout S   a rank with no progress for S seconds (no "
-          "collective entered\n"
-          "                or left, no step ended) is hung, wherever it is: "
-          "a rank slower\n"
-          "                than S between two signs of progress counts as "
-          "a hang; a\n"
-          "                process that failed gives the others S seconds "
-          "to end\n"
-          "                (default 60)\n"
-          "  --out DIR     run directory (default vqcheck-runs/watch-<time>): "
-          "new, empty,\n"
-          "                or made by vqcheck\n"
-          "  --json        print run.json on stdout instead of the summary "
-          "(the job's\n"
-          "                stdout then goes to stderr)\n"
-          "  --quiet       no summary (the job's output still passes "
-          "through)\n"
-          "  --mpi         preload the MPI interposer (libvqcheck_mpi.so) "
-          "into the job;\n"
-          "                the default when COMMAND is mpiexec, mpirun, "
-          "orterun or srun\n"
-          "                and no argument names Python (*.py, python*)\n"
-          "  --no-mpi      never preload it (the Python bridge only)\n"
-          "  --strict      MPI jobs: agree on every blocking collective "
-          "before it moves\n"
-          "                data (one small all-gather each); stop the job "
-          "at a mismatch\n\n"
-          "An unmodified MPI program: 'vqcheck watch -- mpiexec -n 4 ./prog'. "
-          "Each rank\nthen records every collective on every communicator "
-          "(op, type, count,\nroot, reduction, call site) through PMPI; the "
-          "analysis names a collective\nmismatch, a deadlock (with the rank "
-          "that never entered) or a rank that died\n(docs/mpi.md). The "
-          "library: $VQC_MPI_PRELOAD, else the installed one.\n\n"
-          "The job gets VQC_WATCH_DIR, VQC_WATCH_INTERVAL, VQC_WATCH_TIMEOUT "
-          "and\nPYTHONPATH=BRIDGE_DIR:$PYTHONPATH; its stdin is /dev/null. "
-          "BRIDGE_DIR:\n$VQC_BRIDGE_DIR, else the one 'pip install .' "
-          "installs beside this program.\nCtrl-C is forwarded to the job; "
-          "the run is still analysed.\n\n"
-          "At a hang (a rank without progress for S: in a collective, "
-          "stopped, or\nlooping), the live ranks that are not stopped are "
-          "sent SIGUSR1, which the\nbridge answers by dumping its Python "
-          "stacks (rank-<r>.stacks.txt); the\ndeadlock then names the "
-          "culprit and says where each rank is: in which\ncollective at "
-          "which line, at which line instead, stopped, or ended. The\njob "
-          "is then stopped (SIGTERM, then SIGKILL; a stopped rank SIGKILL), "
-          "within\nS + 5 seconds of the hang.\n\n"
-          "exit: 0 clean, 1 findings (a process that failed is a "
-          "rank_failure),\n      2 usage or bad input, 3 environment (no "
-          "bridge, COMMAND cannot run,\n      nothing written: the bridge "
-          "never loaded), 130/143 interrupted\n");
-}
-
-/* ---- options */
-
-/* --mpi / --no-mpi; by default the launcher's name decides (mpi_job). */
-enum { MPI_AUTO = 0, MPI_FORCE, MPI_NEVER };
-static int mpi_opt = MPI_AUTO;
-/* --strict: the interposer's strict mode (VQC_MPI_STRICT=1, docs/mpi.md). */
-static bool strict_opt;
-
-/* Parses argv[1..]; -1 to go on, else the exit code (0 after --help). */
-static int parse_opts(int argc, char **argv, vqc_watch_opts *o) {
-  memset(o, 0, sizeof *o);
-  mpi_opt = MPI_AUTO;
-  strict_opt = false;
-  o->interval = 1;
-  o->timeout = 60.0;
-  int i = 1;
-  for (; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--") == 0) {
-      i++;
-      break;
-    } else if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-      watch_help(stdout);
-      return 0;
-    } else if (strcmp(a, "--json") == 0) {
-      o->json = true;
-    } else if (strcmp(a, "--quiet") == 0 || strcmp(a, "-q") == 0) {
-      o->quiet = true;
-    } else if (strcmp(a, "--mpi") == 0) {
-      mpi_opt = MPI_FORCE;
-    } else if (strcmp(a, "--no-mpi") == 0) {
-      mpi_opt = MPI_NEVER;
-    } else if (strcmp(a, "--strict") == 0) {
-      strict_opt = true;
-    } else if (strcmp(a, "--nproc") == 0 || strcmp(a, "--interval") == 0 ||
-               strcmp(a, "--timeout") == 0 || strcmp(a, "--out") == 0) {
-      if (i + 1 >= argc)
-        return vqc_cli_usage_error(CMD, "%s needs a value", a);
-      const char *v = argv[++i];
-      long n;
-      if (strcmp(a, "--nproc") == 0) {
-        if (!vqc_cli_parse_long(v, 1, MAX_NPROC, &n))
-          return vqc_cli_usage_error(CMD, "--nproc '%s': expected an integer "
-                                     "from 1 to %d", v, MAX_NPROC);
-        o->nproc = (int)n;
-      } else if (strcmp(a, "--interval") == 0) {
-        if (!vqc_cli_parse_long(v, 1, 1000000, &n))
-          return vqc_cli_usage_error(CMD, "--interval '%s': expected an "
-                                     "integer from 1 to 1000000", v);
-        o->interval = n;
-      } else if (strcmp(a, "--timeout") == 0) {
-        char *end;
-        errno = 0;
-        double t = strtod(v, &end);
-        if (*v == '\0' || *end != '\0' || errno != 0 || !(t > 0.0) ||
-            t > 86400.0)
-          return vqc_cli_usage_error(CMD, "--timeout '%s': expected seconds, "
-                                     "> 0 and <= 86400", v);
-        o->timeout = t;
-      } else {
-        if (vqc_cli_check_out(CMD, v) != 0) return 2;
-        o->out = v;
-      }
-    } else if (a[0] == '-' && a[1] != '\0') {
-      return vqc_cli_usage_error(CMD, "unknown option '%s' (put the job's "
-                                 "command after '--')", a);
-    } else {
-      break; /* the command starts here */
-    }
-  }
-  if (i >= argc)
-    return vqc_cli_usage_error(CMD, "no command given: 'vqcheck watch "
-                               "[options] -- COMMAND [ARGS...]'");
-  o->cmd_argc = argc - i;
-  o->cmd_argv = argv + i;
-  return -1;
-}
-
-/* ---- the environment */
-
-/* Whether dir/sitecustomize.py is a readable file. */
-static bool has_bridge(const char *dir) {
-  char path[4200];
-  struct stat st;
-  int n = snprintf(path, sizeof path, "%s/sitecustomize.py", dir);
-  return n > 0 && (size_t)n < sizeof path && stat(path, &st) == 0 &&
-         S_ISREG(st.st_mode) && access(path, R_OK) == 0;
-}
-
-/* BRIDGE_DIR (see the file comment), absolute, into buf; false when no
- * candidate holds sitecustomize.py (the message is printed). */
-static bool find_bridge(char *buf, size_t n) {
-  const char *env = getenv("VQC_BRIDGE_DIR");
-  char cand[3][4200];
-  int nc = 0;
-  if (env && env[0]) {
-    snprintf(cand[nc++], sizeof cand[0], "%s", env);
-  }
-  if (vqc_cli_installed_data("bridge", cand[nc], sizeof cand[0])) nc++;
-  if (VQC_BRIDGE_SOURCE_DIR[0])
-    snprintf(cand[nc++], sizeof cand[0], "%s", VQC_BRIDGE_SOURCE_DIR);
-  for (int i = 0; i < nc; i++) {
-    if (!has_bridge(cand[i])) {
-      if (i == 0 && env && env[0])
-        fprintf(stderr, "vqcheck watch: warning: VQC_BRIDGE_DIR=%s holds no "
-                "sitecustomize.py; looking further\n", env);
-      continue;
-    }
-    char abs[PATH_MAX];
-    if (!realpath(cand[i], abs)) continue;
-    snprintf(buf, n, "%s", abs);
-    return true;
-  }
-  fprintf(stderr, "vqcheck watch: the vqcheck Python bridge "
-          "(sitecustomize.py) is not installed: looked in %s%s%s%s%s\n"
-          "hint: install the vqcheck package ('pip install .' in vqcheck's "
-          "source tree, into the environment this vqcheck runs from), or "
-          "set VQC_BRIDGE_DIR to the directory holding the bridge's "
-          "sitecustomize.py\n", nc > 0 ? cand[0] : "",
-          nc > 1 ? ", " : "", nc > 1 ? cand[1] : "", nc > 2 ? ", " : "",
-          nc > 2 ? cand[2] : "");
-  return false;
-}
-
-/* Whether the job is an MPI program's (the file comment): --mpi, or an MPI
- * launcher's name with no argument naming Python. */
-static bool mpi_job(const vqc_watch_opts *o) {
-  if (mpi_opt != MPI_AUTO || o->nproc > 0) return mpi_opt == MPI_FORCE;
-  const char *b = strrchr(o->cmd_argv[0], '/');
-  b = b ? b + 1 : o->cmd_argv[0];
-  static const char *const launchers[] = {"mpiexec", "mpirun", "orterun",
-                                           "srun"};
-  bool launcher = false;
-  for (size_t i = 0; i < sizeof launchers / sizeof launchers[0]; i++) {
-    const size_t l = strlen(launchers[i]);
-    launcher = launcher || (strncmp(b, launchers[i], l) == 0 &&
-                            (b[l] == '\0' || b[l] == '.'));
-  }
-  if (!launcher) return false;
-  for (int i = 1; i < o->cmd_argc; i++) {
-    const char *a = o->cmd_argv[i];
-    const char *ab = strrchr(a, '/');
-    ab = ab ? ab + 1 : a;
-    const size_t l = strlen(a);
-    if ((l > 3 && strcmp(a + l - 3, ".py") == 0) ||
-        strncmp(ab, "python", 6) == 0)
-      return false;
-  }
-  return true;
-}
-
-/* MPI_LIB (the file comment), absolute, into buf; false when none is there
- * (the message is printed). */
-static bool find_mpi_lib(char *buf, size_t n) {
-  const char *env = getenv("VQC_MPI_PRELOAD");
-  char cand[3][4200];
-  int nc = 0;
-  if (env && env[0]) snprintf(cand[nc++], sizeof cand[0], "%s", env);
-#ifdef VQC_MPI_PRELOAD_INSTALLED
-  {
-    char self[4096];
-    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
-    char *slash = len > 0 ? (self[len] = '\0', strrchr(self, '/')) : NULL;
-    if (slash) {
-      *slash = '\0';
-      snprintf(cand[nc++], sizeof cand[0], "%s/../%s", self,
-               VQC_MPI_PRELOAD_INSTALLED);
-    }
-  }
-#endif
-#ifdef VQC_MPI_PRELOAD_BUILD
-  snprintf(cand[nc++], sizeof cand[0], "%s", VQC_MPI_PRELOAD_BUILD);
-#endif
-  for (int i = 0; i < nc; i++) {
-    char abs[PATH_MAX];
-    struct stat st;
-    if (!realpath(cand[i], abs) || stat(abs, &st) != 0 ||
-        !S_ISREG(st.st_mode) || access(abs, R_OK) != 0)
-      continue;
-    snprintf(buf, n, "%s", abs);
-    return true;
-  }
-  fprintf(stderr, "vqcheck watch: the MPI interposer (libvqcheck_mpi.so) "
-          "is not installed: looked in %s%s%s%s%s\nhint: build vqcheck with "
-          "MPI (OpenMPI found by CMake), or set VQC_MPI_PRELOAD to the "
-          "library; --no-mpi runs the job without it\n",
-          nc > 0 ? cand[0] : "(nowhere: this vqcheck was built without MPI)",
-          nc > 1 ? ", " : "", nc > 1 ? cand[1] : "", nc > 2 ? ", " : "",
-          nc > 2 ? cand[2] : "");
-  return false;
-}
-
-/* Whether execvp would find an executable file for prog (its rules: a name
- * with a slash as it is, else every $PATH entry). */
-static bool executable(const char *prog) {
-  struct stat st;
-  if (strchr(prog, '/'))
-    return stat(prog, &st) == 0 && S_ISREG(st.st_mode) &&
-           access(prog, X_OK) == 0;
-  const char *path = getenv("PATH");
-  char *copy = strdup(path && path[0] ? path : "/usr/local/bin:/usr/bin:/bin");
-  if (!copy) return false;
-  bool found = false;
-  char *rest = copy;
-  for (char *dir = rest; dir && !found; dir = rest) {
-    char *colon = strchr(dir, ':');
-    rest = colon ? colon + 1 : NULL;
-    if (colon) *colon = '\0';
-    char full[4200];
-    snprintf(full, sizeof full, "%s/%s", dir[0] ? dir : ".", prog);
-    found = stat(full, &st) == 0 && S_ISREG(st.st_mode) &&
-            access(full, X_OK) == 0;
-  }
-  free(copy);
-  return found;
-}
-
-/* A TCP port on 127.0.0.1 that was free when chosen: bound to port 0, read
- * back, closed. It is not reserved: another program may take it before the
- * job's rank 0 binds it (torchrun's own choice has the same race). 0 when
- * no socket could be bound. */
-static int free_port(void) {
-  int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  int port = 0;
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) == 0 &&
-      getsockname(fd, (struct sockaddr *)&a, &len) == 0)
-    port = ntohs(a.sin_port);
-  close(fd);
-  return port;
-}
-
-/* ---- the run directory */
-
-
-/* How many rank-<r><suffix> files dir holds; marks seen[r] for r < nseen
- * (seen may be NULL). */
-static int count_files(const char *dir, const char *suffix, bool *seen,
-                       int nseen) {
-  DIR *d = opendir(dir);
-  if (!d) return 0;
-  int n = 0;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    int r;
-    if (!vqc_run_dir_rank_file(e->d_name, suffix, &r)) continue;
-    n++;
-    if (seen && r < nseen) seen[r] = true;
-  }
-  closedir(d);
-  return n;
-}
-
-/* The lowest rank with a rank-<r><suffix> file in dir; -1 when none. */
-static int lowest_rank_file(const char *dir, const char *suffix) {
-  DIR *d = opendir(dir);
-  if (!d) return -1;
-  int low = -1;
-  struct dirent *e;
-  while ((e = readdir(d)) != NULL) {
-    int r;
-    if (vqc_run_dir_rank_file(e->d_name, suffix, &r) && (low < 0 || r < low))
-      low = r;
-  }
-  closedir(d);
-  return low;
-}
-
-/* ---- supervision */
+/* ---- supervision: the interrupts vqcheck forwards to the job (the job's
+ * processes: cmd_watch_procs.c) */
 
 static volatile sig_atomic_t got_signal = 0;
 static volatile sig_atomic_t signal_count = 0;
@@ -552,276 +202,6 @@ static volatile sig_atomic_t signal_count = 0;
 static void on_signal(int sig) {
   got_signal = sig;
   signal_count++;
-}
-
-/* Appends n bytes to p's kept stderr, keeping the last VQC_WATCH_TAIL_MAX. */
-static void tail_append(vqc_watch_proc *p, const char *b, size_t n) {
-  if (n >= VQC_WATCH_TAIL_MAX) {
-    memcpy(p->tail, b + (n - VQC_WATCH_TAIL_MAX), VQC_WATCH_TAIL_MAX);
-    p->ntail = VQC_WATCH_TAIL_MAX;
-    return;
-  }
-  if (p->ntail + n > VQC_WATCH_TAIL_MAX) {
-    size_t drop = p->ntail + n - VQC_WATCH_TAIL_MAX;
-    memmove(p->tail, p->tail + drop, p->ntail - drop);
-    p->ntail -= drop;
-  }
-  memcpy(p->tail + p->ntail, b, n);
-  p->ntail += n;
-}
-
-static void write_all(int fd, const char *b, size_t n) {
-  while (n > 0) {
-    ssize_t w = write(fd, b, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return; /* our stderr is gone: the tail is still kept */
-    b += w;
-    n -= (size_t)w;
-  }
-}
-
-/* Reads what p's stderr pipe holds: to our stderr and its tail. */
-static void pump(vqc_watch_proc *p) {
-  char buf[65536];
-  ssize_t n = read(p->err_fd, buf, sizeof buf);
-  if (n < 0 && (errno == EINTR || errno == EAGAIN)) return;
-  if (n <= 0) {
-    close(p->err_fd);
-    p->err_fd = -1;
-    return;
-  }
-  write_all(STDERR_FILENO, buf, (size_t)n);
-  tail_append(p, buf, (size_t)n);
-}
-
-/* Polls every open stderr pipe for up to ms; reads what is there. */
-static void pump_all(vqc_watch_proc *procs, int n, int ms) {
-  struct pollfd fds[MAX_NPROC];
-  int idx[MAX_NPROC], k = 0;
-  for (int i = 0; i < n; i++) {
-    if (procs[i].err_fd < 0) continue;
-    fds[k].fd = procs[i].err_fd;
-    fds[k].events = POLLIN;
-    fds[k].revents = 0;
-    idx[k++] = i;
-  }
-  if (k == 0) {
-    struct timespec nap = {ms / 1000, (long)(ms % 1000) * 1000000L};
-    nanosleep(&nap, NULL);
-    return;
-  }
-  if (poll(fds, (nfds_t)k, ms) <= 0) return;
-  for (int j = 0; j < k; j++)
-    if (fds[j].revents & (POLLIN | POLLHUP | POLLERR)) pump(&procs[idx[j]]);
-}
-
-/* Sends sig to the process group of every process still running, noting
- * that vqcheck stopped them. */
-static void signal_all(vqc_watch_proc *procs, int n, int sig) {
-  for (int i = 0; i < n; i++) {
-    if (procs[i].exited) continue;
-    procs[i].stopped = true;
-    kill(-procs[i].pid, sig);
-  }
-}
-
-
-
-
-/* rank-<r>.stacks.txt's size in dir, -1 when there is none. */
-static long long stacks_size(const char *dir, int r) {
-  char path[4200];
-  struct stat st;
-  snprintf(path, sizeof path, "%s/rank-%d.stacks.txt", dir, r);
-  return stat(path, &st) == 0 && S_ISREG(st.st_mode) ? (long long)st.st_size
-                                                      : -1;
-}
-
-/* With --nproc, at the first hang marker: asks every rank still running
- * that has written no marker where it is, by SIGUSR1 to its process alone
- * (not the group: a DataLoader worker need not answer), whose bridge then
- * appends every thread's Python stack to rank-<r>.stacks.txt. Only a rank
- * whose live record shows the bridge loaded, and to the process the record
- * names when that is the rank's process or one of its group (a wrapper's
- * Python child); another would die of SIGUSR1 (what became of each rank:
- * p->at_hang). A rank found stopped is not sent it (AT_HANG_STOPPED). A
- * launcher is never sent it; with hb (a hang from the heartbeats), a
- * launcher's ranks are, by their heartbeat's pid (below). */
-static void ask_for_stacks(const char *dir, vqc_watch_proc *procs, int n,
-                           vqc_hb_watch *hb) {
-  for (int i = 0; i < n; i++) {
-    vqc_watch_proc *p = &procs[i];
-    if (p->rank < 0) continue;
-    char path[4200];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/rank-%d.hang", dir, p->rank);
-    vqc_live_info info;
-    if (p->exited) {
-      p->at_hang = VQC_WATCH_AT_HANG_ENDED;
-    } else if (lstat(path, &st) == 0) {
-      p->at_hang = VQC_WATCH_AT_HANG_MARKED;
-    } else if (vqc_live_scan(dir, p->rank, &info) != VQC_OK ||
-               !info.exists) {
-      p->at_hang = VQC_WATCH_AT_HANG_NO_BRIDGE;
-    } else if (info.finished) {
-      p->at_hang = VQC_WATCH_AT_HANG_FINISHED;
-    } else {
-      pid_t target = p->pid;
-      if (info.pid > 0 && (pid_t)info.pid != p->pid) {
-        const pid_t g = getpgid((pid_t)info.pid);
-        target = g == p->pid ? (pid_t)info.pid : 0;
-      }
-      p->stacks_size0 = stacks_size(dir, p->rank);
-      char letter = '\0';
-      if (target > 0 && vqc_proc_state_of(target, &letter, NULL) ==
-                            VQC_PROC_STOPPED) {
-        /* It cannot answer; the signal would wait for a SIGCONT. */
-        p->at_hang = VQC_WATCH_AT_HANG_STOPPED;
-        p->stop_letter = letter;
-      } else if (target > 0 && kill(target, SIGUSR1) == 0) {
-        p->at_hang = VQC_WATCH_AT_HANG_ASKED;
-        p->asked_pid = target;
-        if (hb && p->rank < hb->n) {
-          hb->ranks[p->rank].asked = true;
-          hb->ranks[p->rank].stacks0 = p->stacks_size0;
-        }
-      } else {
-        p->at_hang = VQC_WATCH_AT_HANG_NO_BRIDGE;
-      }
-    }
-  }
-  /* A launcher's ranks: those whose heartbeat names a process of ours that
-   * is neither stopped nor ended (its bridge set up the stack dump before
-   * it wrote its first heartbeat). The launcher itself never. */
-  for (int r = 0; hb && hb->nproc == 0 && r < hb->n; r++) {
-    vqc_hb_rank *h = &hb->ranks[r];
-    char path[4200];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/rank-%d.hang", dir, r);
-    if (!h->beaten || h->ended || h->pid <= 0 ||
-        h->hb.state == VQC_HB_FINISHED || lstat(path, &st) == 0 ||
-        !vqc_proc_is_descendant(h->pid) ||
-        vqc_proc_state_of(h->pid, NULL, NULL) != VQC_PROC_RUNNING)
-      continue;
-    h->stacks0 = stacks_size(dir, r);
-    h->asked = kill(h->pid, SIGUSR1) == 0;
-  }
-}
-
-/* Once the job is to stop: a process that is stopped (process state T)
- * cannot act on SIGTERM before a SIGCONT, so every group holding one gets
- * SIGKILL now, and so does a launcher's stopped rank (our descendant): the
- * job ends within the grace instead of after it. */
-static void kill_stopped(vqc_watch_proc *procs, int n,
-                         const vqc_hb_watch *hb) {
-  for (int i = 0; i < n; i++) {
-    vqc_watch_proc *p = &procs[i];
-    if (p->exited) continue;
-    bool stopped = vqc_proc_state_of(p->pid, NULL, NULL) == VQC_PROC_STOPPED;
-    for (int r = 0; !stopped && hb && r < hb->n; r++) {
-      const pid_t pid = hb->ranks[r].pid;
-      stopped = pid > 0 && pid != p->pid && getpgid(pid) == p->pid &&
-                vqc_proc_state_of(pid, NULL, NULL) == VQC_PROC_STOPPED;
-    }
-    if (stopped) {
-      p->stopped = true;
-      kill(-p->pid, SIGKILL);
-    }
-  }
-  for (int r = 0; hb && hb->nproc == 0 && r < hb->n; r++) {
-    const pid_t pid = hb->ranks[r].pid;
-    if (pid > 0 && vqc_proc_state_of(pid, NULL, NULL) == VQC_PROC_STOPPED &&
-        vqc_proc_is_descendant(pid))
-      kill(pid, SIGKILL);
-  }
-}
-
-/* After ask_for_stacks: whether every rank has told where it is (its hang
- * marker, or stacks grown since it was asked), or never will (it ended, or
- * was not asked). hung: scratch, one per rank. With a hang decided from
- * the heartbeats (hb_hang), a rank hung in a collective the bridge sees
- * writes its marker about now (its deadline is the same): it is waited
- * for, so that the marker's account (which collective, since when) is the
- * one reported. */
-static bool all_placed(const char *dir, const vqc_watch_proc *procs, int n,
-                       bool *hung, int nproc, const vqc_hb_watch *hb,
-                       bool hb_hang) {
-  if (hung) {
-    memset(hung, 0, (size_t)nproc * sizeof *hung);
-    count_files(dir, ".hang", hung, nproc);
-  }
-  for (int i = 0; hung && i < n; i++) {
-    const vqc_watch_proc *p = &procs[i];
-    if (p->rank < 0 || p->rank >= nproc || p->exited || hung[p->rank])
-      continue;
-    if (p->at_hang == VQC_WATCH_AT_HANG_ASKED &&
-        stacks_size(dir, p->rank) <= p->stacks_size0)
-      return false;
-    if (p->at_hang == VQC_WATCH_AT_HANG_NONE) return false;
-  }
-  for (int r = 0; hb_hang && r < hb->n; r++) {
-    const vqc_hb_rank *h = &hb->ranks[r];
-    char path[4200];
-    struct stat st;
-    snprintf(path, sizeof path, "%s/rank-%d.hang", dir, r);
-    if (h->ended || h->proc == VQC_PROC_STOPPED || lstat(path, &st) == 0)
-      continue;
-    if (h->stalled && h->hb.state == VQC_HB_IN_COLLECTIVE) return false;
-    if (hb->nproc == 0 && h->asked && stacks_size(dir, r) <= h->stacks0)
-      return false;
-  }
-  return true;
-}
-
-/* Starts process i of the job (rank, or -1 for a launcher) with its stderr
- * on a pipe. 0, or the errno of the failure (pipe, fork, or the exec
- * itself, which vqc_spawn reports back). */
-static int start_proc(const vqc_watch_opts *o, vqc_watch_proc *p, int rank,
-                      int port) {
-  int errp[2];
-  if (pipe(errp) != 0) return errno;
-  /* Close-on-exec: no other process of the job holds another's pipe (its
-   * EOF then means its end). */
-  for (int k = 0; k < 2; k++) fcntl(errp[k], F_SETFD, FD_CLOEXEC);
-  /* A rank's environment as torchrun gives it. */
-  char v_rank[32], v_local[32], v_world[32], v_lworld[32], v_port[32];
-  snprintf(v_rank, sizeof v_rank, "RANK=%d", rank);
-  snprintf(v_local, sizeof v_local, "LOCAL_RANK=%d", rank);
-  snprintf(v_world, sizeof v_world, "WORLD_SIZE=%d", o->nproc);
-  snprintf(v_lworld, sizeof v_lworld, "LOCAL_WORLD_SIZE=%d", o->nproc);
-  snprintf(v_port, sizeof v_port, "MASTER_PORT=%d", port);
-  const char *const env[] = {v_rank,  v_local, v_world, v_lworld,
-                             "MASTER_ADDR=127.0.0.1", v_port, NULL};
-  static const int dfl[] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE, 0};
-  /* Should vqcheck be killed outright, the job hears of it
-   * (die_with_parent). With --json our stdout is run.json: the job's goes
-   * to our stderr. */
-  const vqc_spawn_opts so = {.argv = o->cmd_argv,
-                             .die_with_parent = true,
-                             .default_signals = dfl,
-                             .stdin_null = true,
-                             .stdout_fd = o->json ? STDERR_FILENO : 0,
-                             .stderr_fd = errp[1],
-                             .env = rank >= 0 ? env : NULL,
-                             .report_exec = true};
-  pid_t pid;
-  int st = 0;
-  int e = vqc_spawn(&so, &pid, &st);
-  close(errp[1]);
-  if (pid < 0) {
-    close(errp[0]);
-    return e;
-  }
-  p->pid = pid;
-  p->rank = rank;
-  p->err_fd = errp[0];
-  if (e != 0) {
-    p->exited = true;
-    p->status = st;
-    close(p->err_fd);
-    p->err_fd = -1;
-  }
-  return e;
 }
 
 /* ---- the command */
@@ -834,7 +214,7 @@ static void mark_killed(const char *dir, const vqc_watch_proc *procs, int n,
   enum { MAXR = 1000000 };
   bool *seen = calloc(MAXR, sizeof *seen);
   if (!seen) return;
-  count_files(dir, ".live.jsonl", seen, MAXR);
+  vqc_cw_count_files(dir, ".live.jsonl", seen, MAXR);
   for (int r = 0; r < MAXR; r++) {
     if (!seen[r]) continue;
     bool stopped = launcher_stopped;
@@ -865,31 +245,24 @@ static const char *job_name(const vqc_watch_opts *o) {
 
 int vqc_cmd_watch(int argc, char **argv) {
   vqc_watch_opts o;
-  int rc = parse_opts(argc, argv, &o);
+  int rc = vqc_cw_parse_opts(argc, argv, &o);
   if (rc >= 0) return rc;
   char bridge[PATH_MAX] = "", mpi_lib[PATH_MAX] = "";
-  const bool mpi = mpi_job(&o);
-  if (strict_opt && !mpi) {
+  const bool mpi = vqc_cw_mpi_job(&o);
+  if (vqc_cw_strict_opt && !mpi) {
     fprintf(stderr, "vqcheck watch: --strict is the MPI interposer's strict "
             "mode, and '%s' is not an MPI job\nhint: launch the program "
             "with mpiexec, mpirun or srun, or add --mpi\n", o.cmd_argv[0]);
     return 2;
   }
   if (mpi) {
-    if (!find_mpi_lib(mpi_lib, sizeof mpi_lib)) return 3;
+    if (!vqc_cw_find_mpi_lib(mpi_lib, sizeof mpi_lib)) return 3;
     /* The bridge too, where there is one (quietly: it is optional). */
-    const char *env = getenv("VQC_BRIDGE_DIR");
-    char cand[4200];
-    if (!(env && env[0] && has_bridge(env) && realpath(env, bridge)) &&
-        !(vqc_cli_installed_data("bridge", cand, sizeof cand) &&
-          has_bridge(cand) && realpath(cand, bridge)) &&
-        !(VQC_BRIDGE_SOURCE_DIR[0] && has_bridge(VQC_BRIDGE_SOURCE_DIR) &&
-          realpath(VQC_BRIDGE_SOURCE_DIR, bridge)))
-      bridge[0] = '\0';
-  } else if (!find_bridge(bridge, sizeof bridge)) {
+    vqc_cw_find_bridge_quietly(bridge);
+  } else if (!vqc_cw_find_bridge(bridge, sizeof bridge)) {
     return 3;
   }
-  if (!executable(o.cmd_argv[0])) {
+  if (!vqc_cw_executable(o.cmd_argv[0])) {
     fprintf(stderr, "vqcheck watch: cannot run '%s': no executable file of "
             "that name%s\nhint: check the command after '--' (a program on "
             "PATH, or a path to an executable file)\n", o.cmd_argv[0],
@@ -933,7 +306,7 @@ int vqc_cmd_watch(int argc, char **argv) {
              pre && pre[0] ? pre : "");
     setenv("LD_PRELOAD", v, 1);
     free(v);
-    if (strict_opt) setenv("VQC_MPI_STRICT", "1", 1);
+    if (vqc_cw_strict_opt) setenv("VQC_MPI_STRICT", "1", 1);
   }
   const char *pp = getenv("PYTHONPATH");
   size_t pplen = strlen(bridge) + (pp ? strlen(pp) : 0) + 2;
@@ -949,7 +322,7 @@ int vqc_cmd_watch(int argc, char **argv) {
   free(pythonpath);
 
   int port = 0;
-  if (o.nproc > 0 && (port = free_port()) == 0) {
+  if (o.nproc > 0 && (port = vqc_cw_free_port()) == 0) {
     fprintf(stderr, "vqcheck watch: cannot find a free TCP port on "
             "127.0.0.1 for MASTER_PORT: %s\n", strerror(errno));
     vqc_run_dir_unlock(dir);
@@ -981,7 +354,7 @@ int vqc_cmd_watch(int argc, char **argv) {
 
   int started = 0, code = -1;
   for (int i = 0; i < nprocs; i++) {
-    int e = start_proc(&o, &procs[i], o.nproc > 0 ? i : -1, port);
+    int e = vqc_cw_start_proc(&o, &procs[i], o.nproc > 0 ? i : -1, port);
     started = i + 1;
     if (e != 0) {
       fprintf(stderr, "vqcheck watch: cannot run '%s': %s\nhint: check the "
@@ -1001,7 +374,7 @@ int vqc_cmd_watch(int argc, char **argv) {
   (void)vqc_hb_watch_init(&hbw, dir, o.nproc);
   int forwarded = 0, nexited = 0;
   if (code >= 0) { /* a process could not start: end the others now */
-    signal_all(procs, started, SIGKILL);
+    vqc_cw_signal_all(procs, started, SIGKILL);
     kill_sent = true;
   }
   bool *hung = o.nproc > 0 ? calloc((size_t)o.nproc, sizeof *hung) : NULL;
@@ -1042,18 +415,18 @@ int vqc_cmd_watch(int argc, char **argv) {
       if (forwarded == 0) {
         snprintf(reason, sizeof reason, "vqcheck watch was interrupted "
                  "(%s) and forwarded it to the job", strsignal(sig));
-        signal_all(procs, started, sig);
+        vqc_cw_signal_all(procs, started, sig);
         kill_at = now + INTERRUPT_GRACE_S;
         term_sent = true; /* nothing else is sent but SIGKILL */
       } else if (!kill_sent) {
-        signal_all(procs, started, SIGKILL); /* a second Ctrl-C */
+        vqc_cw_signal_all(procs, started, SIGKILL); /* a second Ctrl-C */
         kill_sent = true;
       }
       forwarded = signal_count;
     }
     if (hang_at == 0.0 && !term_sent && now - last_scan >= HANG_SCAN_S) {
       last_scan = now;
-      const int hr = lowest_rank_file(dir, ".hang");
+      const int hr = vqc_cw_lowest_rank_file(dir, ".hang");
       if (hr >= 0) {
         hang_at = now;
         snprintf(reason, sizeof reason, "rank %d wrote rank-%d.hang (a "
@@ -1061,13 +434,13 @@ int vqc_cmd_watch(int argc, char **argv) {
                  "stopped the job", hr, hr, o.timeout);
         if (term_at == 0.0 || now + HANG_GRACE_S < term_at)
           term_at = now + HANG_GRACE_S;
-        if (o.nproc > 0) ask_for_stacks(dir, procs, started, NULL);
+        if (o.nproc > 0) vqc_cw_ask_for_stacks(dir, procs, started, NULL);
       }
     } else if (hang_at > 0.0 && !term_sent && (hung || hb_hang) &&
                now - last_scan >= HANG_SCAN_S) {
       /* Every rank told where it is: no need to wait longer. */
       last_scan = now;
-      if (all_placed(dir, procs, started, hung, o.nproc, &hbw, hb_hang))
+      if (vqc_cw_all_placed(dir, procs, started, hung, o.nproc, &hbw, hb_hang))
         term_at = now;
     }
     /* No progress for --timeout, wherever a rank is (the file comment).
@@ -1089,20 +462,20 @@ int vqc_cmd_watch(int argc, char **argv) {
                  idle, o.timeout);
         if (term_at == 0.0 || now + HANG_GRACE_S < term_at)
           term_at = now + HANG_GRACE_S;
-        ask_for_stacks(dir, procs, started, &hbw);
+        vqc_cw_ask_for_stacks(dir, procs, started, &hbw);
       }
     }
     if (term_at > 0.0 && !term_sent && now >= term_at) {
-      signal_all(procs, started, SIGTERM);
-      kill_stopped(procs, started, &hbw);
+      vqc_cw_signal_all(procs, started, SIGTERM);
+      vqc_cw_kill_stopped(procs, started, &hbw);
       term_sent = true;
       kill_at = now + TERM_GRACE_S;
     }
     if (kill_at > 0.0 && !kill_sent && now >= kill_at) {
-      signal_all(procs, started, SIGKILL);
+      vqc_cw_signal_all(procs, started, SIGKILL);
       kill_sent = true;
     }
-    pump_all(procs, started, POLL_MS);
+    vqc_cw_pump_all(procs, started, POLL_MS);
   }
   free(hung);
 
@@ -1114,7 +487,7 @@ int vqc_cmd_watch(int argc, char **argv) {
     bool open = false;
     for (int i = 0; i < started; i++) open = open || procs[i].err_fd >= 0;
     if (!open || vqc_now_s() > drain_until) break;
-    pump_all(procs, started, POLL_MS);
+    vqc_cw_pump_all(procs, started, POLL_MS);
   }
   for (int i = 0; i < started; i++)
     if (procs[i].err_fd >= 0) close(procs[i].err_fd);
@@ -1138,7 +511,7 @@ int vqc_cmd_watch(int argc, char **argv) {
                                           ".ledger.jsonl", ".status.json"};
     int nfiles = 0;
     for (size_t k = 0; k < sizeof written / sizeof written[0]; k++)
-      nfiles += count_files(dir, written[k], NULL, 0);
+      nfiles += vqc_cw_count_files(dir, written[k], NULL, 0);
     char unchecked[4608] = "";
     const bool no_bridge = nfiles == 0 && !interrupt;
     if (interrupt) /* run.json must not read clean either */
@@ -1182,7 +555,7 @@ int vqc_cmd_watch(int argc, char **argv) {
                                  .unchecked = unchecked[0] ? unchecked
                                                            : NULL,
                                  .ledger_checks = mpi};
-    code = vqc_cli_analyze(&ao, CMD, o.json, o.quiet);
+    code = vqc_cli_analyze(&ao, VQC_CW_CMD, o.json, o.quiet);
     json_decref(job);
     if (no_bridge && code != 2 && mpi) {
       fprintf(stderr, "vqcheck watch: %s\nhint: check that the program is "
