@@ -304,7 +304,7 @@ static json_t *layout_json(const uint64_t *l) {
  * group: the majority (strictly larger than every other group), and then
  * *majority is true; without one *majority is false and *ref is group 0
  * (the lowest rank's), which only anchors the comparison, blaming no one.
- * trace_compare.c applies the same rule to traces. */
+ * trace_compare_findings.c applies the same rule to traces. */
 static void group_ranks(const uint64_t *digests, int size, int *group_of,
                         int *ngroups, int *ref, bool *majority) {
   int n = 0;

@@ -38,8 +38,8 @@ static json_t *where_json(const rank_file *rf, int rank, const line_rec *x) {
 }
 
 /* Records the divergence of the tensor whose per-rank lines are recs[r]
- * (NULL for ranks without a file). Mirrors divergence.c's localise, from
- * digests alone. */
+ * (NULL for ranks without a file). Mirrors divergence_locate.c's localise,
+ * from digests alone. */
 vqc_status tc_add_finding(const vqc_trace_set *s, int64_t step,
                           const line_rec *const *recs, json_t *also,
                           vqc_findings *out) {
