@@ -41,7 +41,7 @@ const char *vqc_finding_kind_name(vqc_finding_kind k);
 vqc_status vqc_finding_kind_from_name(const char *name, vqc_finding_kind *out);
 
 /* The ranks a finding can name: every rank of the largest threads run
- * (harness/models/scenario.h VQC_SCENARIO_MAX_RANKS). */
+ * (harness/scenario/scenario.h VQC_SCENARIO_MAX_RANKS). */
 #define VQC_FINDING_MAX_RANKS 1024
 /* A finding's JSON adds "rank_ranges" (vqc_rank_ranges_text of its ranks)
  * when it names more ranks than this: "ranks" stays the full list that

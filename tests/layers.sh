@@ -13,8 +13,8 @@
 #     umbrella of them all, excepted);
 #   - a layer.h does not compile on its own (cc -fsyntax-only);
 #   - a file of harness/ includes a header of a harness folder above its
-#     own: cli <- run <- models, and conformance/ stands alone (only cli/
-#     uses it);
+#     own: cli <- run <- models <- scenario, and conformance/ stands alone
+#     (only cli/ uses it);
 #   - with OBJECT_DIR (the compiled lib/src objects: CMake's
 #     lib/CMakeFiles/vqcheck_objects.dir/src), an object of one layer
 #     refers to a symbol that only an object of a layer above defines: the
@@ -92,7 +92,7 @@ PYEOF
 import os, re, sys
 src = sys.argv[1]
 h = os.path.join(src, "harness")
-rank = {"models": 0, "conformance": 0, "run": 1, "cli": 2}
+rank = {"scenario": 0, "models": 1, "conformance": 0, "run": 2, "cli": 3}
 home = {}
 for part in rank:
     for f in os.listdir(os.path.join(h, part)):
@@ -117,7 +117,8 @@ for e in errors:
     print(e)
 if errors:
     sys.exit(1)
-print("layers: harness/ folders include down only (cli <- run <- models)")
+print("layers: harness/ folders include down only "
+      "(cli <- run <- models <- scenario)")
 PYEOF
 for l in $LAYERS; do
   if ! echo "#include \"$l/layer.h\"" | "$CC" -std=gnu11 -fsyntax-only -x c - \

@@ -1,6 +1,7 @@
 /* harness/cli/ owns: main, one cmd_<name>.c per subcommand, their options
  *   (run_options.c) and the launcher supervisor (supervise.c).
- * May use: run/, models/, conformance/, checkers/, reports/, libvqcheck.
+ * May use: run/, models/, scenario/, conformance/, checkers/, reports/,
+ *   libvqcheck.
  *
  * cli.h: the subcommand table shared by vqcheck.c and the command files, and
  * the small helpers every subcommand uses to follow the same conventions

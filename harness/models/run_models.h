@@ -1,7 +1,8 @@
-/* harness/models/ owns: what a scenario is (scenario.c, the YAML loader)
- *   and the models scenarios train: run_models.c dispatches through each
- *   model's ops table (model.h), one file per model (model_<name>.c).
- * May use: checkers/ (findings), libvqcheck (never run/ or cli/).
+/* harness/models/ owns: the models scenarios train: run_models.c
+ *   dispatches through each model's ops table (model.h), one file per
+ *   model (model_<name>.c).
+ * May use: scenario/, checkers/ (findings), libvqcheck (never run/ or
+ *   cli/).
  *
  * run_models.h: the models a scenario trains, as the runner sees them.
  *

@@ -108,9 +108,9 @@
 /* ... and once per process for each rank of the world. */
 #define PER_WORLD_RANK (4 * 1024u)
 
-/* Within the scenario's ranges (scenario.h, scenario.c: batch <= 2^20 per
- * rank, 1024 ranks, dim and hidden <= 2^16, dim x codebook <= 2^28, Q <=
- * 64) G <= 2^30, and clip's 8 G^2 alone reaches 2^63: sums saturate at
+/* Within the scenario's ranges (scenario.h, scenario_internal.h: batch <=
+ * 2^20 per rank, 1024 ranks, dim and hidden <= 2^16, dim x codebook <= 2^28,
+ * Q <= 64) G <= 2^30, and clip's 8 G^2 alone reaches 2^63: sums saturate at
  * UINT64_MAX (which no limit admits) instead of wrapping (vqc_sat_add,
  * vqc_sat_mul: model.h). One rank: the model's bytes (its ops table's
  * rank_bytes) + what every rank adds. */

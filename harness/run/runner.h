@@ -1,6 +1,7 @@
 /* harness/run/ owns: the runner, run memory estimates, offline analysis of
  *   run directories, the bridge's findings and `vqcheck watch`'s job.
- * May use: models/, checkers/, reports/, libvqcheck (never cli/).
+ * May use: models/, scenario/, checkers/, reports/, libvqcheck (never
+ *   cli/).
  *
  * runner.h: runs one scenario on a world of ranks with every checker
  * attached, and writes its run directory.

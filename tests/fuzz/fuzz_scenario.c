@@ -1,7 +1,7 @@
 /* fuzz_scenario.c: libFuzzer target for the scenario loader
- * (harness/models/scenario.c, vqc_scenario_load). The loader only reads files, so
- * each input is written to one temporary file and loaded; a scenario that
- * loads is also turned into JSON and its expectation string, the other
+ * (harness/scenario/scenario.c, vqc_scenario_load). The loader only reads
+ * files, so each input is written to one temporary file and loaded; a scenario
+ * that loads is also turned into JSON and its expectation string, the other
  * readers of the loaded struct. Sanitizers (ASan, UBSan, leaks) do the
  * checking: any input must give VQC_OK or an error, never a crash.
  *

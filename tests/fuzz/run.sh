@@ -5,7 +5,7 @@
 #
 #   tests/fuzz/run.sh TARGET [SECONDS] [WORK_DIR]
 #     TARGET    trace (checkers/trace.c + trace_compare*.c), scenario
-#               (harness/models/scenario.c) or watch_output (run.json,
+#               (harness/scenario/scenario*.c) or watch_output (run.json,
 #               reports and JUnit as watch and analyze write them:
 #               watch_output_check.h)
 #     SECONDS   -max_total_time (default 30)
@@ -40,7 +40,11 @@ case "$target" in
              $src/lib/src/core/fsutil.c"
     libs="jansson" ;;
   scenario)
-    sources="$src/harness/models/scenario.c $src/checkers/findings.c
+    sources="$src/harness/scenario/scenario.c
+             $src/harness/scenario/scenario_yaml.c
+             $src/harness/scenario/scenario_fields.c
+             $src/harness/scenario/scenario_expect.c
+             $src/harness/scenario/scenario_json.c $src/checkers/findings.c
              $src/checkers/utf8.c
              $src/lib/src/core/fault.c $src/lib/src/core/status.c"
     libs="yaml-0.1 jansson" ;;
@@ -101,7 +105,7 @@ EOF
 "$cc" -std=gnu11 -g -O1 -fno-omit-frame-pointer \
   -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined \
   -I"$work/include" -I"$src/lib/include" -I"$src/lib/src" \
-  -I"$src/checkers" -I"$src/checkers/include" -I"$src/harness/models" \
+  -I"$src/checkers" -I"$src/checkers/include" -I"$src/harness/scenario" \
   -I"$src/harness/run" -I"$src/reports" -I"$here" \
   $(pkg-config --cflags $libs) \
   "$here/fuzz_$target.c" $sources \

@@ -8,7 +8,7 @@
  *              step labels (reports/svg.c);
  *   nesting    YAML lists nested 100k and 500k deep (flow) and 400k deep
  *              (block) are refused in milliseconds with file:line:column and
- *              the limit; 64 levels still parse (harness/models/scenario.c);
+ *              the limit; 64 levels still parse (harness/scenario/scenario.c);
  *   memory     a scenario that cannot fit (64 ranks x 1048576 rows under a
  *              4 GiB address-space limit) is refused before any rank
  *              allocates, with exit 2, the estimate and the limit; the

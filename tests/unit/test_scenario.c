@@ -1,5 +1,5 @@
-/* test_scenario.c: the scenario loader (harness/models/scenario.h), its overrides,
- * the expectation matcher and `vqcheck list`.
+/* test_scenario.c: the scenario loader (harness/scenario/scenario.h), its
+ * overrides, the expectation matcher and `vqcheck list`.
  *
  * The valid files live in tests/data/scenarios/ and are read back field by
  * field. Every error class gets its own small file, written to a fresh

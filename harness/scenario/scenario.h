@@ -1,4 +1,9 @@
-/* scenario.h: a training scenario, as read from a scenario file.
+/* harness/scenario/ owns: what a scenario is: the YAML loader
+ *   (scenario.c; its pieces scenario_*.c, scenario_internal.h), the
+ *   expectations and the scenario's JSON.
+ * May use: checkers/ (findings), libvqcheck (never models/, run/ or cli/).
+ *
+ * scenario.h: a training scenario, as read from a scenario file.
  *
  * Scenario files are human-editable YAML (scenarios/NAME.yaml; the format is
  * documented in scenarios/README.md), read with libyaml so every value keeps
@@ -37,8 +42,9 @@
 
 /* The sizes a scenario file may give (its `sizes:` mapping), in the order
  * messages list them and run.json writes them. One row each generates the
- * key, its range, its reader and its JSON (scenario.c); the models' tables
- * say which ones they take and their defaults (model.h).
+ * key, its range, its reader (scenario_fields.c) and its JSON
+ * (scenario_json.c); the models' tables say which ones they take and their
+ * defaults (model.h).
  *   X(ENUM, name, type, lo, hi, note)
  *   name    the key in the file and the vqc_scenario field
  *   type    INT (int64_t), COUNT (int), LEVELS (levels[nlevels]: lo..hi
