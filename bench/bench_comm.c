@@ -64,6 +64,7 @@
 #include "comm/comm_internal.h" /* vqc_comm_init_common: the no-op backend */
 #include "vqc/comm.h"
 #include "vqc/ledger.h"
+#include "vqc/clock.h"
 
 /* Many short repetitions rather than a few long ones: the four modes of one
  * repetition run within ~20 ms of each other, so a burst of load from the
@@ -82,12 +83,6 @@ static const char *const size_names[NSIZES] = {"4B", "4KiB", "1MiB"};
 static const int iters[NSIZES] = {4000, 1000, 20};
 
 static int json; /* --json: figures as JSON objects instead of text */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* rank r contributes (r + 1) * (i % 13 + 1): the sum over ranks is
  * (i % 13 + 1) * size * (size + 1) / 2, a small integer, exact in f32. */
@@ -170,7 +165,7 @@ static double time_mode(int mode, vqc_comm *c, MPI_Comm raw, const float *send,
     vqc_comm_set_wait_mode(c, mode == MODE_BLOCK ? VQC_WAIT_BLOCKING
                                                  : VQC_WAIT_POLL);
   MPI_Barrier(raw);
-  double t0 = now_s();
+  double t0 = vqc_now_s();
   for (int i = 0; i < iters_; i++) {
     if (mode == MODE_RAW) {
       MPI_Allreduce(send, recv, (int)n, MPI_FLOAT, MPI_SUM, raw);
@@ -183,7 +178,7 @@ static double time_mode(int mode, vqc_comm *c, MPI_Comm raw, const float *send,
       MPI_Abort(MPI_COMM_WORLD, 1); /* a bench cannot time a broken call */
     }
   }
-  return (now_s() - t0) / iters_;
+  return (vqc_now_s() - t0) / iters_;
 }
 
 /* One figure of section 2 (seconds per call), against `base` if >= 0. */
@@ -278,10 +273,10 @@ enum { LAYER_CALLS = 500000 };
  * backend. */
 static double through_layer(vqc_comm *fake) {
   float x = 1.0f, y = 0.0f;
-  double t0 = now_s();
+  double t0 = vqc_now_s();
   for (int i = 0; i < LAYER_CALLS; i++)
     vqc_all_reduce(fake, &x, &y, 1, VQC_F32, VQC_SUM);
-  return (now_s() - t0) / LAYER_CALLS;
+  return (vqc_now_s() - t0) / LAYER_CALLS;
 }
 
 /* The same for the no-op backend called directly through a volatile pointer
@@ -290,19 +285,19 @@ static double direct_call(vqc_comm *fake) {
   float x = 1.0f, y = 0.0f;
   vqc_status (*volatile direct)(vqc_comm *, const void *, void *, size_t,
                                 vqc_dtype, vqc_redop) = null_all_reduce;
-  double t0 = now_s();
+  double t0 = vqc_now_s();
   for (int i = 0; i < LAYER_CALLS; i++)
     direct(fake, &x, &y, 1, VQC_F32, VQC_SUM);
-  return (now_s() - t0) / LAYER_CALLS;
+  return (vqc_now_s() - t0) / LAYER_CALLS;
 }
 
 /* Seconds per vqc_now_ns (clock_gettime(CLOCK_MONOTONIC)). */
 static double clock_read(void) {
   volatile uint64_t sink = 0;
-  double t0 = now_s();
+  double t0 = vqc_now_s();
   for (int i = 0; i < LAYER_CALLS; i++) sink += vqc_now_ns();
   (void)sink;
-  return (now_s() - t0) / LAYER_CALLS;
+  return (vqc_now_s() - t0) / LAYER_CALLS;
 }
 
 static void print_layer_figure(const char *figure, const double *v) {

@@ -75,6 +75,7 @@
 
 #include "bench_stats.h"
 #include "vqc/digest.h"
+#include "vqc/clock.h"
 
 #define DEFAULT_REPS 9
 #define EVICT_BYTES ((size_t)512 << 20)
@@ -86,12 +87,6 @@
 #define STREAM_PIECE ((size_t)1024)
 
 static volatile uint64_t sink; /* keeps every read loop's result alive */
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- the read baselines */
 
@@ -327,7 +322,7 @@ static double timed_run(int k, const uint8_t *buf, size_t n,
   evict_caches();
   uint64_t d = 0;
   int ok = 1;
-  double t0 = now_s();
+  double t0 = vqc_now_s();
   switch (k) {
     case READ_1: sink = read_sum(buf, n); break;
     case STREAMS_1: sink = read_sum_streams(buf, n); break;
@@ -342,7 +337,7 @@ static double timed_run(int k, const uint8_t *buf, size_t n,
       break;
     default: ok = 0;
   }
-  double t = now_s() - t0;
+  double t = vqc_now_s() - t0;
   sink = d;
   return ok ? t : -1.0;
 }

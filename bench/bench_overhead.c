@@ -80,6 +80,7 @@
 #include "bench_stats.h"
 #include "vqc/instrument.h"
 #include "vqc/digest.h"
+#include "vqc/clock.h"
 
 #define MAX_STEPS 1001
 #define STRICT_COUNT 16   /* float32 per all_reduce in the strict loop */
@@ -95,18 +96,6 @@ typedef struct config {
   const char *out;
   vqc_backend backend;
 } config;
-
-static double wall_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double cpu_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* Median of n values (bench_stats.h). */
 static double median(const double *v, int n) {
@@ -360,7 +349,7 @@ static vqc_status step_all(const config *cfg, rank_comms *rc, model *m[],
     const int v = (first + pass) % NVARIANTS;
     /* Line the ranks up (side channel: no ledger record, no checker). */
     VQC_TRY(vqc_barrier(vqc_comm_side(rc->b)));
-    const double w0 = wall_s(), c0 = cpu_s();
+    const double w0 = vqc_now_s(), c0 = vqc_thread_cpu_s();
     double se = 0.0, se_cpu = 0.0;
     if (v == UNCHECKED) {
       VQC_TRY(train_step(rc->b, m[v], sc, x, target, cfg->T, NULL));
@@ -368,12 +357,12 @@ static vqc_status step_all(const config *cfg, rank_comms *rc, model *m[],
       vqc_instr *session = v == CHECKED ? ses : ses_o;
       VQC_TRY(train_step(v == CHECKED ? rc->a : rc->o, m[v], sc, x, target,
                          cfg->T, v == OVERLAPPED ? ses_o : NULL));
-      const double s0 = wall_s(), s0_cpu = cpu_s();
+      const double s0 = vqc_now_s(), s0_cpu = vqc_thread_cpu_s();
       VQC_TRY(vqc_instr_step_end(session, step));
-      se = wall_s() - s0;
-      se_cpu = cpu_s() - s0_cpu;
+      se = vqc_now_s() - s0;
+      se_cpu = vqc_thread_cpu_s() - s0_cpu;
     }
-    const double w = wall_s() - w0, c = cpu_s() - c0;
+    const double w = vqc_now_s() - w0, c = vqc_thread_cpu_s() - c0;
     if (k < 0) continue;
     if (v == CHECKED) {
       o->wall_c[k] = w;
@@ -415,12 +404,12 @@ static vqc_status strict_blocks(rank_comms *rc, rank_out *o) {
       const bool strict = (pass == 0) == (b % 2 == 0);
       vqc_comm *c = strict ? rc->s : rc->b;
       VQC_TRY(vqc_barrier(vqc_comm_side(rc->b)));
-      const double t0 = wall_s();
+      const double t0 = vqc_now_s();
       for (int i = 0; i < STRICT_CALLS; i++) {
         for (int j = 0; j < STRICT_COUNT; j++) buf[j] = 1.0f;
         VQC_TRY(vqc_all_reduce(c, buf, buf, STRICT_COUNT, VQC_F32, VQC_SUM));
       }
-      const double per_call = (wall_s() - t0) / STRICT_CALLS;
+      const double per_call = (vqc_now_s() - t0) / STRICT_CALLS;
       if (strict) o->strict_call[b] = per_call;
       else o->plain_call[b] = per_call;
     }

@@ -181,6 +181,7 @@
 #include "vqc/rng.h"
 #include "vqc/rvq.h"
 #include "vqc/vq.h"
+#include "vqc/clock.h"
 
 enum { M_ROWS = 65536, DIM = 64, CODES = 1024 };
 #define FSQ_FLOATS ((int64_t)8 << 20) /* 32 MiB of z: fsq_memcpy and tanh */
@@ -198,19 +199,6 @@ enum { VK_EMA, VK_KMEANS, VK_EXPIRY, VK_RVQ, NVK }; /* the VQ/RVQ cases */
 
 static volatile uint64_t sink; /* keeps the read loops' results alive */
 static int json;                /* --json: figures only on stdout */
-
-/* CPU time of the calling thread: see "Timing" at the top. */
-static double cpu_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double mono_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- timings: CPU seconds of each kind in each repetition */
 
@@ -245,7 +233,7 @@ __attribute__((target("avx512f"))) static double peak_avx512(long iters) {
          c6 = _mm512_set1_ps(7), c7 = _mm512_set1_ps(8), c8 = _mm512_set1_ps(9),
          c9 = _mm512_set1_ps(10), c10 = _mm512_set1_ps(11),
          c11 = _mm512_set1_ps(12);
-  const double t0 = cpu_s();
+  const double t0 = vqc_thread_cpu_s();
   for (long i = 0; i < iters; i++) {
     c0 = _mm512_fmadd_ps(c0, m, a); c1 = _mm512_fmadd_ps(c1, m, a);
     c2 = _mm512_fmadd_ps(c2, m, a); c3 = _mm512_fmadd_ps(c3, m, a);
@@ -254,7 +242,7 @@ __attribute__((target("avx512f"))) static double peak_avx512(long iters) {
     c8 = _mm512_fmadd_ps(c8, m, a); c9 = _mm512_fmadd_ps(c9, m, a);
     c10 = _mm512_fmadd_ps(c10, m, a); c11 = _mm512_fmadd_ps(c11, m, a);
   }
-  const double t = cpu_s() - t0;
+  const double t = vqc_thread_cpu_s() - t0;
   const __m512 s = _mm512_add_ps(
       _mm512_add_ps(_mm512_add_ps(c0, c1), _mm512_add_ps(c2, c3)),
       _mm512_add_ps(
@@ -271,7 +259,7 @@ __attribute__((target("avx2,fma"))) static double peak_avx2(long iters) {
          c6 = _mm256_set1_ps(7), c7 = _mm256_set1_ps(8), c8 = _mm256_set1_ps(9),
          c9 = _mm256_set1_ps(10), c10 = _mm256_set1_ps(11),
          c11 = _mm256_set1_ps(12);
-  const double t0 = cpu_s();
+  const double t0 = vqc_thread_cpu_s();
   for (long i = 0; i < iters; i++) {
     c0 = _mm256_fmadd_ps(c0, m, a); c1 = _mm256_fmadd_ps(c1, m, a);
     c2 = _mm256_fmadd_ps(c2, m, a); c3 = _mm256_fmadd_ps(c3, m, a);
@@ -280,7 +268,7 @@ __attribute__((target("avx2,fma"))) static double peak_avx2(long iters) {
     c8 = _mm256_fmadd_ps(c8, m, a); c9 = _mm256_fmadd_ps(c9, m, a);
     c10 = _mm256_fmadd_ps(c10, m, a); c11 = _mm256_fmadd_ps(c11, m, a);
   }
-  const double t = cpu_s() - t0;
+  const double t = vqc_thread_cpu_s() - t0;
   const __m256 s = _mm256_add_ps(
       _mm256_add_ps(_mm256_add_ps(c0, c1), _mm256_add_ps(c2, c3)),
       _mm256_add_ps(
@@ -383,10 +371,10 @@ static int validate_nearest(const float *x, const float *E, int64_t i0,
   float *db = malloc((size_t)(n * CODES) * sizeof(float));
   int ok = ia && ib && da && db;
   if (ok) {
-    const double t0 = cpu_s();
+    const double t0 = vqc_thread_cpu_s();
     ok = vq_nearest_with(VQ_KERNEL_SCALAR, x + i0 * DIM, n, E, CODES, DIM, ia,
                          da) == VQC_OK;
-    *ref_s += cpu_s() - t0;
+    *ref_s += vqc_thread_cpu_s() - t0;
   }
   ok = ok && vqc_vq_nearest(x + i0 * DIM, n, E, CODES, DIM, ib, db) == VQC_OK;
   int64_t bad = 0;
@@ -587,7 +575,7 @@ static int make_tmp(int i) {
 static int read_line(int fd, char *buf, size_t size, double deadline) {
   size_t n = 0;
   while (n + 1 < size) {
-    const double left = deadline - mono_s();
+    const double left = deadline - vqc_now_s();
     if (left <= 0) return 0;
     struct pollfd p = {fd, POLLIN, 0};
     const int r = poll(&p, 1, (int)(left * 1000) + 1);
@@ -667,7 +655,7 @@ static int torch_start(torch_child *c, const char *python, char *why,
   c->from = out[0];
   snprintf(c->python, sizeof c->python, "%s", python);
   char line[512];
-  if (!c->to || !read_line(c->from, line, sizeof line, mono_s() + 300.0)) {
+  if (!c->to || !read_line(c->from, line, sizeof line, vqc_now_s() + 300.0)) {
     snprintf(why, why_size, "%s: no answer (no python3 or it failed)",
              python);
     torch_stop(c);
@@ -687,7 +675,7 @@ static double torch_time(torch_child *c, int k) {
   fprintf(c->to, "t %d\n", k);
   fflush(c->to);
   char line[128];
-  if (!read_line(c->from, line, sizeof line, mono_s() + 600.0)) return -1;
+  if (!read_line(c->from, line, sizeof line, vqc_now_s() + 600.0)) return -1;
   char *end = NULL;
   const double s = strtod(line, &end);
   return end == line ? -1 : s;
@@ -990,10 +978,10 @@ static double vq_time_case(vq_bench *b, int k) {
     vq_restore(b, k);
     const vq_replay rp = {.seeds = b->seeds_time + j, .nseeds = 1};
     int cutoff = -1;
-    const double t = cpu_s();
+    const double t = vqc_thread_cpu_s();
     const vqc_status s = vq_forward_case(b, k, k == VK_RVQ ? &rp : NULL, 0,
                                          &cutoff);
-    total += cpu_s() - t;
+    total += vqc_thread_cpu_s() - t;
     if (s != VQC_OK || (k == VK_RVQ && cutoff != j % VQL)) {
       fprintf(stderr, "bench_quantizers: %s forward failed: %s\n",
               vk_figure[k], s ? vqc_last_error() : "unexpected cutoff");
@@ -1127,7 +1115,7 @@ static int vq_child_start(torch_child *c, const char *python,
   snprintf(c->python, sizeof c->python, "%s", python);
   char line[512];
   /* the import and the validation forwards (k-means: 11 searches) */
-  if (!c->to || !read_line(c->from, line, sizeof line, mono_s() + 900.0)) {
+  if (!c->to || !read_line(c->from, line, sizeof line, vqc_now_s() + 900.0)) {
     snprintf(why, why_size, "%s %s: no answer (it failed: see above)",
              python, script);
     torch_stop(c);
@@ -1148,7 +1136,7 @@ static double vq_child_time(torch_child *c, int k) {
   fprintf(c->to, "t %s %d\n", vk_child[k], k == VK_RVQ ? RVQ_INNER : 1);
   fflush(c->to);
   char line[128];
-  if (!read_line(c->from, line, sizeof line, mono_s() + 600.0)) return -1;
+  if (!read_line(c->from, line, sizeof line, vqc_now_s() + 600.0)) return -1;
   char *end = NULL;
   const double s = strtod(line, &end);
   return end == line ? -1 : s;
@@ -1669,24 +1657,24 @@ int main(int argc, char **argv) {
     double t;
     const int ri = rep < 0 ? MAX_REPS - 1 : rep; /* warm-up: a spare slot */
 #ifdef VQC_HAVE_OPENBLAS
-    t = cpu_s();
+    t = vqc_thread_cpu_s();
     sgemm_xet(x, E, prod);
-    t_cpu[T_SGEMM][ri] = cpu_s() - t;
+    t_cpu[T_SGEMM][ri] = vqc_thread_cpu_s() - t;
 #endif
-    t = cpu_s();
+    t = vqc_thread_cpu_s();
     if (vqc_vq_nearest(x, M, E, C, D, idx2, NULL) != VQC_OK) return 3;
-    t_cpu[T_NEAR][ri] = cpu_s() - t;
+    t_cpu[T_NEAR][ri] = vqc_thread_cpu_s() - t;
     if (show_avx2) {
-      t = cpu_s();
+      t = vqc_thread_cpu_s();
       if (vq_nearest_with(VQ_KERNEL_AVX2, x, M, E, C, D, idx2, NULL)) return 3;
-      t_cpu[T_NEAR_AVX2][ri] = cpu_s() - t;
+      t_cpu[T_NEAR_AVX2][ri] = vqc_thread_cpu_s() - t;
     }
     if (have512 || have256)
       peak_gflops[ri] = have512 ? peak_avx512(4000000L) : peak_avx2(4000000L);
-    t = cpu_s();
+    t = vqc_thread_cpu_s();
     for (int k = 0; k < FSQ_INNER; k++)
       if (vqc_fsq_quantize(&fsq, tz, t_rows, tq, ti) != VQC_OK) return 3;
-    t_cpu[T_FSQ][ri] = cpu_s() - t;
+    t_cpu[T_FSQ][ri] = vqc_thread_cpu_s() - t;
     if (have_torch) {
       t_cpu[T_TORCH][ri] = torch_time(&tc, FSQ_INNER);
       if (t_cpu[T_TORCH][ri] <= 0) {
@@ -1696,30 +1684,30 @@ int main(int argc, char **argv) {
         return 3;
       }
     }
-    t = cpu_s();
+    t = vqc_thread_cpu_s();
     for (int k = 0; k < FSQ_INNER; k++)
       if (fsq_quantize_with(FSQ_KERNEL_SCALAR, &fsq, tz, t_rows, tq, ti))
         return 3;
-    t_cpu[T_FSQ_SCALAR][ri] = cpu_s() - t;
-    t = cpu_s();
+    t_cpu[T_FSQ_SCALAR][ri] = vqc_thread_cpu_s() - t;
+    t = vqc_thread_cpu_s();
     if (vqc_fsq_quantize(&fsq, z, fsq_rows, zq, zi) != VQC_OK) return 3;
-    t_cpu[T_FSQ_BIG][ri] = cpu_s() - t;
-    t = cpu_s();
+    t_cpu[T_FSQ_BIG][ri] = vqc_thread_cpu_s() - t;
+    t = vqc_thread_cpu_s();
     memcpy(zq, z, z_bytes);
-    t_cpu[T_MEMCPY][ri] = cpu_s() - t;
+    t_cpu[T_MEMCPY][ri] = vqc_thread_cpu_s() - t;
     sink = ((const uint64_t *)(const void *)zq)[ri];
-    t = cpu_s();
+    t = vqc_thread_cpu_s();
     fsq_tanh_with(fbest, z, zq, (size_t)FSQ_FLOATS);
-    t_cpu[T_TANH][ri] = cpu_s() - t;
-    t = cpu_s();
+    t_cpu[T_TANH][ri] = vqc_thread_cpu_s() - t;
+    t = vqc_thread_cpu_s();
     for (int64_t i = 0; i < FSQ_FLOATS; i++) zq[i] = tanhf(z[i]);
-    t_cpu[T_TANHF][ri] = cpu_s() - t;
-    t = cpu_s();
+    t_cpu[T_TANHF][ri] = vqc_thread_cpu_s() - t;
+    t = vqc_thread_cpu_s();
     if (vqc_vq_ema_update(&vq, NULL, x, M, idx) != VQC_OK) return 3;
-    t_cpu[T_EMA][ri] = cpu_s() - t;
-    t = cpu_s();
+    t_cpu[T_EMA][ri] = vqc_thread_cpu_s() - t;
+    t = vqc_thread_cpu_s();
     sink = read_sum(x, x_bytes);
-    t_cpu[T_READ][ri] = cpu_s() - t;
+    t_cpu[T_READ][ri] = vqc_thread_cpu_s() - t;
     for (int k = 0; k < NVK; k++) {
       if ((t_cpu[T_VQ + k][ri] = vq_time_case(&vb, k)) < 0) return 3;
       if (have_vqpt && (t_cpu[T_VQPT + k][ri] = vq_child_time(&vc, k)) <= 0) {

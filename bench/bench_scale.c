@@ -128,12 +128,6 @@
 static bool json_out;
 static bool failed_validation;
 
-static double thread_cpu_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* Text output (suppressed by --json). */
 static void say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void say(const char *fmt, ...) {
@@ -385,7 +379,7 @@ static vqc_status side_rank(vqc_comm *c, void *arg) {
       s = vqc_barrier(c); /* the data comm: the side counters stay clean */
       if (s != VQC_OK) break;
       before = vqc_comm_get_stats(side);
-      const double cpu0 = thread_cpu_s(), t0 = vqc_now_s();
+      const double cpu0 = vqc_thread_cpu_s(), t0 = vqc_now_s();
       for (int i = 0; i < S && s == VQC_OK; i++) {
         if (cs == CASE_CHECK)
           s = checker_step(&chk, step++);
@@ -394,7 +388,7 @@ static vqc_status side_rank(vqc_comm *c, void *arg) {
         else
           s = vqc_all_gather(side, ag_send, ag_recv, ag_words, VQC_I64);
       }
-      const double t1 = vqc_now_s(), cpu1 = thread_cpu_s();
+      const double t1 = vqc_now_s(), cpu1 = vqc_thread_cpu_s();
       after = vqc_comm_get_stats(side);
       const size_t at = ((size_t)cs * reps + rep) * P + rank;
       run->bytes[at] = (after.bytes_sent + after.bytes_received) -
@@ -801,12 +795,6 @@ typedef struct file_point {
   bench_summary wall, cpu, floor_wall, floor_cpu, ratio_cpu;
 } file_point;
 
-static double process_cpu_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The case and its floor, each returning false on a wrong result. */
 typedef bool (*timed_fn)(void *ctx);
 
@@ -821,9 +809,9 @@ static void time_file_point(timed_fn analysis, timed_fn floor_fn, void *ctx,
   for (int rep = 0; ok && rep < reps; rep++)
     for (int k = 0; ok && k < 2; k++) {
       const bool is_floor = (k + rep) % 2 == 1;
-      const double c0 = process_cpu_s(), t0 = vqc_now_s();
+      const double c0 = vqc_process_cpu_s(), t0 = vqc_now_s();
       ok = is_floor ? floor_fn(ctx) : analysis(ctx);
-      const double t1 = vqc_now_s(), c1 = process_cpu_s();
+      const double t1 = vqc_now_s(), c1 = vqc_process_cpu_s();
       (is_floor ? fw : tw)[rep] = t1 - t0;
       (is_floor ? fc : tc)[rep] = c1 - c0;
     }

@@ -1,6 +1,7 @@
 /* clock.h: the monotonic clock every deadline, ledger time, poll and
  * duration of vqcheck reads: libvqcheck's comm and ledger, the checkers,
- * the harness and the benches (not the MPI interposer, which stands alone).
+ * the harness and the benches (not the MPI interposer, which stands alone);
+ * and the CPU-time clocks the benches time CPU work with.
  * CLOCK_MONOTONIC: a wall-clock jump neither stretches nor cuts a wait.
  * Inline: the ledger reads it twice per collective. */
 #ifndef VQC_CLOCK_H
@@ -20,6 +21,20 @@ static inline uint64_t vqc_now_ns(void) {
 static inline double vqc_now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of the calling thread, in seconds (CLOCK_THREAD_CPUTIME_ID). */
+static inline double vqc_thread_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* CPU time of the whole process, in seconds (CLOCK_PROCESS_CPUTIME_ID). */
+static inline double vqc_process_cpu_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
