@@ -83,7 +83,7 @@ static bool blank(const char *s, size_t n) {
 vqc_status vqc_jsonl_read_stream(FILE *f, const char *path,
                                  const vqc_jsonl_opts *opts, vqc_jsonl_fn fn,
                                  void *user) {
-  static const vqc_jsonl_opts none = {0, 0, NULL};
+  static const vqc_jsonl_opts none = {0, 0, NULL, NULL};
   if (opts == NULL) opts = &none;
   if (f == NULL || fn == NULL)
     return vqc_error(VQC_EINVAL, "jsonl: NULL file or callback");
@@ -97,7 +97,10 @@ vqc_status vqc_jsonl_read_stream(FILE *f, const char *path,
                            NULL, NULL};
     line.torn = buf[len - 1] != '\n';
     if (blank(buf, len)) continue;
-    if (opts->needle && strstr(buf, opts->needle) == NULL) continue;
+    if (opts->needle && strstr(buf, opts->needle) == NULL) {
+      if (opts->passed_over) (*opts->passed_over)++;
+      continue;
+    }
     json_error_t err;
     memset(&err, 0, sizeof err);
     /* with its newline: an error's column is the line's */

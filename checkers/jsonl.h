@@ -62,6 +62,10 @@ typedef struct vqc_jsonl_opts {
    * substring search costs far less than a parse, for a reader that wants
    * one event out of a record full of ledger lines). */
   const char *needle;
+  /* Not NULL: counts the lines the needle passed over (not blank, without
+   * it), for a reader that wants to know how many there were (the live
+   * record's ledger lines) without parsing them. */
+  unsigned long *passed_over;
 } vqc_jsonl_opts;
 
 /* One line, as handed to the callback (valid during the call only). */

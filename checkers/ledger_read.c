@@ -316,7 +316,7 @@ vqc_status read_ledger(const char *path, int rank, site_table *sites,
   /* Bounded lines (jsonl.h): a dump that is not one cannot make this hold
    * a gigabyte line. */
   ledger_reading rd = {rank, sites, d, NULL, NULL};
-  const vqc_jsonl_opts opts = {0, JSON_REJECT_DUPLICATES, NULL};
+  const vqc_jsonl_opts opts = {0, JSON_REJECT_DUPLICATES, NULL, NULL};
   bool present = false; /* no dump: d->present stays false */
   vqc_status s = vqc_jsonl_read(path, &opts, dump_line, &rd, &present);
   if (present) d->present = d->dumped = true;
@@ -524,7 +524,15 @@ vqc_status read_live(const char *path, int rank, site_table *sites,
                             vqc_live_info *info) {
   memset(info, 0, sizeof *info);
   ledger_reading rd = {rank, sites, d, groups, info};
+  /* Without d only the events are read: the ledger lines (those without
+   * "event") are counted, not parsed (a long run holds millions). */
+  unsigned long ledger_lines = 0;
   const vqc_jsonl_opts opts = {d ? VQC_JSONL_SKIP_TORN : VQC_JSONL_SKIP_BAD,
-                               JSON_REJECT_DUPLICATES, NULL};
-  return vqc_jsonl_read(path, &opts, live_line, &rd, &info->exists);
+                               JSON_REJECT_DUPLICATES,
+                               d ? NULL : "\"event\"",
+                               d ? NULL : &ledger_lines};
+  const vqc_status s =
+      vqc_jsonl_read(path, &opts, live_line, &rd, &info->exists);
+  info->records += ledger_lines;
+  return s;
 }

@@ -94,7 +94,7 @@ static vqc_status read_record(vqc_not_digested *nd, const char *path,
   /* A line is parsed only when it mentions the event: the ledger lines
    * that fill a record cost a substring search, not a parse. */
   const vqc_jsonl_opts opts = {VQC_JSONL_SKIP_BAD, JSON_REJECT_DUPLICATES,
-                               "not_digested"};
+                               "not_digested", NULL};
   vqc_status s = vqc_jsonl_read(path, &opts, event_line, &rd, NULL);
   if (s == VQC_EPARSE) { /* a line over the cap: the rest is not read */
     const char *why = vqc_last_error();

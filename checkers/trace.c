@@ -451,7 +451,7 @@ vqc_status vqc_trace_read(const char *path, vqc_trace *out) {
     return vqc_error(VQC_EIO, "cannot open trace '%s': %s", path,
                      strerror(errno));
 
-  const vqc_jsonl_opts opts = {0, JSON_REJECT_DUPLICATES, NULL};
+  const vqc_jsonl_opts opts = {0, JSON_REJECT_DUPLICATES, NULL, NULL};
   vqc_status s = vqc_jsonl_read_stream(f, path, &opts, take_line, out);
   fclose(f);
   return s;

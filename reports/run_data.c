@@ -136,7 +136,7 @@ static vqc_status read_trace(const char *path, int rank, trace_entries *out,
    * holding them (jsonl.h); a cut-off last line (a NUL, or not JSON) is
    * what a crash leaves: skipped. */
   const vqc_jsonl_opts opts = {VQC_JSONL_SKIP_TORN, JSON_REJECT_DUPLICATES,
-                               NULL};
+                               NULL, NULL};
   vqc_status s = vqc_jsonl_read(path, &opts, trace_line, &rd, present);
   if (s == VQC_OK && out->n > 1)
     qsort(out->items, out->n, sizeof *out->items, entry_cmp);

@@ -10,6 +10,7 @@
  *
  * Exit: 0 clean, 1 findings, 2 usage or bad input, 3 I/O error or (as for
  * `vqcheck run`) training that stopped with an error no finding explains. */
+#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -143,8 +144,37 @@ static void print_analysis(const char *cmd, const vqc_analyze_result *r,
            "junit.xml)\n", r->run_dir);
 }
 
+/* The bytes of the ranks' files (rank-*) in dir: what the analysis reads. */
+static double records_bytes(const char *dir) {
+  double total = 0;
+  DIR *d = dir ? opendir(dir) : NULL;
+  struct dirent *e;
+  while (d && (e = readdir(d)) != NULL) {
+    char path[4400];
+    struct stat st;
+    if (strncmp(e->d_name, "rank-", 5) != 0) continue;
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+      total += (double)st.st_size;
+  }
+  if (d) closedir(d);
+  return total;
+}
+
+/* Records past this many bytes take seconds to read: say so first. */
+#define RECORDS_SAID_BYTES (64.0 * 1024 * 1024)
+
 int vqc_cli_analyze(const vqc_analyze_opts *o, const char *cmd, bool json,
                     bool quiet) {
+  if (!quiet) {
+    const double bytes = records_bytes(o->run_dir);
+    if (bytes >= RECORDS_SAID_BYTES) {
+      fprintf(stderr, "vqcheck %s: reading %.0f MiB of the ranks' records "
+              "in %s: this takes a few seconds per 100 MiB...\n", cmd,
+              bytes / (1024.0 * 1024.0), o->run_dir);
+      fflush(stderr);
+    }
+  }
   vqc_analyze_opts ao = *o;
   ao.error_text = vqc_cli_error_text;
   vqc_analyze_result r;

@@ -59,7 +59,7 @@ static vqc_status read_bytes(const char *b, size_t n, unsigned flags,
                              seen *s) {
   char path[256];
   write_file(path, sizeof path, b, n);
-  const vqc_jsonl_opts opts = {flags, JSON_REJECT_DUPLICATES, NULL};
+  const vqc_jsonl_opts opts = {flags, JSON_REJECT_DUPLICATES, NULL, NULL};
   bool present = false;
   vqc_status st = vqc_jsonl_read(path, &opts, take, s, &present);
   cr_assert(present);
@@ -201,11 +201,29 @@ Test(jsonl, needle_filters_before_parsing) {
       "{\"event\":\"not_digested\"}\n";
   char path[256];
   write_file(path, sizeof path, b, sizeof b - 1);
-  const vqc_jsonl_opts opts = {VQC_JSONL_SKIP_BAD, 0, "not_digested"};
+  const vqc_jsonl_opts opts = {VQC_JSONL_SKIP_BAD, 0, "not_digested", NULL};
   seen s = {0};
   cr_assert_eq(vqc_jsonl_read(path, &opts, take, &s, NULL), VQC_OK);
   cr_assert_eq(s.n, 1);
   cr_assert_eq(s.lineno[0], 4);
+  seen_free(&s);
+  unlink(path);
+}
+
+/* The lines the needle passed over are counted (blank ones are not): the
+ * live record's ledger lines, counted without a parse. */
+Test(jsonl, needle_counts_what_it_passed_over) {
+  static const char b[] =
+      "{\"seq\":1}\n\n{\"event\":\"x\"}\n{\"seq\":2}\n   \nnot json\n";
+  char path[256];
+  write_file(path, sizeof path, b, sizeof b - 1);
+  unsigned long over = 0;
+  const vqc_jsonl_opts opts = {VQC_JSONL_SKIP_BAD, 0, "\"event\"", &over};
+  seen s = {0};
+  cr_assert_eq(vqc_jsonl_read(path, &opts, take, &s, NULL), VQC_OK);
+  cr_assert_eq(s.n, 1);
+  cr_assert_eq(s.lineno[0], 3);
+  cr_expect_eq(over, 3, "passed over %lu lines, expected 3", over);
   seen_free(&s);
   unlink(path);
 }
