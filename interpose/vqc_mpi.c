@@ -753,11 +753,17 @@ static struct {
 } rec;
 static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
 
+static void rec_lost(int err);
+static int rec_broken; /* a line was lost: later ones are not attempted */
+
 static void rec_pwrite(const char *s, size_t n, uint64_t off) {
   while (n > 0) {
     ssize_t w = pwrite(g.live_fd, s, n, (off_t)off);
     if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
+    if (w <= 0) {
+      rec_lost(w < 0 ? errno : ENOSPC);
+      return;
+    }
     s += w;
     n -= (size_t)w;
     off += (uint64_t)w;
@@ -787,7 +793,9 @@ static bool rec_room(uint64_t end) {
 /* Appends the n parts of one line to the record. Async-signal-safe when
  * from_signal (pwrite only). */
 static void rec_append(const struct iovec *part, int n, bool from_signal) {
-  if (g.live_fd < 0) return;
+  /* After a lost line the record is incomplete whatever follows: no more
+   * tries (each would cost a failing system call per collective). */
+  if (g.live_fd < 0 || __atomic_load_n(&rec_broken, __ATOMIC_RELAXED)) return;
   size_t total = 0;
   for (int i = 0; i < n; i++) total += part[i].iov_len;
   const uint64_t off = __atomic_fetch_add(&rec.used, total, __ATOMIC_RELAXED);
@@ -1354,6 +1362,28 @@ static size_t cat(char *b, size_t k, size_t cap, const char *s) {
   while (*s && k + 1 < cap) b[k++] = *s++;
   b[k] = '\0';
   return k;
+}
+
+/* A line of the live record could not be written (a full disk, most
+ * likely): said once on stderr, where the watcher passes it on, since the
+ * record, and so the verdict, is incomplete from here. Async-signal-safe
+ * (a handler's line may be the one lost). */
+static void rec_lost(int err) {
+  if (__atomic_exchange_n(&rec_broken, 1, __ATOMIC_RELAXED)) return;
+  char b[400];
+  size_t k = cat(b, 0, sizeof b, "vqcheck (libvqcheck_mpi.so): rank ");
+  k += fmt_int(b + k, g.rank);
+  k = cat(b, k, sizeof b, " cannot write its live record in ");
+  k = cat(b, k, sizeof b, err == ENOSPC ? "the run directory: the disk is "
+          "full" : "the run directory (errno ");
+  if (err != ENOSPC) {
+    k += fmt_int(b + k, err);
+    k = cat(b, k, sizeof b, ")");
+  }
+  k = cat(b, k, sizeof b, "; its record is incomplete from here, and so is "
+          "vqcheck's verdict on this run\n");
+  ssize_t w = write(2, b, k);
+  (void)w;
 }
 
 /* Re-delivers sig to what was there before (OpenMPI's handler, or the
