@@ -613,9 +613,14 @@ static void torch_stop(torch_child *c) {
   c->pid = 0;
 }
 
-/* Starts the child with `python`; 1 when it answered "ready" (codes and
- * indices written to tmp_path[1], [2]), 0 with *why filled otherwise. */
-static int torch_start(torch_child *c, const char *python, char *why,
+/* Starts args[0] (a python) with args as its argv, its stdin and stdout
+ * piped to c, lib (when not "") in front of PYTHONPATH, and waits up to
+ * answer_s seconds for its first line. 1 when that line is "ready IMPL"
+ * (IMPL goes to c->impl); 0 with *why filled otherwise: no_answer when it
+ * said nothing, else what it said ("noexec " and "novqpt " prefixes, the
+ * protocol's refusals, left out). Shared by the FSQ and the VQ children. */
+static int child_start(torch_child *c, char *const args[], const char *lib,
+                       double answer_s, const char *no_answer, char *why,
                        size_t why_size) {
   int in[2], out[2];
   c->pid = 0;
@@ -625,9 +630,6 @@ static int torch_start(torch_child *c, const char *python, char *why,
     snprintf(why, why_size, "pipe: %s", strerror(errno));
     return 0;
   }
-  char levels[] = "8,5,5,5", b[16], n[16];
-  snprintf(b, sizeof b, "%d", TB);
-  snprintf(n, sizeof n, "%d", TN);
   fflush(stdout);
   fflush(stderr);
   const pid_t pid = fork();
@@ -642,10 +644,16 @@ static int torch_start(torch_child *c, const char *python, char *why,
     close(in[1]);
     close(out[0]);
     close(out[1]);
-    char *args[] = {(char *)python, "-c", (char *)torch_script, tmp_path[0],
-                    tmp_path[1], tmp_path[2], levels, b, n, NULL};
-    execvp(python, args);
-    printf("noexec %s\n", strerror(errno));
+    /* lib first on PYTHONPATH ("": none found, the python's own) */
+    const char *old = getenv("PYTHONPATH");
+    char *pp = malloc(strlen(lib) + (old ? strlen(old) : 0) + 2);
+    if (pp && lib[0]) {
+      const int more = old && *old;
+      sprintf(pp, "%s%s%s", lib, more ? ":" : "", more ? old : "");
+      setenv("PYTHONPATH", pp, 1);
+    }
+    execvp(args[0], args);
+    dprintf(1, "noexec cannot run it: %s\n", strerror(errno));
     _exit(127);
   }
   close(in[0]);
@@ -653,21 +661,38 @@ static int torch_start(torch_child *c, const char *python, char *why,
   c->pid = pid;
   c->to = fdopen(in[1], "w");
   c->from = out[0];
-  snprintf(c->python, sizeof c->python, "%s", python);
+  snprintf(c->python, sizeof c->python, "%s", args[0]);
   char line[512];
-  if (!c->to || !read_line(c->from, line, sizeof line, vqc_now_s() + 300.0)) {
-    snprintf(why, why_size, "%s: no answer (no python3 or it failed)",
-             python);
+  if (!c->to ||
+      !read_line(c->from, line, sizeof line, vqc_now_s() + answer_s)) {
+    snprintf(why, why_size, "%s", no_answer);
     torch_stop(c);
     return 0;
   }
   if (strncmp(line, "ready ", 6) != 0) {
-    snprintf(why, why_size, "%.200s: %.300s", python, line);
+    const char *said = line;
+    if (strncmp(said, "noexec ", 7) == 0 || strncmp(said, "novqpt ", 7) == 0)
+      said += 7;
+    snprintf(why, why_size, "%.200s: %.300s", args[0], said);
     torch_stop(c);
     return 0;
   }
   snprintf(c->impl, sizeof c->impl, "%.120s", line + 6);
   return 1;
+}
+
+/* Starts the child with `python`; 1 when it answered "ready" (codes and
+ * indices written to tmp_path[1], [2]), 0 with *why filled otherwise. */
+static int torch_start(torch_child *c, const char *python, char *why,
+                       size_t why_size) {
+  char levels[] = "8,5,5,5", b[16], n[16], no_answer[600];
+  snprintf(b, sizeof b, "%d", TB);
+  snprintf(n, sizeof n, "%d", TN);
+  snprintf(no_answer, sizeof no_answer, "%.500s: no answer (no python3 or "
+           "it failed)", python);
+  char *args[] = {(char *)python, "-c", (char *)torch_script, tmp_path[0],
+                  tmp_path[1], tmp_path[2], levels, b, n, NULL};
+  return child_start(c, args, "", 300.0, no_answer, why, why_size);
 }
 
 /* One timed batch of k forwards in the child: its CPU seconds, or -1. */
@@ -1062,15 +1087,7 @@ static void *vq_read(const char *name, int64_t n, size_t size, int64_t *got) {
 static int vq_child_start(torch_child *c, const char *python,
                           const char *script, const char *lib,
                           const vq_bench *b, char *why, size_t why_size) {
-  int in[2], out[2];
-  c->pid = 0;
-  c->to = NULL;
-  c->from = -1;
-  if (pipe(in) != 0 || pipe(out) != 0) {
-    snprintf(why, why_size, "pipe: %s", strerror(errno));
-    return 0;
-  }
-  char dims[5][16], sv[48], st[24 * RVQ_INNER];
+  char dims[5][16], sv[48], st[24 * RVQ_INNER], no_answer[900];
   const long long dv[5] = {VB, VN, VD, VC, VQL};
   for (int i = 0; i < 5; i++) snprintf(dims[i], sizeof dims[i], "%lld", dv[i]);
   snprintf(sv, sizeof sv, "%lld,%lld", (long long)b->seeds_validate[0],
@@ -1079,56 +1096,12 @@ static int vq_child_start(torch_child *c, const char *python,
   for (int j = 0; j < RVQ_INNER; j++)
     used += (size_t)snprintf(st + used, sizeof st - used, "%s%lld",
                              j ? "," : "", (long long)b->seeds_time[j]);
-  fflush(stdout);
-  fflush(stderr);
-  const pid_t pid = fork();
-  if (pid < 0) {
-    snprintf(why, why_size, "fork: %s", strerror(errno));
-    return 0;
-  }
-  if (pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    close(in[0]);
-    close(in[1]);
-    close(out[0]);
-    close(out[1]);
-    /* lib first on PYTHONPATH ("": none found, the python's own) */
-    const char *old = getenv("PYTHONPATH");
-    char *pp = malloc(strlen(lib) + (old ? strlen(old) : 0) + 2);
-    if (pp && lib[0]) {
-      const int more = old && *old;
-      sprintf(pp, "%s%s%s", lib, more ? ":" : "", more ? old : "");
-      setenv("PYTHONPATH", pp, 1);
-    }
-    char *args[] = {(char *)python, (char *)script, vq_dir, dims[0], dims[1],
-                    dims[2], dims[3], dims[4], sv, st, NULL};
-    execvp(python, args);
-    dprintf(1, "novqpt cannot run it: %s\n", strerror(errno));
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  c->pid = pid;
-  c->to = fdopen(in[1], "w");
-  c->from = out[0];
-  snprintf(c->python, sizeof c->python, "%s", python);
-  char line[512];
+  snprintf(no_answer, sizeof no_answer, "%.400s %.400s: no answer (it "
+           "failed: see above)", python, script);
+  char *args[] = {(char *)python, (char *)script, vq_dir, dims[0], dims[1],
+                  dims[2], dims[3], dims[4], sv, st, NULL};
   /* the import and the validation forwards (k-means: 11 searches) */
-  if (!c->to || !read_line(c->from, line, sizeof line, vqc_now_s() + 900.0)) {
-    snprintf(why, why_size, "%s %s: no answer (it failed: see above)",
-             python, script);
-    torch_stop(c);
-    return 0;
-  }
-  if (strncmp(line, "ready ", 6) != 0) {
-    snprintf(why, why_size, "%.200s: %.300s", python,
-             strncmp(line, "novqpt ", 7) == 0 ? line + 7 : line);
-    torch_stop(c);
-    return 0;
-  }
-  snprintf(c->impl, sizeof c->impl, "%.120s", line + 6);
-  return 1;
+  return child_start(c, args, lib, 900.0, no_answer, why, why_size);
 }
 
 /* One timed batch of case k in the child (as vq_time_case): seconds, or -1. */
