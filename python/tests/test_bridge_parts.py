@@ -186,3 +186,33 @@ def test_every_bridge_part_is_installed_and_listed():
     parts = {f"_bridge/{p.name}" for p in (PACKAGE / "_bridge").glob("*.py")}
     assert parts - {"_bridge/__init__.py"} == \
         {n for n in ALLOWED if n.startswith("_bridge/")}
+
+
+def test_an_optimizers_step_hook_is_undone(own_undo_list, monkeypatch):
+    """The bridge's hook on an optimizer's step (an instance attribute) is
+    taken off by unpatch_all; one an LR scheduler put over it since stays."""
+    torch = pytest.importorskip("torch")
+    from vqcheck._bridge._state import StateCheck
+    monkeypatch.setattr(_patching, "_instance_undo", [])
+    p = torch.nn.Parameter(torch.zeros(2))
+    opt = torch.optim.SGD([p], lr=0.1)
+    assert "step" not in vars(opt)
+    ends = []
+    state = StateCheck.__new__(StateCheck)
+    state.overlap = types.SimpleNamespace(pending=None)
+    state.step_depth = types.SimpleNamespace()
+    state.step_end = lambda: ends.append(1)
+    state.hook_step(opt)
+    assert "step" in vars(opt)
+    opt.step()
+    assert ends == [1]
+    _patching.unpatch_all()
+    assert "step" not in vars(opt)
+    opt.step()
+    assert ends == [1]
+    # a scheduler's wrapper installed after the hook is left alone
+    state.hook_step(opt)
+    theirs = types.MethodType(lambda self: "scheduler's", opt)
+    opt.step = theirs
+    _patching.unpatch_all()
+    assert vars(opt)["step"] is theirs

@@ -11,7 +11,8 @@
   and docstring (functools.update_wrapper, which also sets __wrapped__),
   carries the mark `_vqcheck` (a function already marked is not wrapped
   again), and goes on an undo list; unpatch_all() puts every original
-  back (tests).
+  back (tests), and the instance attributes noted by remember_instance
+  (an optimizer's step) too.
 
 Marks and attributes are read from __dict__, never through getattr on an
 object that may define __getattr__: a module's __getattr__ (PEP 562, or an
@@ -27,6 +28,7 @@ import importlib.abc
 import importlib.util
 import sys
 import types
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 MARK = "_vqcheck"
@@ -41,6 +43,12 @@ _undo: List[Tuple[Any, str, bool, Any]] = []
 # is never reused.
 _wrappers: Dict[Tuple[int, str], Tuple[Any, Any]] = {}
 _finders: List[Any] = []
+# (weakref to an object, name, whether it held name itself, what it held,
+# what the bridge put there): an instance attribute the bridge set (an
+# optimizer's step), undone by unpatch_all while the object lives and
+# still holds the bridge's value (an LR scheduler that wrapped it since
+# keeps its wrapper). Weak: an optimizer is not kept alive for this.
+_instance_undo: List[Tuple[Any, str, bool, Any, Any]] = []
 
 
 def own_attribute(obj: Any, name: str, default: Any = None) -> Any:
@@ -91,10 +99,28 @@ def patch(owner: Any, name: str,
     return wrapper
 
 
+def remember_instance(obj: Any, name: str, had: bool, held: Any,
+                      installed: Any) -> None:
+    """Notes that the bridge set obj.name (in obj's __dict__) to
+    `installed` where obj held `held` itself (had) or nothing, for
+    unpatch_all to put back."""
+    _instance_undo.append((weakref.ref(obj), name, had, held, installed))
+
+
 def unpatch_all() -> None:
     """Puts back everything patch() replaced (the latest first) and takes
     the import finder off sys.meta_path. A wrapper the program kept a
     reference to still runs, as the original would have been called."""
+    while _instance_undo:
+        ref, name, had, held, installed = _instance_undo.pop()
+        obj = ref()
+        if obj is None or own_attribute(obj, name) is not installed:
+            continue
+        d = object.__getattribute__(obj, "__dict__")
+        if had:
+            d[name] = held
+        else:
+            d.pop(name, None)
     while _undo:
         owner, name, had, value = _undo.pop()
         if had:

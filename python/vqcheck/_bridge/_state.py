@@ -32,7 +32,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from .._heartbeat import RUNNING
 from ._overlap import _Overlap
-from ._patching import lookup, own_attribute, patch
+from ._patching import lookup, own_attribute, patch, remember_instance
 from ._records import Records
 
 
@@ -164,7 +164,10 @@ class StateCheck:
 
         def failed() -> None:
             depth.n -= 1
-        _call_after_step(opt, after_step, before_step, failed)
+        d = object.__getattribute__(opt, "__dict__")
+        had, held = "step" in d, d.get("step")
+        installed = _call_after_step(opt, after_step, before_step, failed)
+        remember_instance(opt, "step", had, held, installed)
 
     # -- what the program holds
 
