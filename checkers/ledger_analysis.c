@@ -661,15 +661,7 @@ static vqc_status emit_deadlock(const analysis *a, verdict *v, int64_t step,
   rank_list(missing, nmissing, mr, sizeof mr);
   json_object_set_new(det, "entered_ranges", json_string(er));
   json_object_set_new(det, "missing_ranges", json_string(mr));
-  json_decref(f.detail);
-  f.detail = det;
-  vqc_status s = vqc_findings_add(out, &f);
-  if (s != VQC_OK) {
-    json_decref(det);
-    return s;
-  }
-  if (nadded) (*nadded)++;
-  return VQC_OK;
+  return add_finding(out, &f, det, nadded);
 }
 
 /* The rank_failure: ranks that left no dump at all (the world's pass tells
@@ -797,15 +789,7 @@ static vqc_status emit_rank_failure(const analysis *a, const verdict *v,
   utf8_cut(f.message); /* cut to its size, maybe inside a character */
   if (site.file) vqc_finding_set_site(&f, site);
   for (int i = 0; i < nfailed; i++) vqc_finding_add_rank(&f, failed[i]);
-  json_decref(f.detail);
-  f.detail = det;
-  vqc_status s = vqc_findings_add(out, &f);
-  if (s != VQC_OK) {
-    json_decref(det);
-    return s;
-  }
-  if (nadded) (*nadded)++;
-  return VQC_OK;
+  return add_finding(out, &f, det, nadded);
 }
 
 static vqc_status report(analysis *a, uint64_t seq, bool stuck, int64_t step,

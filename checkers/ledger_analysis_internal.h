@@ -142,6 +142,11 @@ typedef struct analysis {
 
 long find_seq(const rank_dump *d, uint64_t seq);
 void rank_list(const int *ranks, int n, char *buf, size_t len);
+/* Appends finding f to out with `detail` (owned; replaces f's own; NULL:
+ * f's own) and counts it in *nadded (may be NULL); on failure the detail
+ * is freed. */
+vqc_status add_finding(vqc_findings *out, vqc_finding *f, json_t *detail,
+                       int *nadded);
 /* Appends printf output to buf (length *k, capacity n), truncating. */
 void appendf(char *buf, size_t *k, size_t n, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));

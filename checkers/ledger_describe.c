@@ -24,6 +24,21 @@ long find_seq(const rank_dump *d, uint64_t seq) {
   return lo < d->n && d->recs[lo].seq == seq ? (long)lo : -1;
 }
 
+vqc_status add_finding(vqc_findings *out, vqc_finding *f, json_t *detail,
+                       int *nadded) {
+  if (detail) {
+    json_decref(f->detail);
+    f->detail = detail;
+  }
+  const vqc_status s = vqc_findings_add(out, f);
+  if (s != VQC_OK) {
+    json_decref(f->detail);
+    return s;
+  }
+  if (nadded) (*nadded)++;
+  return VQC_OK;
+}
+
 /* "0, 2, 3", "0-1021, 1023": folded ranges (findings.h), so that a
  * message about 1024 ranks stays a sentence. */
 void rank_list(const int *ranks, int n, char *buf, size_t len) {

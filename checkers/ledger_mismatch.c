@@ -257,11 +257,5 @@ vqc_status report_mismatch(const analysis *a, uint64_t seq,
   free(ranks);
   free(ends);
   free(whys);
-  vqc_status s = vqc_findings_add(out, &f);
-  if (s != VQC_OK) {
-    json_decref(f.detail);
-    return s;
-  }
-  if (nadded) (*nadded)++;
-  return VQC_OK;
+  return add_finding(out, &f, NULL, nadded);
 }

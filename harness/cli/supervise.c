@@ -181,6 +181,15 @@ static void learn_pid(const char *dir, int r, double t0_real,
   fclose(f);
 }
 
+/* Marks x ended by the launcher's teardown, seen gone after_s seconds after
+ * rank first_lost was lost. */
+static void mark_torn_down(rank_watch *x, double after_s, int first_lost) {
+  x->torn_down = true;
+  snprintf(x->why, sizeof x->why, "its process (pid %ld) ended %.2f s after "
+           "rank %d was lost, as the launcher ended the job", x->pid, after_s,
+           first_lost);
+}
+
 /* Whether rank r's live record has an end line ("finished", "signal"). */
 static bool ended(const char *dir, int r) {
   vqc_live_info info;
@@ -388,10 +397,7 @@ int vqc_supervise_run(const run_opts *o, const vqc_scenario *sc, int argc,
       if (st == 0 || st == 'Z' || st == 'X') {
         x->gone = true;
         if (!ended(dir, k) && gone_at > 0.0 && now > gone_at) {
-          x->torn_down = true;
-          snprintf(x->why, sizeof x->why, "its process (pid %ld) ended "
-                   "%.2f s after rank %d was lost, as the launcher ended "
-                   "the job", x->pid, now - gone_at, first_lost);
+          mark_torn_down(x, now - gone_at, first_lost);
         } else if (!ended(dir, k)) {
           x->lost = true;
           snprintf(x->why, sizeof x->why, "its process (pid %ld) ended "
@@ -450,9 +456,7 @@ int vqc_supervise_run(const run_opts *o, const vqc_scenario *sc, int argc,
         ended(dir, k))
       continue;
     x->gone = true;
-    x->torn_down = true;
-    snprintf(x->why, sizeof x->why, "its process (pid %ld) ended after rank "
-             "%d was lost, as the launcher ended the job", x->pid, first_lost);
+    mark_torn_down(x, vqc_now_s() - gone_at, first_lost);
   }
 
   /* ---- the end: nothing of the job survives, a stopped rank included.
