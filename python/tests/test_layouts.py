@@ -87,6 +87,8 @@ CLEAN = [
     ("compiled_job", 2, {"ORDER": "compile_ddp"}, False),
     ("compiled_job", 2, {"ORDER": "ddp_compile"}, False),
     ("zero_job", 2, {}, True),
+    # BatchNorm's running statistics are per rank by design: no replica
+    ("batchnorm_job", 2, {}, True),
 ]
 
 
@@ -119,6 +121,9 @@ DRIFT = [
     ("compiled_job", 2, {"ORDER": "ddp_compile", "DRIFT": 1}, 1, "Net.seen",
      [0, 1]),
     ("zero_job", 2, {"DRIFT": 1}, 0, "optimizer.hyperparameters", [0, 1]),
+    # the BatchNorm's weight is a parameter: compared although its running
+    # statistics are not
+    ("batchnorm_job", 2, {"DRIFT": 1}, 1, "Sequential.1.weight", [0, 1]),
 ]
 
 
@@ -136,6 +141,20 @@ def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def test_batchnorm_statistics_are_named_not_compared(cli, tmp_path):
+    """The per-rank running statistics are listed with the reason, and
+    num_batches_tracked (equal on every rank) is still compared."""
+    rc, run, text = watch(cli, tmp_path, "batchnorm_job", 2)
+    assert_clean(rc, run, text, True)
+    pieces = {(p["tensor"], p["shard"])
+              for p in run["analysis"]["no_replica_tensors"]}
+    why = "per rank by design: running statistics of its own batches"
+    assert pieces == {(f"Sequential.{m}.running_{s}", why)
+                      for m in (1, 6) for s in ("mean", "var")}, pieces
+    report = (tmp_path / "run" / "report.md").read_text()
+    assert f"Sequential.1.running_mean ({why})" in report
 
 
 @pytest.mark.parametrize("order", ["compile_ddp", "ddp_compile"])

@@ -24,6 +24,12 @@ groups" has the format; docs/pytorch.md "Parallel layouts" the rules:
   one, no replica.
 - ZeroRedundancyOptimizer's local optimizer holds the state of this rank's
   partition only: no replica.
+- BatchNorm's (and InstanceNorm's tracked) running_mean and running_var in
+  a job of more than one rank: each rank updates them from its own batch
+  (DistributedDataParallel copies rank 0's into the others only at the
+  start of the next forward), so they differ at every step end by design:
+  no replica, said as such. SyncBatchNorm's are reduced across the ranks
+  and keep their group. num_batches_tracked stays compared.
 - Anything else: every rank (group None), as before replica groups.
 
 A group of one rank has no replica: the analysis counts it (`no_replica`)
@@ -176,7 +182,33 @@ def module_layouts(module: Any, wrapper: Any,
             for b in m.buffers():
                 buffers[id(b)] = inner
     _fsdp1_layouts(module, params, buffers)
+    _batch_statistics_layouts(module, buffers)
     return params, buffers
+
+
+# The shard key of running statistics kept per rank (the report lists it
+# beside the tensor's name under "Not compared").
+PER_RANK_STATISTICS = "per rank by design: running statistics of its own " \
+                      "batches"
+
+
+def _batch_statistics_layouts(module: Any, buffers: Dict[int, Layout]) -> None:
+    """The running statistics of the norm layers at or under module that
+    each rank updates from its own batch: no replica (see the module
+    docstring). Nothing in a one-rank job."""
+    import torch.distributed as dist
+    if not (dist.is_available() and dist.is_initialized()) or \
+            dist.get_world_size() < 2:
+        return
+    from torch.nn.modules.batchnorm import _NormBase, SyncBatchNorm
+    for m in module.modules():
+        if not isinstance(m, _NormBase) or isinstance(m, SyncBatchNorm) or \
+                not m.track_running_stats:
+            continue
+        for name in ("running_mean", "running_var"):
+            b = m._buffers.get(name)
+            if b is not None:
+                buffers[id(b)] = no_replica(PER_RANK_STATISTICS)
 
 
 # ---- what every rank must agree on, whatever the layout
