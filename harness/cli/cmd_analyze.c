@@ -139,6 +139,12 @@ static void print_analysis(const char *cmd, const vqc_analyze_result *r,
            "tensor and rank)\n", r->not_digested,
            r->not_digested == 1 ? "" : "s");
   vqc_offline_print_findings(stdout, (vqc_findings *)&r->findings);
+  /* No finding and no verdict: say why here, not only in the reports. */
+  const json_t *tr = json_object_get(r->run_json, "training");
+  const char *why = json_string_value(json_object_get(tr, "message"));
+  if (json_integer_value(json_object_get(r->run_json, "exit_code")) == 3 &&
+      r->findings.count == 0 && why && why[0])
+    printf("no verdict (exit 3): %s\n", why);
   if (strcmp(cmd, "analyze") != 0) /* the supervisor's summary */
     printf("run directory: %s (run.json, report.html, report.md, "
            "junit.xml)\n", r->run_dir);

@@ -650,6 +650,28 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
     json_t *tr0 = json_object_get(doc, "training");
     json_object_set_new(tr0, "status",
                         json_string(vqc_status_name(VQC_EUNSUPPORTED)));
+    /* Why, when the live records can tell: ranks that ran and never
+     * ended a step (a training loop with no torch.optim optimizer under
+     * `vqcheck watch`; an MPI program has no steps by nature). */
+    int ran = 0, stepped = 0;
+    for (int k = 0; k < job_ranks; k++) {
+      vqc_live_info li;
+      if (vqc_live_scan(dir, k, &li) != VQC_OK || !li.started) continue;
+      ran++;
+      if (li.steps_done > 0) stepped++;
+    }
+    char why[640];
+    if (!ao->ledger_checks && ran >= 2 && stepped == 0) {
+      snprintf(why, sizeof why,
+               "nothing was compared: no rank recorded a step end, so no "
+               "state was digested (under `vqcheck watch` a step ends at "
+               "each torch.optim optimizer's step(); a loop that updates "
+               "its weights by hand ends one with vqcheck.torch.step()); "
+               "the collectives the ranks recorded were checked and showed "
+               "no mismatch or deadlock; a run that checked no state is "
+               "not clean");
+      json_object_set_new(tr0, "message", json_string(why));
+    } else
     json_object_set_new(
         tr0, "message",
         json_string(res.no_replica > 0

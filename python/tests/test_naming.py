@@ -115,3 +115,40 @@ def test_rank_that_left_early_is_the_rank_named(cli, tmp_path):
     [first] = ends
     assert first["message"].startswith("rank 1 left early"), first
     assert first["site"] == f"{job}:{line_of(job, '# GRADS')} <module>"
+
+
+HAND_STEPPED_JOB = '''\
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+torch.manual_seed(0)
+w = torch.nn.Linear(4, 4)
+for step in range(3):
+    w(torch.randn(3, 4)).pow(2).mean().backward()
+    for p in w.parameters():
+        dist.all_reduce(p.grad)
+    with torch.no_grad():
+        for p in w.parameters():
+            p -= 0.01 * p.grad  # weights updated by hand: no optimizer
+            p.grad = None
+'''
+
+
+def test_no_step_end_is_exit_3_saying_why(cli, tmp_path):
+    """A loop that updates its weights by hand ends no step the bridge can
+    see: no state is digested, so no verdict (exit 3), and the message says
+    why and what to do, on the terminal as in run.json."""
+    job = tmp_path / "by_hand.py"
+    job.write_text(HAND_STEPPED_JOB)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("PYTHONPATH", None)
+    p = subprocess.run([cli, "watch", "--nproc", "2", "--out",
+                        str(tmp_path / "run"), "--", sys.executable,
+                        str(job)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 3, p.stdout + p.stderr
+    run = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert run["findings"] == []
+    why = run["training"]["message"]
+    assert "no rank recorded a step end" in why, why
+    assert "vqcheck.torch.step()" in why
+    assert f"no verdict (exit 3): {why}" in p.stdout
