@@ -25,7 +25,11 @@
  * and same step and tensor, or for deadlock and rank_failure (which the
  * ledger analysis reports at most once per run) the same kind; a deadlock
  * also repeats a collective_mismatch (strict mode vetoed that collective,
- * and the run reports nothing more about its end). So the run's
+ * and the run reports nothing more about its end). An exception that
+ * ended a rank (the bridge's rank_failure with detail.exception) goes
+ * before the ledger's rank_failure, unless it came out of a collective:
+ * then it repeats a deadlock or collective_mismatch (exceptions_first).
+ * So the run's
  * own finding, with its element-level detail, wins over the digest-only one
  * from the traces, and analysing twice changes nothing. run.json is then
  * rewritten (temporary file + rename; created in the runner's schema if it
@@ -169,7 +173,41 @@ static bool same_group(const vqc_finding *x, const vqc_finding *y) {
   return (!a && !b) || (a && b && json_equal(a, b));
 }
 
+/* The bridge's note of an exception that ended a rank
+ * (bridge_findings.h): detail.exception, and detail.in_collective when it
+ * came out of a collective call (most often a peer's failure seen from
+ * this side). */
+static bool is_exception(const vqc_finding *x) {
+  return x->kind == VQC_FINDING_RANK_FAILURE &&
+         json_is_string(json_object_get(x->detail, "exception"));
+}
+
+static bool from_collective(const vqc_finding *x) {
+  return is_exception(x) &&
+         json_is_string(json_object_get(x->detail, "in_collective"));
+}
+
+/* The rank's own account of what ended it, an exception raised in its
+ * code, goes before the ledger's rank_failure (which sees only a record
+ * that stops: a rank torn down by the launcher after its peer raised
+ * looks "killed"), so that one repeats it. An exception that came out of
+ * a collective stays where it is: a deadlock, collective_mismatch or the
+ * ledger's rank_failure tells that story, and it repeats them. */
+static void exceptions_first(vqc_findings *fresh) {
+  for (int i = 0; i < fresh->count; i++) {
+    const vqc_finding *x = &fresh->items[i];
+    if (!is_exception(x) || from_collective(x)) continue;
+    vqc_finding moved = *x;
+    memmove(&fresh->items[1], &fresh->items[0], (size_t)i * sizeof *x);
+    fresh->items[0] = moved;
+    break; /* bridge_findings.c folds them into one */
+  }
+}
+
 static bool same_problem(const vqc_finding *x, const vqc_finding *y) {
+  if (from_collective(x) && (y->kind == VQC_FINDING_DEADLOCK ||
+                             y->kind == VQC_FINDING_COLLECTIVE_MISMATCH))
+    return true;
   /* A strict-mode mismatch is the run's account of its end: the collective
    * checker skips the ledger analysis after one, so analyze does too. Each
    * process group's collectives are a story of their own. */
@@ -480,6 +518,7 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
   int nbridge = 0;
   s = vqc_bridge_findings_read(dir, &fresh, &nbridge);
   if (s != VQC_OK) goto fail;
+  exceptions_first(&fresh);
 
   /* The tensors the bridge could not digest: told in the reports, never a
    * verdict, so a record that cannot be read here is a warning only. */

@@ -143,6 +143,103 @@ static vqc_status merge_into(vqc_findings *all, vqc_findings *out) {
   return s;
 }
 
+/* Whether x is the bridge's note of an exception that ended its rank (a
+ * rank_failure whose detail names the exception). */
+static bool is_exception(const vqc_finding *x) {
+  return x->kind == VQC_FINDING_RANK_FAILURE &&
+         json_is_string(json_object_get(x->detail, "exception"));
+}
+
+/* When the exception was raised (detail.raised_at, Unix seconds); ones
+ * without it sort last. */
+static double raised_at(const vqc_finding *x) {
+  const json_t *t = json_object_get(x->detail, "raised_at");
+  return json_is_number(t) ? json_number_value(t) : 1e300;
+}
+
+/* The exceptions that ended ranks, as one rank_failure: the first raised
+ * (in time) keeps its step, site and message, and is the story; each
+ * later one, most often a peer's collective failing because that rank was
+ * gone, is added as "; then rank 0's all_reduce failed (RuntimeError at
+ * x.py:11)" with its ranks, and its detail goes into detail.then. */
+static void fold_exceptions(vqc_findings *list) {
+  int first = -1;
+  for (int i = 0; i < list->count; i++)
+    if (is_exception(&list->items[i]) &&
+        (first < 0 || raised_at(&list->items[i]) <
+                          raised_at(&list->items[first])))
+      first = i;
+  if (first < 0) return;
+  vqc_finding *m = &list->items[first];
+  json_t *then = json_array();
+  size_t k = strlen(m->message);
+  bool *folded = calloc((size_t)list->count, sizeof *folded);
+  if (!then || !folded) { /* no memory: each stays its own finding */
+    json_decref(then);
+    free(folded);
+    return;
+  }
+  /* The later ones, in the order they were raised. */
+  for (;;) {
+    int next = -1;
+    for (int i = 0; i < list->count; i++)
+      if (i != first && !folded[i] && is_exception(&list->items[i]) &&
+          (next < 0 || raised_at(&list->items[i]) <
+                           raised_at(&list->items[next])))
+        next = i;
+    if (next < 0) break;
+    folded[next] = true;
+    vqc_finding *x = &list->items[next];
+    const char *type =
+        json_string_value(json_object_get(x->detail, "exception"));
+    const char *op =
+        json_string_value(json_object_get(x->detail, "in_collective"));
+    const char *base = strrchr(x->site, '/');
+    base = base ? base + 1 : x->site;
+    char who[96];
+    if (x->nranks == 1) snprintf(who, sizeof who, "rank %d", x->ranks[0]);
+    else snprintf(who, sizeof who, "%d more ranks", x->nranks);
+    const size_t room = sizeof m->message - k;
+    int w = op ? snprintf(m->message + k, room,
+                          "; then %s's %.32s failed (%.64s at %.96s)", who,
+                          op, type, base)
+               : snprintf(m->message + k, room,
+                          "; then %s raised %.64s at %.96s", who, type,
+                          base);
+    if (w > 0 && (size_t)w < room) {
+      k += (size_t)w;
+    } else {
+      k = sizeof m->message - 1;
+      m->truncated |= VQC_FINDING_TEXT_MESSAGE;
+    }
+    for (int r = 0; r < x->nranks; r++) vqc_finding_add_rank(m, x->ranks[r]);
+    json_t *d = json_deep_copy(x->detail);
+    if (d) {
+      json_t *ranks = json_array();
+      for (int r = 0; r < x->nranks; r++)
+        json_array_append_new(ranks, json_integer(x->ranks[r]));
+      json_object_set_new(d, "ranks", ranks);
+      json_object_set_new(d, "site", json_string(x->site));
+      json_array_append_new(then, d);
+    }
+  }
+  qsort(m->ranks, (size_t)m->nranks, sizeof m->ranks[0], cmp_int);
+  if (json_array_size(then) > 0) json_object_set(m->detail, "then", then);
+  json_decref(then);
+  /* The folded ones leave the list, the others keep their order. */
+  int kept = 0;
+  for (int i = 0; i < list->count; i++) {
+    if (folded[i]) {
+      json_decref(list->items[i].detail);
+      continue;
+    }
+    if (kept != i) list->items[kept] = list->items[i];
+    kept++;
+  }
+  list->count = kept;
+  free(folded);
+}
+
 vqc_status vqc_bridge_findings_read(const char *dir, vqc_findings *out,
                                     int *nfiles) {
   if (nfiles) *nfiles = 0;
@@ -164,7 +261,15 @@ vqc_status vqc_bridge_findings_read(const char *dir, vqc_findings *out,
     s = read_file(path, ranks[i], &all);
     if (s == VQC_OK && nfiles) (*nfiles)++;
   }
-  if (s == VQC_OK) s = merge_into(&all, out);
+  vqc_findings merged;
+  vqc_findings_init(&merged);
+  if (s == VQC_OK) s = merge_into(&all, &merged);
+  if (s == VQC_OK) fold_exceptions(&merged);
+  for (int i = 0; i < merged.count && s == VQC_OK; i++) {
+    s = vqc_findings_add(out, &merged.items[i]);
+    if (s == VQC_OK) merged.items[i].detail = NULL; /* out owns it now */
+  }
+  vqc_findings_free(&merged);
   vqc_findings_free(&all);
   free(ranks);
   return s;

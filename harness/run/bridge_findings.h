@@ -26,7 +26,12 @@
  * Merging: findings with the same kind, site and tensor (whatever their
  * step, from any rank) are one finding: the one with the lowest step (the
  * first read among equals, files in rank order) keeps its message and
- * detail, with the union of every duplicate's ranks (increasing). */
+ * detail, with the union of every duplicate's ranks (increasing). Then the
+ * rank_failures that note an exception ending a rank (detail.exception,
+ * detail.raised_at: when, Unix seconds) are one finding: the first raised
+ * tells the story, each later one (a peer's collective failing because
+ * that rank was gone) is added as "; then rank 0's all_reduce failed
+ * (RuntimeError at x.py:11)", its ranks too, its detail in detail.then. */
 #ifndef VQC_BRIDGE_FINDINGS_H
 #define VQC_BRIDGE_FINDINGS_H
 

@@ -152,3 +152,70 @@ def test_no_step_end_is_exit_3_saying_why(cli, tmp_path):
     assert "no rank recorded a step end" in why, why
     assert "vqcheck.torch.step()" in why
     assert f"no verdict (exit 3): {why}" in p.stdout
+
+
+RAISES_JOB = '''\
+import torch, torch.distributed as dist, torch.nn as nn
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = nn.parallel.DistributedDataParallel(nn.Linear(8, 8))
+opt = torch.optim.Adam(model.parameters())
+for step in range(5):
+    x = torch.randn(4, 8)
+    if rank == 1 and step == 2:
+        x = x[:, :7]  # a shape bug in one rank's data
+    loss = model(x).sum()  # RAISES
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+'''
+
+
+def _check_raised(run, job, text):
+    failures = [f for f in run["findings"] if f["kind"] == "rank_failure"]
+    assert len(failures) == 1 and len(run["findings"]) == 1, run["findings"]
+    f = failures[0]
+    assert f["step"] == 2, f
+    assert f["site"].startswith(f"{job}:{line_of(job, 'RAISES')} "), f
+    assert f["message"].startswith("rank 1 raised RuntimeError: "), f
+    assert "mat1 and mat2 shapes cannot be multiplied" in f["message"], f
+    assert f["detail"]["exception"] == "RuntimeError"
+    assert 1 in f["ranks"], f
+
+
+def test_an_exception_is_the_rank_failure_with_its_line_and_step(cli,
+                                                                 tmp_path):
+    """Rank 1 raises in its forward at step 2; rank 0's all_reduce then
+    fails because rank 1 is gone. One rank_failure: rank 1's exception at
+    its line and step first (rank 0's failure after it), not 'exited with
+    status 1' at step -1."""
+    rc, run, stderr, job = watch(cli, tmp_path, "raises.py", RAISES_JOB)
+    assert rc == 1, stderr[-3000:]
+    _check_raised(run, job, stderr)
+
+
+def test_an_exception_under_torchrun_names_the_rank_not_the_launcher(
+        cli, tmp_path):
+    """The same job started by torchrun (`python -m torch.distributed.run`,
+    one launcher process under watch): the launcher's own exception
+    (ChildFailedError) is no rank's, and it never takes the name of rank
+    0's files."""
+    job = tmp_path / "raises.py"
+    job.write_text(RAISES_JOB)
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("PYTHONPATH", None)
+    out = tmp_path / "run"
+    p = subprocess.run([cli, "watch", "--timeout", "20", "--out", str(out),
+                        "--", sys.executable, "-m", "torch.distributed.run",
+                        "--nproc_per_node", "2", str(job)],
+                       env=env, capture_output=True, text=True, timeout=180)
+    assert p.returncode == 1, (p.stdout + p.stderr)[-3000:]
+    run = json.loads((out / "run.json").read_text())
+    _check_raised(run, job, p.stderr)
+    start = json.loads((out / "rank-0.live.jsonl").read_text()
+                       .splitlines()[0])
+    assert start["event"] == "start" and start["rank"] == 0
+    steps = [json.loads(x) for x in
+             (out / "rank-0.live.jsonl").read_text().splitlines()]
+    assert any(e.get("event") == "step" for e in steps)

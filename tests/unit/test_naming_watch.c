@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "analyze.h"
 #include "ledger_analysis.h"
 #include "test_paths.h"
 #include "watch_job.h"
@@ -293,4 +294,121 @@ Test(naming_watch, end_text_names_the_signal) {
   proc(0, exited(3), "", 1);
   vqc_watch_end_text(&procs[0], buf, sizeof buf);
   cr_expect_str_eq(buf, "exited with status 3");
+}
+
+/* ---- an exception that ended a rank (the bridge's note of it) */
+
+/* Rank r's note of the exception that ended it, as the bridge writes it
+ * (python/vqcheck/_bridge/__init__.py note_exception). */
+static void raised(int r, double when, int line, const char *type,
+                   const char *op) {
+  char text[1024], name[64];
+  snprintf(text, sizeof text,
+           "{\"kind\":\"rank_failure\",\"step\":2,\"ranks\":[%d],"
+           "\"tensor\":\"\",\"site\":{\"file\":\"/job/j.py\",\"line\":%d,"
+           "\"func\":\"<module>\"},\"message\":\"rank %d raised %s: x, in "
+           "step 2 at j.py:%d (<module>)\",\"detail\":{\"exception\":\"%s\","
+           "\"exception_message\":\"x\",\"in_collective\":%s%s%s,"
+           "\"raised_at\":%.3f,\"source_of_finding\":\"python bridge\"}}\n",
+           r, line, r, type, line, type, op ? "\"" : "", op ? op : "null",
+           op ? "\"" : "", when);
+  snprintf(name, sizeof name, "rank-%d.findings.jsonl", r);
+  append(name, text);
+}
+
+/* The whole analysis, as `vqcheck watch` runs it (its process facts
+ * through more_findings): the run.json findings in *out. */
+static void analyze_dir(vqc_analyze_result *out, int nprocs) {
+  vqc_watch_ctx ctx = {.dir = dir, .o = &opts, .procs = procs,
+                       .nprocs = nprocs};
+  vqc_analyze_opts o = {.run_dir = dir, .ranks = 2, .backend = "watch",
+                        .more_findings = vqc_watch_more_findings,
+                        .more_ctx = &ctx, .caller_reports_hangs = true};
+  cr_assert_eq(vqc_analyze_run_dir(&o, out), VQC_OK, "%s",
+               vqc_last_error());
+}
+
+/* Rank 1 raised in its own code at step 2; rank 0's gradient all_reduce
+ * then failed (its peer gone) and it raised too, 0.4 s later. The files are
+ * read in rank order, so rank 0's note comes first: the time decides. One
+ * rank_failure: rank 1's story first, then rank 0's, both ranks named, and
+ * no process failure beside it. */
+Test(naming_watch, exception_first_raised_tells_the_story) {
+  for (int r = 0; r < 2; r++) {
+    start(r);
+    live(r, "{\"event\":\"step\",\"step\":0}\n{\"event\":\"step\","
+            "\"step\":1}\n");
+    live(r, "{\"event\":\"finished\",\"status\":\"VQC_EINTERNAL\","
+            "\"step\":1}\n");
+  }
+  raised(1, 1000.0, 10, "RuntimeError", NULL);
+  raised(0, 1000.4, 11, "RuntimeError", "all_reduce");
+  proc(1, exited(1), "RuntimeError: mat1 and mat2 shapes\n", 1);
+  proc(0, exited(1), "RuntimeError: Connection closed by peer\n", 2);
+  vqc_analyze_result res;
+  analyze_dir(&res, 2);
+  cr_assert_eq(res.findings.count, 1, "%s",
+               res.findings.count ? res.findings.items[1 % res.findings.count]
+                                        .message : "");
+  const vqc_finding *x = &res.findings.items[0];
+  cr_expect_eq(x->kind, VQC_FINDING_RANK_FAILURE);
+  cr_expect_eq(x->step, 2);
+  cr_expect(names(x, 0) && names(x, 1));
+  cr_expect(strstr(x->site, "j.py:10") != NULL, "%s", x->site);
+  cr_expect(strncmp(x->message, "rank 1 raised RuntimeError", 26) == 0, "%s",
+            x->message);
+  expect_in(x->message, "; then rank 0's all_reduce failed (RuntimeError "
+                        "at j.py:11 <module>)");
+  const json_t *then = json_object_get(x->detail, "then");
+  cr_expect_eq(json_array_size(then), 1);
+  cr_expect_eq(res.exit_code, 1);
+  vqc_analyze_result_free(&res);
+}
+
+/* Under a launcher (torchrun: the one process watch started) rank 0 was
+ * torn down before it could end its record ("killed", as the ledger sees
+ * it) after rank 1 raised, and the launcher exited 1: the exception is the
+ * story, not rank 0 and not the launcher. */
+Test(naming_watch, exception_wins_over_a_torn_down_peer) {
+  for (int r = 0; r < 2; r++) {
+    start(r);
+    live(r, "{\"event\":\"step\",\"step\":0}\n{\"event\":\"step\","
+            "\"step\":1}\n");
+  }
+  live(1, "{\"event\":\"finished\",\"status\":\"VQC_EINTERNAL\","
+          "\"step\":1}\n");
+  raised(1, 1000.0, 10, "ValueError", NULL);
+  proc(0, exited(1), "torch.distributed.elastic...ChildFailedError\n", 1);
+  procs[0].rank = -1; /* the launcher */
+  vqc_analyze_result res;
+  analyze_dir(&res, 1);
+  cr_assert_geq(res.findings.count, 1);
+  const vqc_finding *x = &res.findings.items[0];
+  cr_expect(strncmp(x->message, "rank 1 raised ValueError", 24) == 0, "%s",
+            x->message);
+  for (int i = 1; i < res.findings.count; i++)
+    cr_expect_neq(res.findings.items[i].kind, VQC_FINDING_RANK_FAILURE,
+                  "%s", res.findings.items[i].message);
+  vqc_analyze_result_free(&res);
+}
+
+/* An exception that came out of a collective that the ledger shows
+ * mismatched (gloo's size mismatch raised on rank 1, rank 0 aborted) is
+ * the collective_mismatch's consequence: not a rank_failure of its own
+ * (rank 0's abort is told as before, with its signal). */
+Test(naming_watch, exception_out_of_a_mismatched_collective_repeats_it) {
+  for (int r = 0; r < 2; r++) {
+    start(r);
+    rec(r, 1, 4 + r, 5, "failed", "RuntimeError");
+  }
+  raised(1, 1000.0, 5, "RuntimeError", "all_reduce");
+  proc(0, killed(SIGABRT), "Received data size doesn't match\n", 1);
+  proc(1, exited(1), "RuntimeError: Connection closed by peer\n", 2);
+  vqc_analyze_result res;
+  analyze_dir(&res, 2);
+  cr_expect_eq(count_kind(&res.findings, VQC_FINDING_COLLECTIVE_MISMATCH), 1);
+  for (int i = 0; i < res.findings.count; i++)
+    cr_expect(!json_object_get(res.findings.items[i].detail, "exception"),
+              "%s", res.findings.items[i].message);
+  vqc_analyze_result_free(&res);
 }

@@ -121,6 +121,7 @@ from __future__ import annotations
 import atexit
 import os
 import sys
+import time
 from typing import Any, Optional
 
 from .. import _hooks
@@ -129,7 +130,8 @@ from ._lost import Lost
 from ._overlap import _Overlap, _overlap_setting
 from ._patching import hook_imports, patch
 from ._records import Records
-from ._sites import keep_warnings_at_the_callers_line
+from ._sites import (innermost_user_frame, keep_warnings_at_the_callers_line,
+                     user_frames)
 from ._state import StateCheck
 
 __all__ = ["install", "step_end"]
@@ -175,6 +177,17 @@ def step_end() -> None:
         _parts.state.step_end()
 
 
+def _distributed_rank() -> bool:
+    """Whether this process is a rank of an initialised process group."""
+    torch = sys.modules.get("torch")
+    dist = getattr(torch, "distributed", None)
+    try:
+        return bool(dist is not None and dist.is_available() and
+                    dist.is_initialized())
+    except Exception:
+        return False
+
+
 class _Parts:
     """The bridge's parts in one process, wired together. Each is handed
     what it uses; none holds this object."""
@@ -217,13 +230,65 @@ class _Parts:
                 self.patch_module(name)
         records = self.records
 
+        note_exception = self.note_exception
+
         def make(excepthook: Any) -> Any:
             def note_failure(*args: Any) -> None:
                 records.failed = True
+                note_exception(*args)
                 excepthook(*args)
             return note_failure
         patch(sys, "excepthook", make)
         keep_warnings_at_the_callers_line()
+
+    def note_exception(self, kind: Any, error: Any, tb: Any) -> None:
+        """An exception nothing caught is ending this rank: a rank_failure
+        finding (rank-<r>.findings.jsonl) naming it, the step, and the
+        user's line it came from, or the collective it came out of. Not
+        for Ctrl-C (vqcheck watch reports its own interruption)."""
+        if kind is None or issubclass(kind, KeyboardInterrupt):
+            return
+        if self.records.live_fd is None and not _distributed_rank():
+            return  # not a rank (a launcher such as torchrun): its
+            # record would take the name of rank 0's
+        try:
+            frames = user_frames(tb)
+            where = innermost_user_frame(frames) or ("?", 0, "?")
+            step = self.state.steps()
+            rank = self.records.current_rank()
+            raised_at = time.time()
+            text = str(error)
+            if len(text) > 1500:
+                text = text[:700] + " ... " + text[-700:]
+            short = " ".join(text.split())  # one line for the message
+            if len(short) > 240:
+                short = short[:240] + " ..."
+            what = f"{kind.__name__}: {short}" if short else kind.__name__
+            place = f"{os.path.basename(where[0])}:{where[1]} ({where[2]})"
+            collective = getattr(error, "__vqcheck_collective__", None)
+            if collective is not None:
+                message = (f"rank {rank}'s {collective[0]} called at "
+                           f"{place} failed in step {step}: {what}")
+            else:
+                message = (f"rank {rank} raised {what}, in step {step} at "
+                           f"{place}")
+            self.records.add_finding({
+                "kind": "rank_failure", "step": step, "ranks": [rank],
+                "tensor": "",
+                "site": {"file": where[0], "line": where[1],
+                         "func": where[2]},
+                "message": message,
+                "detail": {"exception": kind.__name__,
+                           "exception_message": text,
+                           "in_collective": collective[0]
+                           if collective is not None else None,
+                           "traceback": [f"{f}:{n} {fn}"
+                                         for f, n, fn in frames[-12:]],
+                           "raised_at": raised_at,
+                           "source_of_finding": "python bridge"},
+                "time": raised_at})
+        except Exception:  # the bridge never stands in the error's way
+            pass
 
     def at_exit(self) -> None:
         self.lost.at_step_end()

@@ -304,6 +304,11 @@ class Collectives:
         records = self.records
         with records.lock:
             entry = self.in_flight.pop(seq, None)
+            if entry is not None and error is not None:
+                try:  # for the rank_failure, if nothing catches it
+                    error.__vqcheck_collective__ = (entry[0], entry[1])
+                except Exception:
+                    pass  # an exception type without a __dict__
             if entry is not None:
                 self.last_completed = {"op": entry[0], "seq": seq,
                                        "site": entry[1]}

@@ -27,6 +27,30 @@ def outside(frame: Any) -> Any:
     return frame
 
 
+def user_frames(tb: Any) -> list:
+    """The frames of traceback tb as (file, line, function), outermost
+    first, without the bridge's own (a wrapper the exception passed
+    through is not where it happened)."""
+    frames = []
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if not code.co_filename.startswith(_PACKAGE_DIR):
+            frames.append((code.co_filename, tb.tb_lineno, code.co_name))
+        tb = tb.tb_next
+    return frames
+
+
+def innermost_user_frame(frames: list) -> Any:
+    """Of user_frames' list, the innermost outside torch and vqcheck (the
+    user's line that led to the error); the innermost of all when every
+    frame is torch's; None for none."""
+    skip = (os.sep + "torch" + os.sep, os.sep + "vqcheck" + os.sep)
+    for f in reversed(frames):
+        if not any(s in f[0] for s in skip):
+            return f
+    return frames[-1] if frames else None
+
+
 def argument_text(source: str, op: str, index: int = 0) -> str:
     """The text of argument `index` in a call line such as
     `self.all_reduce_fn(embed_sum.contiguous())`: best effort, '' if the
