@@ -104,23 +104,23 @@ def test_clean_layout_is_clean(cli, tmp_path, job, nproc, env, no_replica):
 DRIFT = [
     # another lr in a pure FSDP job: only the hyper-parameters, which every
     # rank must agree on, can show it (every other piece has no replica)
-    ("fsdp2_job", 2, {"DRIFT": 1}, 0, "optimizer.hyperparameters", [0, 1]),
-    ("fsdp1_job", 2, {"DRIFT": 1}, 0, "optimizer.hyperparameters", [0, 1]),
+    ("fsdp2_job", 2, {"DRIFT": 1}, 0, "optimizer.lr", [0, 1]),
+    ("fsdp1_job", 2, {"DRIFT": 1}, 0, "optimizer.lr", [0, 1]),
     # HYBRID_SHARD: rank 3 holds shard 1 with rank 1
     ("fsdp1_job", 4, {"STRATEGY": "HYBRID_SHARD", "DRIFT": 3}, 0,
-     "optimizer.hyperparameters", [3]),
+     "optimizer.lr", [3]),
     # the replicated LayerNorm of a tensor-parallel MLP
     ("tp_job", 2, {"DRIFT": 1}, 1, "MLP.norm.weight", [0, 1]),
     # HSDP: rank 3's shard is replicated on rank 1 only
     ("hsdp_job", 4, {"DRIFT": 3}, 1, "FSDPSequential.1.weight", [1, 3]),
     # subgroup {2, 3}: ranks 0 and 1 train another model and are not named
     ("subgroups_job", 4, {"DRIFT": 3}, 1, "Linear.weight", [2, 3]),
-    ("pipeline_job", 2, {"DRIFT": 1}, 0, "optimizer.hyperparameters", [0, 1]),
+    ("pipeline_job", 2, {"DRIFT": 1}, 0, "optimizer.lr", [0, 1]),
     ("compiled_job", 2, {"ORDER": "compile_ddp", "DRIFT": 1}, 1, "Net.seen",
      [0, 1]),
     ("compiled_job", 2, {"ORDER": "ddp_compile", "DRIFT": 1}, 1, "Net.seen",
      [0, 1]),
-    ("zero_job", 2, {"DRIFT": 1}, 0, "optimizer.hyperparameters", [0, 1]),
+    ("zero_job", 2, {"DRIFT": 1}, 0, "optimizer.lr", [0, 1]),
     # the BatchNorm's weight is a parameter: compared although its running
     # statistics are not
     ("batchnorm_job", 2, {"DRIFT": 1}, 1, "Sequential.1.weight", [0, 1]),

@@ -60,17 +60,22 @@ def test_every_step_digests_params_buffers_and_optimizer_state(tmp_path):
     steps = by_step(lines)
     assert sorted(steps) == [0, 1, 2]
     names = [line["tensor"] for line in steps[2]]
-    assert names == ["proj.weight", "proj.bias", "initted", "embed",
-                     "cluster_size", "proj.weight.step", "proj.weight.exp_avg",
-                     "proj.weight.exp_avg_sq", "proj.bias.step",
-                     "proj.bias.exp_avg", "proj.bias.exp_avg_sq",
-                     "optimizer.hyperparameters"]
+    # the hyper-parameters first, one line each (lr, betas, eps, ...: each
+    # param group's value, float64), then the module, then its state
+    hyper = ["optimizer.lr", "optimizer.betas", "optimizer.eps",
+             "optimizer.weight_decay", "optimizer.maximize",
+             "optimizer.amsgrad"]
+    assert names[:len(hyper)] == hyper, names
+    assert names[len(hyper):] == [
+        "proj.weight", "proj.bias", "initted", "embed", "cluster_size",
+        "proj.weight.step", "proj.weight.exp_avg", "proj.weight.exp_avg_sq",
+        "proj.bias.step", "proj.bias.exp_avg", "proj.bias.exp_avg_sq"]
     last = {line["tensor"]: line for line in steps[2]}
-    # every param group's lr, betas, eps, weight_decay, ..., as float64
-    hyper = last["optimizer.hyperparameters"]
-    assert hyper["dtype"] == "float64" and "group" not in hyper
-    group = opt.param_groups[0]
-    assert hyper["shape"][0] >= 5 and group["lr"] == 0.01
+    for name in hyper:
+        assert last[name]["dtype"] == "float64" and "group" not in last[name]
+    assert last["optimizer.betas"]["shape"] == [2]
+    assert last["optimizer.lr"]["digest"] == \
+        f"{vqcheck.digest(torch.tensor([0.01], dtype=torch.float64)):016x}"
     assert last["initted"]["dtype"] == "bool"
     assert last["embed"]["dtype"] == "bfloat16"
     assert last["cluster_size"]["dtype"] == "float16"

@@ -221,19 +221,28 @@ HYPER_PARAMETERS = ("lr", "betas", "eps", "weight_decay", "momentum",
                     "amsgrad")
 
 
-def hyper_parameters(optimizer: Any) -> List[float]:
-    """The numbers every rank must agree on in `optimizer`'s param groups:
-    for each group, each of HYPER_PARAMETERS it has (booleans as 0/1,
-    tuples flattened, a one-element tensor lr read)."""
-    out: List[float] = []
-    for group in optimizer.param_groups:
-        for key in HYPER_PARAMETERS:
-            value = group.get(key)
+def hyper_parameters(optimizer: Any) -> List[Tuple[str, List[float]]]:
+    """The numbers every rank must agree on in `optimizer`'s param groups,
+    one entry per hyper-parameter of HYPER_PARAMETERS that some group has:
+    (its name, its value in each group that has it, in group order;
+    booleans as 0/1, tuples flattened, a one-element tensor lr read)."""
+    out: List[Tuple[str, List[float]]] = []
+    for key in HYPER_PARAMETERS:
+        numbers: List[float] = []
+        present = False
+        for group in optimizer.param_groups:
+            if key not in group:
+                continue
+            value = group[key]
             values = value if isinstance(value, (tuple, list)) else (value,)
             for v in values:
                 if isinstance(v, (bool, int, float)):
-                    out.append(float(v))
+                    numbers.append(float(v))
+                    present = True
                 elif hasattr(v, "item") and getattr(v, "numel",
                                                     lambda: 0)() == 1:
-                    out.append(float(v.item()))  # a tensor lr
+                    numbers.append(float(v.item()))  # a tensor lr
+                    present = True
+        if present:
+            out.append((key, numbers))
     return out

@@ -357,6 +357,7 @@ class Watch:
         # an optimizer another one drives (ZeroRedundancyOptimizer's
         # local .optim) holds this rank's partition only: no replica
         inner = {id(getattr(o, "optim", None)) for o in optimizers}
+        hyper_at = 0  # where the next hyper-parameter line goes
         for k, opt in enumerate(optimizers):
             label = "optimizer" if k == 0 else f"optimizer{k}"
             partition = id(opt) in inner
@@ -374,11 +375,18 @@ class Watch:
                             # shaped as (and held as) the parameter's piece
                             add(f"{pname}.{key}", value, layout)
             if not partition:
-                # what every rank must agree on whatever the layout: a
-                # rank with another learning rate in a pure FSDP job
-                add(f"{label}.hyperparameters",
-                    torch.tensor(_layout.hyper_parameters(opt),
-                                 dtype=torch.float64), WORLD)
+                # what every rank must agree on whatever the layout (a
+                # rank with another learning rate in a pure FSDP job),
+                # one line per hyper-parameter, first in the step: a
+                # weight that differs because the lr does is then told
+                # as the lr's consequence (also_differing), not the cause
+                hyper = [(f"{label}.{key}",
+                          torch.tensor(values, dtype=torch.float64), WORLD)
+                         for key, values in _layout.hyper_parameters(opt)
+                         if not any(fnmatch.fnmatchcase(f"{label}.{key}", p)
+                                    for p in self.exclude)]
+                out[hyper_at:hyper_at] = hyper
+                hyper_at += len(hyper)
         return out
 
     def _context(self, module: torch.nn.Module
