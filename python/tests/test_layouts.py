@@ -89,6 +89,7 @@ CLEAN = [
     ("zero_job", 2, {}, True),
     # BatchNorm's running statistics are per rank by design: no replica
     ("batchnorm_job", 2, {}, True),
+    ("amp_job", 2, {}, False),
 ]
 
 
@@ -124,6 +125,9 @@ DRIFT = [
     # the BatchNorm's weight is a parameter: compared although its running
     # statistics are not
     ("batchnorm_job", 2, {"DRIFT": 1}, 1, "Sequential.1.weight", [0, 1]),
+    # another loss scale on one rank: the scale, which every rank must
+    # agree on, is the finding (the weights it moved follow it)
+    ("amp_job", 2, {"DRIFT": 1}, 0, "grad_scaler.scale", [0, 1]),
 ]
 
 

@@ -387,6 +387,24 @@ class Watch:
                                     for p in self.exclude)]
                 out[hyper_at:hyper_at] = hyper
                 hyper_at += len(hyper)
+        # each GradScaler's scale and growth tracker (before the step's
+        # update()): a rank that skipped another step for an inf, or
+        # started from another scale, first in the step like the
+        # hyper-parameters. Copied (one element each): update() writes
+        # them in place right after the step end, while an overlapped
+        # digest of the step may still be reading
+        scaled = []
+        for k, scaler in enumerate(self._grad_scalers()):
+            label = "grad_scaler" if k == 0 else f"grad_scaler{k}"
+            for key, attr in (("scale", "_scale"),
+                              ("growth_tracker", "_growth_tracker")):
+                t = getattr(scaler, attr, None)
+                if torch.is_tensor(t) and not any(
+                        fnmatch.fnmatchcase(f"{label}.{key}", p)
+                        for p in self.exclude):
+                    scaled.append((f"{label}.{key}", t.detach().clone(),
+                                   WORLD))
+        out[hyper_at:hyper_at] = scaled
         return out
 
     def _context(self, module: torch.nn.Module
@@ -399,6 +417,11 @@ class Watch:
     def _roots(self) -> List[Tuple[str, torch.nn.Module]]:
         """(name prefix, module) of every watched module, in order."""
         return list(zip(self._prefixes, self._modules))
+
+    def _grad_scalers(self) -> List[Any]:
+        """The GradScalers whose scale is watched (the bridge's: every one
+        the job made; none for an explicit watch())."""
+        return []
 
     def _optimizers(self) -> List[Any]:
         """The optimizers whose state is watched, in order."""

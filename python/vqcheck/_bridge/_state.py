@@ -52,6 +52,7 @@ class StateCheck:
         self.collective_seq = collective_seq
         self.modules: List[weakref.ref] = []  # every module, creation order
         self.optimizers: List[weakref.ref] = []
+        self.grad_scalers: List[weakref.ref] = []  # torch.amp.GradScaler
         self.watch: Any = None                # the state watch, at step 1
         # pipeline stages: id(stage module) -> (weakref, stage index)
         self.stages: Dict[int, Tuple[Any, int]] = {}
@@ -69,6 +70,7 @@ class StateCheck:
         self._patch_module_init(torch)
         self._patch_load_state_dict(torch)
         self._patch_optimizer_init(torch)
+        self._patch_grad_scaler_init(torch)
 
     def _patch_module_init(self, torch: Any) -> None:
         overlap, state = self.overlap, self
@@ -119,6 +121,29 @@ class StateCheck:
                 self.hook_step(opt)
             return __init__
         patch(torch.optim.Optimizer, "__init__", make)
+
+    def _patch_grad_scaler_init(self, torch: Any) -> None:
+        """Every GradScaler (torch.amp's, and the CUDA and FSDP ones made
+        from it) is remembered: its scale is state every rank must agree
+        on."""
+        amp = getattr(getattr(torch, "amp", None), "grad_scaler", None)
+        cls = getattr(amp, "GradScaler", None)
+        if cls is None:  # torch 1.13: torch.cuda.amp's is the base
+            cls = getattr(getattr(torch.cuda, "amp", None), "GradScaler",
+                          None)
+        if cls is None:
+            return
+        scalers = self.grad_scalers
+
+        def make(original: Any) -> Any:
+            def __init__(scaler: Any, *args: Any, **kwargs: Any) -> None:
+                original(scaler, *args, **kwargs)
+                if scaler.__dict__.get("_vqcheck_seen", False):
+                    return
+                scaler.__dict__["_vqcheck_seen"] = True
+                scalers.append(weakref.ref(scaler))
+            return __init__
+        patch(cls, "__init__", make)
 
     def patch_pipeline_stage(self, module: Any) -> None:
         """A pipeline stage (torch.distributed.pipelining) remembers its
@@ -192,6 +217,11 @@ class StateCheck:
     def live_optimizers(self) -> List[Any]:
         alive = [o for o in (r() for r in self.optimizers) if o is not None]
         self.optimizers = [weakref.ref(o) for o in alive]
+        return alive
+
+    def live_grad_scalers(self) -> List[Any]:
+        alive = [g for g in (r() for r in self.grad_scalers) if g is not None]
+        self.grad_scalers = [weakref.ref(g) for g in alive]
         return alive
 
     # -- step ends
@@ -284,6 +314,9 @@ def _make_bridge_watch(state: StateCheck, records: Records,
 
         def _optimizers(self) -> List[Any]:
             return state.live_optimizers()
+
+        def _grad_scalers(self) -> List[Any]:
+            return state.live_grad_scalers()
 
         def _context(self, module: Any) -> Tuple[Any, Optional[int]]:
             stage = state.stage_of(self._outer.get(id(module), module))
