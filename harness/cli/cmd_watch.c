@@ -243,6 +243,25 @@ static const char *job_name(const vqc_watch_opts *o) {
   return slash && slash[1] ? slash + 1 : o->cmd_argv[0];
 }
 
+/* At the end of a hang's grace (stacks asked for, the job not yet
+ * stopped): the heartbeats and process states once more, and the stalled
+ * flags as they are now, so a rank whose last progress came a few
+ * milliseconds after the hung rank's and made none since is told hung too.
+ * The decision stands: when no rank is stalled now (one moved at the last
+ * moment), the flags of the decision are kept. */
+static void refresh_stalled(vqc_hb_watch *w, const vqc_watch_proc *procs,
+                            int nprocs, double now, double timeout) {
+  vqc_hb_rank *before = malloc((size_t)w->n * sizeof *before);
+  if (!before) return;
+  memcpy(before, w->ranks, (size_t)w->n * sizeof *before);
+  const int n = w->n;
+  vqc_hb_watch_poll(w, procs, nprocs, now);
+  if (vqc_hb_stalled(w->ranks, w->n, now, timeout, w->first_beat, NULL) < 0 &&
+      w->n >= n)
+    memcpy(w->ranks, before, (size_t)n * sizeof *before);
+  free(before);
+}
+
 int vqc_cmd_watch(int argc, char **argv) {
   vqc_watch_opts o;
   int rc = vqc_cw_parse_opts(argc, argv, &o);
@@ -466,6 +485,9 @@ int vqc_cmd_watch(int argc, char **argv) {
       }
     }
     if (term_at > 0.0 && !term_sent && now >= term_at) {
+      if (hb_hang) /* a rank a few ms short of it at the decision is told
+                      hung too if it made no progress since */
+        refresh_stalled(&hbw, procs, started, now, o.timeout);
       vqc_cw_signal_all(procs, started, SIGTERM);
       vqc_cw_kill_stopped(procs, started, &hbw);
       term_sent = true;

@@ -61,6 +61,18 @@ static bool library_file(const char *file) {
   return strstr(file, "/torch/") != NULL || strstr(file, "/vqcheck/") != NULL;
 }
 
+/* Whether a frame's file is Python's own or an installed package's (the
+ * standard library, site-packages, dist-packages, a frozen module): not
+ * the program's line a person looks for ("selectors.py:415 select" is
+ * where a DataLoader waits, not where the program is). */
+static bool installed_file(const char *file) {
+  return strncmp(file, "<frozen ", 8) == 0 ||
+         strstr(file, "/site-packages/") != NULL ||
+         strstr(file, "/dist-packages/") != NULL ||
+         (strstr(file, "/lib/python") != NULL &&
+          strstr(file, "/lib/python") == strstr(file, "/lib/python3"));
+}
+
 /* One line of faulthandler's, `  File "PATH", line N in FUNC`, into *f. */
 static bool parse_frame(const char *line, vqc_watch_frame *f) {
   while (*line == ' ' || *line == '\t') line++;
@@ -99,6 +111,11 @@ typedef struct stack_block {
   bool module;       /* a frame runs "<module>" */
   bool have_top, have_where, have_entry;
   vqc_watch_frame top, where, entry;
+  /* The innermost frame that is not torch's or vqcheck's, installed code
+   * or not: where, when every such frame is installed code */
+  bool have_outer;
+  vqc_watch_frame outer, outer_entry;
+  bool have_outer_entry;
   vqc_watch_frame last; /* the frame read last */
   int nframes;
 } stack_block;
@@ -184,7 +201,14 @@ bool vqc_watch_stack_read(const char *path, vqc_watch_stack *out) {
         block.top = fr;
         block.have_top = true;
       }
-      if (!block.have_where && !library_file(fr.file)) {
+      if (!block.have_outer && !library_file(fr.file)) {
+        block.outer = fr;
+        block.have_outer = true;
+        block.have_outer_entry = block.nframes > 0;
+        if (block.have_outer_entry) block.outer_entry = block.last;
+      }
+      if (!block.have_where && !library_file(fr.file) &&
+          !installed_file(fr.file)) {
         block.where = fr;
         block.have_where = true;
         /* The frame before it (most recent first) is the one it called. */
@@ -201,6 +225,12 @@ bool vqc_watch_stack_read(const char *path, vqc_watch_stack *out) {
   fclose(f);
   if (in_block && block_rank(&block) > block_rank(&best)) best = block;
   if (block_rank(&best) == 0) return false;
+  if (!best.have_where && best.have_outer) { /* installed code only */
+    best.where = best.outer;
+    best.have_where = true;
+    best.have_entry = best.have_outer_entry;
+    best.entry = best.outer_entry;
+  }
   memset(out, 0, sizeof *out);
   out->top = best.top;
   out->where = best.have_where ? best.where : best.top;

@@ -76,10 +76,15 @@ static void hb_place_text(const hb_place *p, bool plural, double idle,
                   vqc_proc_stopped_text(p->r->letter));
     break;
   case HB_COLLECTIVE:
-    watch_appendf(buf, &k, n, "wait%s in %.16s (%s collective #%llu)",
-                  plural ? "" : "s",
-                  p->r->hb.op[0] ? p->r->hb.op : "a collective",
-                  plural ? "their" : "its", (unsigned long long)p->r->hb.seq);
+    if (strcmp(p->r->hb.op, "rendezvous") == 0) /* the bridge's, at init */
+      watch_appendf(buf, &k, n, "wait%s in init_process_group's rendezvous",
+                    plural ? "" : "s");
+    else
+      watch_appendf(buf, &k, n, "wait%s in %.16s (%s collective #%llu)",
+                    plural ? "" : "s",
+                    p->r->hb.op[0] ? p->r->hb.op : "a collective",
+                    plural ? "their" : "its",
+                    (unsigned long long)p->r->hb.seq);
     if (p->has_stack) {
       watch_short_site(&p->st.where, true, at, sizeof at);
       watch_appendf(buf, &k, n, " at %s", at);
@@ -88,8 +93,18 @@ static void hb_place_text(const hb_place *p, bool plural, double idle,
     break;
   case HB_PROGRAM:
     watch_short_site(&p->st.top, true, at, sizeof at);
-    watch_appendf(buf, &k, n, "%s at %s, outside any collective (no "
-                  "progress for %.1f s)", is, at, idle);
+    if (p->st.where.line != p->st.top.line ||
+        strcmp(p->st.where.file, p->st.top.file) != 0) {
+      /* innermost in Python's or a package's code: the program's line
+       * that led there first */
+      char mine[256];
+      watch_short_site(&p->st.where, true, mine, sizeof mine);
+      watch_appendf(buf, &k, n, "%s at %s (in %s), outside any collective "
+                    "(no progress for %.1f s)", is, mine, at, idle);
+    } else {
+      watch_appendf(buf, &k, n, "%s at %s, outside any collective (no "
+                    "progress for %.1f s)", is, at, idle);
+    }
     break;
   case HB_LIBRARY:
     watch_short_site(&p->st.where, true, at, sizeof at);

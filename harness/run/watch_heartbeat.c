@@ -49,7 +49,7 @@ bool vqc_heartbeat_decode(const unsigned char *b, size_t n,
   h.version = le32(b + 4);
   h.pid = le32(b + 8);
   h.state = le32(b + 12);
-  if (h.version != 1 || h.state > VQC_HB_FINISHED) return false;
+  if (h.version != 1 || h.state > VQC_HB_SETUP) return false;
   h.beats = le64(b + 16);
   h.last_ns = le64(b + 24);
   h.seq = le64(b + 32);
@@ -115,6 +115,45 @@ vqc_proc_state vqc_proc_state_parse(const char *text, char *letter,
   }
 }
 
+double vqc_proc_cpu_parse(const char *text) {
+  const char *close = text ? strrchr(text, ')') : NULL;
+  if (!close) return -1.0;
+  /* After ") ": field 3 (the state) is the first; utime and stime are
+   * fields 14 and 15, in clock ticks. */
+  const char *p = close + 1;
+  unsigned long long ticks[2] = {0, 0};
+  for (int field = 3; field <= 15; field++) {
+    while (*p == ' ') p++;
+    if (*p == '\0') return -1.0;
+    if (field >= 14) {
+      char *end;
+      ticks[field - 14] = strtoull(p, &end, 10);
+      if (end == p) return -1.0;
+      p = end;
+    } else {
+      while (*p && *p != ' ') p++;
+    }
+  }
+  const long hz = sysconf(_SC_CLK_TCK);
+  return (double)(ticks[0] + ticks[1]) / (double)(hz > 0 ? hz : 100);
+}
+
+/* The CPU time of process pid (vqc_proc_cpu_parse); negative if unknown. */
+static double proc_cpu_s(pid_t pid) {
+  char path[64], text[1024];
+  snprintf(path, sizeof path, "/proc/%ld/stat", (long)pid);
+  const int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1.0;
+  ssize_t n;
+  do {
+    n = read(fd, text, sizeof text - 1);
+  } while (n < 0 && errno == EINTR);
+  close(fd);
+  if (n <= 0) return -1.0;
+  text[n] = '\0';
+  return vqc_proc_cpu_parse(text);
+}
+
 vqc_proc_state vqc_proc_state_of(pid_t pid, char *letter, pid_t *ppid) {
   if (letter) *letter = '\0';
   if (ppid) *ppid = 0;
@@ -165,17 +204,64 @@ void vqc_hb_note(vqc_hb_rank *r, const vqc_heartbeat *hb, double now) {
   r->beaten = true;
 }
 
+bool vqc_hb_setting_up(const vqc_hb_rank *r) {
+  return r->beaten && (r->hb.state == VQC_HB_SETUP ||
+                       (r->hb.state == VQC_HB_IN_COLLECTIVE &&
+                        strcmp(r->hb.op, "rendezvous") == 0));
+}
+
+/* A CPU sample shows progress when it used a tenth of a core or more
+ * since the last, taken at least a second before. */
+#define HB_CPU_WINDOW_S 1.0
+#define HB_CPU_BUSY 0.1
+
+void vqc_hb_note_cpu(vqc_hb_rank *r, double cpu_s, double now) {
+  if (cpu_s < 0.0) return;
+  if (r->cpu_at <= 0.0) {
+    r->cpu_s = cpu_s;
+    r->cpu_at = now;
+    return;
+  }
+  if (now - r->cpu_at < HB_CPU_WINDOW_S) return;
+  if (cpu_s - r->cpu_s >= HB_CPU_BUSY * (now - r->cpu_at)) {
+    r->busy_at = now;
+    if (r->beaten && vqc_hb_setting_up(r) && r->since < now) r->since = now;
+  }
+  r->cpu_s = cpu_s;
+  r->cpu_at = now;
+}
+
+/* When rank r last made progress on the watcher's clock: its own; a rank
+ * never beaten counts from the first heartbeat of any, or from when its
+ * process was last busy. */
+static double last_progress(const vqc_hb_rank *r, double first_beat) {
+  if (r->beaten) return r->since; /* vqc_hb_note_cpu moves it */
+  return r->busy_at > first_beat ? r->busy_at : first_beat;
+}
+
 int vqc_hb_stalled(vqc_hb_rank *r, int n, double now, double timeout,
                    double first_beat, double *idle_s) {
   int worst = -1;
   double most = -1.0;
+  /* The job's last progress: a rank setting up is hung only when no rank
+   * made progress for the timeout. */
+  double job = 0.0;
+  for (int i = 0; i < n; i++) {
+    if (r[i].ended || (r[i].beaten && r[i].hb.state == VQC_HB_FINISHED))
+      continue;
+    if (!r[i].beaten && first_beat <= 0.0) continue;
+    const double t = last_progress(&r[i], first_beat);
+    if (t > job) job = t;
+  }
   for (int i = 0; i < n; i++) {
     r[i].stalled = false;
     r[i].idle_s = 0.0;
     if (r[i].ended || (r[i].beaten && r[i].hb.state == VQC_HB_FINISHED))
       continue;
     if (!r[i].beaten && first_beat <= 0.0) continue; /* nobody beat yet */
-    const double idle = now - (r[i].beaten ? r[i].since : first_beat);
+    const double idle =
+        now - (vqc_hb_setting_up(&r[i]) ? job
+                                         : last_progress(&r[i], first_beat));
     /* Told to the millisecond: the message and the detail say the same. */
     r[i].idle_s = idle > 0.0 ? (double)(long long)(idle * 1000.0 + 0.5) / 1000.0
                              : 0.0;
@@ -345,6 +431,10 @@ void vqc_hb_watch_poll(vqc_hb_watch *w, const vqc_watch_proc *procs,
     read_rank(w, i, now); /* an ended rank's last word: finished or not */
     if (w->nproc > 0) nproc_state(r, procs, nprocs);
     else if (!r->ended) launcher_state(w, r);
+    /* While it sets up, its CPU use is progress too (the file comment). */
+    if (!r->ended && r->pid > 0 && r->proc == VQC_PROC_RUNNING &&
+        (!r->beaten || vqc_hb_setting_up(r)))
+      vqc_hb_note_cpu(r, proc_cpu_s(r->pid), now);
   }
   if (w->nproc == 0 && w->size > w->n) (void)grow(w, w->size);
 }

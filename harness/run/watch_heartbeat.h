@@ -22,6 +22,17 @@
  *   - a live rank, stopped or not, whose last progress is --timeout old or
  *     older is hung. A rank slower than --timeout between two signs of
  *     progress is hung by that definition.
+ *   - setting up (waiting in init_process_group's rendezvous, or past it
+ *     with no collective or step end yet: state 3), or not yet beaten
+ *     with its process known, a rank whose process used at least a tenth
+ *     of a core over the last second is making progress (it imports,
+ *     builds its model, compiles); and a rank setting up is hung only when
+ *     no rank of the job made progress for --timeout (a rank in the
+ *     rendezvous waits for one still importing torch). A rank idle in its
+ *     setup (a data loader stuck on a read while its peer waits in DDP's
+ *     first gradient all_reduce) is hung like any other. (A rank not yet
+ *     beaten keeps its own clock: from the first heartbeat of any, or its
+ *     last busy second.)
  * Who caused it (vqc_hb_culprits), once every live rank told its stack:
  * the stopped ranks; else the hung ranks not in a collective whose
  * innermost Python frame is the program's (not torch's or vqcheck's); else
@@ -43,7 +54,13 @@
 
 /* The file's size and its states (python/vqcheck/_heartbeat.py). */
 #define VQC_HB_SIZE 64
-enum { VQC_HB_RUNNING = 0, VQC_HB_IN_COLLECTIVE = 1, VQC_HB_FINISHED = 2 };
+enum {
+  VQC_HB_RUNNING = 0,
+  VQC_HB_IN_COLLECTIVE = 1, /* op "rendezvous": in init_process_group */
+  VQC_HB_FINISHED = 2,
+  VQC_HB_SETUP = 3 /* init_process_group returned; no collective or step
+                      end since (the job builds its model, data, ...) */
+};
 
 /* The most ranks a launcher's job is watched at (rank-<r>.heartbeat files
  * of higher ranks are left alone): bounds what a stray file can make this
@@ -114,6 +131,10 @@ typedef struct vqc_hb_rank {
   bool ended;           /* its process ended (or is a zombie, or is gone) */
   int exit_code;        /* when ended and known: >= 0; else -1 */
   int signal;           /* when ended by a signal and known; else 0 */
+  /* Its process's CPU use, sampled about once a second while it sets up:
+   * cpu_s at the watcher's time cpu_at (0: none yet); busy_at: the last
+   * time a sample showed it busy (a tenth of a core or more), 0 never. */
+  double cpu_s, cpu_at, busy_at;
   /* What the watcher learnt of it once (a launcher's ranks). */
   bool host_known;      /* its live record's start line was read */
   bool local;           /* that line names this machine */
@@ -180,6 +201,20 @@ void vqc_hb_watch_free(vqc_hb_watch *w);
  * gone when its live record says this machine and /proc has no such pid. */
 void vqc_hb_watch_poll(vqc_hb_watch *w, const vqc_watch_proc *procs,
                        int nprocs, double now);
+
+/* Whether rank r is setting up (the rule in the file comment): its
+ * heartbeat says so (state 3, or the "rendezvous"). */
+bool vqc_hb_setting_up(const vqc_hb_rank *r);
+
+/* The CPU time (user + system, seconds) of the text of a /proc/<pid>/stat;
+ * negative when it does not parse. */
+double vqc_proc_cpu_parse(const char *text);
+
+/* Notes a CPU sample of rank r at time now (vqc_hb_watch_poll's, made
+ * testable): one at least a second after the last that shows a tenth of a
+ * core or more used between them sets r->busy_at, and so r->since when
+ * the rank has beaten and sets up. */
+void vqc_hb_note_cpu(vqc_hb_rank *r, double cpu_s, double now);
 
 /* Why a rank is stopped, by its state letter, for a message: "T: a stop
  * signal such as SIGSTOP", "t: a debugger". */

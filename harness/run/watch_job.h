@@ -73,8 +73,11 @@ typedef struct vqc_watch_frame {
 /* Where a rank's Python is, from its stack dump (vqc_watch_stack_read). */
 typedef struct vqc_watch_stack {
   vqc_watch_frame top;   /* the innermost frame */
-  vqc_watch_frame where; /* the innermost frame not torch's or vqcheck's
-                          * (the top when every frame is theirs) */
+  vqc_watch_frame where; /* the innermost frame of the program's own code:
+                          * not torch's or vqcheck's, nor Python's standard
+                          * library or an installed package's (when every
+                          * frame is such, the innermost not torch's or
+                          * vqcheck's; the top when every frame is theirs) */
   vqc_watch_frame entry; /* the frame `where` called (its way into torch,
                           * say Tensor.backward), when where is not top */
   bool has_entry;

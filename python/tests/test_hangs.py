@@ -276,3 +276,55 @@ def test_a_stall_inside_fsdp2s_collectives(cli, tmp_path):
                           x["ranks"] == [1]), x
     assert took < TIMEOUT + REPORT_S, took
     print(f"fsdp2: reported {took:.1f} s after the last progress")
+
+
+def test_a_hang_before_the_first_step(cli, tmp_path):
+    """Rank 1's data loader is stuck on its first batch while rank 0 waits
+    in DDP's first gradient all_reduce: no step end, no collective the
+    bridge sees, only init_process_group's heartbeats. Reported in time:
+    rank 1 named at its loop's line (not in the selectors module where
+    its main thread waits for the workers), rank 0 in torch's backward."""
+    job = JOBS / "loader_stall.py"
+    out = tmp_path / "run"
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    env = dict(os.environ, OMP_NUM_THREADS="1", STALL="1", MARKS=str(marks))
+    p = subprocess.Popen(
+        [cli, "watch", "--nproc", "2", "--timeout", str(TIMEOUT), "--out",
+         str(out), "--json", "--", sys.executable, str(job)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    # The hang starts when the last rank starts to wait: rank 0 in its
+    # backward, rank 1's loader in its first read (2 workers: either).
+    try:
+        p.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        pass
+    waits_from = [float(m.read_text()) for m in marks.iterdir()]
+    assert any(m.name == "backward-0" for m in marks.iterdir())
+    run, _, took = finish(p, out, max(waits_from))
+    f = the_hang(run)
+    waits = line_of(job, "rank 1 waits for its first batch here")
+    assert f["ranks"] == [1] and f["step"] == 0, f
+    assert f["site"] == f"{job}:{waits} main", f
+    assert f"rank 1 is at loader_stall.py:{waits} (main) (in " in \
+        f["message"], f["message"]
+    assert "; rank 0 is in torch's backward (_tensor.py:" in f["message"]
+    assert took < TIMEOUT + REPORT_S, took
+    print(f"loader: reported {took:.1f} s after the last progress")
+
+
+def test_a_slow_busy_setup_is_no_hang(cli, tmp_path):
+    """Both ranks compute for 3 timeouts after init_process_group before
+    their first step (a model built or compiled slowly): busy, so no
+    hang; the job trains to its end and is clean."""
+    job = JOBS / "loader_stall.py"
+    out = tmp_path / "run"
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               SLOW_SETUP=str(3 * TIMEOUT))
+    p = subprocess.run(
+        [cli, "watch", "--nproc", "2", "--timeout", str(TIMEOUT), "--out",
+         str(out), "--json", "--", sys.executable, str(job)],
+        capture_output=True, text=True, env=env, timeout=180)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    run = json.loads(p.stdout)
+    assert run["findings"] == []

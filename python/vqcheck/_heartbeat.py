@@ -1,7 +1,9 @@
 """A rank's heartbeat: the time of its last sign of progress, for `vqcheck
 watch` to tell a hang from slow work wherever the rank is.
 
-Signs of progress are a collective entered or left and a step end (a rank
+Signs of progress are a collective entered or left, a step end, and
+init_process_group entered and returned (op "rendezvous" while it waits;
+the first signs, so a hang before the first step is one too) (a rank
 looping in Python without either makes none; a rank in a collective torch
 issues from C++, DDP's gradient all_reduce, makes none until it returns).
 `vqcheck watch` reads every rank's heartbeat with the ranks' process states:
@@ -14,8 +16,11 @@ in place (one pwrite(2) per sign; no line grows), little-endian:
        0     4  magic "VQHB"
        4     4  u32 version (1)
        8     4  u32 pid
-      12     4  u32 state: 0 running (between signs), 1 in a collective,
-                2 finished (the bridge's exit hook ran)
+      12     4  u32 state: 0 running (between signs), 1 in a collective
+                (op "rendezvous": in init_process_group), 2 finished (the
+                bridge's exit hook ran), 3 set up (init_process_group
+                returned; no collective or step end since: `vqcheck watch`
+                counts the rank's CPU use as progress then)
       16     8  u64 beats: signs so far
       24     8  u64 last_ns: CLOCK_MONOTONIC of the last sign (time.
                 monotonic_ns(); one clock for every process of a machine)
@@ -37,7 +42,7 @@ from ._trace import open_run_file
 
 _FORMAT = "<4sIII QQQQ 16s"
 SIZE = struct.calcsize(_FORMAT)  # 64
-RUNNING, IN_COLLECTIVE, FINISHED = 0, 1, 2
+RUNNING, IN_COLLECTIVE, FINISHED, SETUP = 0, 1, 2, 3
 
 
 class Heartbeat:

@@ -136,8 +136,8 @@ Test(heartbeat, decode_refuses_what_is_not_one) {
   put32(b + 4, 2);
   cr_expect_not(vqc_heartbeat_decode(b, sizeof b, &hb), "version 2");
   memcpy(b, golden, sizeof b);
-  put32(b + 12, 3);
-  cr_expect_not(vqc_heartbeat_decode(b, sizeof b, &hb), "state 3");
+  put32(b + 12, 4);
+  cr_expect_not(vqc_heartbeat_decode(b, sizeof b, &hb), "state 4");
   cr_expect_eq(hb.pid, 77, "a refused read leaves *hb as it was");
 }
 
@@ -338,6 +338,80 @@ Test(heartbeat, stalled_rank_without_beat_counts_from_the_first_beat) {
   cr_expect(ranks[1].stalled);
   cr_expect_not(ranks[0].stalled);
   cr_expect_float_eq(ranks[0].idle_s, 2.0, 1e-9);
+}
+
+/* ---- setting up: init_process_group's rendezvous and what follows it
+ * before the first collective or step end (state 3) */
+
+static void setting_up(int i, double since, uint32_t state, const char *op) {
+  rank_at(i, true, since, state);
+  snprintf(ranks[i].hb.op, sizeof ranks[i].hb.op, "%s", op);
+}
+
+Test(heartbeat, setup_waits_on_the_job_not_on_itself) {
+  /* Rank 0 waits in the rendezvous since 100; rank 1 set up at 100 and
+   * is busy (its process used CPU at 109: importing, building its
+   * model): nobody is hung at 110 with a timeout of 5. */
+  setting_up(0, 100.0, VQC_HB_IN_COLLECTIVE, "rendezvous");
+  setting_up(1, 100.0, VQC_HB_SETUP, "");
+  vqc_hb_note_cpu(&ranks[1], 10.0, 108.0);
+  vqc_hb_note_cpu(&ranks[1], 10.9, 109.0); /* 0.9 of a core */
+  cr_expect_float_eq(ranks[1].busy_at, 109.0, 1e-9);
+  cr_expect_float_eq(ranks[1].since, 109.0, 1e-9);
+  cr_expect_eq(vqc_hb_stalled(ranks, 2, 110.0, 5.0, 100.0, NULL), -1);
+  cr_expect_not(ranks[0].stalled, "the rendezvous waits for a busy rank");
+  /* Both idle from then on: both hung 5 s after the last busy second. */
+  vqc_hb_note_cpu(&ranks[1], 10.91, 111.0); /* 0.005 of a core: idle */
+  cr_expect_float_eq(ranks[1].busy_at, 109.0, 1e-9);
+  cr_expect_eq(vqc_hb_stalled(ranks, 2, 113.9, 5.0, 100.0, NULL), -1);
+  cr_expect_neq(vqc_hb_stalled(ranks, 2, 114.0, 5.0, 100.0, NULL), -1);
+  cr_expect(ranks[0].stalled && ranks[1].stalled);
+}
+
+Test(heartbeat, cpu_samples_a_second_apart_and_a_tenth_of_a_core) {
+  rank_at(0, true, 100.0, VQC_HB_SETUP);
+  vqc_hb_note_cpu(&ranks[0], -1.0, 100.0); /* unknown: nothing */
+  cr_expect_float_eq(ranks[0].cpu_at, 0.0, 0);
+  vqc_hb_note_cpu(&ranks[0], 5.0, 100.0);
+  vqc_hb_note_cpu(&ranks[0], 5.5, 100.5); /* half a second: no sample */
+  cr_expect_float_eq(ranks[0].busy_at, 0.0, 0);
+  vqc_hb_note_cpu(&ranks[0], 5.09, 101.0); /* 0.09 of a core */
+  cr_expect_float_eq(ranks[0].busy_at, 0.0, 0);
+  vqc_hb_note_cpu(&ranks[0], 5.2, 102.0); /* 0.11 */
+  cr_expect_float_eq(ranks[0].busy_at, 102.0, 1e-9);
+  /* Past its setup, CPU is no progress: a rank looping in Python is hung
+   * (its clock is its own heartbeat's). */
+  rank_at(1, true, 100.0, VQC_HB_RUNNING);
+  vqc_hb_note_cpu(&ranks[1], 1.0, 104.0);
+  vqc_hb_note_cpu(&ranks[1], 3.0, 106.0);
+  cr_expect_float_eq(ranks[1].since, 100.0, 1e-9);
+}
+
+Test(heartbeat, setup_rank_idle_is_hung_like_any_other) {
+  /* A data loader stuck on rank 1 (set up at 100, idle since) while rank 0
+   * waits in DDP's first gradient all_reduce, issued from C++ (no sign:
+   * still set up at 100): both hung at 105; an unbeaten rank 2 that is busy
+   * keeps its own clock and is not. */
+  setting_up(0, 100.0, VQC_HB_SETUP, "");
+  setting_up(1, 100.0, VQC_HB_SETUP, "");
+  rank_at(2, false, 0, 0);
+  ranks[2].busy_at = 104.5;
+  cr_expect_eq(vqc_hb_stalled(ranks, 3, 104.9, 5.0, 100.0, NULL), -1);
+  cr_expect_neq(vqc_hb_stalled(ranks, 3, 109.6, 5.0, 100.0, NULL), -1);
+  cr_expect(ranks[0].stalled && ranks[1].stalled);
+  cr_expect(ranks[2].stalled, "idle since 104.5");
+  ranks[2].busy_at = 109.5; /* busy: the set-up ranks wait for it */
+  cr_expect_eq(vqc_hb_stalled(ranks, 3, 109.6, 5.0, 100.0, NULL), -1);
+}
+
+Test(heartbeat, proc_cpu_parse_reads_utime_and_stime) {
+  const double hz = (double)sysconf(_SC_CLK_TCK);
+  cr_expect_float_eq(vqc_proc_cpu_parse("42 (py thon) S 1 42 42 0 -1 4194560 "
+                                        "100 0 0 0 250 50 0 0 20 0 3"),
+                     300.0 / hz, 1e-9);
+  cr_expect_lt(vqc_proc_cpu_parse("42 (x) S 1 2 3"), 0.0, "short");
+  cr_expect_lt(vqc_proc_cpu_parse("no paren"), 0.0);
+  cr_expect_lt(vqc_proc_cpu_parse(NULL), 0.0);
 }
 
 Test(heartbeat, stalled_the_longest_and_not_ended_or_finished) {

@@ -33,7 +33,7 @@ import threading
 import time
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from .._heartbeat import IN_COLLECTIVE, RUNNING
+from .._heartbeat import IN_COLLECTIVE, RUNNING, SETUP
 from ._lost import Lost
 from ._overlap import _Overlap
 from ._patching import lookup, own_attribute, patch
@@ -112,6 +112,43 @@ class Collectives:
         overlap = self.overlap
         self._patch_both(dist, c10d, "destroy_process_group",
                          lambda original: _settle_then(original, overlap))
+        self._patch_both(dist, c10d, "init_process_group",
+                         self.rendezvous_wrapper)
+
+    def rendezvous_wrapper(self, original: Any) -> Any:
+        """init_process_group: the rank's first signs of progress, so that
+        a hang before its first step or collective (a rank stuck in its
+        data loader while another waits in DDP's gradient all_reduce, a
+        rank that never arrives at the rendezvous) is one: the heartbeat
+        says "in the rendezvous" while it waits (only where the rank is
+        known before the group is: RANK in the environment, as torchrun
+        and `vqcheck watch --nproc` set it, and no other rank passed), and
+        "set up" once it is made, until its first collective or step end
+        (watch_heartbeat.h: a busy rank is not hung then)."""
+        records, steps = self.records, self.steps
+
+        def init_process_group(*args: Any, **kwargs: Any) -> Any:
+            given = kwargs.get("rank", args[4] if len(args) > 4 else -1)
+            env = os.environ.get("RANK")
+            if "hang" not in records.disabled and env is not None and \
+                    (given in (-1, None) or str(given) == env):
+                try:
+                    with records.lock:
+                        records.open_live()
+                        records.beat(IN_COLLECTIVE, self.seq, steps(),
+                                     "rendezvous")
+                except Exception as e:
+                    records.fail("hang", e)
+            result = original(*args, **kwargs)
+            if "hang" not in records.disabled:
+                try:
+                    with records.lock:
+                        records.open_live()
+                        records.beat(SETUP, self.seq, steps(), "")
+                except Exception as e:
+                    records.fail("hang", e)
+            return result
+        return init_process_group
 
     @staticmethod
     def _patch_both(dist: Any, c10d: Any, name: str, make: Any) -> None:
