@@ -90,6 +90,7 @@ CLEAN = [
     # BatchNorm's running statistics are per rank by design: no replica
     ("batchnorm_job", 2, {}, True),
     ("amp_job", 2, {}, False),
+    ("evaluation_job", 2, {}, False),
 ]
 
 
@@ -128,6 +129,10 @@ DRIFT = [
     # another loss scale on one rank: the scale, which every rank must
     # agree on, is the finding (the weights it moved follow it)
     ("amp_job", 2, {"DRIFT": 1}, 0, "grad_scaler.scale", [0, 1]),
+    # rank 0 left in eval mode after its validation: only the modules'
+    # training flags differ (DDP averages the gradients into one update)
+    ("evaluation_job", 2, {"DRIFT": 0}, 2, "Sequential.modules.training",
+     [0, 1]),
 ]
 
 

@@ -68,7 +68,7 @@ def test_every_step_digests_params_buffers_and_optimizer_state(tmp_path):
     assert names[:len(hyper)] == hyper, names
     assert names[len(hyper):] == [
         "proj.weight", "proj.bias", "initted", "embed", "cluster_size",
-        "proj.weight.step", "proj.weight.exp_avg", "proj.weight.exp_avg_sq",
+        "modules.training", "proj.weight.step", "proj.weight.exp_avg", "proj.weight.exp_avg_sq",
         "proj.bias.step", "proj.bias.exp_avg", "proj.bias.exp_avg_sq"]
     last = {line["tensor"]: line for line in steps[2]}
     for name in hyper:
@@ -116,8 +116,9 @@ def test_manual_steps_without_an_optimizer(tmp_path):
         w.step()
     w.close()
     steps = by_step(read_trace(tmp_path / "rank-0.trace.jsonl"))
-    assert [line["tensor"] for line in steps[0]] == ["0.weight", "0.bias",
-                                                     "1.weight", "1.bias"]
+    assert [line["tensor"] for line in steps[0]] == [
+        "0.weight", "0.bias", "0.modules.training", "1.weight", "1.bias",
+        "1.modules.training"]
     assert steps[0][0]["digest"] != steps[1][0]["digest"]
 
 
@@ -128,7 +129,8 @@ def test_names_prefixes_tied_weights_once(tmp_path):
     w.step()
     w.close()
     names = [line["tensor"] for line in read_trace(w.path)]
-    assert names == ["enc.weight", "enc.bias", "dec.bias"]
+    assert names == ["enc.weight", "enc.bias", "enc.modules.training",
+                     "dec.bias", "dec.modules.training"]
 
 
 def test_optimizer_params_outside_the_modules_are_named_by_position(tmp_path):
@@ -252,7 +254,7 @@ def test_exclude_leaves_out_per_rank_state(tmp_path):
         w.step()
     names = [line["tensor"] for line in read_trace(w.path)]
     assert names == ["0.weight", "0.bias", "1.weight", "1.bias",
-                     "1.num_batches_tracked"]
+                     "1.num_batches_tracked", "modules.training"]
     with pytest.raises(TypeError, match="exclude"):
         vt.watch(model, out=tmp_path, exclude="*.running_mean")
 

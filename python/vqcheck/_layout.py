@@ -147,15 +147,10 @@ def _fsdp1_layouts(module: Any, params: Dict[int, Layout],
             buffers[id(b)] = buffer_layout
 
 
-def module_layouts(module: Any, wrapper: Any,
-                   stage: Optional[int]) -> Tuple[Dict[int, Layout],
-                                                  Dict[int, Layout]]:
-    """{id(parameter): Layout}, {id(buffer): Layout} of the tensors of root
-    module `module` that are not the whole world's (DTensors are told apart
-    at the digest, dtensor_local). wrapper: the DistributedDataParallel
-    around it, or None; stage: its pipeline stage index, or None."""
-    params: Dict[int, Layout] = {}
-    buffers: Dict[int, Layout] = {}
+def root_layout(module: Any, wrapper: Any, stage: Optional[int]) -> Layout:
+    """The ranks that hold the same root module `module` (module_layouts'
+    arguments): its DistributedDataParallel's group, its pipeline stage's,
+    else every rank."""
     base = WORLD
     if wrapper is not None:
         base = Layout(group_ranks(getattr(wrapper, "process_group", None)),
@@ -166,6 +161,19 @@ def module_layouts(module: Any, wrapper: Any,
         base = Layout(group_ranks(getattr(module, "process_group", None)), "")
     if stage is not None and base.group is not None:
         base = Layout(base.group, f"stage:{stage}")
+    return base
+
+
+def module_layouts(module: Any, wrapper: Any,
+                   stage: Optional[int]) -> Tuple[Dict[int, Layout],
+                                                  Dict[int, Layout]]:
+    """{id(parameter): Layout}, {id(buffer): Layout} of the tensors of root
+    module `module` that are not the whole world's (DTensors are told apart
+    at the digest, dtensor_local). wrapper: the DistributedDataParallel
+    around it, or None; stage: its pipeline stage index, or None."""
+    params: Dict[int, Layout] = {}
+    buffers: Dict[int, Layout] = {}
+    base = root_layout(module, wrapper, stage)
     if base != WORLD:
         for p in module.parameters():
             params[id(p)] = base

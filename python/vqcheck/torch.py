@@ -352,6 +352,15 @@ class Watch:
                 add(prefix + n, b, buffers.get(id(b), WORLD))
             if holds_buffers:
                 buffer_roots.append(module)
+            # Whether each module of it trains (module.training, in
+            # named_modules order): a rank left in eval mode after its
+            # evaluation (dropout off, BatchNorm on running statistics)
+            # computes other gradients, which DDP averages into the same
+            # update, so no weight shows it
+            flags = [m.training for _, m in module.named_modules()]
+            add(prefix + "modules.training",
+                torch.tensor(flags, dtype=torch.bool),
+                _layout.root_layout(module, wrapper, stage))
         self._buffer_roots = buffer_roots
         optimizers = self._optimizers()
         # an optimizer another one drives (ZeroRedundancyOptimizer's
