@@ -12,6 +12,7 @@
  * the test's main thread after vqc_threads_run joins them. */
 #include <criterion/criterion.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -140,6 +141,138 @@ Test(vq_ema, hand_computed_step) {
     cr_expect_eq(E[j], want_E[j], "embed[%d] = %g", j, E[j]);
   }
   vqc_vq_free(&vq);
+}
+
+/* vqc_vq_batch_stats against its definition (vq.h) written out here the
+ * plain way, one row at a time into per-code double buffers: code c's rows
+ * in row order, chunks of VQC_VQ_STATS_CHUNK rows summed from 0, the chunk
+ * sums added from 0 in chunk order, rounded once. No tolerance: the same
+ * additions in the same order give the same bits, and the device kernels
+ * (test_gpu_ema.c, test_kernels_emulated) are held to these bits too.
+ * sums_dc: the (D, C) layout vq_ema_update uses when transposed is set,
+ * else (C, D). */
+static void stats_definition(const float *x, int64_t M, int64_t D,
+                             const int64_t *idx, int64_t C, float *counts,
+                             float *sums, bool transposed) {
+  double *total = calloc((size_t)(C * D), sizeof *total);
+  double *chunk = calloc((size_t)(C * D), sizeof *chunk);
+  int64_t *rows = calloc((size_t)C, sizeof *rows);
+  cr_assert(total && chunk && rows);
+  for (int64_t i = 0; i < M; i++) {
+    const int64_t c = idx[i];
+    if (rows[c] > 0 && rows[c] % VQC_VQ_STATS_CHUNK == 0)
+      for (int64_t d = 0; d < D; d++) {
+        total[c * D + d] += chunk[c * D + d];
+        chunk[c * D + d] = 0.0;
+      }
+    for (int64_t d = 0; d < D; d++) chunk[c * D + d] += x[i * D + d];
+    rows[c]++;
+  }
+  for (int64_t c = 0; c < C; c++) {
+    counts[c] = (float)rows[c];
+    for (int64_t d = 0; d < D; d++)
+      sums[transposed ? d * C + c : c * D + d] =
+          (float)(total[c * D + d] + chunk[c * D + d]);
+  }
+  free(total);
+  free(chunk);
+  free(rows);
+}
+
+/* Rows whose float sums depend on the order of the double additions:
+ * normal values scaled by 2^e, e uniform in [-8, 8]; and in every column,
+ * code 0's first row holds +b and its row 600 (in its third chunk) -b, with
+ * b about 2^40. Between the two, the small values are added to a sum near
+ * 2^40, where a double keeps only multiples of 2^-12; after b cancels, the
+ * result is about 10, where a float resolves 2^-20, so where the rounding
+ * happened (which the order decides) shows in the float sums.
+ * Indices: code 0 takes every third row (M/3 rows: three chunks), the rest
+ * spread over codes 1..C-2 unevenly, and code C-1 takes none. */
+static void stats_inputs(vqc_rng *r, float *x, int64_t M, int64_t D,
+                         int64_t *idx, int64_t C) {
+  vqc_rng_normal(r, x, M * D, 0.0f, 1.0f);
+  for (int64_t k = 0; k < M * D; k++)
+    x[k] = ldexpf(x[k], (int)(vqc_rng_uniform_f32(r) * 17.0f) - 8);
+  for (int64_t i = 0; i < M; i++) {
+    const float u = vqc_rng_uniform_f32(r);
+    idx[i] = i % 3 == 0 || C < 3 ? 0 : 1 + (int64_t)(u * u * (float)(C - 2));
+    if (idx[i] > C - 2 && C >= 3) idx[i] = C - 2;
+  }
+  const int64_t last = 3 * 600; /* code 0's row 600 */
+  cr_assert(M > last);
+  for (int64_t d = 0; d < D; d++) {
+    const float b = ldexpf(1.0f + vqc_rng_uniform_f32(r), 40);
+    x[d] = b;
+    x[last * D + d] = -b;
+  }
+}
+
+Test(vq_ema, batch_stats_follow_the_definition_bit_for_bit) {
+  /* D: below, at and past the 16-column blocks of the AVX2 path (their
+   * tail columns take the plain one), and the benchmark's 64 and 256. */
+  const int64_t Ds[] = {1, 3, 16, 17, 37, 64, 100, 256};
+  const int64_t M = 2000, C = 40; /* code 0: 667 rows, three chunks */
+  vqc_rng r;
+  vqc_rng_init(&r, 77, vqc_rng_stream_for(0, VQC_RNG_TEST, -1));
+  int64_t differs_from_plain_sum = 0;
+  for (size_t t = 0; t < sizeof Ds / sizeof Ds[0]; t++) {
+    const int64_t D = Ds[t];
+    float *x = malloc((size_t)(M * D) * sizeof *x);
+    int64_t *idx = malloc((size_t)M * sizeof *idx);
+    float *wc = malloc((size_t)C * sizeof *wc), *gc = malloc((size_t)C * 4);
+    float *ws = malloc((size_t)(C * D) * 4), *gs = malloc((size_t)(C * D) * 4);
+    cr_assert(x && idx && wc && gc && ws && gs);
+    stats_inputs(&r, x, M, D, idx, C);
+    for (int layout = 0; layout < 2; layout++) {
+      const bool tr = layout == 1;
+      stats_definition(x, M, D, idx, C, wc, ws, tr);
+      memset(gc, 0xff, (size_t)C * 4); /* NaN: an unwritten entry shows */
+      memset(gs, 0xff, (size_t)(C * D) * 4);
+      cr_assert_eq(vqc_vq_batch_stats(x, M, D, idx, C, gc, gs, tr ? 1 : D,
+                                       tr ? C : 1),
+                   VQC_OK, "%s", vqc_last_error());
+      for (int64_t c = 0; c < C; c++)
+        cr_assert_eq(to_bits(gc[c]), to_bits(wc[c]), "D %lld: counts[%lld]",
+                     (long long)D, (long long)c);
+      for (int64_t k = 0; k < C * D; k++)
+        cr_assert_eq(to_bits(gs[k]), to_bits(ws[k]),
+                     "D %lld, %s layout: sums[%lld] = %a, want %a",
+                     (long long)D, tr ? "(D, C)" : "(C, D)", (long long)k,
+                     (double)gs[k], (double)ws[k]);
+    }
+    /* The inputs can tell orders apart: code 0's plain row-order double
+     * sum (no chunks) differs from the chunked one in some column. */
+    for (int64_t d = 0; d < D; d++) {
+      double plain = 0.0;
+      for (int64_t i = 0; i < M; i++)
+        if (idx[i] == 0) plain += x[i * D + d];
+      differs_from_plain_sum += (float)plain != ws[d * C + 0];
+    }
+    free(x);
+    free(idx);
+    free(wc);
+    free(gc);
+    free(ws);
+    free(gs);
+  }
+  cr_expect_gt(differs_from_plain_sum, 0,
+               "the inputs do not distinguish the chunked order");
+}
+
+Test(vq_ema, batch_stats_name_the_first_bad_row_and_take_no_rows) {
+  const float x[4 * 2] = {1, 2, 3, 4, 5, 6, 7, 8};
+  const int64_t bad[4] = {0, 5, -1, 1}; /* row 1 is the first outside */
+  float counts[2], sums[4];
+  cr_assert_eq(vqc_vq_batch_stats(x, 4, 2, bad, 2, counts, sums, 2, 1),
+               VQC_EINVAL);
+  cr_expect(strstr(vqc_last_error(), "index 5 of row 1") != NULL, "%s",
+            vqc_last_error());
+  /* M = 0: zero counts and sums. */
+  memset(sums, 0xff, sizeof sums);
+  cr_assert_eq(vqc_vq_batch_stats(x, 0, 2, NULL, 2, counts, sums, 2, 1),
+               VQC_OK);
+  for (int k = 0; k < 4; k++) cr_expect_eq(to_bits(sums[k]), 0u);
+  cr_expect_eq(counts[0], 0.0f);
 }
 
 Test(vq_ema, eval_and_frozen_change_no_state) {

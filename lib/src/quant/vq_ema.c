@@ -13,9 +13,17 @@
  *
  * Two catalogue faults live here (vqc_vq_params.fault, off by default):
  * LOST_INPLACE_CONTIGUOUS (#101) and MISMATCHED_COLLECTIVE. */
+#include <stdint.h>
 #include <stdlib.h>
 
 #include "quant/vq_internal.h"
+
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define STATS_AVX2 1
+#include <immintrin.h>
+#else
+#define STATS_AVX2 0
+#endif
 
 /* all_reduce(SUM) of the counts n (C,). The MISMATCHED_COLLECTIVE fault
  * makes the last rank reduce only the first C-1 counts (an off-by-one in a
@@ -51,6 +59,79 @@ static vqc_status reduce_sums(vqc_comm *comm, vqc_fault fault,
   return s;
 }
 
+/* ---- the batch statistics (vq.h states the order they are summed in)
+ *
+ * Code c's sum is a sequence of double additions fixed by vq.h: its rows in
+ * increasing row order, in chunks of VQC_VQ_STATS_CHUNK rows, each chunk
+ * summed from 0, the chunk sums added from 0 in chunk order, rounded once.
+ * Only the order within a code is fixed (codes and columns are
+ * independent), so one pass over the rows in row order does it: chunk
+ * (C, D) doubles holds each code's open chunk, total (C, D) its closed
+ * chunks' sum, and a row's columns are added to its code's chunk 16 at a
+ * time with AVX2 where the CPU has it (cvtps_pd widens exactly; add_pd is
+ * the same double addition as the scalar +=), the rest in plain C.
+ *
+ * What limits it (measured on the 2-core AMD EPYC of the README, C = 1024,
+ * D = 64): the chunk buffer is 512 KiB, as big as the core's L2, so a
+ * row's 512 bytes of chunk are mostly not in L1 or L2. Asking for them
+ * STATS_PREFETCH rows ahead (the codes of later rows are known) hides most
+ * of that wait. Tried and dropped: a counting sort of the rows by code,
+ * then each code's rows summed in registers. It needs no chunk buffer, but
+ * reading x in code order (random 256-byte rows) ran at about half the
+ * speed of reading it in order, and the sort itself cost a third of a read
+ * of x, so it was slower than this loop. */
+
+/* How many rows ahead the chunk of a later row's code, and that row of x,
+ * are prefetched: with some 10-20 ns per row, 8 rows cover a miss to L3.
+ * Measured (ratio to a plain read of x, medians of 15 interleaved runs):
+ * no prefetch 0.37-0.38x, the chunk alone 0.40-0.43x, the chunk and x
+ * 0.50-0.61x; distances from 2 to 32 rows were within the noise. x is read
+ * in order, but the hardware prefetcher alone did not keep up with it
+ * while the chunk accesses jump around. */
+enum { STATS_PREFETCH = 8 };
+
+/* chunk[d] += row[d] for d < D: columns [0, D16) in blocks of 16 by AVX2,
+ * the rest in plain C. */
+#if STATS_AVX2
+__attribute__((target("avx2"))) static void
+add_row_avx2(double *chunk, const float *row, int64_t D16) {
+  for (int64_t d = 0; d < D16; d += 16) {
+#pragma GCC unroll 4
+    for (int v = 0; v < 16; v += 4)
+      _mm256_storeu_pd(chunk + d + v,
+                       _mm256_add_pd(_mm256_loadu_pd(chunk + d + v),
+                                     _mm256_cvtps_pd(_mm_loadu_ps(row + d + v))));
+  }
+}
+#endif
+
+/* Writes counts (C) and sums[c * stride_c + d * stride_d] = (float)(total +
+ * chunk) for 16 codes at a time, through a (16, 64) tile: with the
+ * transposed layout vq_ema_update uses (stride_c = 1), writing code by code
+ * would put every float on another 4 KiB page. */
+static void write_sums(const double *total, const double *chunk,
+                       const int64_t *rows, int64_t C, int64_t D,
+                       float *counts, float *sums, int64_t stride_c,
+                       int64_t stride_d) {
+  float tile[16][64];
+  for (int64_t c = 0; c < C; c++)
+    counts[c] = rows[c] <= (1 << 24) ? (float)rows[c] : 16777216.0f;
+  for (int64_t c0 = 0; c0 < C; c0 += 16) {
+    const int64_t cn = C - c0 < 16 ? C - c0 : 16;
+    for (int64_t d0 = 0; d0 < D; d0 += 64) {
+      const int64_t dn = D - d0 < 64 ? D - d0 : 64;
+      for (int64_t c = 0; c < cn; c++)
+        for (int64_t d = 0; d < dn; d++) {
+          const int64_t k = (c0 + c) * D + d0 + d;
+          tile[c][d] = (float)(total[k] + chunk[k]);
+        }
+      for (int64_t d = 0; d < dn; d++)
+        for (int64_t c = 0; c < cn; c++)
+          sums[(c0 + c) * stride_c + (d0 + d) * stride_d] = tile[c][d];
+    }
+  }
+}
+
 vqc_status vqc_vq_batch_stats(const float *x, int64_t M, int64_t D,
                               const int64_t *indices, int64_t C,
                               float *counts, float *sums, int64_t stride_c,
@@ -60,16 +141,23 @@ vqc_status vqc_vq_batch_stats(const float *x, int64_t M, int64_t D,
   if (C <= 0 || D <= 0 || !counts || !sums || (M > 0 && !indices))
     return vqc_error(VQC_EINVAL, "%s: C %lld, D %lld or a NULL buffer", fn,
                      (long long)C, (long long)D);
-  /* total (C, D): the chunk sums added so far; chunk (C, D): the open
-   * chunk's double sum; rows (C): rows of each code seen. Freed below. */
-  double *total = calloc((size_t)(C * D), sizeof *total);
-  double *chunk = calloc((size_t)(C * D), sizeof *chunk);
+  /* chunk (C, D): the open chunk's double sum; total (C, D): the chunk
+   * sums added so far; one block, freed below (one block of the same size
+   * every call is also what lets malloc reuse it without fresh pages, whose
+   * faults cost more than zeroing). rows (C): rows of each code seen. */
+  double *chunk = calloc((size_t)(2 * C * D), sizeof *chunk);
+  double *total = chunk ? chunk + C * D : NULL;
   int64_t *rows = calloc((size_t)C, sizeof *rows);
   vqc_status s = VQC_OK;
-  if (!total || !chunk || !rows) {
+  if (!chunk || !rows) {
     s = vqc_error(VQC_ENOMEM, "%s: sums for %lld codes", fn, (long long)C);
     goto done;
   }
+  int64_t D16 = 0; /* columns [0, D16) go through add_row_avx2 */
+#if STATS_AVX2
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) D16 = D / 16 * 16;
+#endif
   for (int64_t i = 0; i < M; i++) {
     const int64_t c = indices[i];
     if (c < 0 || c >= C) {
@@ -77,20 +165,30 @@ vqc_status vqc_vq_batch_stats(const float *x, int64_t M, int64_t D,
                     "[0, %lld)", fn, (long long)c, (long long)i, (long long)C);
       goto done;
     }
+    if (i + STATS_PREFETCH < M) {
+      /* A bad index there is reported when its row comes; until then it
+       * prefetches code 0's chunk (a prefetch never faults, but the address
+       * must be formed from a valid index). */
+      uint64_t ca = (uint64_t)indices[i + STATS_PREFETCH];
+      const char *p = (const char *)(chunk + (ca < (uint64_t)C ? ca : 0) * D);
+      for (int64_t b = 0; b < D * (int64_t)sizeof(double); b += 64)
+        __builtin_prefetch(p + b, 1, 3);
+      const char *q = (const char *)(x + (i + STATS_PREFETCH) * D);
+      for (int64_t b = 0; b < D * (int64_t)sizeof(float); b += 64)
+        __builtin_prefetch(q + b, 0, 3);
+    }
     double *t = total + c * D, *k = chunk + c * D;
     if (rows[c] > 0 && rows[c] % VQC_VQ_STATS_CHUNK == 0)
       for (int64_t d = 0; d < D; d++) t[d] += k[d], k[d] = 0.0; /* close it */
-    for (int64_t d = 0; d < D; d++) k[d] += x[i * D + d];
+    const float *xi = x + i * D;
+#if STATS_AVX2
+    if (D16 > 0) add_row_avx2(k, xi, D16);
+#endif
+    for (int64_t d = D16; d < D; d++) k[d] += xi[d];
     rows[c]++;
   }
-  for (int64_t c = 0; c < C; c++) {
-    counts[c] = rows[c] <= (1 << 24) ? (float)rows[c] : 16777216.0f;
-    for (int64_t d = 0; d < D; d++)
-      sums[c * stride_c + d * stride_d] =
-          (float)(total[c * D + d] + chunk[c * D + d]);
-  }
+  write_sums(total, chunk, rows, C, D, counts, sums, stride_c, stride_d);
 done:
-  free(total);
   free(chunk);
   free(rows);
   return s;
@@ -139,9 +237,14 @@ vqc_status vqc_vq_ema_update(vqc_vq *vq, const vqc_vq_ctx *ctx, const float *x,
   float *cs = vqc_vq_cluster_size(vq);
   float *avg = vqc_vq_embed_avg(vq);
   for (int64_t c = 0; c < C; c++) cs[c] = vqc_lerp_f32(cs[c], n[c], w);
-  for (int64_t c = 0; c < C; c++)
+  /* 16 codes at a time: St is read a cache line per d instead of a float
+   * per 4 KiB page (elementwise, so the order does not matter). */
+  for (int64_t c0 = 0; c0 < C; c0 += 16) {
+    const int64_t c1 = C - c0 < 16 ? C : c0 + 16;
     for (int64_t d = 0; d < D; d++)
-      avg[c * D + d] = vqc_lerp_f32(avg[c * D + d], St[d * C + c], w);
+      for (int64_t c = c0; c < c1; c++)
+        avg[c * D + d] = vqc_lerp_f32(avg[c * D + d], St[d * C + c], w);
+  }
 
   /* 4. E = embed_avg / smoothed counts. */
   vq_renormalize(vq);
