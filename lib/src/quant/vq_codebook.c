@@ -96,9 +96,7 @@ vqc_status vq_check_rows(const char *fn, const float *x, int64_t M) {
 }
 
 float vqc_lerp_f32(float a, float b, float w) {
-  /* torch's CPU lerp: the branch keeps the result exact at both ends
-   * (w = 0 gives a, w = 1 gives b). */
-  return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+  return vq_lerp_f32(a, b, w); /* vq_internal.h */
 }
 
 float vqc_vq_commitment_loss(const float *x, const float *q, int64_t M,

@@ -28,6 +28,14 @@ static inline vqc_draw_at vq_draw_at(const vqc_vq_ctx *ctx,
   return at;
 }
 
+/* vqc_lerp_f32's definition, inline so the EMA's C*D lerps are not a call
+ * each (vqc_lerp_f32 returns this; the same operations either way). */
+static inline float vq_lerp_f32(float a, float b, float w) {
+  /* torch's CPU lerp: the branch keeps the result exact at both ends
+   * (w = 0 gives a, w = 1 gives b). */
+  return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w);
+}
+
 /* E = embed_avg / smoothed[:, None] with
  * smoothed = (cluster_size + eps) / (tot + C*eps) * tot, tot = sum(cluster_size)
  * (spec: EMA step 4; also used after k-means init). */
