@@ -310,6 +310,41 @@ Test(vq_nearest_avx512, non_finite_rows_give_the_reference_answer) {
   non_finite(VQ_KERNEL_AVX512);
 }
 
+/* A NaN squared distance is clamped to 1e-8 by the reference (fmaxf
+ * returns the number), so it can win. Row (inf, 0) against codes whose
+ * first coordinate is -1 (distance inf), except code 40, whose first
+ * coordinate is 0: inf * 0 makes its dot product NaN, its distance
+ * sqrt(1e-8), and it is the answer. A kernel whose screen let only
+ * d2 < row_min through would drop the NaN lane and answer 0. Code 40 is in
+ * the third AVX2 panel and the second AVX-512 one; C = 70 pads the last. */
+static void nan_distance_wins(vq_kernel k) {
+  const int64_t M = 2, C = 70, D = 2;
+  const float x[] = {INFINITY, 0.0f, 0.5f, 0.5f};
+  float *E = xmalloc((size_t)(C * D) * sizeof(float));
+  for (int64_t c = 0; c < C; c++) {
+    E[c * D] = c == 40 ? 0.0f : -1.0f;
+    E[c * D + 1] = 0.25f * (float)c;
+  }
+  int64_t *idx = expect_same_as_ref(k, x, M, E, C, D, "NaN distance");
+  cr_expect_eq(idx[0], 40, "row (inf, 0): got %lld", (long long)idx[0]);
+  free(idx);
+  free(E);
+}
+
+Test(vq_nearest_scalar, a_nan_distance_is_clamped_and_wins) {
+  nan_distance_wins(VQ_KERNEL_SCALAR);
+}
+
+Test(vq_nearest_avx2, a_nan_distance_is_clamped_and_wins) {
+  require(VQ_KERNEL_AVX2);
+  nan_distance_wins(VQ_KERNEL_AVX2);
+}
+
+Test(vq_nearest_avx512, a_nan_distance_is_clamped_and_wins) {
+  require(VQ_KERNEL_AVX512);
+  nan_distance_wins(VQ_KERNEL_AVX512);
+}
+
 /* ---- empty batches and bad arguments */
 
 Test(vq_nearest, empty_batch_is_ok_on_every_kernel) {

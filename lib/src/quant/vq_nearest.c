@@ -342,13 +342,6 @@ e2_avx2(const float *panels, int64_t nblocks, int64_t D, float *e2) {
   }
 }
 
-__attribute__((target("avx2,fma"), always_inline)) static inline __m256
-dist2_avx2(__m256 x2, __m256 e2, __m256 dot) {
-  const __m256 d2 = _mm256_add_ps(_mm256_add_ps(x2, e2),
-                                  _mm256_mul_ps(_mm256_set1_ps(-2.0f), dot));
-  return _mm256_max_ps(d2, _mm256_set1_ps(VQC_VQ_DIST_CLAMP));
-}
-
 /* The smallest of the 8 lanes (none is NaN here). */
 __attribute__((target("avx2,fma"), always_inline)) static inline float
 min_of_lanes_avx2(__m256 v) {
@@ -373,33 +366,56 @@ admit_avx2(__m256 q, __m256 m, __m256i codes, __m256 *best, __m256i *best_c,
   *row_min = qmin < *row_min ? qmin : *row_min;
 }
 
-/* As admit_panel_avx512: pq the squared distances, pm their admitted lanes
- * as vector masks, any[r] whether row r has one. */
-__attribute__((target("avx2,fma"))) static void
-admit_panel_avx2(const float (*pq)[2][K256_V], const float (*pm)[2][K256_V],
-                 const int *any, int64_t first, __m256 *best,
-                 __m256i *best_c, float *row_min) {
-  int list[K256_R], n = 0;
-  for (int r = 0; r < K256_R; r++) {
-    list[n] = r;
-    n += any[r] != 0;
-  }
-  if (n == 0) return;
+/* The admissions of one panel, whose codes start at `first`: pd (6, 2, 8)
+ * the unclamped squared distances d2 of the panel's codes, lim (6) each
+ * row's row_min when the panel was screened. A lane is admitted when its
+ * q = max(d2, clamp) < lim and its code is < C; rows without any are
+ * skipped. Vector 0 before vector 1, so that each lane sees its codes in
+ * increasing order. Called only for panels where the screen in
+ * nearest_avx2 let some lane through (a superset of the admitted ones). */
+__attribute__((target("avx2,fma"), noinline)) static void
+admit_panel_avx2(const float (*pd)[2][K256_V], const float *lim, int64_t C,
+                 int64_t first, __m256 *best, __m256i *best_c,
+                 float *row_min) {
   const __m256i c0 =
       _mm256_add_epi32(_mm256_set1_epi32((int32_t)first),
                        _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
   const __m256i c1 = _mm256_add_epi32(c0, _mm256_set1_epi32(K256_V));
+  const __m256i cv = _mm256_set1_epi32((int32_t)C);
+  const __m256 v0 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(cv, c0));
+  const __m256 v1 = _mm256_castsi256_ps(_mm256_cmpgt_epi32(cv, c1));
+  const __m256 clamp = _mm256_set1_ps(VQC_VQ_DIST_CLAMP);
+  __m256 q[K256_R][2], m[K256_R][2];
+  int list[K256_R], n = 0;
+  for (int r = 0; r < K256_R; r++) {
+    const __m256 l = _mm256_broadcast_ss(lim + r);
+    q[r][0] = _mm256_max_ps(_mm256_load_ps(pd[r][0]), clamp);
+    q[r][1] = _mm256_max_ps(_mm256_load_ps(pd[r][1]), clamp);
+    m[r][0] = _mm256_and_ps(_mm256_cmp_ps(q[r][0], l, _CMP_LT_OQ), v0);
+    m[r][1] = _mm256_and_ps(_mm256_cmp_ps(q[r][1], l, _CMP_LT_OQ), v1);
+    /* The rows with admitted lanes, listed without a branch per row:
+     * which rows they are is random, and a branch each would mispredict. */
+    list[n] = r;
+    n += _mm256_movemask_ps(_mm256_or_ps(m[r][0], m[r][1])) != 0;
+  }
   for (int k = 0; k < n; k++) {
     const int r = list[k];
-    admit_avx2(_mm256_load_ps(pq[r][0]), _mm256_load_ps(pm[r][0]), c0,
-               &best[r], &best_c[r], &row_min[r]);
-    admit_avx2(_mm256_load_ps(pq[r][1]), _mm256_load_ps(pm[r][1]), c1,
-               &best[r], &best_c[r], &row_min[r]);
+    admit_avx2(q[r][0], m[r][0], c0, &best[r], &best_c[r], &row_min[r]);
+    admit_avx2(q[r][1], m[r][1], c1, &best[r], &best_c[r], &row_min[r]);
   }
 }
 
 /* Same contract as nearest_avx512, with panels (nblocks, D, 16), e2
- * (nblocks * 16) and xpack (D, 8). */
+ * (nblocks * 16) and xpack (D, 8). One difference in the schedule: panel
+ * j's distances are compared with row_min before panel j-1's admissions
+ * are taken (they are taken just after, from the other half of a double
+ * buffer). A row_min that lags by one panel is never smaller than the
+ * current one, so it admits a superset of the lanes, which keeps the
+ * argument at the top of the file; and the accumulators are dead by the
+ * time admit_panel_avx2 is called, so the call (rare) costs no spills of
+ * them in every panel, and its branch depends on values computed a whole
+ * panel earlier. Measured against the order "admissions of j-1, then
+ * panel j's epilogue": see the commit that made this change. */
 __attribute__((target("avx2,fma"))) static void
 nearest_avx2(const float *x, int64_t M, int64_t C, int64_t D,
              const float *panels, const float *e2, float *xpack,
@@ -412,9 +428,12 @@ nearest_avx2(const float *x, int64_t M, int64_t C, int64_t D,
   float row_min[K256_R];
   __m256 best[K256_R];
   __m256i best_c[K256_R];
-  __attribute__((aligned(32))) float pend_q[K256_R][2][K256_V];
-  __attribute__((aligned(32))) float pend_m[K256_R][2][K256_V];
-  int pend_any[K256_R];
+  /* The last two panels (panel j in half j % 2): their unclamped squared
+   * distances, each row's row_min they were screened against, and whether
+   * any lane passed the screen. */
+  __attribute__((aligned(32))) float pend_d[2][K256_R][2][K256_V];
+  float pend_lim[2][K256_R];
+  int pend_any[2];
 
   for (int64_t i0 = 0; i0 < M; i0 += K256_R) {
     const int64_t rows = M - i0 < K256_R ? M - i0 : K256_R;
@@ -450,44 +469,58 @@ nearest_avx2(const float *x, int64_t M, int64_t C, int64_t D,
         }
       }
 
-      if (j > 0)
-        admit_panel_avx2(pend_q, pend_m, pend_any, (j - 1) * K256_W, best,
-                         best_c, row_min);
-
-      /* Lane masks of the codes < C (all ones except in the last panel),
-       * applied to the compares and the stores as in the AVX-512 kernel. */
-      const __m256i c0 =
-          _mm256_add_epi32(_mm256_set1_epi32((int32_t)(j * K256_W)), iota);
-      const __m256i c1 = _mm256_add_epi32(c0, _mm256_set1_epi32(K256_V));
-      const __m256i v0 = _mm256_cmpgt_epi32(cv, c0);
-      const __m256i v1 = _mm256_cmpgt_epi32(cv, c1);
+      /* Epilogue: the screen. d2 = (x2 + e2) + (-2 dot), the reference's
+       * operations; a lane passes if d2 < row_min or d2 is NaN (NGE_UQ),
+       * which every lane with max(d2, clamp) < row_min does (a NaN d2
+       * clamps to 1e-8 in the reference and can win). Lanes past C (last
+       * panel) may pass too. admit_panel_avx2 applies the exact test, so
+       * the screen only has to let through a superset; it leaves out the
+       * clamp, the lane mask and the mask stores of the exact test, which
+       * would run for every panel. */
+      const int h = (int)(j & 1);
       const __m256 e2v0 = _mm256_load_ps(e2 + j * K256_W);
       const __m256 e2v1 = _mm256_load_ps(e2 + j * K256_W + K256_V);
+      const __m256 m2 = _mm256_set1_ps(-2.0f);
+      __m256 any = _mm256_setzero_ps();
 #pragma GCC unroll 6
       for (int r = 0; r < K256_R; r++) {
         const __m256 x2b = _mm256_broadcast_ss(x2 + r);
-        const __m256 q0 = dist2_avx2(x2b, e2v0, acc[r][0]);
-        const __m256 q1 = dist2_avx2(x2b, e2v1, acc[r][1]);
+        const __m256 d0 = _mm256_add_ps(_mm256_add_ps(x2b, e2v0),
+                                        _mm256_mul_ps(m2, acc[r][0]));
+        const __m256 d1 = _mm256_add_ps(_mm256_add_ps(x2b, e2v1),
+                                        _mm256_mul_ps(m2, acc[r][1]));
         if (neg_dist && r < rows) {
+          const __m256i c0 =
+              _mm256_add_epi32(_mm256_set1_epi32((int32_t)(j * K256_W)), iota);
+          const __m256i c1 = _mm256_add_epi32(c0, _mm256_set1_epi32(K256_V));
+          const __m256 clamp = _mm256_set1_ps(VQC_VQ_DIST_CLAMP);
           float *out = neg_dist + (i0 + r) * C + j * K256_W;
-          _mm256_maskstore_ps(out, v0, _mm256_xor_ps(_mm256_sqrt_ps(q0), sign));
-          _mm256_maskstore_ps(out + K256_V, v1,
-                              _mm256_xor_ps(_mm256_sqrt_ps(q1), sign));
+          _mm256_maskstore_ps(
+              out, _mm256_cmpgt_epi32(cv, c0),
+              _mm256_xor_ps(_mm256_sqrt_ps(_mm256_max_ps(d0, clamp)), sign));
+          _mm256_maskstore_ps(
+              out + K256_V, _mm256_cmpgt_epi32(cv, c1),
+              _mm256_xor_ps(_mm256_sqrt_ps(_mm256_max_ps(d1, clamp)), sign));
         }
         const __m256 lim = _mm256_broadcast_ss(row_min + r);
-        const __m256 m0 = _mm256_and_ps(_mm256_cmp_ps(q0, lim, _CMP_LT_OQ),
-                                        _mm256_castsi256_ps(v0));
-        const __m256 m1 = _mm256_and_ps(_mm256_cmp_ps(q1, lim, _CMP_LT_OQ),
-                                        _mm256_castsi256_ps(v1));
-        _mm256_store_ps(pend_q[r][0], q0);
-        _mm256_store_ps(pend_q[r][1], q1);
-        _mm256_store_ps(pend_m[r][0], m0);
-        _mm256_store_ps(pend_m[r][1], m1);
-        pend_any[r] = _mm256_movemask_ps(_mm256_or_ps(m0, m1));
+        pend_lim[h][r] = row_min[r];
+        _mm256_store_ps(pend_d[h][r][0], d0);
+        _mm256_store_ps(pend_d[h][r][1], d1);
+        any = _mm256_or_ps(any, _mm256_or_ps(_mm256_cmp_ps(d0, lim, _CMP_NGE_UQ),
+                                             _mm256_cmp_ps(d1, lim, _CMP_NGE_UQ)));
       }
+      pend_any[h] = _mm256_movemask_ps(any);
+
+      /* The previous panel's admissions, now that this one's distances
+       * are out of the registers. */
+      if (j > 0 && pend_any[h ^ 1])
+        admit_panel_avx2(pend_d[h ^ 1], pend_lim[h ^ 1], C, (j - 1) * K256_W,
+                         best, best_c, row_min);
     }
-    admit_panel_avx2(pend_q, pend_m, pend_any, (nblocks - 1) * K256_W, best,
-                     best_c, row_min);
+    const int hl = (int)((nblocks - 1) & 1);
+    if (pend_any[hl])
+      admit_panel_avx2(pend_d[hl], pend_lim[hl], C, (nblocks - 1) * K256_W,
+                       best, best_c, row_min);
 
     /* Across lanes, as in the AVX-512 kernel: the lowest code among the
      * lanes holding the smallest distance. */
