@@ -351,19 +351,17 @@ min_of_lanes_avx2(__m256 v) {
   return _mm_cvtss_f32(m);
 }
 
-/* As admit_avx512; m is a vector mask (all-ones lanes), codes the lanes'
- * code numbers. */
+/* As admit_avx512 without the row_min update (the caller does it once for
+ * both vectors of a row): m is a vector mask (all-ones lanes), codes the
+ * lanes' code numbers. */
 __attribute__((target("avx2,fma"), always_inline)) static inline void
-admit_avx2(__m256 q, __m256 m, __m256i codes, __m256 *best, __m256i *best_c,
-           float *row_min) {
+admit_lanes_avx2(__m256 q, __m256 m, __m256i codes, __m256 *best,
+                 __m256i *best_c) {
   const __m256 s = _mm256_sqrt_ps(q);
   const __m256 better = _mm256_and_ps(_mm256_cmp_ps(s, *best, _CMP_LT_OQ), m);
   *best = _mm256_blendv_ps(*best, s, better);
   *best_c = _mm256_castps_si256(_mm256_blendv_ps(
       _mm256_castsi256_ps(*best_c), _mm256_castsi256_ps(codes), better));
-  const float qmin =
-      min_of_lanes_avx2(_mm256_blendv_ps(_mm256_set1_ps(INFINITY), q, m));
-  *row_min = qmin < *row_min ? qmin : *row_min;
 }
 
 /* The admissions of one panel, whose codes start at `first`: pd (6, 2, 8)
@@ -398,10 +396,17 @@ admit_panel_avx2(const float (*pd)[2][K256_V], const float *lim, int64_t C,
     list[n] = r;
     n += _mm256_movemask_ps(_mm256_or_ps(m[r][0], m[r][1])) != 0;
   }
+  const __m256 inf = _mm256_set1_ps(INFINITY);
   for (int k = 0; k < n; k++) {
     const int r = list[k];
-    admit_avx2(q[r][0], m[r][0], c0, &best[r], &best_c[r], &row_min[r]);
-    admit_avx2(q[r][1], m[r][1], c1, &best[r], &best_c[r], &row_min[r]);
+    admit_lanes_avx2(q[r][0], m[r][0], c0, &best[r], &best_c[r]);
+    admit_lanes_avx2(q[r][1], m[r][1], c1, &best[r], &best_c[r]);
+    /* row_min: the smallest admitted q of the row, one pass across lanes
+     * for both vectors (+inf where a lane was not admitted). */
+    const float qmin = min_of_lanes_avx2(
+        _mm256_min_ps(_mm256_blendv_ps(inf, q[r][0], m[r][0]),
+                      _mm256_blendv_ps(inf, q[r][1], m[r][1])));
+    row_min[r] = qmin < row_min[r] ? qmin : row_min[r];
   }
 }
 
@@ -457,6 +462,7 @@ nearest_avx2(const float *x, int64_t M, int64_t C, int64_t D,
 #pragma GCC unroll 6
       for (int r = 0; r < K256_R; r++)
         acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+#pragma GCC unroll 4
       for (int64_t d = 0; d < D; d++) {
         const __m256 e0 = _mm256_load_ps(p + d * K256_W);
         const __m256 e1 = _mm256_load_ps(p + d * K256_W + K256_V);
