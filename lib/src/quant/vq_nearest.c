@@ -38,10 +38,20 @@
  * pass across lanes at the end takes the smallest distance and, among
  * equal ones, the lowest code: c*.
  *
+ * The AVX2 kernel screens more loosely and later (see nearest_avx2): a
+ * lane passes if its unclamped d2 < row_min or is NaN, against a row_min
+ * one panel old, and admit_panel_avx2 applies the exact test above to the
+ * lanes that pass. Admitting a superset keeps the argument: only the codes
+ * that reach the exact test can change a lane's best.
+ *
  * Cost, for the benchmark's shape (D = 64): per 16 distances the AVX-512
  * kernel issues 64 FMAs and 5 other vector operations (add, multiply, add,
  * max, compare) plus two stores; measured, it runs at about 80% of the
- * core's FMA peak. bench/bench_quantizers.c times it against sgemm. */
+ * core's FMA peak. The AVX2 kernel's inner loop alone (6 x 16 block, no
+ * epilogue) runs at 0.95-0.97 of the FMA peak on the AMD EPYC of the
+ * README; with the epilogue, the admissions (about 6% of the run for
+ * random data) and the packing it runs at 0.65-0.70 there under load.
+ * bench/bench_quantizers.c times it against sgemm. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
