@@ -6,8 +6,11 @@
  * whose every field is a function of the sequence number, while a third
  * thread reads continuously with every reader (in_flight, get, last_done,
  * snapshot); any torn or mixed copy breaks that function and is counted.
- * Also: count, get and snapshot agree with what was called, and a ring that
- * wrapped keeps exactly the newest VQC_LEDGER_DEFAULT_CAPACITY records. */
+ * Also: count, get and snapshot agree with what was called, a ring that
+ * wrapped keeps exactly the newest VQC_LEDGER_DEFAULT_CAPACITY records, and
+ * the writer (ledger_internal.h), which at close rewrites only the fields
+ * that change, still publishes every field, and leaves alone a slot that
+ * records opened meanwhile have taken over. */
 #include <criterion/criterion.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -15,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm/ledger_internal.h" /* the writer: open, close */
 #include "vqc/comm.h"
 #include "vqc/ledger.h"
 #include "vqc/status.h"
@@ -157,4 +161,76 @@ Test(ledger, ring_keeps_the_newest, .timeout = 60) {
             (unsigned long long)all[got - 1].seq);
   free(all);
   vqc_threads_world_destroy(w);
+}
+
+/* A record with every field set to something open and close leave alone. */
+static vqc_ledger_record filled(size_t count) {
+  static int bufs[2];
+  vqc_ledger_record r;
+  memset(&r, 0, sizeof r);
+  r.op = VQC_COLL_ALL_REDUCE;
+  r.redop = VQC_MAX;
+  r.dtype = VQC_I32;
+  r.count = count;
+  r.root = -1;
+  r.site = (vqc_site){"a.c", 41, "fn"};
+  r.sendbuf = &bufs[0];
+  r.recvbuf = &bufs[1];
+  return r;
+}
+
+/* Close writes only t_exit_ns, state and status into the slot; what a
+ * reader gets must still be the caller's whole record. */
+Test(ledger, close_publishes_every_field) {
+  vqc_ledger *l = NULL;
+  cr_assert_eq(vqc_ledger_create(5, 4, &l), VQC_OK);
+  vqc_ledger_record r = filled(3), got;
+  vqc_ledger_open(l, &r);
+  cr_assert(vqc_ledger_get(l, 0, &got));
+  cr_expect_eq(got.state, VQC_REC_ENTERED);
+  cr_expect_eq(got.t_exit_ns, 0);
+  vqc_ledger_close(l, &r, VQC_ETIMEOUT);
+  cr_assert(vqc_ledger_get(l, 0, &got));
+  cr_expect_eq(got.seq, 0);
+  cr_expect_eq(got.rank, 5);
+  cr_expect_eq(got.op, r.op);
+  cr_expect_eq(got.redop, r.redop);
+  cr_expect_eq(got.dtype, r.dtype);
+  cr_expect_eq(got.count, r.count);
+  cr_expect_eq(got.root, r.root);
+  cr_expect_eq(got.site.file, r.site.file);
+  cr_expect_eq(got.site.line, r.site.line);
+  cr_expect_eq(got.site.func, r.site.func);
+  cr_expect_eq(got.sendbuf, r.sendbuf);
+  cr_expect_eq(got.recvbuf, r.recvbuf);
+  cr_expect_eq(got.t_enter_ns, r.t_enter_ns);
+  cr_expect_gt(got.t_enter_ns, 0);
+  cr_expect_eq(got.t_exit_ns, r.t_exit_ns);
+  cr_expect_geq(got.t_exit_ns, got.t_enter_ns);
+  cr_expect_eq(got.state, VQC_REC_FAILED);
+  cr_expect_eq(got.status, VQC_ETIMEOUT);
+  vqc_ledger_destroy(l);
+}
+
+/* Records opened while one is in flight (from an event handler) that go
+ * round the whole ring take its slot; its late close must not put the old
+ * record back over the newer one. */
+Test(ledger, a_late_close_leaves_the_newer_record) {
+  vqc_ledger *l = NULL;
+  cr_assert_eq(vqc_ledger_create(0, 4, &l), VQC_OK);
+  vqc_ledger_record first = filled(100);
+  vqc_ledger_open(l, &first); /* seq 0, slot 0 */
+  for (size_t k = 1; k <= 4; k++) { /* seq 4 takes slot 0 */
+    vqc_ledger_record r = filled(k);
+    vqc_ledger_open(l, &r);
+    vqc_ledger_close(l, &r, VQC_OK);
+  }
+  vqc_ledger_close(l, &first, VQC_OK);
+  vqc_ledger_record got;
+  cr_expect(!vqc_ledger_get(l, 0, &got), "record 0 is older than the ring");
+  cr_assert(vqc_ledger_get(l, 4, &got), "record 4 was overwritten");
+  cr_expect_eq(got.count, 4);
+  cr_expect_eq(got.state, VQC_REC_DONE);
+  cr_expect(!vqc_ledger_in_flight(l, &got), "nothing is in flight");
+  vqc_ledger_destroy(l);
 }

@@ -188,11 +188,12 @@ static void call_init(coll_call *call, vqc_coll_op op, vqc_dtype dt,
 }
 
 /* Adds the call's logical bytes to c->stats (see vqc_comm_stats). */
-static void count_traffic(vqc_comm *c, const coll_call *call) {
+static inline void count_traffic(vqc_comm *c, const coll_call *call,
+                                 vqc_coll_op op) {
   const vqc_ledger_record *r = &call->rec;
-  const uint64_t esz = vqc_dtype_size(r->dtype);
+  const uint64_t esz = vqc_comm_dtype_size(r->dtype);
   uint64_t sent = 0, received = 0;
-  switch (r->op) {
+  switch (op) {
     case VQC_COLL_ALL_REDUCE:
       sent = received = r->count * esz;
       break;
@@ -216,10 +217,21 @@ static void count_traffic(vqc_comm *c, const coll_call *call) {
   c->stats.bytes_received += received;
 }
 
-static vqc_status dispatch(vqc_comm *c, const coll_call *call) {
+/* dispatch and run_collective are inlined into each entry point (always:
+ * the compiler would otherwise keep them as shared functions), and the
+ * collective is handed to them as `op`, read before any call the compiler
+ * cannot see into (a handler could not change call->rec, but the compiler
+ * cannot know): op is then the entry point's constant, the switches fold
+ * away, and each collective's common path is one stretch of code. Between two
+ * collectives the wrapped library evicts much of the cache, so every
+ * separate function on the path is another cold fetch (bench_comm.c). */
+#define HOT_INLINE static inline __attribute__((always_inline))
+
+HOT_INLINE vqc_status dispatch(vqc_comm *c, const coll_call *call,
+                               vqc_coll_op op) {
   const vqc_ledger_record *r = &call->rec;
-  count_traffic(c, call);
-  switch (r->op) {
+  count_traffic(c, call, op);
+  switch (op) {
     case VQC_COLL_ALL_REDUCE:
       return c->ops->all_reduce(c, r->sendbuf, r->recvbuf, r->count, r->dtype,
                                 r->redop);
@@ -253,18 +265,19 @@ vqc_status vqc_comm_set_before_collective(vqc_comm *c, vqc_comm_hook_fn fn,
   return VQC_OK;
 }
 
-static vqc_status run_collective(vqc_comm *c, coll_call *call) {
+HOT_INLINE vqc_status run_collective(vqc_comm *c, coll_call *call) {
+  const vqc_coll_op op = call->rec.op; /* see HOT_INLINE */
   if (!c->ledger) { /* side channel */
     if (c->before_collective)
       VQC_TRY(c->before_collective(c->before_collective_user));
-    return dispatch(c, call);
+    return dispatch(c, call, op);
   }
 
   vqc_ledger_open(c->ledger, &call->rec);
   vqc_coll_event ev = {VQC_EVENT_BEFORE, c, &call->rec, call->tensor,
                        call->counts};
   vqc_status s = c->nsubs ? raise_event(c, &ev) : VQC_OK;
-  if (s == VQC_OK) s = dispatch(c, call);
+  if (s == VQC_OK) s = dispatch(c, call, op);
   vqc_ledger_close(c->ledger, &call->rec, s);
   if (c->nsubs) {
     ev.phase = VQC_EVENT_AFTER;

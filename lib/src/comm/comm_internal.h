@@ -10,6 +10,7 @@
 #ifndef VQC_COMM_INTERNAL_H
 #define VQC_COMM_INTERNAL_H
 
+#include <stddef.h> /* offsetof */
 #include <stdint.h>
 
 #include "comm/ledger_internal.h"
@@ -38,25 +39,37 @@ typedef struct vqc_subscriber {
 } vqc_subscriber;
 
 struct vqc_comm {
+  /* What every collective reads or writes, first and together: 64 bytes, one
+   * cache line where the comm starts on one (the mpi backend allocates its
+   * world so), at most two otherwise. Between two collectives the wrapped
+   * library (MPI's copies, its progress loop, another process on the core)
+   * evicts much of the cache, so each further line touched per call is a
+   * miss; this keeps the common path to the fewest. */
   const vqc_comm_ops *ops;
-  vqc_backend backend;
+  void *impl;          /* backend state, owned by the backend */
+  vqc_ledger *ledger;  /* NULL for side channels: no records, no events */
   int rank;
   int size;
+  vqc_wait_mode wait_mode; /* POLL unless set; backends read it per call */
+  int nsubs;
+  vqc_comm_stats stats; /* this rank's traffic on this comm, comm.c counts */
+  /* The rest is read per call only in POLL mode, by a side channel, or with
+   * subscribers. */
+  vqc_backend backend;
   double timeout_s;
   uint64_t until_ns;   /* overall deadline (vqc_now_ns units); 0: none */
-  vqc_wait_mode wait_mode; /* POLL unless set; backends read it per call */
-  void *impl;          /* backend state, owned by the backend */
   vqc_comm *side;      /* side channel; NULL when this comm is one */
-  vqc_ledger *ledger;  /* NULL for side channels: no records, no events */
   vqc_subscriber subs[VQC_MAX_SUBSCRIBERS];
-  int nsubs;
   /* probe handlers (probe.c), data comms only */
   struct { vqc_probe_fn fn; void *user; } probes[VQC_MAX_PROBE_SUBSCRIBERS];
   int nprobes;
-  vqc_comm_stats stats; /* this rank's traffic on this comm, comm.c counts */
   vqc_comm_hook_fn before_collective; /* side channels only; NULL: none */
   void *before_collective_user;
 };
+/* The first line above: 3 pointers, 4 ints, 3 counters. */
+_Static_assert(offsetof(struct vqc_comm, backend) <= 64,
+               "the fields every collective touches must fit in 64 bytes");
+
 
 #define VQC_COMM_DEFAULT_TIMEOUT_S 60.0
 
@@ -71,6 +84,18 @@ void vqc_comm_fini_common(vqc_comm *c);
 /* now + c->timeout_s, or the overall deadline when that comes first
  * (vqc_comm_set_overall_deadline), in vqc_now_ns units. */
 uint64_t vqc_comm_deadline_ns(const vqc_comm *c);
+
+/* vqc_dtype_size for the collectives' hot path: the same list
+ * (VQC_DTYPE_LIST), inline, so a call costs no jump into core/'s code
+ * (often cold by the next collective). 0 if bad. */
+static inline size_t vqc_comm_dtype_size(vqc_dtype dt) {
+  switch (dt) {
+#define X(name, ctype, size, code, str) case VQC_##name: return size;
+    VQC_DTYPE_LIST(X)
+#undef X
+    default: return 0;
+  }
+}
 
 /* Element-wise dst[i] = op(dst[i], src[i]) for i < count. */
 void vqc_reduce_into(void *dst, const void *src, size_t count, vqc_dtype dt,

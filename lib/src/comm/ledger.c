@@ -18,10 +18,12 @@
  * the reader's word loads acquire, so a reader that sees any word of a
  * rewrite also sees that rewrite's odd version in its second version read.
  *
- * Per call the writer stores two versions and 13 words twice (open and
- * close), a few nanoseconds, instead of two mutex round trips; the two clock
- * reads (t_enter_ns, t_exit_ns) are most of the ledger's cost
- * (bench/bench_comm.c measures it). */
+ * Per call the writer stores two versions and 13 words at open and two
+ * versions and the 2 words that change at close, a few nanoseconds, instead
+ * of two mutex round trips; the two clock reads (t_enter_ns, t_exit_ns) and
+ * the cache misses on the new record's two lines are most of the ledger's
+ * cost (bench/bench_comm.c measures it). The writer (open, close) is inline
+ * in ledger_internal.h; this file has the readers. */
 #include <inttypes.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -33,23 +35,6 @@
 #include "vqc/clock.h" /* vqc_now_ns */
 #include "vqc/fsutil.h"
 #include "vqc/ledger.h"
-
-#define REC_WORDS (sizeof(vqc_ledger_record) / sizeof(uint64_t))
-_Static_assert(sizeof(vqc_ledger_record) % sizeof(uint64_t) == 0,
-               "a ledger record must be a whole number of 64-bit words");
-
-typedef struct ledger_slot {
-  _Atomic uint64_t version;           /* odd while being rewritten */
-  _Atomic uint64_t words[REC_WORDS];  /* a vqc_ledger_record's bytes */
-} ledger_slot;
-
-struct vqc_ledger {
-  int rank;
-  uint64_t mask;              /* capacity - 1; capacity a power of two */
-  ledger_slot *ring;          /* ring[seq & mask], capacity slots */
-  _Atomic uint64_t next_seq;  /* records ever opened; written by the owner */
-  _Atomic uint64_t open_mark; /* seq + 1 of the ENTERED record; 0 if none */
-};
 
 /* ---- the record's vocabulary (vqc/ledger.h) */
 
@@ -87,10 +72,13 @@ vqc_status vqc_ledger_create(int rank, size_t capacity, vqc_ledger **out) {
   while (cap < capacity && cap <= SIZE_MAX / 2) cap *= 2;
   vqc_ledger *l = calloc(1, sizeof *l);
   if (!l) goto fail;
-  /* calloc: every version 0 (even) and every word 0, which is what
-   * atomic_init would store on these targets. */
-  l->ring = calloc(cap, sizeof *l->ring);
+  /* Zeroed: every version 0 (even) and every word 0, which is what
+   * atomic_init would store on these targets. On a cache-line boundary, so
+   * each slot is exactly two lines (VQC_LEDGER_SLOT_BYTES). */
+  if (cap > SIZE_MAX / sizeof *l->ring) goto fail;
+  l->ring = aligned_alloc(64, cap * sizeof *l->ring);
   if (!l->ring) goto fail;
+  memset(l->ring, 0, cap * sizeof *l->ring);
   l->rank = rank;
   l->mask = (uint64_t)cap - 1;
   atomic_init(&l->next_seq, 0);
@@ -111,31 +99,18 @@ void vqc_ledger_destroy(vqc_ledger *l) {
 
 /* ---- the seqlock (one writer: the owner thread) */
 
-static void slot_write(ledger_slot *s, const vqc_ledger_record *r) {
-  const unsigned char *src = (const unsigned char *)r;
-  uint64_t v = atomic_load_explicit(&s->version, memory_order_relaxed);
-  atomic_store_explicit(&s->version, v + 1, memory_order_relaxed);
-  for (size_t i = 0; i < REC_WORDS; i++) {
-    /* Word by word: the caller has just stored some fields, and a wide
-     * (vector) copy of freshly stored bytes stalls store forwarding. */
-    uint64_t w;
-    memcpy(&w, src + i * sizeof w, sizeof w);
-    atomic_store_explicit(&s->words[i], w, memory_order_release);
-  }
-  atomic_store_explicit(&s->version, v + 2, memory_order_release);
-}
-
 /* A consistent copy of the slot (spins only while the writer is inside
- * slot_write, a few nanoseconds unless it was descheduled there). */
-static void slot_read(ledger_slot *s, vqc_ledger_record *out) {
-  uint64_t w[REC_WORDS];
+ * vqc_ledger_slot_write, a few nanoseconds unless it was descheduled
+ * there). */
+static void slot_read(vqc_ledger_slot *s, vqc_ledger_record *out) {
+  uint64_t w[VQC_LEDGER_REC_WORDS];
   for (;;) {
     uint64_t v1 = atomic_load_explicit(&s->version, memory_order_acquire);
     if (v1 & 1) {
       sched_yield(); /* the writer may need this core to finish */
       continue;
     }
-    for (size_t i = 0; i < REC_WORDS; i++)
+    for (size_t i = 0; i < VQC_LEDGER_REC_WORDS; i++)
       w[i] = atomic_load_explicit(&s->words[i], memory_order_acquire);
     uint64_t v2 = atomic_load_explicit(&s->version, memory_order_relaxed);
     if (v1 == v2) break;
@@ -154,35 +129,6 @@ static uint64_t oldest_kept(const vqc_ledger *l, uint64_t next) {
 static bool read_seq(vqc_ledger *l, uint64_t seq, vqc_ledger_record *out) {
   slot_read(&l->ring[seq & l->mask], out);
   return out->seq == seq;
-}
-
-/* ---- the writer */
-
-void vqc_ledger_open(vqc_ledger *l, vqc_ledger_record *r) {
-  /* Only this thread stores next_seq, so a relaxed load reads our own. */
-  uint64_t seq = atomic_load_explicit(&l->next_seq, memory_order_relaxed);
-  r->seq = seq;
-  r->rank = l->rank;
-  r->t_enter_ns = vqc_now_ns();
-  r->t_exit_ns = 0;
-  r->state = VQC_REC_ENTERED;
-  r->status = VQC_OK;
-  slot_write(&l->ring[seq & l->mask], r);
-  /* Published after the slot: a reader that sees the count or the mark
-   * finds the record (or a newer one) in the slot. */
-  atomic_store_explicit(&l->next_seq, seq + 1, memory_order_release);
-  atomic_store_explicit(&l->open_mark, seq + 1, memory_order_release);
-}
-
-void vqc_ledger_close(vqc_ledger *l, vqc_ledger_record *r, vqc_status s) {
-  r->t_exit_ns = vqc_now_ns();
-  r->status = s;
-  r->state = s == VQC_OK ? VQC_REC_DONE : VQC_REC_FAILED;
-  slot_write(&l->ring[r->seq & l->mask], r);
-  /* A record opened inside an event handler (nested) closes first; the
-   * mark then names no record, as before this one was opened. */
-  if (atomic_load_explicit(&l->open_mark, memory_order_relaxed) == r->seq + 1)
-    atomic_store_explicit(&l->open_mark, 0, memory_order_release);
 }
 
 /* ---- readers (any thread) */

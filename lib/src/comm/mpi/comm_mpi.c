@@ -150,7 +150,8 @@ static bool is_aborted(const mpi_comm_impl *m) {
  * peer waits out its own deadline, as it would without notices. */
 static void send_notices(vqc_comm *c) {
   struct mpi_world *w = ((mpi_comm_impl *)c->impl)->world;
-  /* A plain load first: this runs before every collective. */
+  /* A plain load first: this runs before most collectives (all but the
+   * common case begin_collective settles inline). */
   if (!__atomic_load_n(&w->notice_pending, __ATOMIC_RELAXED) ||
       !__atomic_exchange_n(&w->notice_pending, 0, __ATOMIC_ACQ_REL))
     return;
@@ -220,12 +221,9 @@ static bool blocking(const vqc_comm *c) {
   return c->wait_mode == VQC_WAIT_BLOCKING;
 }
 
-/* Every collective starts here: refuses when aborted, and first finishes a
- * collective that timed out earlier (see the top of the file), within this
- * call's deadline. Sets *deadline: now + timeout in POLL mode, or when a
- * stale request must be waited for; 0 (unused) otherwise. */
-static vqc_status begin_collective(vqc_comm *c, uint64_t *deadline,
-                                   const char *what) {
+/* begin_collective (below) in full: every case but the common one. */
+static vqc_status begin_collective_slow(vqc_comm *c, uint64_t *deadline,
+                                        const char *what) {
   mpi_comm_impl *m = c->impl;
   *deadline = 0;
   send_notices(c); /* an abort's, when it could not send them itself */
@@ -252,6 +250,26 @@ static vqc_status begin_collective(vqc_comm *c, uint64_t *deadline,
   return vqc_error(s, "rank %d: %s not started: an earlier collective on this "
                       "comm timed out and is still pending (%s)",
                    c->rank, what, why);
+}
+
+/* Every collective starts here: refuses when aborted, and first finishes a
+ * collective that timed out earlier (see the top of the file), within this
+ * call's deadline. Sets *deadline: now + timeout in POLL mode, or when a
+ * stale request must be waited for; 0 (unused) otherwise.
+ * The common case is decided inline, from the comm's first cache line and
+ * the impl's: a data comm in BLOCKING mode, not aborted, nothing stale.
+ * Then there is nothing to do: no notice is pending (mpi_abort marks the
+ * data comm aborted before it asks for them), no deadline is needed and
+ * nothing to wait for. Everything else takes begin_collective_slow. */
+static inline __attribute__((always_inline)) vqc_status
+begin_collective(vqc_comm *c, uint64_t *deadline, const char *what) {
+  const mpi_comm_impl *m = c->impl;
+  if (c->ledger && blocking(c) && !is_aborted(m) &&
+      m->stale == MPI_REQUEST_NULL) {
+    *deadline = 0;
+    return VQC_OK;
+  }
+  return begin_collective_slow(c, deadline, what);
 }
 
 /* Completes a started request; on timeout keeps it as the comm's stale one. */
@@ -311,7 +329,7 @@ static vqc_status mpi_all_reduce(vqc_comm *c, const void *send, void *recv,
   /* In place when the buffers coincide; a partial overlap is made in place
    * by moving the input into recv first (MPI forbids aliased buffers). */
   const void *sendarg = send;
-  size_t bytes = count * vqc_dtype_size(dt);
+  size_t bytes = count * vqc_comm_dtype_size(dt);
   if (send == recv || vqc_ranges_overlap(send, bytes, recv, bytes)) {
     if (send != recv) memmove(recv, send, bytes);
     sendarg = MPI_IN_PLACE;
@@ -497,8 +515,13 @@ vqc_status vqc_mpi_comm_create(int *argc, char ***argv, vqc_comm **out) {
                      "MPI is already finalized and cannot be started again; "
                      "create every mpi comm before destroying the last one");
 
-  mpi_world *w = calloc(1, sizeof *w);
+  /* On a cache line of its own: the data comm (the first member) then keeps
+   * its per-call fields on one line (comm_internal.h). aligned_alloc wants
+   * a size that is a multiple of the alignment. */
+  size_t bytes = (sizeof(mpi_world) + 63) / 64 * 64;
+  mpi_world *w = aligned_alloc(64, bytes);
   if (!w) return vqc_error(VQC_ENOMEM, "cannot allocate an mpi comm");
+  memset(w, 0, bytes);
   w->data_impl.comm = w->side_impl.comm = MPI_COMM_NULL;
   w->data_impl.stale = w->side_impl.stale = MPI_REQUEST_NULL;
   w->notice_req = MPI_REQUEST_NULL;

@@ -41,7 +41,11 @@ void vqc_poll_nap(void);
 
 /* Whether byte ranges [a, a+na) and [b, b+nb) overlap (addresses compared as
  * integers: the buffers may be unrelated objects). Empty ranges never
- * overlap. */
-bool vqc_ranges_overlap(const void *a, size_t na, const void *b, size_t nb);
+ * overlap. Inline: every collective asks. */
+static inline bool vqc_ranges_overlap(const void *a, size_t na, const void *b,
+                                      size_t nb) {
+  uintptr_t pa = (uintptr_t)a, pb = (uintptr_t)b;
+  return na > 0 && nb > 0 && pa < pb + nb && pb < pa + na;
+}
 
 #endif /* VQC_MPI_COMMON_H */
