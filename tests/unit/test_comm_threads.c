@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "coll_cases.h"
+#include "comm/comm_internal.h" /* vqc_comm_dtype_size */
 #include "vqc/comm.h"
 #include "vqc/ledger.h"
 #include "vqc/status.h"
@@ -553,4 +554,15 @@ Test(comm_threads, back_to_back_small_all_reduces, .timeout = 60) {
     cr_expect_eq(a.bad[r], 0, "rank %d: %d wrong rounds", r, a.bad[r]);
     cr_expect_eq(a.ledger_count[r], BACK_TO_BACK);
   }
+}
+
+/* The hot path's inline dtype size (comm_internal.h) is vqc_dtype_size for
+ * every dtype, and 0 past the list. */
+Test(comm_internal, dtype_size_matches_the_core_one) {
+  for (int dt = 0; dt < VQC_DTYPE_COUNT; dt++)
+    cr_expect_eq(vqc_comm_dtype_size((vqc_dtype)dt),
+                 vqc_dtype_size((vqc_dtype)dt), "dtype %d (%s)", dt,
+                 vqc_dtype_name((vqc_dtype)dt));
+  cr_expect_eq(vqc_comm_dtype_size(VQC_DTYPE_COUNT), 0);
+  cr_expect_eq(vqc_comm_dtype_size((vqc_dtype)-1), 0);
 }

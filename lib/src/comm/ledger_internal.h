@@ -45,7 +45,6 @@ _Static_assert(sizeof(vqc_ledger_slot) == VQC_LEDGER_SLOT_BYTES,
   (offsetof(vqc_ledger_record, t_exit_ns) / sizeof(uint64_t))
 #define VQC_LEDGER_STATE_WORD \
   (offsetof(vqc_ledger_record, state) / sizeof(uint64_t))
-_Static_assert(offsetof(vqc_ledger_record, seq) == 0, "word 0 is seq");
 _Static_assert(offsetof(vqc_ledger_record, t_exit_ns) % sizeof(uint64_t) == 0,
                "t_exit_ns is a word of its own");
 _Static_assert(offsetof(vqc_ledger_record, status) / sizeof(uint64_t) ==
@@ -133,12 +132,15 @@ static inline void vqc_ledger_close(vqc_ledger *l, vqc_ledger_record *r,
   r->state = s == VQC_OK ? VQC_REC_DONE : VQC_REC_FAILED;
   /* The slot needs only the fields that changed (event handlers see *r
    * const). If records opened meanwhile (inside a handler) went round the
-   * whole ring, the slot is a newer record's and *r is older than the ring
-   * keeps: left alone, like any record the ring has dropped. Word 0 is seq;
-   * only this thread writes slots. */
-  vqc_ledger_slot *slot = &l->ring[r->seq & l->mask];
-  if (atomic_load_explicit(&slot->words[0], memory_order_relaxed) == r->seq)
-    vqc_ledger_slot_write_exit(slot, r);
+   * whole ring (capacity = mask + 1 records opened after *r), the slot is
+   * a newer record's and *r is older than the ring keeps: left alone, like
+   * any record the ring has dropped. Decided from next_seq (this thread's
+   * own, on the ledger's line) rather than the slot's seq word: a load
+   * that misses would stall here, where the stores below need not. */
+  const uint64_t next =
+      atomic_load_explicit(&l->next_seq, memory_order_relaxed);
+  if (next - r->seq <= l->mask + 1)
+    vqc_ledger_slot_write_exit(&l->ring[r->seq & l->mask], r);
   /* A record opened inside an event handler (nested) closes first; the
    * mark then names no record, as before this one was opened. */
   if (atomic_load_explicit(&l->open_mark, memory_order_relaxed) == r->seq + 1)
