@@ -161,7 +161,7 @@ void vqc_run_memory_estimate(const vqc_scenario *sc, int ranks_here,
   }
   uint64_t ring = 1;
   while (ring < VQC_LEDGER_DEFAULT_CAPACITY) ring *= 2;
-  ring *= sizeof(vqc_ledger_record);
+  ring *= VQC_LEDGER_SLOT_BYTES; /* a record with its seqlock and padding */
   out->address =
       vqc_sat_add(out->resident,
                   vqc_sat_mul((uint64_t)ranks_here, stack + ring));

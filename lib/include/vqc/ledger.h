@@ -88,6 +88,9 @@ typedef struct vqc_ledger_record {
 } vqc_ledger_record;
 
 #define VQC_LEDGER_DEFAULT_CAPACITY 65536
+/* Memory one record takes in the ring (the record, its seqlock version and
+ * padding to two cache lines): a ledger reserves capacity times this. */
+#define VQC_LEDGER_SLOT_BYTES 128
 
 /* Number of collectives ever appended (== next seq). */
 uint64_t vqc_ledger_count(vqc_ledger *l);

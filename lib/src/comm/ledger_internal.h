@@ -28,8 +28,8 @@ _Static_assert(sizeof(vqc_ledger_record) % sizeof(uint64_t) == 0,
  * to 128, and the ring starts on a line): a record written touches two
  * lines, where unpadded 112-byte slots straddle three every other record.
  * The ring (8 MiB at the default capacity) is far larger than the caches,
- * so each new record's lines are misses; fewer lines, fewer misses. */
-#define VQC_LEDGER_SLOT_BYTES 128
+ * so each new record's lines are misses; fewer lines, fewer misses.
+ * VQC_LEDGER_SLOT_BYTES is in vqc/ledger.h, for memory estimates. */
 typedef struct vqc_ledger_slot {
   _Atomic uint64_t version; /* odd while being rewritten */
   _Atomic uint64_t words[VQC_LEDGER_REC_WORDS]; /* a record's bytes */
