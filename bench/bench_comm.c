@@ -37,16 +37,37 @@
  *      t_exit_ns). LAYER_REPS interleaved repetitions, median [min .. max]
  *      of the per-repetition differences.
  *
- * What limits the block/raw ratio: the layer's fixed cost per call, 80 ns
- * in section 3 on the 2-vCPU VM measured (57 ns of it the two clock reads)
- * and 100-130 ns in place ("block - raw", which also pays for the mpi
- * backend's checks and for cache lines MPI evicted between calls), against
- * the call it wraps: 1.3x at 4 B (0.34 us), 1.07-1.09x at 4 KiB (1.4 us),
- * 1.00x at 1 MiB. That is real cost, not measurement: it held with the
- * order rotated, after a warm-up, with the ranks bound to a core each
- * (OpenMPI's default for 2 ranks) and unbound. The ranks' CPU affinity is
- * printed because on a shared machine placement moves the raw figures more
- * than the layer does.
+ * What limits the block/raw ratio: the layer's fixed cost per call against
+ * the call it wraps. In section 3 (a tight loop, everything cached) that is
+ * 86-107 ns on the 2-vCPU VM measured, 63-68 ns of it the two clock reads
+ * every record needs (t_enter_ns, t_exit_ns: CLOCK_MONOTONIC through the
+ * vDSO, whose rdtsc waits for the loads before it). In place it is more
+ * ("block - raw"): between two collectives MPI's copies, and on a shared
+ * machine other processes, evict the layer's code and data, so each line
+ * it touches can miss. At 4 KiB issue 27 took that from 150-280 ns (median
+ * 235) to 100-285 ns (median 180) per call, as per-call medians (rdtsc
+ * around each call, the median of each loop, the same interleaving; a
+ * scratch program, 11 runs each); perf puts about half of what is left in
+ * the two clock reads (~90 ns in place), the rest in misses on the new
+ * record's slot and on the layer's code, 5-15 ns each. The loop means
+ * printed here also carry the calls that came back to a cold cache after
+ * a preemption, and read 260-360 ns at load 3.5-4.7. Against a 4 KiB
+ * MPI_Allreduce of 1.4 us on a quiet machine, 5% is 70 ns: the two clock
+ * reads alone use most of it, so block/raw at 4 KiB stays above 1.05x there
+ * (about 1.13x, estimated); on this busy VM, block/raw was 1.04-1.06x at
+ * 4 KiB where the raw call took 6-14 us and 1.11x where it took 2.6 us,
+ * 1.00-1.01x at 1 MiB, 1.13-1.29x at 4 B (5 runs). That is real cost, not
+ * measurement: it held with the order rotated, after a warm-up, with the
+ * ranks bound to a core each (OpenMPI's default for 2 ranks) and unbound.
+ * The ranks' CPU affinity is printed because on a shared machine placement
+ * moves the raw figures more than the layer does; above a load of about 4
+ * on 2 cores the loop means swing by more than the layer costs (block/raw
+ * 0.9-1.7x at 4 KiB from run to run): compare runs, not one.
+ *
+ * POLL cannot come near raw: MPI_Iallreduce + MPI_Wait ("nb") alone is
+ * 2.0-3.3x MPI_Allreduce at 4 KiB and 1.03-1.44x at 1 MiB (OpenMPI's
+ * libnbc; the quieter the machine, the higher), and poll/nb is at most
+ * 1.03x there.
  *
  * --json prints, instead of the text, one JSON object per figure
  * (bench_print_figure, unit "s" per call, "ranks" the world size; the layer

@@ -126,15 +126,16 @@ vqc_status vqc_comm_set_before_collective(vqc_comm *c, vqc_comm_hook_fn fn,
  *     deadline and returns VQC_ETIMEOUT when it passes. On the mpi backend
  *     this means MPI's nonblocking collectives (MPI_Iallreduce + MPI_Test),
  *     which OpenMPI runs through a slower engine: with 2 ranks on one node
- *     (OpenMPI 4.1.4) about 2.7x MPI_Allreduce at 4 B, 4.3-4.5x at 4 KiB
- *     and 1.45-1.5x at 1 MiB, nearly all of it MPI_Iallreduce + MPI_Wait's
- *     own (polling and ledger add 12-16% at 4 B, 3-4% at 4 KiB, 1% at
- *     1 MiB; bench/bench_comm.c).
+ *     (OpenMPI 4.1.4) 1.9-2.6x MPI_Allreduce at 4 B, 2.0-3.4x at 4 KiB
+ *     and 1.04-1.46x at 1 MiB (the higher, the quieter the machine),
+ *     nearly all of it MPI_Iallreduce + MPI_Wait's own (polling and ledger
+ *     add at most 3% at 4 KiB and 1 MiB; bench/bench_comm.c).
  *   VQC_WAIT_BLOCKING: the mpi backend calls the blocking collectives
  *     (MPI_Allreduce, MPI_IN_PLACE when in place, ...): the cost over
- *     calling MPI directly is the comm layer's, 80 ns per call in a tight
- *     loop and 100-130 ns in place (1.3x MPI_Allreduce at 4 B, 1.07-1.10x
- *     at 4 KiB, 1.00x at 1 MiB), but a call whose
+ *     calling MPI directly is the comm layer's, 86-107 ns per call in a
+ *     tight loop and 100-285 ns in place at 4 KiB (1.13-1.29x
+ *     MPI_Allreduce at 4 B, 1.04-1.11x at 4 KiB on a busy machine, about
+ *     1.13x estimated on a quiet one, 1.00x at 1 MiB), but a call whose
  *     peers never come does not return. The deadline is then enforced by a
  *     watchdog (vqc/watchdog.h) that sees the record stuck in the ledger and
  *     calls a handler (which dumps ledgers and MPI_Aborts); vqc_comm_abort

@@ -13,17 +13,18 @@
  * spins first (a collective between ranks on one node takes microseconds, and
  * MPI_Wait busy-polls the same way), then yields the CPU and finally sleeps
  * in short naps, so four ranks on two cores still all make progress.
- * bench/bench_comm.c measures the price: the polling and the ledger add 1-16%
- * to MPI_Iallreduce + MPI_Wait (16% at 4 B, 1% at 1 MiB); the larger gap to
- * blocking MPI_Allreduce (about 2.7x at 4 B, 4.4x at 4 KiB, 1.45x at 1 MiB
- * with 2 ranks on one node) is
- * OpenMPI's nonblocking collective engine (libnbc), which any design that
- * keeps a deadline without reimplementing the collectives has to pay.
+ * bench/bench_comm.c measures the price: the polling and the ledger add at
+ * most 3% to MPI_Iallreduce + MPI_Wait at 4 KiB and 1 MiB; the larger gap
+ * to blocking MPI_Allreduce (2.0-3.3x at 4 KiB, 1.03-1.44x at 1 MiB with 2
+ * ranks on one node, the higher the quieter the machine) is OpenMPI's
+ * nonblocking collective engine (libnbc), which any design that keeps a
+ * deadline without reimplementing the collectives has to pay.
  *
  * BLOCKING. The blocking collectives (MPI_Allreduce, ...), called exactly as
  * a program would call them, so the only cost on top of MPI is the comm
- * layer's (80 ns in a tight loop, 100-130 ns in place; this backend's own
- * checks are about 5 ns). A call whose peers never come does not return: the
+ * layer's (86-107 ns in a tight loop, 100-285 ns in place at 4 KiB, see
+ * bench_comm.c; this backend's own checks are a few ns: begin_collective
+ * settles the common case inline). A call whose peers never come does not return: the
  * deadline is the watchdog's (vqc/watchdog.h), which sees the record ENTERED
  * in the ledger for too long and calls its handler (dump, report,
  * MPI_Abort). vqc_comm_abort stops later calls only. No deadline is computed
