@@ -138,7 +138,9 @@ def test_learning_rate_change_diverges_at_step_3(cli, tmp_path):
     assert rc == 1, err
     [f] = run["findings"]
     assert (f["kind"], f["step"], f["ranks"]) == ("divergence", 3, [1])
-    assert f["tensor"] == "Sequential.0.weight"
+    # the cause, first in the step; the weights it moved follow it
+    assert f["tensor"] == "optimizer.lr"
+    assert "Sequential.0.weight" in f["detail"]["also_differing"]
 
 
 def test_clean_ddp_job_is_clean(cli, tmp_path):
