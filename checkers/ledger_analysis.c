@@ -134,6 +134,14 @@ static vqc_status group_pass(const analysis *world, const proc_groups *all,
   return s;
 }
 
+/* The step rank dump d's live record says it was in (the Python bridge's:
+ * its step lines); -1 without a start line, and for an MPI program's
+ * (libvqcheck_mpi.so: "mpi": true), which has no steps: its findings carry
+ * no step ("no step applies") rather than step 0. */
+static int64_t live_step(const rank_dump *d) {
+  return d->live.started && !d->live.mpi ? d->live.steps_done : -1;
+}
+
 /* fstep when known (>= 0); else the first step a status dump gives; else,
  * from live records only (the Python bridge), the step the first started
  * of ranks[0..n) was in; else -1. */
@@ -143,8 +151,7 @@ static int64_t known_step(const analysis *a, int64_t fstep, const int *ranks,
     if (a->dumps[r].has_status && a->dumps[r].step >= 0)
       fstep = a->dumps[r].step;
   for (int i = 0; fstep < 0 && i < n; i++)
-    if (a->dumps[ranks[i]].live.started)
-      fstep = a->dumps[ranks[i]].live.steps_done;
+    fstep = live_step(&a->dumps[ranks[i]]);
   return fstep;
 }
 
@@ -511,8 +518,7 @@ static vqc_status emit_mismatch(const analysis *a, const verdict *v,
       fstep = a->dumps[r].step;
   /* Live records only (the Python bridge): the step they were in. */
   for (int r = 0; fstep < 0 && r < a->size; r++)
-    if (v->group[r] >= 0 && a->dumps[r].live.started)
-      fstep = a->dumps[r].live.steps_done;
+    if (v->group[r] >= 0) fstep = live_step(&a->dumps[r]);
   return report_mismatch(a, v->seq, fstep, v->group, v->gfp, v->gn, v->grec,
                          v->ngroups, v->expected, out, nadded);
 }
@@ -719,7 +725,9 @@ static vqc_status emit_rank_failure(const analysis *a, const verdict *v,
               "live record stops in step %" PRId64 " (%s%s%s)", failed[i],
               d->live.steps_done, why,
               words[0] ? "; its stderr ended: " : "", words);
-    json_object_set_new(o, "step", json_integer(d->live.steps_done));
+    /* (an MPI program's rank has none: -1, as its finding's) */
+    json_object_set_new(o, "step",
+                        json_integer(d->live.mpi ? -1 : d->live.steps_done));
     json_object_set_new(o, "why", json_string(why));
     if (d->live.end_signal > 0)
       json_object_set_new(o, "signal", json_integer(d->live.end_signal));

@@ -50,6 +50,9 @@
 #   strict_op_swap  op_swap under strict mode: refused before any data
 #                   moved, a collective_mismatch naming rank 0 at line 15
 #                   and both calls (never a deadlock).
+# In every case an MPI program has no training steps: each finding's step
+# is -1 ("no step applies"), and neither watch's summary nor report.md
+# says "at step".
 # Exit 77 (a skip, with the reason) without mpiexec or the interposer.
 #   usage: mpi_watch.sh VQCHECK MPIEXEC "FLAGS" PROGRAM_DIR OUT_DIR CASE
 set -u
@@ -117,6 +120,16 @@ def one(kind):
     return got[0]
 if run.get("exit_code") != rc:
     fail("run.json says exit %s, watch exited %d" % (run.get("exit_code"), rc))
+# No steps in an MPI program: no finding has one, and none is told.
+stepped = [f for f in fs if f.get("step") != -1]
+if stepped:
+    fail("findings with a step (an MPI program has none): %s"
+         % [(f["kind"], f.get("step")) for f in stepped])
+for name in (case + ".out", os.path.join(case, "report.md")):
+    text = open(os.path.join(os.path.dirname(d), name)).read()
+    if "at step" in text:
+        fail("%s says 'at step': %s" % (name, [l for l in text.splitlines()
+                                             if "at step" in l][:3]))
 if case in ("clean", "strict_clean"):
     if rc != 0 or fs:
         fail("a clean program: expected exit 0 and no finding, got %d" % rc)

@@ -60,8 +60,10 @@ void vqc_offline_print_findings(FILE *f, vqc_findings *fl) {
   fprintf(f, "findings: %d\n", fl->count);
   for (int i = 0; i < fl->count; i++) {
     const vqc_finding *x = &fl->items[i];
-    fprintf(f, "  %s at step %" PRId64, vqc_finding_kind_name(x->kind),
-            x->step);
+    /* A finding with no step (-1: an MPI program's, a job's own) says
+     * none. */
+    fprintf(f, "  %s", vqc_finding_kind_name(x->kind));
+    if (x->step >= 0) fprintf(f, " at step %" PRId64, x->step);
     if (x->tensor[0]) fprintf(f, " in %s", x->tensor);
     if (x->nranks > 0) {
       fprintf(f, " (rank%s", x->nranks > 1 ? "s" : "");

@@ -45,6 +45,7 @@ typedef struct hb_place {
   vqc_watch_stack st;
   char stack_file[4200];
   char why[160];         /* NO_STACK: why; ENDED: how */
+  vqc_live_info live;    /* its live record (live.exists false: none) */
   vqc_hb_place rule;     /* vqc_hb_culprits's view */
   char key[1400];        /* places told together share it */
   bool told;
@@ -165,6 +166,8 @@ static void hb_place_fill(const vqc_watch_ctx *c, hb_place *p,
   snprintf(p->stack_file, sizeof p->stack_file, "%s/rank-%d.stacks.txt",
            c->dir, r->rank);
   p->has_stack = vqc_watch_stack_read(p->stack_file, &p->st);
+  if (vqc_live_scan(c->dir, r->rank, &p->live) != VQC_OK)
+    memset(&p->live, 0, sizeof p->live);
   const bool finished = r->beaten && r->hb.state == VQC_HB_FINISHED;
   if (r->ended || finished) {
     p->kind = HB_ENDED;
@@ -182,10 +185,8 @@ static void hb_place_fill(const vqc_watch_ctx *c, hb_place *p,
   } else if (!r->beaten) {
     p->kind = HB_NO_BEAT;
     const vqc_watch_proc *pr = watch_proc_of(c, r->rank);
-    vqc_live_info info;
     snprintf(p->why, sizeof p->why, "%s",
-             vqc_live_scan(c->dir, r->rank, &info) == VQC_OK && info.exists
-                 ? "its bridge had started"
+             p->live.exists ? "its bridge had started"
              : pr || c->o->nproc == 0 ? "the bridge had not started there"
                                       : "no process had this rank");
   } else if (!r->stalled) {
@@ -296,7 +297,9 @@ void watch_hb_finding(const vqc_watch_ctx *c, vqc_findings *known,
   for (int i = 0; i < n; i++) {
     if (!pl[i].rule.culprit) continue;
     vqc_finding_add_rank(&x, pl[i].r->rank);
-    if (x.step < 0 && pl[i].r->beaten)
+    /* An MPI program's rank (libvqcheck_mpi.so) has no steps: its
+     * heartbeat's step field is 0, and the finding carries none (-1). */
+    if (x.step < 0 && pl[i].r->beaten && !pl[i].live.mpi)
       x.step = (int64_t)(pl[i].r->hb.step < INT64_MAX ? pl[i].r->hb.step
                                                        : INT64_MAX);
     if (!x.site[0] && pl[i].has_stack)
