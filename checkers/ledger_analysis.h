@@ -95,6 +95,15 @@
  *                                   another rank, or the whole job ended
  *                                   from outside (scancel, Ctrl-C); t_ns:
  *                                   when, on the clock of its t_enter_ns;
+ *     {"event":"p2p_wait","call","communicator","to","to_comm_rank",
+ *      "send_tag","from","from_comm_rank","recv_tag","file","line","func",
+ *      "t_ns"}                      an MPI program's rank (libvqcheck_mpi.so)
+ *                                   asked where it is (SIGUSR1, at a hang):
+ *                                   the blocking point-to-point call it
+ *                                   waits in ("call": null when none);
+ *                                   peers as world ranks, "any" for
+ *                                   MPI_ANY_SOURCE / MPI_ANY_TAG; only the
+ *                                   sides the call has;
  *     {"event":"lost"|"killed","by","why"}  appended by whoever supervised
  *                                   the job (`vqcheck run --backend mpi`
  *                                   without a launcher, harness/cli/supervise.h):
@@ -294,7 +303,18 @@ typedef struct vqc_live_info {
   char last_words[VQC_LIVE_LAST_WORDS]; /* a "lost" line's "last_words" */
   int64_t steps_done;   /* last "step" line's step + 1; 0 if none */
   uint64_t records;     /* ledger lines */
+  /* The last "p2p_wait" line (libvqcheck_mpi.so, at SIGUSR1): the
+   * blocking point-to-point call the rank was in when vqcheck watch asked
+   * where it is. p2p_call "" when none (no line, or "call": null). Peers
+   * are world ranks: VQC_P2P_ANY for MPI_ANY_SOURCE / MPI_ANY_TAG,
+   * VQC_P2P_NONE where the call has no such side or the line gives none
+   * (the four ints mean nothing while p2p_call is ""). */
+  char p2p_call[32];    /* "MPI_Recv", "MPI_Send", "MPI_Wait", ... */
+  char p2p_comm[200];   /* its communicator's name; "" unknown */
+  int p2p_to, p2p_send_tag, p2p_from, p2p_recv_tag;
 } vqc_live_info;
+#define VQC_P2P_ANY (-1)
+#define VQC_P2P_NONE (-2)
 
 /* Reads rank r's live record into *out (exists false when there is none).
  * Lenient: a line that does not parse is skipped (the analysis proper

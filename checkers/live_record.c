@@ -350,6 +350,17 @@ void utf8_cut(char *s) {
   if (k - (lead - 1) < want) s[lead - 1] = '\0';
 }
 
+/* A "p2p_wait" line's peer or tag: a rank or tag >= 0, "any"
+ * (VQC_P2P_ANY), else VQC_P2P_NONE (absent, null, out of range). */
+static int live_peer(const json_t *v) {
+  if (json_is_string(v) && strcmp(json_string_value(v), "any") == 0)
+    return VQC_P2P_ANY;
+  if (json_is_integer(v) && json_integer_value(v) >= 0 &&
+      json_integer_value(v) <= INT32_MAX)
+    return (int)json_integer_value(v);
+  return VQC_P2P_NONE;
+}
+
 /* Applies event line j (it has "event") to *info. */
 void live_event(const json_t *j, vqc_live_info *info) {
   const char *ev = json_string_value(json_object_get(j, "event"));
@@ -382,6 +393,21 @@ void live_event(const json_t *j, vqc_live_info *info) {
     if (json_is_integer(v = json_object_get(j, "t_ns")) &&
         json_integer_value(v) > 0)
       info->signal_t_ns = (uint64_t)json_integer_value(v);
+  } else if (strcmp(ev, "p2p_wait") == 0) {
+    /* The latest says where the rank was when last asked. */
+    info->p2p_call[0] = info->p2p_comm[0] = '\0';
+    info->p2p_to = info->p2p_send_tag = VQC_P2P_NONE;
+    info->p2p_from = info->p2p_recv_tag = VQC_P2P_NONE;
+    if (json_is_string(v = json_object_get(j, "call")))
+      snprintf(info->p2p_call, sizeof info->p2p_call, "%s",
+               json_string_value(v));
+    if (json_is_string(v = json_object_get(j, "communicator")))
+      snprintf(info->p2p_comm, sizeof info->p2p_comm, "%s",
+               json_string_value(v));
+    info->p2p_to = live_peer(json_object_get(j, "to"));
+    info->p2p_send_tag = live_peer(json_object_get(j, "send_tag"));
+    info->p2p_from = live_peer(json_object_get(j, "from"));
+    info->p2p_recv_tag = live_peer(json_object_get(j, "recv_tag"));
   } else if (strcmp(ev, "lost") == 0 || strcmp(ev, "killed") == 0) {
     bool lost = ev[0] == 'l';
     if (lost) info->lost = true;

@@ -26,7 +26,10 @@
  *   rank-<r>.stacks.txt  at SIGUSR1 (which `vqcheck watch` sends at a
  *       hang, and the program does not handle itself), the calling thread's
  *       stack in faulthandler's layout, from the program's first frame
- *       outside MPI and libc, so the report says where the rank is.
+ *       outside MPI and libc, so the report says where the rank is; before
+ *       it, a {"event":"p2p_wait",...} line in the live record: the
+ *       blocking point-to-point call the rank is in, with its peers and
+ *       tags (p2p_wait_line), so the report names them too.
  * Without $VQC_WATCH_DIR every function only calls its PMPI_ twin.
  *
  * A ledger line, per collective on any intracommunicator:
@@ -593,6 +596,8 @@ typedef struct comm_info {
   char name[200];
   char *group_json;      /* "group":[...],"group_name":"...", or "" */
   size_t group_len;
+  int *world;            /* its ranks' world ranks, size of them (owned);
+                          * NULL when skipped or for the world itself */
   MPI_Comm shadow;       /* strict mode: its duplicate for the agreement */
 } comm_info;
 
@@ -604,6 +609,7 @@ static void info_unref(comm_info *ci) {
   if (!ci || ci == &world_info) return;
   if (__atomic_sub_fetch(&ci->refs, 1, __ATOMIC_ACQ_REL) == 0) {
     if (ci->shadow != MPI_COMM_NULL) PMPI_Comm_free(&ci->shadow);
+    free(ci->world);
     free(ci->group_json);
     free(ci);
   }
@@ -679,7 +685,8 @@ static comm_info *attach(MPI_Comm c, const char *name) {
     }
   }
   free(in);
-  free(out);
+  if (!ci->skip) ci->world = out; /* kept: the p2p section's peers */
+  else free(out);
   if (!ci->group_json) ci->group_json = strdup("");
   if (g.keyval != MPI_KEYVAL_INVALID)
     PMPI_Comm_set_attr(c, g.keyval, ci);
@@ -1364,6 +1371,96 @@ static size_t cat(char *b, size_t k, size_t cap, const char *s) {
   return k;
 }
 
+/* ---- where a rank waits in point-to-point (for SIGUSR1) */
+
+/* The blocking point-to-point call this process is in, kept for SIGUSR1:
+ * at a hang, on_usr1 writes it into the live record as a "p2p_wait" line
+ * (p2p_wait_line), so the deadlock names the call and its peers ("rank 0
+ * waits in MPI_Recv from rank 1 (tag 7) at ring.c:31"). Set on the way in
+ * and cleared on the way out: plain stores, no system call (its fields
+ * first, then `call`, which the handler reads first). One slot per
+ * process: under MPI_THREAD_MULTIPLE it holds the latest thread's call.
+ * Peers are the communicator's ranks as the program passed them
+ * (MPI_ANY_SOURCE, MPI_ANY_TAG as such; P2P_NONE: the call has no such
+ * side); the handler turns them into world ranks with ci->world. */
+#define P2P_NONE (-1000)
+static struct {
+  const char *call;     /* "MPI_Recv", ...; NULL: in none */
+  const comm_info *ci;  /* its communicator; NULL: not known */
+  int to, send_tag;     /* where it sends, or P2P_NONE */
+  int from, recv_tag;   /* whence it receives, or P2P_NONE */
+  const site *s;
+} p2p;
+
+/* Appends ",\"KEY\":" and world rank of communicator rank r (r itself
+ * where ci has no map: the world, or a communicator not recorded), "any"
+ * for MPI_ANY_SOURCE, null for another negative rank (MPI_PROC_NULL).
+ * Async-signal-safe (plain memory reads). */
+static size_t put_peer(char *b, size_t k, size_t cap, const char *key,
+                       const comm_info *ci, int r) {
+  k = cat(b, k, cap, ",\"");
+  k = cat(b, k, cap, key);
+  k = cat(b, k, cap, "\":");
+  if (r == MPI_ANY_SOURCE) return cat(b, k, cap, "\"any\"");
+  if (r < 0 || k + 24 >= cap) return cat(b, k, cap, "null");
+  if (ci && ci != &world_info && ci->world && r < ci->size) r = ci->world[r];
+  return k + fmt_int(b + k, r);
+}
+
+static size_t put_tag(char *b, size_t k, size_t cap, const char *key,
+                      int tag) {
+  k = cat(b, k, cap, ",\"");
+  k = cat(b, k, cap, key);
+  k = cat(b, k, cap, "\":");
+  if (tag == MPI_ANY_TAG) return cat(b, k, cap, "\"any\"");
+  if (k + 24 >= cap) return k;
+  return k + fmt_int(b + k, tag);
+}
+
+/* At SIGUSR1: {"event":"p2p_wait","call":"MPI_Recv","communicator":"world",
+ * "from":1,"from_comm_rank":1,"recv_tag":7,"file","line","func","t_ns"}
+ * (sends: "to", "to_comm_rank", "send_tag"; the waits: the call alone;
+ * "call": null when the rank is in no blocking point-to-point call), so
+ * the analysis names the call and its peers. Peers are world ranks ("any":
+ * MPI_ANY_SOURCE, MPI_ANY_TAG). Async-signal-safe: pwrite only. */
+static void p2p_wait_line(void) {
+  char b[2048];
+  size_t k = cat(b, 0, sizeof b, "{\"event\":\"p2p_wait\",\"call\":");
+  const char *name = __atomic_load_n(&p2p.call, __ATOMIC_ACQUIRE);
+  if (!name) {
+    k = cat(b, k, sizeof b, "null,");
+  } else {
+    const comm_info *ci = p2p.ci;
+    k = cat(b, k, sizeof b, "\"");
+    k = cat(b, k, sizeof b, name);
+    k = cat(b, k, sizeof b, "\"");
+    if (ci && !ci->skip) { /* names are vqcheck's own: no escapes needed */
+      k = cat(b, k, sizeof b, ",\"communicator\":\"");
+      k = cat(b, k, sizeof b, ci->name);
+      k = cat(b, k, sizeof b, "\"");
+    }
+    if (p2p.to != P2P_NONE) {
+      k = put_peer(b, k, sizeof b, "to", ci, p2p.to);
+      k = put_peer(b, k, sizeof b, "to_comm_rank", NULL, p2p.to);
+      k = put_tag(b, k, sizeof b, "send_tag", p2p.send_tag);
+    }
+    if (p2p.from != P2P_NONE) {
+      k = put_peer(b, k, sizeof b, "from", ci, p2p.from);
+      k = put_peer(b, k, sizeof b, "from_comm_rank", NULL, p2p.from);
+      k = put_tag(b, k, sizeof b, "recv_tag", p2p.recv_tag);
+    }
+    k = cat(b, k, sizeof b, ",");
+    if (p2p.s && k + p2p.s->len + 64 < sizeof b) {
+      memcpy(b + k, p2p.s->json, p2p.s->len); /* "file":..,"func":.., */
+      k += p2p.s->len;
+    }
+  }
+  k = cat(b, k, sizeof b, "\"t_ns\":");
+  if (k + 24 < sizeof b) k += fmt_int(b + k, (long long)now_ns());
+  k = cat(b, k, sizeof b, "}\n");
+  if (k + 1 < sizeof b) live_write_signal(b, k);
+}
+
 /* A line of the live record could not be written (a full disk, most
  * likely): said once on stderr, where the watcher passes it on, since the
  * record, and so the verdict, is incomplete from here. Async-signal-safe
@@ -1426,6 +1523,7 @@ static void on_fault(int sig) {
  * first frame outside MPI, libc and this library. */
 static void on_usr1(int sig) {
   const int e = errno;
+  if (g.on) p2p_wait_line(); /* first: the stack's arrival means it is in */
   if (g.stacks_fd < 0) {
     errno = e;
     return;
@@ -2239,113 +2337,131 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
  * Blocking point-to-point calls (and the waits below) are not recorded;
  * their call site is resolved (once per site, as for collectives) so that
  * a rank stuck in one, at a hang, has its stack named by file and line
- * (on_usr1 looks the frames up in the site table): "ranks 0, 1, 2 are at
- * ring.c:10 (main), outside any collective". Each one that returns is
- * a sign of progress (a heartbeat), as a collective's end is: a program
- * that only exchanges messages for longer than --timeout is not a hang.
- * The cost per call is one table lookup and one heartbeat store. */
+ * (on_usr1 looks the frames up in the site table), and the call itself
+ * (with its peers and tags, the communicator) is kept in `p2p` for the
+ * "p2p_wait" line on_usr1 writes: "rank 0 waits in MPI_Recv from rank 2
+ * (tag 7) at ring.c:10 (main), outside any collective". Each one that
+ * returns is a sign of progress (a heartbeat), as a collective's end is:
+ * a program that only exchanges messages for longer than --timeout is not
+ * a hang. The cost per call is one table lookup, a communicator lookup
+ * (none for MPI_COMM_WORLD), six stores and one heartbeat store. */
 
-static void note_site(uintptr_t pc) {
-  if (g.on) (void)site_of(pc);
+static void p2p_enter(const char *name, MPI_Comm comm, int to, int send_tag,
+                      int from, int recv_tag, uintptr_t pc) {
+  if (!g.on) return;
+  p2p.s = site_of(pc);
+  p2p.ci = comm == MPI_COMM_NULL ? NULL : info_of(comm);
+  p2p.to = to;
+  p2p.send_tag = send_tag;
+  p2p.from = from;
+  p2p.recv_tag = recv_tag;
+  __atomic_store_n(&p2p.call, name, __ATOMIC_RELEASE);
 }
 
-static int progressed(int rc) {
-  if (g.on) beat(HB_RUNNING, 0, "");
+/* The call returned: progress. */
+static int p2p_leave(int rc) {
+  if (!g.on) return rc;
+  __atomic_store_n(&p2p.call, NULL, __ATOMIC_RELEASE);
+  beat(HB_RUNNING, 0, "");
   return rc;
 }
 
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
              int tag, MPI_Comm comm) {
-  note_site(RA);
-  return progressed(PMPI_Send(buf, count, datatype, dest, tag, comm));
+  p2p_enter("MPI_Send", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  return p2p_leave(PMPI_Send(buf, count, datatype, dest, tag, comm));
 }
 
 int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm) {
-  note_site(RA);
-  return progressed(PMPI_Ssend(buf, count, datatype, dest, tag, comm));
+  p2p_enter("MPI_Ssend", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  return p2p_leave(PMPI_Ssend(buf, count, datatype, dest, tag, comm));
 }
 
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source,
              int tag, MPI_Comm comm, MPI_Status *status) {
-  note_site(RA);
-  return progressed(PMPI_Recv(buf, count, datatype, source, tag, comm, status));
+  p2p_enter("MPI_Recv", comm, P2P_NONE, P2P_NONE, source, tag, RA);
+  return p2p_leave(PMPI_Recv(buf, count, datatype, source, tag, comm, status));
 }
 
 int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  int dest, int sendtag, void *recvbuf, int recvcount,
                  MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status *status) {
-  note_site(RA);
-  return progressed(PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag,
-                                  recvbuf, recvcount, recvtype, source, recvtag,
-                                  comm, status));
+  p2p_enter("MPI_Sendrecv", comm, dest, sendtag, source, recvtag, RA);
+  return p2p_leave(PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag,
+                                 recvbuf, recvcount, recvtype, source, recvtag,
+                                 comm, status));
 }
 
 int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype,
                          int dest, int sendtag, int source, int recvtag,
                          MPI_Comm comm, MPI_Status *status) {
-  note_site(RA);
-  return progressed(PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag,
-                                          source, recvtag, comm, status));
+  p2p_enter("MPI_Sendrecv_replace", comm, dest, sendtag, source, recvtag, RA);
+  return p2p_leave(PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag,
+                                         source, recvtag, comm, status));
 }
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
-  note_site(RA);
-  return progressed(PMPI_Probe(source, tag, comm, status));
+  p2p_enter("MPI_Probe", comm, P2P_NONE, P2P_NONE, source, tag, RA);
+  return p2p_leave(PMPI_Probe(source, tag, comm, status));
 }
 
 /* ---- completion */
 
 int MPI_Wait(MPI_Request *request, MPI_Status *status) {
-  note_site(RA);
+  p2p_enter("MPI_Wait", MPI_COMM_NULL, P2P_NONE, P2P_NONE, P2P_NONE,
+            P2P_NONE, RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, request, 1))
-    return progressed(PMPI_Wait(request, status));
+    return p2p_leave(PMPI_Wait(request, status));
   (void)wait_begins(rc0.r, 1);
   const int rc = PMPI_Wait(request, status);
   completed(rc0.r[0], rc);
-  if (g.on) beat(HB_RUNNING, 0, ""); /* progress, collective or not */
+  (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
 }
 
 int MPI_Waitall(int count, MPI_Request array_of_requests[],
                 MPI_Status *array_of_statuses) {
-  note_site(RA);
+  p2p_enter("MPI_Waitall", MPI_COMM_NULL, P2P_NONE, P2P_NONE, P2P_NONE,
+            P2P_NONE, RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, count))
-    return progressed(
+    return p2p_leave(
         PMPI_Waitall(count, array_of_requests, array_of_statuses));
   (void)wait_begins(rc0.r, count);
   const int rc = PMPI_Waitall(count, array_of_requests, array_of_statuses);
   for (int i = 0; i < count; i++) completed(rc0.r[i], rc);
-  if (g.on) beat(HB_RUNNING, 0, ""); /* progress, collective or not */
+  (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
 }
 
 int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
                 MPI_Status *status) {
-  note_site(RA);
+  p2p_enter("MPI_Waitany", MPI_COMM_NULL, P2P_NONE, P2P_NONE, P2P_NONE,
+            P2P_NONE, RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, count))
-    return progressed(PMPI_Waitany(count, array_of_requests, index, status));
+    return p2p_leave(PMPI_Waitany(count, array_of_requests, index, status));
   (void)wait_begins(rc0.r, count);
   const int rc = PMPI_Waitany(count, array_of_requests, index, status);
   if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
     completed(rc0.r[*index], rc);
-  if (g.on) beat(HB_RUNNING, 0, ""); /* progress, collective or not */
+  (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
 }
 
 int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
                  int array_of_indices[], MPI_Status array_of_statuses[]) {
-  note_site(RA);
+  p2p_enter("MPI_Waitsome", MPI_COMM_NULL, P2P_NONE, P2P_NONE, P2P_NONE,
+            P2P_NONE, RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, incount))
-    return progressed(PMPI_Waitsome(incount, array_of_requests, outcount,
+    return p2p_leave(PMPI_Waitsome(incount, array_of_requests, outcount,
                          array_of_indices, array_of_statuses));
   (void)wait_begins(rc0.r, incount);
   const int rc = PMPI_Waitsome(incount, array_of_requests, outcount,
@@ -2353,7 +2469,7 @@ int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
   for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
     if (array_of_indices[i] >= 0 && array_of_indices[i] < incount)
       completed(rc0.r[array_of_indices[i]], rc);
-  if (g.on) beat(HB_RUNNING, 0, ""); /* progress, collective or not */
+  (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
 }

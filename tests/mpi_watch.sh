@@ -27,8 +27,15 @@
 #                   moves; MPI then aborts the job: never clean).
 #   recv_cycle      3 ranks, --timeout 5: every rank waits in MPI_Recv for
 #                   its left neighbour: a deadlock naming ranks 0-2 at
-#                   recv_cycle.c:15, outside any collective, within the
-#                   timeout + 5 s;
+#                   recv_cycle.c:15 within the timeout + 5 s, each with
+#                   its call and peer ("rank 0
+#                   waits in MPI_Recv from rank 2 (tag 7) at ...");
+#   recv_any        2 ranks, --timeout 5: rank 0 waits in MPI_Recv from
+#                   MPI_ANY_SOURCE on the world, rank 1 with MPI_ANY_TAG on
+#                   a split communicator whose ranks are reversed: "from
+#                   any rank (tag 3)" at recv_any.c:18, "from rank 0 (any
+#                   tag) on communicator world/split1" at recv_any.c:20
+#                   (the peer told as a world rank);
 #   negative_count  2 ranks: rank 1 broadcasts -1 ints (MPI_ERR_COUNT, the
 #                   job aborted): the report is written (the record keeps a
 #                   valid count, the program's in mpi_count) and a finding
@@ -78,10 +85,10 @@ np=3
 timeout=20
 case $PROG in
   clean|split_skip) np=4 ;;
-  buffer_overlap|recv_too_small|negative_count|pingpong) np=2 ;;
+  buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
 esac
 case $CASE in
-  split_skip|recv_cycle|op_swap) timeout=5 ;;
+  split_skip|recv_cycle|op_swap|recv_any) timeout=5 ;;
   pingpong) timeout=3 ;;
 esac
 start=$(date +%s.%N)
@@ -201,13 +208,37 @@ elif case == "recv_cycle":
     if rc != 1 or not f["ranks"] or not set(f["ranks"]) <= {0, 1, 2}:
         fail("expected exit 1 and ranks among 0-2, got %d and %s"
              % (rc, f["ranks"]))
-    if "recv_cycle.c:15 (main), outside any collective" not in f["message"]:
+    if "MPI_Recv from rank" not in f["message"] or \
+            "recv_cycle.c:15 (main)" not in f["message"]:
         fail("the message does not place the ranks at recv_cycle.c:15")
     if f["message"].count("recv_cycle.c:15 (main)") < (1 if len(
             f["ranks"]) == 3 else 2):
         fail("the ranks not named are not placed at recv_cycle.c:15")
     if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
         fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+    # Each rank's call and peer (its left neighbour, a world rank): the
+    # ranks named "wait in" it, the others (within the timeout) are "in" it.
+    for r in range(3):
+        call = "MPI_Recv from rank %d (tag 7) at recv_cycle.c:15 (main)" % (
+            (r + 2) % 3)
+        said = ("rank %d waits in " if r in f["ranks"] else
+                "rank %d last made progress") % r
+        if call not in f["message"] or said not in f["message"]:
+            fail("rank %d is not told as %r with %r" % (r, said, call))
+    peers = {p["rank"]: p.get("p2p", {}).get("from")
+             for p in f["detail"]["places"]}
+    if peers != {0: 2, 1: 0, 2: 1}:
+        fail("the detail's peers are %s, expected {0: 2, 1: 0, 2: 1}" % peers)
+elif case == "recv_any":
+    f = one("deadlock")
+    if rc != 1 or not f["ranks"] or not set(f["ranks"]) <= {0, 1}:
+        fail("expected exit 1 and ranks among 0, 1, got %d and %s"
+             % (rc, f["ranks"]))
+    for want in ("MPI_Recv from any rank (tag 3) at recv_any.c:18 (main)",
+                 "MPI_Recv from rank 0 (any tag) on communicator "
+                 "world/split1 at recv_any.c:20 (main)"):
+        if want not in f["message"]:
+            fail("the message does not say %r" % want)
 elif case == "pingpong":
     if rc != 0 or fs:
         fail("a correct message exchange: expected exit 0 and no finding, "

@@ -46,6 +46,7 @@ typedef struct hb_place {
   char stack_file[4200];
   char why[160];         /* NO_STACK: why; ENDED: how */
   vqc_live_info live;    /* its live record (live.exists false: none) */
+  char p2p[400];         /* p2p_text of it: "" when in no p2p call */
   vqc_hb_place rule;     /* vqc_hb_culprits's view */
   char key[1400];        /* places told together share it */
   bool told;
@@ -61,6 +62,38 @@ static void library_frame_text(const vqc_watch_frame *f, char *buf,
                       : strstr(f->file, "/vqcheck/") ? "vqcheck's "
                                                      : "";
   snprintf(buf, n, "%s%.60s (%s)", owner, f->func[0] ? f->func : "?", at);
+}
+
+/* " from rank 1 (tag 7)", " to rank 2 (tag 0)", " from any rank (any
+ * tag)": one side of a point-to-point call; nothing for a side it lacks. */
+static void p2p_side_text(const char *dir, int peer, int tag, char *buf,
+                          size_t *k, size_t n) {
+  if (peer == VQC_P2P_NONE) return;
+  if (peer == VQC_P2P_ANY)
+    watch_appendf(buf, k, n, " %s any rank", dir);
+  else
+    watch_appendf(buf, k, n, " %s rank %d", dir, peer);
+  if (tag == VQC_P2P_ANY)
+    watch_appendf(buf, k, n, " (any tag)");
+  else if (tag != VQC_P2P_NONE)
+    watch_appendf(buf, k, n, " (tag %d)", tag);
+}
+
+/* "MPI_Recv from rank 1 (tag 7)", "MPI_Sendrecv to rank 1 (tag 7) and
+ * from rank 2 (tag 7) on communicator world/split1": the point-to-point
+ * call an MPI rank said it waits in (its live record's "p2p_wait" line,
+ * libvqcheck_mpi.so); "" when it said none. Ranks are world ranks. */
+static void p2p_text(const vqc_live_info *l, char *buf, size_t n) {
+  size_t k = 0;
+  buf[0] = '\0';
+  if (!l->p2p_call[0]) return;
+  watch_appendf(buf, &k, n, "%s", l->p2p_call);
+  p2p_side_text("to", l->p2p_to, l->p2p_send_tag, buf, &k, n);
+  if (l->p2p_to != VQC_P2P_NONE && l->p2p_from != VQC_P2P_NONE)
+    watch_appendf(buf, &k, n, " and");
+  p2p_side_text("from", l->p2p_from, l->p2p_recv_tag, buf, &k, n);
+  if (l->p2p_comm[0] && strcmp(l->p2p_comm, "world") != 0)
+    watch_appendf(buf, &k, n, " on communicator %s", l->p2p_comm);
 }
 
 /* What follows "rank R " / "ranks R, S " for place p; idle: the group's
@@ -94,6 +127,15 @@ static void hb_place_text(const hb_place *p, bool plural, double idle,
     break;
   case HB_PROGRAM:
     watch_short_site(&p->st.top, true, at, sizeof at);
+    if (p->p2p[0]) {
+      /* an MPI rank in a blocking point-to-point call: the call, its
+       * peers and the program's line (short: a cycle of 3 fits the
+       * message; the seconds are in the detail) */
+      watch_short_site(&p->st.where, true, at, sizeof at);
+      watch_appendf(buf, &k, n, "wait%s in %s at %s", plural ? "" : "s",
+                    p->p2p, at);
+      break;
+    }
     if (p->st.where.line != p->st.top.line ||
         strcmp(p->st.where.file, p->st.top.file) != 0) {
       /* innermost in Python's or a package's code: the program's line
@@ -135,7 +177,10 @@ static void hb_place_text(const hb_place *p, bool plural, double idle,
      * progress, no more (a rank stuck a little later reads so too). */
     watch_appendf(buf, &k, n, "last made progress %.1f s ago (within the "
                   "--timeout)", idle);
-    if (p->has_stack) {
+    if (p->has_stack && p->p2p[0]) {
+      watch_short_site(&p->st.where, true, at, sizeof at);
+      watch_appendf(buf, &k, n, " (in %s at %s)", p->p2p, at);
+    } else if (p->has_stack) {
       watch_short_site(&p->st.where, true, at, sizeof at);
       watch_appendf(buf, &k, n, " (at %s)", at);
     }
@@ -168,6 +213,7 @@ static void hb_place_fill(const vqc_watch_ctx *c, hb_place *p,
   p->has_stack = vqc_watch_stack_read(p->stack_file, &p->st);
   if (vqc_live_scan(c->dir, r->rank, &p->live) != VQC_OK)
     memset(&p->live, 0, sizeof p->live);
+  p2p_text(&p->live, p->p2p, sizeof p->p2p);
   const bool finished = r->beaten && r->hb.state == VQC_HB_FINISHED;
   if (r->ended || finished) {
     p->kind = HB_ENDED;
@@ -213,10 +259,10 @@ static void hb_place_fill(const vqc_watch_ctx *c, hb_place *p,
     watch_full_site(&p->st.where, a, sizeof a);
     watch_full_site(p->st.has_entry ? &p->st.entry : &p->st.top, b, sizeof b);
   }
-  snprintf(p->key, sizeof p->key, "%d|%c|%s|%llu|%s|%s|%s", p->kind,
+  snprintf(p->key, sizeof p->key, "%d|%c|%s|%llu|%s|%s|%s|%s", p->kind,
            r->letter ? r->letter : '-', r->hb.op,
            p->kind == HB_COLLECTIVE ? (unsigned long long)r->hb.seq : 0ULL,
-           a, b, p->why);
+           a, b, p->why, p->p2p);
 }
 
 /* One rank's detail. */
@@ -253,6 +299,26 @@ static json_t *hb_place_json(const hb_place *p) {
         watch_clean_string(p->stack_file, strlen(p->stack_file)));
   }
   if (p->why[0]) json_object_set_new(j, "why", json_string(p->why));
+  if (p->p2p[0]) { /* an MPI rank's point-to-point call (world ranks) */
+    const vqc_live_info *l = &p->live;
+    json_t *o = json_object();
+    json_object_set_new(o, "call", json_string(l->p2p_call));
+    json_object_set_new(o, "text", watch_clean_string(p->p2p,
+                                                      strlen(p->p2p)));
+    if (l->p2p_comm[0])
+      json_object_set_new(o, "communicator",
+                          watch_clean_string(l->p2p_comm,
+                                             strlen(l->p2p_comm)));
+    const char *keys[4] = {"to", "send_tag", "from", "recv_tag"};
+    const int vals[4] = {l->p2p_to, l->p2p_send_tag, l->p2p_from,
+                         l->p2p_recv_tag};
+    for (int i = 0; i < 4; i++)
+      if (vals[i] != VQC_P2P_NONE)
+        json_object_set_new(o, keys[i], vals[i] == VQC_P2P_ANY
+                                            ? json_string("any")
+                                            : json_integer(vals[i]));
+    json_object_set_new(j, "p2p", o);
+  }
   if (r->ended) {
     json_object_set_new(j, "exit_code", r->exit_code >= 0
                                             ? json_integer(r->exit_code)

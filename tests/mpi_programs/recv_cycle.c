@@ -1,8 +1,8 @@
 /* recv_cycle.c: a ring exchange written receive-first on every rank: each
  * rank waits in MPI_Recv for its left neighbour, which waits for its own,
  * and no one sends. `vqcheck watch --timeout T` must report a deadlock
- * naming every rank at the MPI_Recv line (outside any collective), within
- * T + 5 s, and leave nothing running. Run on 3 ranks. */
+ * naming each rank's MPI_Recv, peer and line ("rank 0 waits in MPI_Recv
+ * from rank 2 (tag 7) at recv_cycle.c:15"), within T + 5 s. 3 ranks. */
 #include <mpi.h>
 
 int main(int argc, char **argv) {
