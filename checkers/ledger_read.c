@@ -134,6 +134,16 @@ const record_op record_ops[] = {
     {"comm_split", false, false},
     {"comm_dup", false, false},
     {"comm_create", false, false},
+    /* MPI_Alltoallw (a type per peer) and the neighbourhood collectives of
+     * a communicator with a topology (cart, graph, dist graph): each rank
+     * exchanges only with its neighbours, so its counts need not equal a
+     * non-neighbour's (none of their counts is compared). */
+    {"all_to_allw", false, false},
+    {"neighbor_all_gather", false, false},
+    {"neighbor_all_gatherv", false, false},
+    {"neighbor_all_to_all", false, false},
+    {"neighbor_all_to_allv", false, false},
+    {"neighbor_all_to_allw", false, false},
 };
 #define NRECORD_OPS ((int)(sizeof record_ops / sizeof record_ops[0]))
 
@@ -152,10 +162,13 @@ static int name_index(const char *const *names, int n, const char *s) {
   return -1;
 }
 
-/* MPI's v-forms: each rank's count may differ, so it is not compared. */
+/* MPI's v- and w-forms and neighbourhood collectives: each rank's count
+ * may differ, so it is not compared. */
 static bool varcount_op(const char *name) {
   return strcmp(name, "gatherv") == 0 || strcmp(name, "scatterv") == 0 ||
-         strcmp(name, "all_to_allv") == 0;
+         strcmp(name, "all_to_allv") == 0 ||
+         strcmp(name, "all_to_allw") == 0 ||
+         strncmp(name, "neighbor_", 9) == 0;
 }
 
 static int record_op_index(const char *s) {

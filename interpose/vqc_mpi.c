@@ -36,8 +36,10 @@
  *   op       the analysis' names (checkers/ledger_read.c record_ops):
  *            barrier, broadcast, reduce, all_reduce, gather, gatherv,
  *            scatter, scatterv, all_gather, all_gatherv, all_to_all,
- *            all_to_allv, reduce_scatter (both MPI forms), scan, exscan;
- *            communicator creation (split, dup, create, cart) as
+ *            all_to_allv, reduce_scatter (both MPI forms), scan, exscan,
+ *            all_to_allw, neighbor_all_gather(v), neighbor_all_to_all(v|w)
+ *            (the section "the w-form and the neighbourhood collectives");
+ *            communicator creation (split, dup, create, cart, graph) as
  *            comm_split, comm_dup, comm_create: they are collectives too;
  *   dtype    the digest's name of an MPI basic type (MPI_FLOAT float32,
  *            MPI_INT int32, ...); a derived type made of one basic type is
@@ -937,16 +939,32 @@ static void agree(const call *c, const char *dtype, long long count,
 
 /* Records a collective as entered; a blocking one (and communicator
  * creation) is, in strict mode, agreed on before it runs. */
+static void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
+                     const char *redop, const tinfo *tp, long long count,
+                     int root, uintptr_t pc);
+
 static void record(call *c, bool blocking, MPI_Comm comm, const char *op,
                    const char *redop, MPI_Datatype dt, long long count,
                    int root, uintptr_t pc) {
   c->ci = NULL;
   c->blocking = blocking;
   if (!g.on) return;
-  comm_info *ci = info_of(comm);
-  if (!ci || ci->skip) return;
   tinfo t;
   type_info(dt, &t);
+  record_t(c, blocking, comm, op, redop, &t, count, root, pc);
+}
+
+/* record() with the type already described (*tp): count items of
+ * tp->elems basic elements each. */
+static void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
+                     const char *redop, const tinfo *tp, long long count,
+                     int root, uintptr_t pc) {
+  c->ci = NULL;
+  c->blocking = blocking;
+  if (!g.on) return;
+  comm_info *ci = info_of(comm);
+  if (!ci || ci->skip) return;
+  const tinfo t = *tp;
   c->seq = __atomic_add_fetch(&ci->seq, 1, __ATOMIC_RELAXED);
   c->op = op;
   c->s = site_of(pc);
@@ -1037,7 +1055,8 @@ typedef struct agreement {
 
 static bool varcount(const char *op) {
   return strcmp(op, "gatherv") == 0 || strcmp(op, "scatterv") == 0 ||
-         strcmp(op, "all_to_allv") == 0 || strcmp(op, "all_gatherv") == 0;
+         strcmp(op, "all_to_allv") == 0 || strcmp(op, "all_gatherv") == 0 ||
+         strcmp(op, "all_to_allw") == 0 || strncmp(op, "neighbor_", 9) == 0;
 }
 
 static bool agree_same(const agreement *a, const agreement *b) {
@@ -2066,6 +2085,178 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[],
   return rc;
 }
 
+/* ---- the w-form and the neighbourhood collectives
+ *
+ * MPI_Alltoallw takes a type per peer; the neighbourhood collectives
+ * (MPI_Neighbor_*, MPI_Ineighbor_*) exchange with the neighbours of a
+ * communicator's topology only (cart: 2 per dimension; graph; dist graph:
+ * in- and out-degree). Each is recorded as the others are (entered, done;
+ * the non-blocking forms until their request completes), on that
+ * communicator: op all_to_allw, neighbor_all_gather(v), neighbor_all_to_
+ * all(v|w); dtype: the send type's element (for a w form, the one element
+ * every peer's type is made of, else ""); count: the type signature's
+ * length of what the rank sends (to each neighbour for neighbor_all_gather
+ * and neighbor_all_to_all, as Allgather and Alltoall; summed over the
+ * peers for the v and w forms). The analysis compares op and dtype, not
+ * the count (a rank's counts need only match its neighbours'), and pairs
+ * them in the communicator's order, so a rank that skips one or calls
+ * another is a deadlock or collective_mismatch. Their buffers are not
+ * checked (no overlap or size finding). */
+
+/* The in- and out-degree of c's topology; false (0, 0) without one. */
+static bool neighbours(MPI_Comm c, int *in, int *out) {
+  int topo = MPI_UNDEFINED;
+  *in = *out = 0;
+  if (PMPI_Topo_test(c, &topo) != MPI_SUCCESS) return false;
+  if (topo == MPI_CART) {
+    int nd = 0;
+    if (PMPI_Cartdim_get(c, &nd) != MPI_SUCCESS) return false;
+    *in = *out = 2 * nd;
+    return true;
+  }
+  if (topo == MPI_GRAPH) {
+    int n = 0;
+    if (PMPI_Graph_neighbors_count(c, my_rank(c), &n) != MPI_SUCCESS)
+      return false;
+    *in = *out = n;
+    return true;
+  }
+  if (topo == MPI_DIST_GRAPH) {
+    int weighted = 0;
+    return PMPI_Dist_graph_neighbors_count(c, in, out, &weighted) ==
+           MPI_SUCCESS;
+  }
+  return false;
+}
+
+/* The out-degree of a neighbourhood collective's communicator. */
+static int out_degree(MPI_Comm c) {
+  int in = 0, out = 0;
+  (void)neighbours(c, &in, &out);
+  return out;
+}
+
+/* *t and the summed count of n peers' counts[i] items of types[i] (a w
+ * form): the type signature's length in basic elements, the element
+ * every type is made of (else ""). Returns the count. */
+static long long w_info(const int *counts, const MPI_Datatype *types, int n,
+                        tinfo *t) {
+  t->dtype = "";
+  t->elems = 1;
+  snprintf(t->extra, sizeof t->extra, "\"mpi_type\":\"a type per peer\",");
+  if (!counts || !types) return 0;
+  long long total = 0;
+  const char *common = NULL;
+  bool mixed = false;
+  MPI_Datatype last = MPI_DATATYPE_NULL;
+  tinfo one = {.dtype = "", .elems = 0};
+  for (int i = 0; i < n; i++) {
+    if (counts[i] <= 0) continue;
+    if (types[i] != last) { /* one decode per run of equal types */
+      type_info(types[i], &one);
+      last = types[i];
+    }
+    total += (long long)counts[i] * one.elems;
+    if (!one.dtype[0] || (common && strcmp(common, one.dtype) != 0))
+      mixed = true;
+    common = one.dtype;
+  }
+  if (common && !mixed) t->dtype = common;
+  return total;
+}
+
+int MPI_Alltoallw(const void *sendbuf, const int sendcounts[],
+                  const int sdispls[], const MPI_Datatype sendtypes[],
+                  void *recvbuf, const int recvcounts[], const int rdispls[],
+                  const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  call c;
+  c.ci = NULL;
+  if (g.on) {
+    const bool in = sendbuf == MPI_IN_PLACE;
+    tinfo t;
+    const long long n = w_info(in ? recvcounts : sendcounts,
+                               in ? recvtypes : sendtypes, comm_size(comm),
+                               &t);
+    record_t(&c, true, comm, "all_to_allw", "", &t, n, -1, RA);
+  }
+  const int rc = PMPI_Alltoallw(sendbuf, sendcounts, sdispls, sendtypes,
+                                recvbuf, recvcounts, rdispls, recvtypes, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Neighbor_allgather(const void *sendbuf, int sendcount,
+                           MPI_Datatype sendtype, void *recvbuf,
+                           int recvcount, MPI_Datatype recvtype,
+                           MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "neighbor_all_gather", "", sendtype, sendcount, -1, RA);
+  const int rc = PMPI_Neighbor_allgather(sendbuf, sendcount, sendtype,
+                                         recvbuf, recvcount, recvtype, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Neighbor_allgatherv(const void *sendbuf, int sendcount,
+                            MPI_Datatype sendtype, void *recvbuf,
+                            const int recvcounts[], const int displs[],
+                            MPI_Datatype recvtype, MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "neighbor_all_gatherv", "", sendtype, sendcount, -1, RA);
+  const int rc = PMPI_Neighbor_allgatherv(sendbuf, sendcount, sendtype,
+                                          recvbuf, recvcounts, displs,
+                                          recvtype, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Neighbor_alltoall(const void *sendbuf, int sendcount,
+                          MPI_Datatype sendtype, void *recvbuf, int recvcount,
+                          MPI_Datatype recvtype, MPI_Comm comm) {
+  call c;
+  begin(&c, comm, "neighbor_all_to_all", "", sendtype, sendcount, -1, RA);
+  const int rc = PMPI_Neighbor_alltoall(sendbuf, sendcount, sendtype, recvbuf,
+                                        recvcount, recvtype, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Neighbor_alltoallv(const void *sendbuf, const int sendcounts[],
+                           const int sdispls[], MPI_Datatype sendtype,
+                           void *recvbuf, const int recvcounts[],
+                           const int rdispls[], MPI_Datatype recvtype,
+                           MPI_Comm comm) {
+  call c;
+  long long n = 0;
+  for (int i = 0, d = g.on && sendcounts ? out_degree(comm) : 0; i < d; i++)
+    n += sendcounts[i];
+  begin(&c, comm, "neighbor_all_to_allv", "", sendtype, n, -1, RA);
+  const int rc = PMPI_Neighbor_alltoallv(sendbuf, sendcounts, sdispls,
+                                         sendtype, recvbuf, recvcounts,
+                                         rdispls, recvtype, comm);
+  end(&c, rc);
+  return rc;
+}
+
+int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[],
+                           const MPI_Aint sdispls[],
+                           const MPI_Datatype sendtypes[], void *recvbuf,
+                           const int recvcounts[], const MPI_Aint rdispls[],
+                           const MPI_Datatype recvtypes[], MPI_Comm comm) {
+  call c;
+  c.ci = NULL;
+  if (g.on) {
+    tinfo t;
+    const long long n = w_info(sendcounts, sendtypes, out_degree(comm), &t);
+    record_t(&c, true, comm, "neighbor_all_to_allw", "", &t, n, -1, RA);
+  }
+  const int rc = PMPI_Neighbor_alltoallw(sendbuf, sendcounts, sdispls,
+                                         sendtypes, recvbuf, recvcounts,
+                                         rdispls, recvtypes, comm);
+  end(&c, rc);
+  return rc;
+}
+
 /* ---- non-blocking collectives */
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
@@ -2332,6 +2523,109 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
   return rc;
 }
 
+/* ---- non-blocking w-form and neighbourhood collectives (as above;
+ * done when their request completes) */
+
+int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[],
+                   const int sdispls[], const MPI_Datatype sendtypes[],
+                   void *recvbuf, const int recvcounts[], const int rdispls[],
+                   const MPI_Datatype recvtypes[], MPI_Comm comm,
+                   MPI_Request *request) {
+  call c;
+  c.ci = NULL;
+  if (g.on) {
+    const bool in = sendbuf == MPI_IN_PLACE;
+    tinfo t;
+    const long long n = w_info(in ? recvcounts : sendcounts,
+                               in ? recvtypes : sendtypes, comm_size(comm),
+                               &t);
+    record_t(&c, false, comm, "all_to_allw", "", &t, n, -1, RA);
+  }
+  const int rc = PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes,
+                                 recvbuf, recvcounts, rdispls, recvtypes,
+                                 comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Ineighbor_allgather(const void *sendbuf, int sendcount,
+                            MPI_Datatype sendtype, void *recvbuf,
+                            int recvcount, MPI_Datatype recvtype,
+                            MPI_Comm comm, MPI_Request *request) {
+  call c;
+  begin_nb(&c, comm, "neighbor_all_gather", "", sendtype, sendcount, -1, RA);
+  const int rc = PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype,
+                                          recvbuf, recvcount, recvtype, comm,
+                                          request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Ineighbor_allgatherv(const void *sendbuf, int sendcount,
+                             MPI_Datatype sendtype, void *recvbuf,
+                             const int recvcounts[], const int displs[],
+                             MPI_Datatype recvtype, MPI_Comm comm,
+                             MPI_Request *request) {
+  call c;
+  begin_nb(&c, comm, "neighbor_all_gatherv", "", sendtype, sendcount, -1,
+           RA);
+  const int rc = PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype,
+                                           recvbuf, recvcounts, displs,
+                                           recvtype, comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Ineighbor_alltoall(const void *sendbuf, int sendcount,
+                           MPI_Datatype sendtype, void *recvbuf,
+                           int recvcount, MPI_Datatype recvtype,
+                           MPI_Comm comm, MPI_Request *request) {
+  call c;
+  begin_nb(&c, comm, "neighbor_all_to_all", "", sendtype, sendcount, -1, RA);
+  const int rc = PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype,
+                                         recvbuf, recvcount, recvtype, comm,
+                                         request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Ineighbor_alltoallv(const void *sendbuf, const int sendcounts[],
+                            const int sdispls[], MPI_Datatype sendtype,
+                            void *recvbuf, const int recvcounts[],
+                            const int rdispls[], MPI_Datatype recvtype,
+                            MPI_Comm comm, MPI_Request *request) {
+  call c;
+  long long n = 0;
+  for (int i = 0, d = g.on && sendcounts ? out_degree(comm) : 0; i < d; i++)
+    n += sendcounts[i];
+  begin_nb(&c, comm, "neighbor_all_to_allv", "", sendtype, n, -1, RA);
+  const int rc = PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls,
+                                          sendtype, recvbuf, recvcounts,
+                                          rdispls, recvtype, comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
+int MPI_Ineighbor_alltoallw(const void *sendbuf, const int sendcounts[],
+                            const MPI_Aint sdispls[],
+                            const MPI_Datatype sendtypes[], void *recvbuf,
+                            const int recvcounts[], const MPI_Aint rdispls[],
+                            const MPI_Datatype recvtypes[], MPI_Comm comm,
+                            MPI_Request *request) {
+  call c;
+  c.ci = NULL;
+  if (g.on) {
+    tinfo t;
+    const long long n = w_info(sendcounts, sendtypes, out_degree(comm), &t);
+    record_t(&c, false, comm, "neighbor_all_to_allw", "", &t, n, -1, RA);
+  }
+  const int rc = PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls,
+                                          sendtypes, recvbuf, recvcounts,
+                                          rdispls, recvtypes, comm, request);
+  posted(&c, rc, request);
+  return rc;
+}
+
 /* ---- point-to-point: where a rank waits
  *
  * Blocking point-to-point calls (and the waits below) are not recorded;
@@ -2587,6 +2881,47 @@ int MPI_Cart_create(MPI_Comm old_comm, int ndims, const int dims[],
                                   comm_cart);
   end(&c, rc);
   made(old_comm, comm_cart, "cart", rc);
+  return rc;
+}
+
+int MPI_Graph_create(MPI_Comm old_comm, int nnodes, const int index[],
+                     const int edges[], int reorder, MPI_Comm *comm_graph) {
+  call c;
+  begin(&c, old_comm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Graph_create(old_comm, nnodes, index, edges, reorder,
+                                   comm_graph);
+  end(&c, rc);
+  made(old_comm, comm_graph, "graph", rc);
+  return rc;
+}
+
+int MPI_Dist_graph_create(MPI_Comm old_comm, int n, const int sources[],
+                          const int degrees[], const int destinations[],
+                          const int weights[], MPI_Info info, int reorder,
+                          MPI_Comm *comm_dist_graph) {
+  call c;
+  begin(&c, old_comm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Dist_graph_create(old_comm, n, sources, degrees,
+                                        destinations, weights, info, reorder,
+                                        comm_dist_graph);
+  end(&c, rc);
+  made(old_comm, comm_dist_graph, "graph", rc);
+  return rc;
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm old_comm, int indegree,
+                                   const int sources[],
+                                   const int sourceweights[], int outdegree,
+                                   const int destinations[],
+                                   const int destweights[], MPI_Info info,
+                                   int reorder, MPI_Comm *comm_dist_graph) {
+  call c;
+  begin(&c, old_comm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Dist_graph_create_adjacent(
+      old_comm, indegree, sources, sourceweights, outdegree, destinations,
+      destweights, info, reorder, comm_dist_graph);
+  end(&c, rc);
+  made(old_comm, comm_dist_graph, "graph", rc);
   return rc;
 }
 

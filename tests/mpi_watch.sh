@@ -57,6 +57,17 @@
 #   strict_op_swap  op_swap under strict mode: refused before any data
 #                   moved, a collective_mismatch naming rank 0 at line 15
 #                   and both calls (never a deadlock).
+#   neighbor_clean  4 ranks on a periodic ring (MPI_Cart_create): every
+#                   MPI_Neighbor_* and MPI_Ineighbor_* collective, then an
+#                   MPI_Alltoallw on the world: exit 0, no finding, the
+#                   program's checks passed, and each call recorded entered
+#                   and done on every rank, on world/cart1 (the
+#                   neighbourhood ones) with its element type and count;
+#   strict_neighbor_clean  the same under strict mode: exit 0;
+#   neighbor_skip   3 ranks on a ring, --timeout 5: rank 2 skips the
+#                   second MPI_Neighbor_allgather: a deadlock in process
+#                   group world/cart1 naming rank 2 and
+#                   neighbor_all_gather at neighbor_skip.c:22.
 # In every case an MPI program has no training steps: each finding's step
 # is -1 ("no step applies"), and neither watch's summary nor report.md
 # says "at step".
@@ -84,11 +95,11 @@ mkdir -p "$OUT"
 np=3
 timeout=20
 case $PROG in
-  clean|split_skip) np=4 ;;
+  clean|split_skip|neighbor_clean) np=4 ;;
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
 esac
 case $CASE in
-  split_skip|recv_cycle|op_swap|recv_any) timeout=5 ;;
+  split_skip|recv_cycle|op_swap|recv_any|neighbor_skip) timeout=5 ;;
   pingpong) timeout=3 ;;
 esac
 start=$(date +%s.%N)
@@ -157,6 +168,47 @@ if case in ("clean", "strict_clean"):
                        l.get("group") and m.get("state") == "done"
                        for m in led) for l in led):
             fail("rank %d: a collective entered and never done" % r)
+elif case in ("neighbor_clean", "strict_neighbor_clean"):
+    if rc != 0 or fs:
+        fail("a correct program: expected exit 0 and no finding, got %d" % rc)
+    # op -> (communicator, dtype, count): each blocking and non-blocking
+    # (two calls), entered and done; counts are the type signature's
+    # length of what the rank sends (per neighbour for the gather and
+    # all-to-all, summed over both neighbours for the v and w forms).
+    want = {"neighbor_all_gather": ("world/cart1", "int32", 1),
+            "neighbor_all_gatherv": ("world/cart1", "int32", 1),
+            "neighbor_all_to_all": ("world/cart1", "int32", 1),
+            "neighbor_all_to_allv": ("world/cart1", "int32", 2),
+            "neighbor_all_to_allw": ("world/cart1", "int32", 2),
+            "all_to_allw": ("world", "int32", 4)}
+    for path in sorted(glob.glob(os.path.join(d, "rank-*.live.jsonl"))):
+        r = int(os.path.basename(path).split("-")[1].split(".")[0])
+        text = open(path, "rb").read().rstrip(b"\0").decode()
+        led = [json.loads(l) for l in text.splitlines()
+               if l.strip() and '"seq"' in l]
+        for op, (comm, dtype, count) in want.items():
+            calls = [l for l in led if l["op"] == op]
+            states = sorted(l["state"] for l in calls)
+            ncalls = 1 if op == "all_to_allw" else 2
+            if states != ["done"] * ncalls + ["entered"] * ncalls:
+                fail("rank %d: %s recorded %s, expected %d entered and "
+                     "done" % (r, op, states, ncalls))
+            for l in calls:
+                got = (l.get("group_name", "world"), l["dtype"], l["count"])
+                if got != (comm, dtype, count):
+                    fail("rank %d: %s recorded as %s, expected %s"
+                         % (r, op, got, (comm, dtype, count)))
+elif case == "neighbor_skip":
+    dl = [f for f in fs if f["kind"] == "deadlock"]
+    if rc != 1 or not dl or 2 not in dl[0]["ranks"]:
+        fail("expected exit 1 and a deadlock naming rank 2")
+    m = dl[0]["message"]
+    if "neighbor_all_gather" not in m or "neighbor_skip.c:22" not in m or \
+            "world/cart1" not in m:
+        fail("expected the ring's neighbor_all_gather at neighbor_skip.c:22: "
+             "%s" % m)
+    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
+        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
 elif case in ("count_mismatch", "strict_count_mismatch"):
     f = one("collective_mismatch")
     if case.startswith("strict") and "failed (VQC_EINVAL)" not in f["message"]:
