@@ -11,9 +11,10 @@ Under a launcher that sets RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT:
 
 --bug plants a real divergence: from step 3 on, rank 1 trains with a
 different learning rate. `vqcheck compare traces` then exits 1 with a
-divergence at step 3 in `0.weight` (with 2 ranks there is no majority, so
-both ranks are named; with 3 or more, rank 1 is the outlier), and lists the
-other tensors that started to differ at that step (`0.bias`, ...).
+divergence at step 3 in `optimizer.lr` (with 2 ranks there is no majority,
+so both ranks are named; with 3 or more, rank 1 is the outlier), and lists
+the other tensors that started to differ at that step (the weights it
+moved: `0.weight`, `0.bias`, ...).
 """
 import argparse
 import os

@@ -127,7 +127,8 @@ def test_torch_step_ends_a_step_under_the_bridge(tmp_path):
     trace = [json.loads(line) for line in
              (tmp_path / "rank-0.trace.jsonl").read_text().splitlines()]
     assert [(t["step"], t["tensor"]) for t in trace] == [
-        (s, n) for s in range(3) for n in ("Linear.weight", "Linear.bias")]
+        (s, n) for s in range(3)
+        for n in ("Linear.weight", "Linear.bias", "Linear.modules.training")]
     assert len({t["digest"] for t in trace
                 if t["tensor"] == "Linear.weight"}) == 3
     live = [json.loads(line) for line in

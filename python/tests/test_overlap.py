@@ -380,7 +380,8 @@ def test_failure_on_the_digest_thread_is_the_synchronous_error(cli,
             assert sorted({line["step"] for line in lines}) == [0, 1]
     assert errors[1] == errors[0]
     assert len(errors[1]) == 2  # one per rank
-    assert "DigestError: tensor 'Holder.lin.weight': " in errors[1][0]
+    # the first tensor of the step: the optimizer's lr, then the weights
+    assert "DigestError: tensor 'optimizer.lr': " in errors[1][0]
     assert "nthreads 0 must be >= 1" in errors[1][0]
 
 
