@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "comm/ledger_internal.h"
 #include "vqc/clock.h" /* vqc_now_ns */
@@ -73,12 +74,17 @@ vqc_status vqc_ledger_create(int rank, size_t capacity, vqc_ledger **out) {
   vqc_ledger *l = calloc(1, sizeof *l);
   if (!l) goto fail;
   /* Zeroed: every version 0 (even) and every word 0, which is what
-   * atomic_init would store on these targets. On a cache-line boundary, so
-   * each slot is exactly two lines (VQC_LEDGER_SLOT_BYTES). */
+   * atomic_init would store on these targets. Page-aligned (so each slot
+   * is exactly two cache lines, VQC_LEDGER_SLOT_BYTES) and zeroed by the
+   * kernel as each page is first touched: a ring is reserved whole (8 MiB)
+   * but costs memory only for the records written (1024 thread ranks that
+   * each make a few collectives must not hold 8 GiB; run_memory.c counts
+   * on this). */
   if (cap > SIZE_MAX / sizeof *l->ring) goto fail;
-  l->ring = aligned_alloc(64, cap * sizeof *l->ring);
-  if (!l->ring) goto fail;
-  memset(l->ring, 0, cap * sizeof *l->ring);
+  void *ring = mmap(NULL, cap * sizeof *l->ring, PROT_READ | PROT_WRITE,
+                    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (ring == MAP_FAILED) goto fail;
+  l->ring = ring;
   l->rank = rank;
   l->mask = (uint64_t)cap - 1;
   atomic_init(&l->next_seq, 0);
@@ -93,7 +99,7 @@ fail:
 
 void vqc_ledger_destroy(vqc_ledger *l) {
   if (!l) return;
-  free(l->ring);
+  if (l->ring) munmap(l->ring, (size_t)(l->mask + 1) * sizeof *l->ring);
   free(l);
 }
 
