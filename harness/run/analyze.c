@@ -174,16 +174,10 @@ static bool same_group(const vqc_finding *x, const vqc_finding *y) {
 }
 
 /* The bridge's note of an exception that ended a rank
- * (bridge_findings.h): detail.exception, and detail.in_collective when it
- * came out of a collective call (most often a peer's failure seen from
- * this side). */
-static bool is_exception(const vqc_finding *x) {
-  return x->kind == VQC_FINDING_RANK_FAILURE &&
-         json_is_string(json_object_get(x->detail, "exception"));
-}
-
+ * (vqc_bridge_is_exception) that came out of a collective call
+ * (detail.in_collective: most often a peer's failure seen from this side). */
 static bool from_collective(const vqc_finding *x) {
-  return is_exception(x) &&
+  return vqc_bridge_is_exception(x) &&
          json_is_string(json_object_get(x->detail, "in_collective"));
 }
 
@@ -196,7 +190,7 @@ static bool from_collective(const vqc_finding *x) {
 static void exceptions_first(vqc_findings *fresh) {
   for (int i = 0; i < fresh->count; i++) {
     const vqc_finding *x = &fresh->items[i];
-    if (!is_exception(x) || from_collective(x)) continue;
+    if (!vqc_bridge_is_exception(x) || from_collective(x)) continue;
     vqc_finding moved = *x;
     memmove(&fresh->items[1], &fresh->items[0], (size_t)i * sizeof *x);
     fresh->items[0] = moved;

@@ -143,9 +143,7 @@ static vqc_status merge_into(vqc_findings *all, vqc_findings *out) {
   return s;
 }
 
-/* Whether x is the bridge's note of an exception that ended its rank (a
- * rank_failure whose detail names the exception). */
-static bool is_exception(const vqc_finding *x) {
+bool vqc_bridge_is_exception(const vqc_finding *x) {
   return x->kind == VQC_FINDING_RANK_FAILURE &&
          json_is_string(json_object_get(x->detail, "exception"));
 }
@@ -165,7 +163,7 @@ static double raised_at(const vqc_finding *x) {
 static void fold_exceptions(vqc_findings *list) {
   int first = -1;
   for (int i = 0; i < list->count; i++)
-    if (is_exception(&list->items[i]) &&
+    if (vqc_bridge_is_exception(&list->items[i]) &&
         (first < 0 || raised_at(&list->items[i]) <
                           raised_at(&list->items[first])))
       first = i;
@@ -183,7 +181,7 @@ static void fold_exceptions(vqc_findings *list) {
   for (;;) {
     int next = -1;
     for (int i = 0; i < list->count; i++)
-      if (i != first && !folded[i] && is_exception(&list->items[i]) &&
+      if (i != first && !folded[i] && vqc_bridge_is_exception(&list->items[i]) &&
           (next < 0 || raised_at(&list->items[i]) <
                            raised_at(&list->items[next])))
         next = i;

@@ -45,4 +45,8 @@
 vqc_status vqc_bridge_findings_read(const char *dir, vqc_findings *out,
                                     int *nfiles);
 
+/* Whether x is the bridge's note of an exception that ended its rank (a
+ * rank_failure whose detail names the exception). */
+bool vqc_bridge_is_exception(const vqc_finding *x);
+
 #endif /* VQC_BRIDGE_FINDINGS_H */

@@ -329,10 +329,13 @@ class Watch:
         param_layouts: Dict[int, _layout.Layout] = {}
         WORLD = _layout.WORLD
 
+        def excluded(name: str) -> bool:
+            return any(fnmatch.fnmatchcase(name, p) for p in self.exclude)
+
         def add(name: str, t: Any, layout: _layout.Layout) -> None:
             if t is None or id(t) in seen:
                 return
-            if any(fnmatch.fnmatchcase(name, p) for p in self.exclude):
+            if excluded(name):
                 return
             seen.add(id(t))
             out.append((name, t, layout))
@@ -392,8 +395,7 @@ class Watch:
                 hyper = [(f"{label}.{key}",
                           torch.tensor(values, dtype=torch.float64), WORLD)
                          for key, values in _layout.hyper_parameters(opt)
-                         if not any(fnmatch.fnmatchcase(f"{label}.{key}", p)
-                                    for p in self.exclude)]
+                         if not excluded(f"{label}.{key}")]
                 out[hyper_at:hyper_at] = hyper
                 hyper_at += len(hyper)
         # each GradScaler's scale and growth tracker (before the step's
@@ -408,9 +410,7 @@ class Watch:
             for key, attr in (("scale", "_scale"),
                               ("growth_tracker", "_growth_tracker")):
                 t = getattr(scaler, attr, None)
-                if torch.is_tensor(t) and not any(
-                        fnmatch.fnmatchcase(f"{label}.{key}", p)
-                        for p in self.exclude):
+                if torch.is_tensor(t) and not excluded(f"{label}.{key}"):
                     scaled.append((f"{label}.{key}", t.detach().clone(),
                                    WORLD))
         out[hyper_at:hyper_at] = scaled
