@@ -212,6 +212,12 @@ static void verdict_banner(FILE *f, const rep_run *r) {
     trace_banner_line(f, r);
     return;
   }
+  char job[1600];
+  if (rep_job_facts_text(r, job, sizeof job)) {
+    rep_html(f, job);
+    fprintf(f, ", exit code %d</p>\n</div></header>\n", r->exit_code);
+    return;
+  }
   if (json_object_get(r->root, "scenario"))
     rep_html(f, rep_str(r->root, "scenario.model", "?"));
   else
@@ -269,6 +275,9 @@ static void summary_section(FILE *f, const rep_run *r) {
     trace_summary_section(f, r);
     return;
   }
+  /* A watched job has no scenario, fault or seed: its Job section says
+   * what ran (job.c). */
+  if (json_is_object(json_object_get(r->root, "job"))) return;
   const json_t *sc = json_object_get(r->root, "scenario");
   fprintf(f, "<section id=\"summary\"><h2>Run</h2>\n<table class=\"kv\">\n");
   fprintf(f, "<tr><th>scenario</th><td>");

@@ -75,6 +75,36 @@ static void command_text(const json_t *job, char *buf, size_t n) {
   (void)vqc_utf8_clean(buf, 0); /* a cut may fall inside a character */
 }
 
+/* (report_internal.h) */
+bool rep_job_facts_text(const rep_run *r, char *buf, size_t n) {
+  const json_t *job = json_object_get(r->root, "job");
+  if (!json_is_object(job)) return false;
+  const bool mpi = json_is_string(json_object_get(job, "mpi_preload"));
+  int k = snprintf(buf, n, "%s under vqcheck watch (the command is under "
+                   "Job): %d rank%s",
+                   mpi ? "an MPI program, checked through the PMPI "
+                         "interposer in each rank,"
+                       : "a job, checked by the Python bridge in each "
+                         "process,",
+                   r->ranks, r->ranks == 1 ? "" : "s");
+  if (k < 0 || (size_t)k >= n) return true;
+  if (r->duration_s > 0)
+    k += snprintf(buf + k, n - (size_t)k, ", ran %.2f s", r->duration_s);
+  if (k < 0 || (size_t)k >= n) return true;
+  if (mpi)
+    k += snprintf(buf + k, n - (size_t)k, "; an MPI program has no training "
+                  "steps: its collectives and blocking waits are checked");
+  else
+    k += snprintf(buf + k, n - (size_t)k, "; %lld step%s done",
+                  r->steps_done, r->steps_done == 1 ? "" : "s");
+  if (k < 0 || (size_t)k >= n) return true;
+  if (strcmp(r->training_status, "VQC_OK") != 0 && r->training_message[0])
+    snprintf(buf + k, n - (size_t)k, "; not every rank ended cleanly: %s",
+             r->training_message);
+  (void)vqc_utf8_clean(buf, 0); /* a cut may fall inside a character */
+  return true;
+}
+
 void rep_render_md_job(FILE *f, const rep_run *r) {
   const json_t *job = json_object_get(r->root, "job");
   if (!json_is_object(job)) return;

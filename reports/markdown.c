@@ -133,6 +133,13 @@ static void verdict(FILE *f, const rep_run *r) {
     trace_facts(f, r);
     return;
   }
+  char job[1600];
+  if (rep_job_facts_text(r, job, sizeof job)) {
+    fprintf(f, "- ");
+    rep_md(f, job);
+    fprintf(f, "\n\n");
+    return;
+  }
   if (sc) {
     fprintf(f, "- scenario: ");
     rep_md_code(f, r->name, false);

@@ -287,6 +287,12 @@ vqc_status rep_render_md_suite(const char *suite_name,
 /* The "Job" section of a run `vqcheck watch` wrote (run.json "job"):
  * nothing when run.json has none (job.c). */
 void rep_render_md_job(FILE *f, const rep_run *r);
+/* A run `vqcheck watch` wrote, told in one line for the report's head
+ * ("an MPI program, checked through the PMPI interposer in each rank, under
+ * vqcheck watch ...: 3 ranks, ran 1.20 s; ..."), instead of a scenario's
+ * facts it does not have: true and buf filled (unescaped) when run.json has
+ * a "job" section, false otherwise (job.c). */
+bool rep_job_facts_text(const rep_run *r, char *buf, size_t n);
 void rep_render_html_job(FILE *f, const rep_run *r);
 
 /* SVG figures, each one <svg> element with the given id and child elements

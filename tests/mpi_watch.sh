@@ -148,6 +148,26 @@ for name in (case + ".out", os.path.join(case, "report.md")):
     if "at step" in text:
         fail("%s says 'at step': %s" % (name, [l for l in text.splitlines()
                                              if "at step" in l][:3]))
+# The report's head tells the MPI program as it ran, never as a scenario
+# (no model, fault, seed or "0 steps done"), named by the program after
+# the launcher, with the job's measured wall time.
+md = open(os.path.join(d, "report.md")).read()
+head = md.split("## ")[0]
+prog = run.get("job", {}).get("command", [""])[-1].rsplit("/", 1)[-1]
+if not head.startswith("# vqcheck report: "):
+    fail("report.md does not start with its title: %r" % head[:80])
+title = head.splitlines()[0][len("# vqcheck report: "):]
+if title.replace("\\", "") != prog:
+    fail("report.md is titled %r, not after the program %r" % (title, prog))
+for wrong in ("scenario", "fault injected", "steps done", "VQC_OK",
+              "unknown model"):
+    if wrong in head:
+        fail("report.md's head says %r: %r" % (wrong, head))
+if "an MPI program, checked through the PMPI interposer" not in head:
+    fail("report.md's head does not tell an MPI program: %r" % head)
+if not (0 < run.get("duration_s", 0) <= wall + 1):
+    fail("run.json duration_s %r, the job took %.2f s" %
+         (run.get("duration_s"), wall))
 if case in ("clean", "strict_clean"):
     if rc != 0 or fs:
         fail("a clean program: expected exit 0 and no finding, got %d" % rc)

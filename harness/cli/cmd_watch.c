@@ -162,6 +162,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -229,18 +230,31 @@ static void mark_killed(const char *dir, const vqc_watch_proc *procs, int n,
   free(seen);
 }
 
-/* The job's name for its report: the first argument that ends in ".py",
- * else the command's base name. */
-static const char *job_name(const vqc_watch_opts *o) {
+/* The base name of path. */
+static const char *base_name(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash && slash[1] ? slash + 1 : path;
+}
+
+/* The job's name for its report: the first argument that ends in ".py";
+ * for an MPI program under its launcher ("mpiexec -n 4 ./prog"), the first
+ * argument after the launcher's that names an executable file in the
+ * working directory or by its path (not one found on PATH: "-n 4" must not
+ * name a program called 4); else the command's base name. */
+static const char *job_name(const vqc_watch_opts *o, bool mpi) {
   for (int i = 0; i < o->cmd_argc; i++) {
     const size_t l = strlen(o->cmd_argv[i]);
-    if (l > 3 && strcmp(o->cmd_argv[i] + l - 3, ".py") == 0) {
-      const char *slash = strrchr(o->cmd_argv[i], '/');
-      return slash ? slash + 1 : o->cmd_argv[i];
-    }
+    if (l > 3 && strcmp(o->cmd_argv[i] + l - 3, ".py") == 0)
+      return base_name(o->cmd_argv[i]);
   }
-  const char *slash = strrchr(o->cmd_argv[0], '/');
-  return slash && slash[1] ? slash + 1 : o->cmd_argv[0];
+  for (int i = 1; mpi && o->nproc <= 0 && i < o->cmd_argc; i++) {
+    const char *a = o->cmd_argv[i];
+    struct stat st;
+    if (a[0] != '-' && stat(a, &st) == 0 && S_ISREG(st.st_mode) &&
+        access(a, X_OK) == 0)
+      return base_name(a);
+  }
+  return base_name(o->cmd_argv[0]);
 }
 
 /* At the end of a hang's grace (stacks asked for, the job not yet
@@ -372,6 +386,7 @@ int vqc_cmd_watch(int argc, char **argv) {
   (void)prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
 
   int started = 0, code = -1;
+  const double job_start = vqc_now_s(); /* run.json's duration_s from here */
   for (int i = 0; i < nprocs; i++) {
     int e = vqc_cw_start_proc(&o, &procs[i], o.nproc > 0 ? i : -1, port);
     started = i + 1;
@@ -501,6 +516,7 @@ int vqc_cmd_watch(int argc, char **argv) {
   }
   free(hung);
 
+  const double job_seconds = vqc_now_s() - job_start;
   /* ---- the end: nothing of the job survives; what its pipes still hold
    * is read. */
   vqc_kill_and_reap_children(vqc_now_s() + REAP_WAIT_S);
@@ -565,10 +581,17 @@ int vqc_cmd_watch(int argc, char **argv) {
                      .hb_n = hb_hang ? hbw.n : 0};
     const vqc_analyze_opts ao = {.run_dir = dir,
                                  .ranks = o.nproc,
-                                 .name = job_name(&o),
+                                 .name = job_name(&o, mpi),
                                  .path = o.cmd_argv[0],
                                  .backend = "watch",
                                  .why = any_stopped ? reason : NULL,
+                                 .description =
+                                     mpi ? "an MPI program run by vqcheck "
+                                           "watch through the PMPI "
+                                           "interposer"
+                                         : "a job run by vqcheck watch with "
+                                           "the Python bridge",
+                                 .duration_s = job_seconds,
                                  .job = job,
                                  .more_findings = vqc_watch_more_findings,
                                  .more_ctx = &ctx,

@@ -541,10 +541,14 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
     job_ranks = guess;
     doc = vqc_offline_run_json(ao->name ? ao->name : name,
                                ao->path ? ao->path : dir,
-                               "no run.json: rebuilt by vqcheck analyze from "
-                               "the dumps and traces the job left",
+                               ao->description
+                                   ? ao->description
+                                   : "no run.json: rebuilt by vqcheck analyze "
+                                     "from the dumps and traces the job left",
                                ao->backend ? ao->backend : "unknown",
                                guess > 0 ? guess : 1);
+    if (doc && ao->duration_s > 0)
+      json_object_set_new(doc, "duration_s", json_real(ao->duration_s));
     /* Never clean: a job whose ranks did not all reach their end. */
     char which[512], few[512];
     int nlive = 0, nfew = 0;
@@ -554,18 +558,19 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
                                &live_steps);
     if (nlive > 0 && (nun > 0 || nfew > 0)) {
       char msg[1400];
+      /* A job under watch never writes one; another job's was expected. */
+      const char *no_run_json = ao->job ? "" : ", and wrote no run.json";
       if (nun > 0)
         snprintf(msg, sizeof msg, "%s%sthe job ended before rank%s %s "
-                 "reached a clean end (no end record, or one with a status "
-                 "other than VQC_OK), and wrote no run.json",
+                 "reached a clean end (no end record, or one that tells a "
+                 "failure)%s",
                  ao->why ? ao->why : "", ao->why ? ": " : "",
-                 nun == 1 ? "" : "s", which);
+                 nun == 1 ? "" : "s", which, no_run_json);
       else
         snprintf(msg, sizeof msg, "%s%srank%s %s ended cleanly but did not "
-                 "train every step another rank's record shows, and the job "
-                 "wrote no run.json",
+                 "train every step another rank's record shows%s",
                  ao->why ? ao->why : "", ao->why ? ": " : "",
-                 nfew == 1 ? "" : "s", few);
+                 nfew == 1 ? "" : "s", few, no_run_json);
       json_t *tr0 = json_object_get(doc, "training");
       json_object_set_new(tr0, "status",
                           json_string(vqc_status_name(VQC_EABORTED)));

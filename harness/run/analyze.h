@@ -25,6 +25,11 @@ typedef struct vqc_analyze_opts {
   const char *path;
   const char *backend;
   const char *why;       /* its training message; NULL: a default */
+  /* Its scenario.description; NULL: "rebuilt by vqcheck analyze ...". */
+  const char *description;
+  /* > 0: the job's wall time in seconds, run.json's duration_s (a run.json
+   * made from scratch has 0 otherwise: nothing measured it). */
+  double duration_s;
   /* `vqcheck watch` (cmd_watch.c): its run.json section "job" (borrowed;
    * set as it is), NULL: none. */
   const json_t *job;
