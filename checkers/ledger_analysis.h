@@ -67,7 +67,11 @@
  * MPI interposer (interpose/vqc_mpi.c, libvqcheck_mpi.so), with MPI's
  * collectives and reductions, "mpi_type" (a derived type's readable name;
  * not compared), and "any_site": true: MPI pairs a communicator's calls by
- * order alone, so their call sites are told but not compared.
+ * order alone, so their call sites are told but not compared. The bridge
+ * sets "any_site" too on a collective torch issues itself (Join, FSDP,
+ * pipelining: its site is the torch function): torch pairs different
+ * functions of its own by design, so only what such a call moves is
+ * compared.
  *
  * The live record. A dump is written at the end, by a rank that is still
  * alive; a rank killed with SIGKILL (or stopped, or a whole job killed by its

@@ -22,6 +22,8 @@
  *   type_info(name) -> (code, size), type_names() -> tuple of str
  *   gpu_built() -> bool, cuda_available() -> bool, version() -> str
  *   ledger_line(seq, rank, call, t_enter_ns, t_exit_ns, state, status)
+ *                                                (call: 11 fields, or 12
+ *                                                with any_site last)
  *                                                -> bytes: one ledger line
  *                                                of the bridge's live
  *                                                record, written by the
@@ -781,10 +783,10 @@ static PyObject *py_ledger_line(PyObject *self, PyObject *args) {
   if (!PyArg_ParseTuple(args, "KiO!KKUU", &seq, &rank, &PyTuple_Type, &call,
                         &t_enter, &t_exit, &state_obj, &status_obj))
     return NULL;
-  if (PyTuple_GET_SIZE(call) != 11) {
+  if (PyTuple_GET_SIZE(call) != 11 && PyTuple_GET_SIZE(call) != 12) {
     PyErr_SetString(PyExc_ValueError, "ledger_line: call must be (op, "
                     "redop, dtype, count, root, group_size, group, "
-                    "group_name, file, line, func)");
+                    "group_name, file, line, func[, any_site])");
     return NULL;
   }
   vqc_ledger_line l;
@@ -830,6 +832,13 @@ static PyObject *py_ledger_line(PyObject *self, PyObject *args) {
   l.root = int_of(PyTuple_GET_ITEM(call, 4));
   l.group_size = int_of(PyTuple_GET_ITEM(call, 5));
   l.line = int_of(PyTuple_GET_ITEM(call, 9));
+  /* any_site: a collective torch issues itself, paired across ranks by
+   * what it moves, not by its function (ledger_record.h). */
+  if (PyTuple_GET_SIZE(call) == 12) {
+    const int any = PyObject_IsTrue(PyTuple_GET_ITEM(call, 11));
+    if (any < 0) goto done;
+    l.any_site = any == 1;
+  }
   if (PyErr_Occurred()) goto done;
   PyObject *g = PyTuple_GET_ITEM(call, 6);
   if (g != Py_None) {

@@ -72,6 +72,7 @@
 #include <sys/stat.h>
 
 #include "bridge_findings.h"
+#include "uneven_ends.h"
 #include "findings_record.h"
 #include "ledger_analysis.h"
 #include "not_digested.h"
@@ -513,6 +514,10 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
   s = vqc_bridge_findings_read(dir, &fresh, &nbridge);
   if (s != VQC_OK) goto fail;
   exceptions_first(&fresh);
+  /* Ranks that ended cleanly after fewer steps than others: uneven inputs
+   * when every rank did, the cause of the others' error when one failed. */
+  if (nlivef > 0)
+    vqc_uneven_ends(dir, ranks > 0 ? ranks : max_live + 1, &fresh, warnings);
 
   /* The tensors the bridge could not digest: told in the reports, never a
    * verdict, so a record that cannot be read here is a warning only. */
@@ -556,6 +561,9 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
     int nun = unfinished_ranks(dir, guess, &nlive, which,
                                sizeof which, few, sizeof few, &nfew,
                                &live_steps);
+    /* Uneven clean ends are legal in a watched job (uneven_ends.h); in
+     * another, a rank was expected to train every step. */
+    if (ao->job) nfew = 0;
     if (nlive > 0 && (nun > 0 || nfew > 0)) {
       char msg[1400];
       /* A job under watch never writes one; another job's was expected. */

@@ -309,7 +309,12 @@ class Collectives:
         every call of one collective at one site, so it is made once (a
         training loop repeats a few thousand such lines). library: site is
         torch's own function issuing the call, named by its first line
-        (torch too writes `if src: scatter(...) else: scatter(...)`)."""
+        (torch too writes `if src: scatter(...) else: scatter(...)`), and
+        the line gets a twelfth field, any_site: such a call is paired
+        across ranks by what it moves, its site told but not compared
+        (ledger_analysis.h): torch pairs different functions of its own by
+        design (Join: a joined rank's _get_num_nonjoined_procs with the
+        others' notify_join_context)."""
         file = site.f_code.co_filename if site is not None else "?"
         line = site.f_lineno if site is not None else 0
         if library and site is not None:
@@ -317,7 +322,7 @@ class Collectives:
         func = site.f_code.co_name if site is not None else "?"
         group = fields.get("group")
         key = (op, fields["redop"], fields["dtype"], fields["count"],
-               fields["root"], file, line, func, group)
+               fields["root"], file, line, func, group, library)
         middle = self.middles.get(key)
         if middle is None:
             if len(self.middles) > 4096:
@@ -330,7 +335,7 @@ class Collectives:
                                            "")
             middle = (op, fields["redop"], fields["dtype"], fields["count"],
                       fields["root"], group_size, ranks, name, file, line,
-                      func)
+                      func, library)
             self.middles[key] = middle
         return middle
 
