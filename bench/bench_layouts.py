@@ -20,7 +20,10 @@ What it does:
      (A) plain with the torchrun variables and (B) under watch at interval
      1, interleaved A, B, A, B, ... over --reps rounds, layouts interleaved
      too. Printed: median per-step time of each (min-max) and the ratio B/A
-     as the median of the per-round ratios (min-max, bench_stats.py).
+     as the median of the per-round ratios (min-max, bench_stats.py);
+     then the same for rank 0's CPU time per step (every thread of its
+     process: the work watch adds, digest thread included, which the
+     other core's load moves less than the wall time).
 """
 from __future__ import annotations
 
@@ -135,6 +138,8 @@ def main() -> None:
         validate(args.cli, layouts, tmp)
         plain: Dict[str, List[float]] = {x: [] for x in layouts}
         watched: Dict[str, List[float]] = {x: [] for x in layouts}
+        plain_cpu: Dict[str, List[float]] = {x: [] for x in layouts}
+        watched_cpu: Dict[str, List[float]] = {x: [] for x in layouts}
         for rep in range(args.reps):
             for layout in layouts:
                 a = run_plain(layout, args.steps, tmp / "a.json")
@@ -145,6 +150,9 @@ def main() -> None:
                          f"{err[-2000:]}")
                 plain[layout].append(a["seconds"] / args.steps * 1e3)
                 watched[layout].append(b["seconds"] / args.steps * 1e3)
+                plain_cpu[layout].append(a["cpu_seconds"] / args.steps * 1e3)
+                watched_cpu[layout].append(b["cpu_seconds"] / args.steps
+                                           * 1e3)
             say(f"round {rep + 1}/{args.reps} done", flush=True)
         for layout in layouts:
             base = bench_stats.summarize(plain[layout])
@@ -160,6 +168,23 @@ def main() -> None:
                 print(f"{layout}: plain {bench_stats.spread(base)} ms/step, "
                       f"watched {bench_stats.spread(value)} ms/step, ratio "
                       f"{bench_stats.spread(ratio)}")
+            # the work added, less sensitive to the other core's load than
+            # the wall time: rank 0's CPU (all its threads) per step
+            cbase = bench_stats.summarize(plain_cpu[layout])
+            cvalue = bench_stats.summarize(watched_cpu[layout])
+            cratio = bench_stats.ratios(watched_cpu[layout],
+                                        plain_cpu[layout])
+            cfig = bench_stats.figure(
+                "bench_layouts", f"job_cpu_{layout}", "cpu ms/step", cvalue,
+                ranks=NPROC, baseline=cbase, baseline_name="plain",
+                ratio=cratio)
+            if args.json:
+                bench_stats.print_figure(cfig)
+            else:
+                print(f"{layout}: rank 0's CPU per step (every thread): "
+                      f"plain {bench_stats.spread(cbase)} ms, watched "
+                      f"{bench_stats.spread(cvalue)} ms, ratio "
+                      f"{bench_stats.spread(cratio)}")
 
 
 if __name__ == "__main__":

@@ -153,6 +153,12 @@ vqc_status vqc_trace_write(vqc_trace_writer *w, const vqc_trace_record *r) {
     json_t *sh = json_string(r->shard);
     bad |= sh ? json_object_set_new(o, "shard", sh) : -1;
   }
+  if (r->nvalues > 0) {
+    json_t *vs = json_array();
+    for (int i = 0; i < r->nvalues && i < VQC_TRACE_MAX_VALUES && vs; i++)
+      bad |= json_array_append_new(vs, json_real(r->values[i]));
+    bad |= vs ? json_object_set_new(o, "values", vs) : -1;
+  }
   if (bad) goto nomem;
   char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(tensor);
@@ -274,6 +280,29 @@ static vqc_status get_shard(const json_t *o, char *dst, size_t max,
   return VQC_OK;
 }
 
+/* The optional "values" member into r->values: 1 to VQC_TRACE_MAX_VALUES
+ * finite numbers; nvalues 0 when absent. */
+static vqc_status get_values(const json_t *o, vqc_trace_record *r,
+                             const char *path, long lineno) {
+  r->nvalues = 0;
+  const json_t *v = json_object_get(o, "values");
+  if (v == NULL) return VQC_OK;
+  const size_t n = json_array_size(v);
+  bool ok = json_is_array(v) && n >= 1 && n <= VQC_TRACE_MAX_VALUES;
+  for (size_t i = 0; ok && i < n; i++) {
+    const json_t *x = json_array_get(v, i);
+    ok = json_is_number(x);
+    if (ok) r->values[i] = json_number_value(x);
+  }
+  if (!ok)
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'values' must be an array "
+                     "of 1 to %d numbers (the elements of a small tensor, "
+                     "told in findings), or be left out", path, lineno,
+                     VQC_TRACE_MAX_VALUES);
+  r->nvalues = (int)n;
+  return VQC_OK;
+}
+
 static int cmp_int(const void *a, const void *b) {
   const int x = *(const int *)a, y = *(const int *)b;
   return (x > y) - (x < y);
@@ -387,6 +416,7 @@ static vqc_status parse_object(const json_t *o, const char *path, long lineno,
   r->digest = x;
   VQC_TRY(get_program(o, r->program, sizeof r->program, path, lineno));
   VQC_TRY(get_group(o, r, path, lineno));
+  VQC_TRY(get_values(o, r, path, lineno));
   return get_shard(o, r->shard, sizeof r->shard, path, lineno);
 }
 

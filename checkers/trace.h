@@ -79,6 +79,7 @@
  * VQC_EPARSE naming the line. */
 #define VQC_TRACE_GROUP_MAX 512
 #define VQC_TRACE_SHARD_MAX 128
+#define VQC_TRACE_MAX_VALUES 8
 /* The most ranks a group may name (trace_compare.h's rank limit). */
 #define VQC_TRACE_GROUP_MAX_RANKS 4096
 /* The longest trace line, in bytes, the newline not counted. A line holds
@@ -102,6 +103,12 @@ typedef struct vqc_trace_record {
                                       "" when absent (the whole world) */
   int group_size;                  /* ranks in group; 0 when absent */
   char shard[VQC_TRACE_SHARD_MAX]; /* optional "shard"; "" when absent */
+  /* optional "values": the elements of a small tensor (at most
+   * VQC_TRACE_MAX_VALUES: an optimizer's hyper-parameter, a grad scaler's
+   * scale), told in a divergence's message, never compared (the digest
+   * is); nvalues 0 when absent */
+  int nvalues;
+  double values[VQC_TRACE_MAX_VALUES];
 } vqc_trace_record;
 
 /* ---- replica groups (the "group" key) */

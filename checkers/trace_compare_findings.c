@@ -24,6 +24,22 @@ static void shape_str(const vqc_trace_record *r, char *buf, size_t n) {
   if (used < n) snprintf(buf + used, n - used, "]");
 }
 
+/* "0.02" or "[0.9, 0.999]": a line's "values", each with the fewest
+ * digits that read back as the same double (%.17g would print 0.1 as
+ * 0.10000000000000001). */
+static void values_text(const vqc_trace_record *r, char *buf, size_t n) {
+  size_t used = (size_t)snprintf(buf, n, "%s", r->nvalues == 1 ? "" : "[");
+  for (int i = 0; i < r->nvalues && used < n; i++) {
+    char one[32];
+    for (int prec = 6; prec <= 17; prec++) {
+      snprintf(one, sizeof one, "%.*g", prec, r->values[i]);
+      if (strtod(one, NULL) == r->values[i]) break;
+    }
+    used += (size_t)snprintf(buf + used, n - used, "%s%s", i ? ", " : "", one);
+  }
+  if (r->nvalues > 1 && used < n) snprintf(buf + used, n - used, "]");
+}
+
 static json_t *shape_json(const vqc_trace_record *r) {
   json_t *a = json_array();
   for (int d = 0; d < r->ndim; d++)
@@ -106,6 +122,15 @@ vqc_status tc_add_finding(const vqc_trace_set *s, int64_t step,
     shape_str(rr, sr, sizeof sr);
     snprintf(what, sizeof what, "rank %d has %s %s, rank %d has %s %s",
              outliers[0], ro->dtype, so, ref_rank, rr->dtype, sr);
+  } else if (ro->nvalues > 0 && rr->nvalues > 0) {
+    /* a small tensor whose elements the trace tells: the values say more
+     * than the digests ("lr 0.02 on rank 1 vs 0.01 on rank 0") */
+    char vo[160], vr[160];
+    values_text(ro, vo, sizeof vo);
+    values_text(rr, vr, sizeof vr);
+    snprintf(what, sizeof what, "value%s %s on rank %d vs %s on rank %d",
+             ro->nvalues > 1 || rr->nvalues > 1 ? "s" : "", vo, outliers[0],
+             vr, ref_rank);
   } else {
     snprintf(what, sizeof what, "digest %016" PRIx64 " on rank %d vs %016"
              PRIx64 " on rank %d", ro->digest, outliers[0], rr->digest,
@@ -163,6 +188,20 @@ vqc_status tc_add_finding(const vqc_trace_set *s, int64_t step,
   json_object_set_new(det, "digest_algo", json_string(rr->digest_algo));
   json_object_set_new(det, "dtype", json_string(rr->dtype));
   json_object_set_new(det, "shape", shape_json(rr));
+  if (ro->nvalues > 0 && rr->nvalues > 0) { /* {"<rank>": [values]} */
+    json_t *vals = json_object();
+    const vqc_trace_record *two[2] = {ro, rr};
+    const int who2[2] = {outliers[0], ref_rank};
+    for (int k = 0; k < 2 && vals; k++) {
+      json_t *a = json_array();
+      for (int i = 0; i < two[k]->nvalues && a; i++)
+        json_array_append_new(a, json_real(two[k]->values[i]));
+      char key[16];
+      snprintf(key, sizeof key, "%d", who2[k]);
+      if (a) json_object_set_new(vals, key, a);
+    }
+    if (vals) json_object_set_new(det, "values", vals);
+  }
   /* numel only when the product fits (foreign writers may lie about it). */
   int64_t numel = 1;
   bool fits = true;

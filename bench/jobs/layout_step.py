@@ -6,7 +6,10 @@ LAYOUT: ddp (DistributedDataParallel), fsdp2 (fully_shard on every layer
 and the root), tp (each Linear pair colwise/rowwise over all ranks).
 Model: 4 x Linear(1024, 1024) with ReLU between (4,198,400 float32
 parameters, 16.8 MB), batch 64 per rank, Adam. Rank 0 writes {"steps",
-"seconds", "loss"} for the STEPS steps after WARMUP untimed ones."""
+"seconds", "cpu_seconds", "loss"} for the STEPS steps after WARMUP untimed
+ones: cpu_seconds is rank 0's process CPU time over them, every thread
+(the training thread, gloo's, and under vqcheck watch the digest
+thread)."""
 import datetime
 import json
 import sys
@@ -58,21 +61,24 @@ def main():
     # the data); ddp, fsdp2: each rank its own
     torch.manual_seed(1 + (0 if layout == "tp" else rank))
     x, y = torch.randn(64, 1024), torch.randn(64, 1024)
-    start = 0.0
+    start = cpu_start = 0.0
     loss = torch.zeros(())
     for step in range(warmup + steps):
         if step == warmup:
             dist.barrier()
             start = time.perf_counter()
+            cpu_start = time.process_time()
         opt.zero_grad()
         loss = nn.functional.mse_loss(model(x), y)
         loss.backward()
         opt.step()
+    cpu = time.process_time() - cpu_start  # every thread of this rank
     dist.barrier()
     seconds = time.perf_counter() - start
     if rank == 0:
         with open(out, "w") as f:
             json.dump({"steps": steps, "seconds": seconds,
+                       "cpu_seconds": cpu,
                        "loss": float(loss.detach().full_tensor()
                                      if hasattr(loss, "full_tensor")
                                      else loss.item())}, f)

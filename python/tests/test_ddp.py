@@ -26,6 +26,11 @@ def test_rank1_learning_rate_change_diverges_at_step_3(cli, tmp_path):
     # differ because of it are its consequence, not the finding
     assert f["tensor"] == "optimizer.lr"
     assert f["detail"]["majority"] is True
+    # the trace tells a hyper-parameter's values, so the finding does
+    lr = f["detail"]["values"]
+    assert set(lr) == {"0", "1"} and lr["0"] != lr["1"], lr
+    assert f"value {lr['1'][0]:g} on rank 1 vs {lr['0'][0]:g} on rank 0" \
+        in f["message"], f["message"]
     # the weights; not the momentum buffers, which hold the averaged
     # gradients and do not depend on the learning rate
     assert f["detail"]["also_differing"] == ["0.weight", "0.bias",

@@ -141,11 +141,14 @@ class TraceWriter:
         for entry in entries:
             # (name, dtype, shape, digest) or, for a tensor held by a
             # replica group (docs/trace-format.md "Replica groups"),
-            # (name, dtype, shape, digest, group, shard): group a list of
-            # ranks or None (every rank), shard a string or None.
+            # (name, dtype, shape, digest, group, shard[, values]): group a
+            # list of ranks or None (every rank), shard a string or None,
+            # values None or the elements of a small tensor (at most 8
+            # finite floats: docs/trace-format.md "values").
             name, dtype, shape, digest = entry[:4]
             group = entry[4] if len(entry) > 4 else None
             shard = entry[5] if len(entry) > 5 else None
+            values = entry[6] if len(entry) > 6 else None
             line = {"schema": SCHEMA, "rank": self.rank, "step": step,
                     "tensor": name, "dtype": dtype, "shape": list(shape),
                     "digest_algo": DIGEST_ALGO, "digest": f"{digest:016x}"}
@@ -155,6 +158,8 @@ class TraceWriter:
                 line["group"] = sorted(int(r) for r in group)
             if shard:
                 line["shard"] = str(shard)
+            if values:
+                line["values"] = [float(v) for v in values]
             f.write(json_text(line))
             f.write("\n")
         f.flush()

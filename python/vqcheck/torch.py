@@ -18,10 +18,11 @@ read at the first step, so watch() may come before init_process_group().
 from __future__ import annotations
 
 import fnmatch
+import math
 import os
 import sys
 import types
-from typing import Any, Dict, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import torch
 
@@ -54,9 +55,24 @@ def _unwrap(m: Any) -> Tuple[Any, Any]:
 # torch dtype -> the trace's dtype name, for each dtype met
 _DTYPE_NAMES: Dict[Any, str] = {}
 # A step's watched tensor: (name, dtype name, shape, tensor, replica group
-# or None for every rank, shard key or "").
+# or None for every rank, shard key or "", its values or None: the
+# elements of a hyper-parameter or grad scaler line, which the trace tells
+# so that a divergence there says "value 0.02 on rank 1 vs 0.01 on rank 0").
 Collected = Tuple[str, str, Tuple[int, ...], torch.Tensor,
-                  Optional[Tuple[int, ...]], str]
+                  Optional[Tuple[int, ...]], str, Optional[List[float]]]
+# The most elements a trace line's "values" holds (checkers/trace.h).
+_MAX_VALUES = 8
+
+
+def _told_values(t: torch.Tensor) -> Optional[List[float]]:
+    """The elements of a small CPU tensor as floats, for the trace's
+    "values"; None for a larger one, one on a device (reading it would
+    wait for the device) or one with a value JSON cannot hold."""
+    if t.device.type != "cpu" or t.numel() > _MAX_VALUES or \
+            t.is_complex():
+        return None
+    values = [float(v) for v in t.reshape(-1).tolist()]
+    return values if all(math.isfinite(v) for v in values) else None
 
 
 def watch(
@@ -126,6 +142,7 @@ class Watch:
             raise TypeError("vqcheck.torch.watch: exclude= must be a list of "
                             "name patterns, e.g. ['*.running_mean']")
         self.exclude = list(exclude)
+        self._valued: Set[str] = set()  # set by each _tensors() walk
         self.optimizer = optimizer
         self._setup(os.fspath(out), interval)
         self._wrappers = wrappers
@@ -259,8 +276,8 @@ class Watch:
         # A digest error here is not the tensor's (_collect left out those
         # it cannot read): it is raised, and turns the check off.
         entries = [(name, dtype, shape, digest(tensor, name=name), group,
-                    shard)
-                   for name, dtype, shape, tensor, group, shard
+                    shard, values)
+                   for name, dtype, shape, tensor, group, shard, values
                    in self._collect(step)]
         assert self._writer is not None
         self._writer.write_step(step, entries)
@@ -287,8 +304,9 @@ class Watch:
             shape = tuple(tensor.shape)
             self._check_layout(f"{name} (shard {layout.shard})"
                                if layout.shard else name, dtype, shape, step)
+            values = _told_values(tensor) if name in self._valued else None
             out.append((name, dtype, shape, tensor, layout.group,
-                        layout.shard))
+                        layout.shard, values))
         return out
 
     def _not_digested(self, name: str, why: str) -> None:
@@ -325,6 +343,7 @@ class Watch:
         a DTensor's is found from the DTensor itself)."""
         out: List[Tuple[str, torch.Tensor, _layout.Layout]] = []
         seen = set()
+        valued: Set[str] = set()  # lines whose values the trace tells
         param_names: Dict[int, str] = {}
         param_layouts: Dict[int, _layout.Layout] = {}
         WORLD = _layout.WORLD
@@ -398,6 +417,7 @@ class Watch:
                          if not excluded(f"{label}.{key}")]
                 out[hyper_at:hyper_at] = hyper
                 hyper_at += len(hyper)
+                valued.update(name for name, _, _ in hyper)
         # each GradScaler's scale and growth tracker (before the step's
         # update()): a rank that skipped another step for an inf, or
         # started from another scale, first in the step like the
@@ -414,6 +434,8 @@ class Watch:
                     scaled.append((f"{label}.{key}", t.detach().clone(),
                                    WORLD))
         out[hyper_at:hyper_at] = scaled
+        valued.update(name for name, _, _ in scaled)
+        self._valued = valued
         return out
 
     def _context(self, module: torch.nn.Module

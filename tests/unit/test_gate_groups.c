@@ -19,7 +19,10 @@
  *                      nothing but such tensors compared nothing (exit 2);
  *   ranks_disagreeing_on_a_group     not compared, and a warning says so;
  *   bad_groups_are_refused           a group without the line's rank, a
- *                      repeated rank: exit 2 naming file:line.
+ *                      repeated rank: exit 2 naming file:line;
+ *   values_are_told    a line's optional "values" (a hyper-parameter's
+ *                      elements) are told in the divergence's message and
+ *                      detail, never compared; malformed ones are exit 2.
  *
  * $VQC_TEST_CLI names another vqcheck to test: a build from before groups
  * fails every case. */
@@ -262,6 +265,70 @@ Test(gate_groups, bad_groups_are_refused) {
                  r.err);
     cr_expect_not_null(strstr(r.err, "rank-0.trace.jsonl:1: field 'group'"),
                        "group %s: stderr: %s", bad[i], r.err);
+    vqc_spawn_result_free(&r);
+  }
+}
+
+/* One line of tensor "optimizer.lr" (float64 [1]) with its "values" text
+ * (a JSON value, or NULL for none). */
+static void value_line(const char *dir, int r, int step,
+                       unsigned long long digest, const char *values) {
+  char path[512];
+  snprintf(path, sizeof path, "%s/rank-%d.trace.jsonl", dir, r);
+  FILE *f = fopen(path, "a");
+  cr_assert_not_null(f, "%s: %s", path, strerror(errno));
+  fprintf(f, "{\"schema\":\"vqcheck-trace/1\",\"rank\":%d,\"step\":%d,"
+          "\"tensor\":\"optimizer.lr\",\"dtype\":\"float64\","
+          "\"shape\":[1],\"digest_algo\":\"vqc-xxh3-tree-1\","
+          "\"digest\":\"%016llx\"", r, step, digest);
+  if (values) fprintf(f, ",\"values\":%s", values);
+  fputs("}\n", f);
+  cr_assert_eq(fclose(f), 0);
+}
+
+Test(gate_groups, values_are_told) {
+  char traces[512], out[512];
+  /* 3 ranks; rank 2 takes lr 0.02 at step 1. The values differ from step 0
+   * on rank 1 but its digest does not: values are told, never compared. */
+  cr_assert_eq(mkdir(dir_in(traces, sizeof traces, "v"), 0777), 0);
+  for (int step = 0; step < 3; step++)
+    for (int r = 0; r < 3; r++) {
+      const bool drift = r == 2 && step >= 1;
+      value_line(traces, r, step, drift ? 0xb2 : 0xb1,
+                 drift ? "[0.02]" : r == 1 ? "[0.5]" : "[0.01]");
+    }
+  json_t *j = compare(traces, dir_in(out, sizeof out, "vo"), 1);
+  const json_t *fs = json_object_get(j, "findings");
+  cr_assert_eq(json_array_size(fs), 1, "%zu findings", json_array_size(fs));
+  const json_t *f = json_array_get(fs, 0);
+  cr_expect_eq(json_integer_value(json_object_get(f, "step")), 1);
+  const char *msg = json_string_value(json_object_get(f, "message"));
+  cr_expect(msg && strstr(msg, "(value 0.02 on rank 2 vs 0.01 on rank 0;"),
+            "message: %s", msg);
+  const json_t *vals = json_object_get(json_object_get(f, "detail"),
+                                       "values");
+  cr_expect_eq(json_real_value(json_array_get(json_object_get(vals, "2"), 0)),
+               0.02);
+  cr_expect_eq(json_real_value(json_array_get(json_object_get(vals, "0"), 0)),
+               0.01);
+  json_decref(j);
+
+  static const char *const bad[] = {"[]", "\"0.1\"", "[\"a\"]",
+                                    "[1,2,3,4,5,6,7,8,9]", "{}"};
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char name[32];
+    snprintf(name, sizeof name, "bv%zu", i);
+    dir_in(traces, sizeof traces, name);
+    cr_assert_eq(mkdir(traces, 0777), 0);
+    value_line(traces, 0, 0, 0x1, bad[i]);
+    value_line(traces, 1, 0, 0x1, NULL);
+    snprintf(name, sizeof name, "bo%zu", i);
+    vqc_spawn_result r = run_cli("compare", traces, "--out",
+                                 dir_in(out, sizeof out, name), NULL);
+    cr_expect_eq(r.code, 2, "values %s: exit %d; stderr: %s", bad[i], r.code,
+                 r.err);
+    cr_expect_not_null(strstr(r.err, "rank-0.trace.jsonl:1: field 'values'"),
+                       "values %s: stderr: %s", bad[i], r.err);
     vqc_spawn_result_free(&r);
   }
 }

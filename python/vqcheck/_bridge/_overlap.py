@@ -44,7 +44,7 @@ def _version(t: Any) -> Optional[int]:
 
 class _Job:
     """One step's digest: entries are the step's trace lines [name, dtype,
-    shape, digest] in order; the digests of those at `positions` come from
+    shape, digest, group, shard, values] in order; the digests of those at `positions` come from
     `batch` (vqcheck._core's digest thread, hashing `items`). `checked` are
     (name, alias, version at the step end) whose version must not have
     moved when the lines are written. A learning job (the first digested
@@ -194,7 +194,7 @@ class _Overlap:
                 item = _prepare(t, name)
                 value = _digest_prepared([item], [name])[0] \
                     if item[0] != "cpu" else None
-            entries.append([name, c[1], c[2], value, c[4], c[5]])
+            entries.append([name, c[1], c[2], value, c[4], c[5], c[6]])
             kept.append((c, item))
         job = _Job(step, writer, entries, relevant, learn)
         if learn:
