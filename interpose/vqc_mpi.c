@@ -80,6 +80,11 @@
  * A non-blocking collective is entered at its I-call and done when MPI_Wait,
  * MPI_Test or their any/some/all forms complete its request; one still
  * pending at MPI_Finalize gets a "failed" line (status VQC_EINVAL).
+ * Non-blocking point-to-point requests (MPI_Isend, _Ibsend, _Issend,
+ * _Irsend, MPI_Irecv) are not recorded; they are kept by handle
+ * (vqc_mpi_reqs.h) until complete, freed or cancelled, so a wait names
+ * them in its p2p_wait line and MPI_Finalize reports, as a finding, each
+ * one never completed (the section "non-blocking point-to-point").
  *
  * Before data moves, each call's own buffers are checked (the section
  * "buffers" below): send and receive buffers that overlap without
@@ -110,6 +115,8 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "vqc_mpi_reqs.h"
 
 /* The heartbeat's size and states (python/vqcheck/_heartbeat.py). */
 #define HB_SIZE 64
@@ -1262,6 +1269,14 @@ typedef struct pend {
 static pend *pends;
 static int npend, cap_pend;
 
+/* Point-to-point requests in flight, by handle (vqc_mpi_reqs.h), under
+ * lock(): put at MPI_Isend/_Ibsend/_Issend/_Irsend/MPI_Irecv, taken out
+ * when a wait or test sets the handle to MPI_REQUEST_NULL (complete), at
+ * MPI_Request_free and MPI_Cancel; what is left at MPI_Finalize was never
+ * completed (p2p_never_completed). Each entry holds a reference on its
+ * communicator's comm_info. */
+static vqc_reqs p2p_reqs;
+
 /* After an I-call that returned rc with *req: pending, or its end. */
 static void posted(call *c, int rc, const MPI_Request *req) {
   if (!c->ci) return;
@@ -1351,7 +1366,9 @@ typedef struct req_copy {
 
 static bool copy_reqs(req_copy *c, const MPI_Request *reqs, int n) {
   c->r = NULL;
-  if (!g.on || __atomic_load_n(&npend, __ATOMIC_RELAXED) == 0 || n <= 0)
+  if (!g.on || n <= 0 ||
+      (__atomic_load_n(&npend, __ATOMIC_RELAXED) == 0 &&
+       __atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0))
     return false;
   c->r = n <= 16 ? c->small : malloc(sizeof *c->r * (size_t)n);
   if (!c->r) return false;
@@ -1403,12 +1420,18 @@ static size_t cat(char *b, size_t k, size_t cap, const char *s) {
  * (MPI_ANY_SOURCE, MPI_ANY_TAG as such; P2P_NONE: the call has no such
  * side); the handler turns them into world ranks with ci->world. */
 #define P2P_NONE (-1000)
+#define P2P_REQS 4 /* a wait's requests told by name; the rest counted */
 static struct {
   const char *call;     /* "MPI_Recv", ...; NULL: in none */
   const comm_info *ci;  /* its communicator; NULL: not known */
   int to, send_tag;     /* where it sends, or P2P_NONE */
   int from, recv_tag;   /* whence it receives, or P2P_NONE */
   const site *s;
+  /* A wait's: how many of its requests are point-to-point ones in
+   * p2p_reqs (above), and copies of the first P2P_REQS of them (their ci
+   * held by the table's entries, alive while the wait is in MPI). */
+  int nreq;
+  vqc_p2p_req req[P2P_REQS];
 } p2p;
 
 /* Appends ",\"KEY\":" and world rank of communicator rank r (r itself
@@ -1436,14 +1459,52 @@ static size_t put_tag(char *b, size_t k, size_t cap, const char *key,
   return k + fmt_int(b + k, tag);
 }
 
+/* A wait's point-to-point requests: ,"nrequests":N,"requests":[{"call":
+ * "MPI_Irecv","communicator":"world","from":2,"from_comm_rank":2,
+ * "recv_tag":7,"file","line","func"},...] (the first P2P_REQS; a send's
+ * "to", "to_comm_rank", "send_tag"; "file" and the rest: its I-call's
+ * site). Async-signal-safe (plain memory reads). */
+static size_t put_requests(char *b, size_t k, size_t cap) {
+  const int n = p2p.nreq < P2P_REQS ? p2p.nreq : P2P_REQS;
+  k = cat(b, k, cap, ",\"nrequests\":");
+  if (k + 24 < cap) k += fmt_int(b + k, p2p.nreq);
+  k = cat(b, k, cap, ",\"requests\":[");
+  for (int i = 0; i < n; i++) {
+    const vqc_p2p_req *q = &p2p.req[i];
+    const comm_info *ci = q->ci;
+    const site *s = q->site;
+    k = cat(b, k, cap, i ? ",{\"call\":\"" : "{\"call\":\"");
+    k = cat(b, k, cap, q->call);
+    k = cat(b, k, cap, "\"");
+    if (ci && !ci->skip) {
+      k = cat(b, k, cap, ",\"communicator\":\"");
+      k = cat(b, k, cap, ci->name);
+      k = cat(b, k, cap, "\"");
+    }
+    k = put_peer(b, k, cap, q->recv ? "from" : "to", ci, q->peer);
+    k = put_peer(b, k, cap, q->recv ? "from_comm_rank" : "to_comm_rank", NULL,
+                 q->peer);
+    k = put_tag(b, k, cap, q->recv ? "recv_tag" : "send_tag", q->tag);
+    /* the site's "file":..,"func":.., without its trailing comma */
+    if (s && s->len > 1 && k + s->len + 8 < cap) {
+      b[k++] = ',';
+      memcpy(b + k, s->json, s->len - 1);
+      k += s->len - 1;
+    }
+    k = cat(b, k, cap, "}");
+  }
+  return cat(b, k, cap, "]");
+}
+
 /* At SIGUSR1: {"event":"p2p_wait","call":"MPI_Recv","communicator":"world",
  * "from":1,"from_comm_rank":1,"recv_tag":7,"file","line","func","t_ns"}
- * (sends: "to", "to_comm_rank", "send_tag"; the waits: the call alone;
+ * (sends: "to", "to_comm_rank", "send_tag"; the waits: the call and the
+ * point-to-point requests it waits on, put_requests;
  * "call": null when the rank is in no blocking point-to-point call), so
  * the analysis names the call and its peers. Peers are world ranks ("any":
  * MPI_ANY_SOURCE, MPI_ANY_TAG). Async-signal-safe: pwrite only. */
 static void p2p_wait_line(void) {
-  char b[2048];
+  char b[8192];
   size_t k = cat(b, 0, sizeof b, "{\"event\":\"p2p_wait\",\"call\":");
   const char *name = __atomic_load_n(&p2p.call, __ATOMIC_ACQUIRE);
   if (!name) {
@@ -1468,6 +1529,7 @@ static void p2p_wait_line(void) {
       k = put_peer(b, k, sizeof b, "from_comm_rank", NULL, p2p.from);
       k = put_tag(b, k, sizeof b, "recv_tag", p2p.recv_tag);
     }
+    if (p2p.nreq > 0) k = put_requests(b, k, sizeof b);
     k = cat(b, k, sizeof b, ",");
     if (p2p.s && k + p2p.s->len + 64 < sizeof b) {
       memcpy(b + k, p2p.s->json, p2p.s->len); /* "file":..,"func":.., */
@@ -1789,8 +1851,67 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
   return rc;
 }
 
+/* A point-to-point request (MPI_Isend, MPI_Irecv, ...) that no wait or
+ * test completed, and that was neither freed nor cancelled, before
+ * MPI_Finalize: a finding on the live record, as never_completed's, at
+ * its I-call ("rank 0 reached MPI_Finalize with its MPI_Irecv from rank 2
+ * (tag 7) (started at leak.c:14) never completed: ..."). */
+static void p2p_never_completed(const vqc_p2p_req *q) {
+  const site *s = q->site ? q->site : &overflow_site;
+  const comm_info *ci = q->ci;
+  char file[1100], func[520], name[420] = "", peer[64], tag[32];
+  json_esc(file, sizeof file, s->file);
+  json_esc(func, sizeof func, s->func);
+  if (ci && ci != &world_info && !ci->skip)
+    json_esc(name, sizeof name, ci->name);
+  int world_peer = q->peer;
+  if (q->peer >= 0 && ci && ci != &world_info && ci->world &&
+      q->peer < ci->size)
+    world_peer = ci->world[q->peer];
+  if (q->peer == MPI_ANY_SOURCE)
+    snprintf(peer, sizeof peer, "any rank");
+  else if (q->peer == MPI_PROC_NULL)
+    snprintf(peer, sizeof peer, "MPI_PROC_NULL");
+  else
+    snprintf(peer, sizeof peer, "rank %d", world_peer);
+  if (q->tag == MPI_ANY_TAG) snprintf(tag, sizeof tag, "any tag");
+  else snprintf(tag, sizeof tag, "tag %d", q->tag);
+  /* the detail's peer and tag: world rank and tag, "any", or null */
+  char peer_j[24], tag_j[24];
+  if (q->peer == MPI_ANY_SOURCE) snprintf(peer_j, sizeof peer_j, "\"any\"");
+  else if (world_peer < 0) snprintf(peer_j, sizeof peer_j, "null");
+  else snprintf(peer_j, sizeof peer_j, "%d", world_peer);
+  if (q->tag == MPI_ANY_TAG) snprintf(tag_j, sizeof tag_j, "\"any\"");
+  else snprintf(tag_j, sizeof tag_j, "%d", q->tag);
+  char b[4096];
+  const int k = snprintf(b, sizeof b,
+      "{\"event\":\"finding\",\"finding\":{\"kind\":\"deadlock\","
+      "\"step\":-1,\"ranks\":[%d],\"site\":{\"file\":\"%.400s\","
+      "\"line\":%d,\"func\":\"%.200s\"},\"message\":\"rank %d reached "
+      "MPI_Finalize with its %s %s %s (%s)%s%.100s (started at %.300s:%d) "
+      "never completed: no MPI_Wait or MPI_Test completed its request, and "
+      "no MPI_Request_free or MPI_Cancel let it go\",\"detail\":{"
+      "\"call\":\"%s\",\"%s\":%s,\"%s\":%s%s%.100s%s,"
+      "\"never_completed\":true}}}\n",
+      g.rank, file, s->line, func, g.rank, q->call, q->recv ? "from" : "to",
+      peer, tag, name[0] ? " on communicator " : "", name, file, s->line,
+      q->call, q->recv ? "from" : "to", peer_j,
+      q->recv ? "recv_tag" : "send_tag", tag_j,
+      name[0] ? ",\"communicator\":\"" : "", name, name[0] ? "\"" : "");
+  if (k > 0 && (size_t)k < sizeof b) live_write(b, (size_t)k);
+}
+
 int MPI_Finalize(void) {
   if (g.on) {
+    /* Point-to-point requests never completed: a finding each. */
+    vqc_p2p_req q;
+    lock();
+    while (vqc_reqs_pop(&p2p_reqs, &q)) {
+      p2p_never_completed(&q);
+      info_unref(q.ci);
+    }
+    vqc_reqs_clear(&p2p_reqs);
+    unlock();
     /* Non-blocking collectives never completed: a finding. */
     call c;
     while (npend > 0) {
@@ -2649,7 +2770,72 @@ static void p2p_enter(const char *name, MPI_Comm comm, int to, int send_tag,
   p2p.send_tag = send_tag;
   p2p.from = from;
   p2p.recv_tag = recv_tag;
+  p2p.nreq = 0;
   __atomic_store_n(&p2p.call, name, __ATOMIC_RELEASE);
+}
+
+/* A wait (or MPI_Probe's kin) on reqs[0..n): as p2p_enter, with the
+ * point-to-point requests among them kept for the "p2p_wait" line (a
+ * lookup per request; none while no such request is in flight). */
+static void p2p_enter_wait(const char *name, const MPI_Request *reqs, int n,
+                           uintptr_t pc) {
+  if (!g.on) return;
+  p2p.s = site_of(pc);
+  p2p.ci = NULL;
+  p2p.to = p2p.send_tag = p2p.from = p2p.recv_tag = P2P_NONE;
+  p2p.nreq = 0;
+  if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) > 0 && reqs) {
+    lock();
+    for (int i = 0; i < n; i++) {
+      const vqc_p2p_req *q = vqc_reqs_find(&p2p_reqs, reqs[i]);
+      if (!q) continue;
+      if (p2p.nreq < P2P_REQS) p2p.req[p2p.nreq] = *q;
+      p2p.nreq++;
+    }
+    unlock();
+  }
+  __atomic_store_n(&p2p.call, name, __ATOMIC_RELEASE);
+}
+
+/* After an I-call that returned rc with *req: the request kept until it
+ * completes. peer and tag as the program passed them. */
+static void p2p_posted(const char *name, int rc, const MPI_Request *req,
+                       MPI_Comm comm, int peer, int tag, bool recv,
+                       uintptr_t pc) {
+  if (!g.on || rc != MPI_SUCCESS || !req || *req == MPI_REQUEST_NULL) return;
+  comm_info *ci = info_of(comm);
+  if (ci && ci != &world_info)
+    __atomic_add_fetch(&ci->refs, 1, __ATOMIC_RELAXED);
+  const vqc_p2p_req v = {.call = name, .ci = ci, .peer = peer, .tag = tag,
+                         .recv = recv, .site = site_of(pc)};
+  vqc_p2p_req old;
+  bool replaced = false;
+  lock();
+  const bool kept = vqc_reqs_put(&p2p_reqs, *req, &v, &old, &replaced);
+  unlock();
+  if (!kept) info_unref(ci); /* out of memory: not told at a wait */
+  if (replaced) info_unref(old.ci);
+  beat(HB_RUNNING, 0, ""); /* a point-to-point call returned: progress */
+}
+
+/* Forgets request r (freed, cancelled or complete) if it is one. */
+static void p2p_forget(MPI_Request r) {
+  if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0) return;
+  vqc_p2p_req q;
+  lock();
+  const bool had = vqc_reqs_take(&p2p_reqs, r, &q);
+  unlock();
+  if (had) info_unref(q.ci);
+}
+
+/* After a wait or test on reqs[0..n), which were was[0..n) before it:
+ * those MPI set to MPI_REQUEST_NULL completed (a non-blocking request is
+ * freed when it completes), whatever the call's form or its status. */
+static void p2p_done(const req_copy *was, const MPI_Request *reqs, int n) {
+  if (!was->r) return;
+  for (int i = 0; i < n; i++)
+    if (was->r[i] != MPI_REQUEST_NULL && reqs[i] == MPI_REQUEST_NULL)
+      p2p_forget(was->r[i]);
 }
 
 /* The call returned: progress. */
@@ -2701,17 +2887,59 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
   return p2p_leave(PMPI_Probe(source, tag, comm, status));
 }
 
+/* ---- non-blocking point-to-point: kept until complete (p2p_reqs), so
+ * that a wait names what it waits for ("rank 0 waits in MPI_Wait for
+ * MPI_Irecv from rank 2 (tag 7)") and MPI_Finalize what was never
+ * completed. The cost per I-call: a call-site lookup, a communicator
+ * lookup (none for MPI_COMM_WORLD), one hash insertion and a heartbeat
+ * store; per wait, one hash lookup per request. */
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
+              int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted("MPI_Isend", rc, request, comm, dest, tag, false, RA);
+  return rc;
+}
+
+int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+               int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Ibsend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted("MPI_Ibsend", rc, request, comm, dest, tag, false, RA);
+  return rc;
+}
+
+int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest,
+               int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Issend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted("MPI_Issend", rc, request, comm, dest, tag, false, RA);
+  return rc;
+}
+
+int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+               int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Irsend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted("MPI_Irsend", rc, request, comm, dest, tag, false, RA);
+  return rc;
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source,
+              int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
+  p2p_posted("MPI_Irecv", rc, request, comm, source, tag, true, RA);
+  return rc;
+}
+
 /* ---- completion */
 
 int MPI_Wait(MPI_Request *request, MPI_Status *status) {
-  p2p_enter("MPI_Wait", MPI_COMM_NULL, P2P_NONE, P2P_NONE, P2P_NONE,
-            P2P_NONE, RA);
+  p2p_enter_wait("MPI_Wait", request, 1, RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, request, 1))
     return p2p_leave(PMPI_Wait(request, status));
   (void)wait_begins(rc0.r, 1);
   const int rc = PMPI_Wait(request, status);
   completed(rc0.r[0], rc);
+  p2p_done(&rc0, request, 1);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -2719,8 +2947,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
 
 int MPI_Waitall(int count, MPI_Request array_of_requests[],
                 MPI_Status *array_of_statuses) {
-  p2p_enter("MPI_Waitall", MPI_COMM_NULL, P2P_NONE, P2P_NONE, P2P_NONE,
-            P2P_NONE, RA);
+  p2p_enter_wait("MPI_Waitall", array_of_requests, count, RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, count))
     return p2p_leave(
@@ -2728,6 +2955,7 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[],
   (void)wait_begins(rc0.r, count);
   const int rc = PMPI_Waitall(count, array_of_requests, array_of_statuses);
   for (int i = 0; i < count; i++) completed(rc0.r[i], rc);
+  p2p_done(&rc0, array_of_requests, count);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -2735,8 +2963,7 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[],
 
 int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
                 MPI_Status *status) {
-  p2p_enter("MPI_Waitany", MPI_COMM_NULL, P2P_NONE, P2P_NONE, P2P_NONE,
-            P2P_NONE, RA);
+  p2p_enter_wait("MPI_Waitany", array_of_requests, count, RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, count))
     return p2p_leave(PMPI_Waitany(count, array_of_requests, index, status));
@@ -2744,6 +2971,7 @@ int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
   const int rc = PMPI_Waitany(count, array_of_requests, index, status);
   if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
     completed(rc0.r[*index], rc);
+  p2p_done(&rc0, array_of_requests, count);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -2751,8 +2979,7 @@ int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
 
 int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
                  int array_of_indices[], MPI_Status array_of_statuses[]) {
-  p2p_enter("MPI_Waitsome", MPI_COMM_NULL, P2P_NONE, P2P_NONE, P2P_NONE,
-            P2P_NONE, RA);
+  p2p_enter_wait("MPI_Waitsome", array_of_requests, incount, RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, incount))
     return p2p_leave(PMPI_Waitsome(incount, array_of_requests, outcount,
@@ -2763,6 +2990,7 @@ int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
   for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
     if (array_of_indices[i] >= 0 && array_of_indices[i] < incount)
       completed(rc0.r[array_of_indices[i]], rc);
+  p2p_done(&rc0, array_of_requests, incount);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -2773,6 +3001,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
   if (!copy_reqs(&rc0, request, 1)) return PMPI_Test(request, flag, status);
   const int rc = PMPI_Test(request, flag, status);
   if (*flag) completed(rc0.r[0], rc);
+  p2p_done(&rc0, request, 1);
   free_reqs(&rc0);
   return rc;
 }
@@ -2785,6 +3014,7 @@ int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
   const int rc = PMPI_Testall(count, array_of_requests, flag,
                               array_of_statuses);
   for (int i = 0; *flag && i < count; i++) completed(rc0.r[i], rc);
+  p2p_done(&rc0, array_of_requests, count);
   free_reqs(&rc0);
   return rc;
 }
@@ -2797,6 +3027,7 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int *index,
   const int rc = PMPI_Testany(count, array_of_requests, index, flag, status);
   if (*flag && *index != MPI_UNDEFINED && *index >= 0 && *index < count)
     completed(rc0.r[*index], rc);
+  p2p_done(&rc0, array_of_requests, count);
   free_reqs(&rc0);
   return rc;
 }
@@ -2812,16 +3043,31 @@ int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
   for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
     if (array_of_indices[i] >= 0 && array_of_indices[i] < incount)
       completed(rc0.r[array_of_indices[i]], rc);
+  p2p_done(&rc0, array_of_requests, incount);
   free_reqs(&rc0);
   return rc;
 }
 
 /* A freed request's collective completes unobserved: done as far as the
- * program is concerned. */
+ * program is concerned; a freed point-to-point request is forgotten (an
+ * MPI_Isend let go so is correct MPI). */
 int MPI_Request_free(MPI_Request *request) {
   const MPI_Request r = request ? *request : MPI_REQUEST_NULL;
   const int rc = PMPI_Request_free(request);
-  if (g.on && rc == MPI_SUCCESS) completed(r, rc);
+  if (g.on && rc == MPI_SUCCESS) {
+    completed(r, rc);
+    p2p_forget(r);
+  }
+  return rc;
+}
+
+/* A cancelled point-to-point request is forgotten at once: it may never
+ * be matched, so a wait on it is no longer a wait for its peer, and the
+ * program may let it go with MPI_Request_free. */
+int MPI_Cancel(MPI_Request *request) {
+  const MPI_Request r = request ? *request : MPI_REQUEST_NULL;
+  const int rc = PMPI_Cancel(request);
+  if (g.on && rc == MPI_SUCCESS) p2p_forget(r);
   return rc;
 }
 
