@@ -172,24 +172,34 @@ static void json_esc(char *out, size_t n, const char *s) {
 
 /* ---- the heartbeat */
 
-static void put_le(unsigned char *p, uint64_t v, int n) {
-  for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+/* The heartbeat's 64 bytes as stored (python/vqcheck/_heartbeat.py's
+ * layout, little-endian: the targets here are x86-64 and aarch64 Linux;
+ * a big-endian build stops at the _Static_assert below). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+_Static_assert(0, "the heartbeat is little-endian: swap its fields here");
+#endif
+typedef struct hb_layout {
+  char magic[4];          /* "VQHB" */
+  uint32_t version, pid, state;
+  uint64_t beats, last_ns, seq, step;
+  char op[16];            /* NUL-padded */
+} hb_layout;
+_Static_assert(sizeof(hb_layout) == HB_SIZE, "the heartbeat is 64 bytes");
+
+/* A sign of progress at time t (now_ns's clock): the whole 64 bytes in
+ * one copy, so a reader (which reads twice) sees one state or the next. */
+static void beat_at(uint32_t state, uint64_t seq, const char *op, uint64_t t) {
+  if (!g.hb) return;
+  hb_layout b = {.magic = {'V', 'Q', 'H', 'B'}, .version = 1, .pid = g.pid,
+                 .state = state, .last_ns = t, .seq = seq};
+  b.beats = __atomic_add_fetch(&g.beats, 1, __ATOMIC_RELAXED);
+  /* step: an MPI program has none */
+  for (int i = 0; op && op[i] && i < 16; i++) b.op[i] = op[i];
+  memcpy(g.hb, &b, sizeof b);
 }
 
 static void beat(uint32_t state, uint64_t seq, const char *op) {
-  if (!g.hb) return;
-  unsigned char b[HB_SIZE];
-  memset(b, 0, sizeof b);
-  memcpy(b, "VQHB", 4);
-  put_le(b + 4, 1, 4);
-  put_le(b + 8, g.pid, 4);
-  put_le(b + 12, state, 4);
-  put_le(b + 16, __atomic_add_fetch(&g.beats, 1, __ATOMIC_RELAXED), 8);
-  put_le(b + 24, now_ns(), 8);
-  put_le(b + 32, seq, 8);
-  /* step (40): an MPI program has none */
-  for (int i = 0; op && op[i] && i < 16; i++) b[48 + i] = (unsigned char)op[i];
-  memcpy(g.hb, b, sizeof b);
+  if (g.hb) beat_at(state, seq, op, now_ns());
 }
 
 /* ---- call sites */
@@ -346,6 +356,11 @@ static site *site_find(uintptr_t pc, bool add) {
 /* The call site of a collective whose wrapper returns to pc: pc's, or the
  * first frame above it outside the MPI libraries. */
 static const site *site_of(uintptr_t pc) {
+  /* The last answer, when one thread calls MPI (a loop calls from one
+   * site): no lookup. Under MPI_THREAD_MULTIPLE every call looks up. */
+  static uintptr_t last_pc;
+  static const site *last;
+  if (!g.multi && pc == last_pc && last) return last;
   lock();
   site *s = site_find(pc, true);
   if (s && s->lib) {
@@ -359,7 +374,12 @@ static const site *site_of(uintptr_t pc) {
     if (up) s = up;
   }
   unlock();
-  return s && s->len ? s : &overflow_site;
+  const site *out = s && s->len ? s : &overflow_site;
+  if (!g.multi) {
+    last_pc = pc;
+    last = out;
+  }
+  return out;
 }
 
 /* ---- datatypes */
@@ -367,6 +387,8 @@ static const site *site_of(uintptr_t pc) {
 typedef struct basic {
   MPI_Datatype h;
   const char *dtype, *name;
+  bool extents;             /* the four below were told (init_basics) */
+  MPI_Aint lb, extent, true_lb, true_extent; /* for the buffer checks */
 } basic;
 static basic basics[48];
 static int nbasics;
@@ -375,7 +397,13 @@ static void add_basic(MPI_Datatype h, const char *dtype, const char *name) {
   if (h == MPI_DATATYPE_NULL || nbasics >= (int)(sizeof basics /
                                                  sizeof basics[0]))
     return;
-  basics[nbasics++] = (basic){h, dtype, name};
+  basic b = {.h = h, .dtype = dtype, .name = name};
+  /* A basic type's extents never change: asked once here, not twice per
+   * collective by the buffer checks (span). */
+  b.extents = PMPI_Type_get_extent(h, &b.lb, &b.extent) == MPI_SUCCESS &&
+              PMPI_Type_get_true_extent(h, &b.true_lb, &b.true_extent) ==
+                  MPI_SUCCESS;
+  basics[nbasics++] = b;
 }
 
 static void init_basics(void) {
@@ -749,7 +777,7 @@ static void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
  * record's length) and a copy into the mapping, which is the file's page
  * cache: a reader (vqcheck watch, at a hang) sees it at once, and a rank
  * killed with SIGKILL leaves every line it copied. The mapping is one
- * range of address space reserved at the start (REC_SPAN, no memory
+ * range of address space reserved at the start (rec_spans, no memory
  * behind it); the file's blocks are allocated ahead of the lines
  * (posix_fallocate, REC_GROW at a time, so a full disk is an error here,
  * never a SIGBUS later), and at MPI_Finalize the file is cut to its
@@ -759,11 +787,14 @@ static void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
  * could not be made (a full disk, a file system without fallocate: one
  * pwrite per line, as before). */
 
-#define REC_SPAN ((size_t)64 << 30) /* address space, not memory */
+/* Address space, not memory: 64 GiB, else (a limit on address space:
+ * ulimit -v, valgrind) 1 GiB; past the span, lines are pwrites. */
+static const size_t rec_spans[] = {(size_t)64 << 30, (size_t)1 << 30};
 #define REC_GROW ((uint64_t)4 << 20)
 
 static struct {
   unsigned char *map;   /* NULL: pwrite only */
+  size_t span;          /* the mapping's length */
   uint64_t used;        /* bytes reserved so far (atomic) */
   uint64_t size;        /* bytes allocated in the file (under rec_lock) */
 } rec;
@@ -795,7 +826,7 @@ static bool rec_room(uint64_t end) {
   if (rec.size < end) {
     uint64_t want = __atomic_load_n(&rec.used, __ATOMIC_RELAXED);
     want = (want > end ? want : end) + REC_GROW;
-    if (want > REC_SPAN || posix_fallocate(g.live_fd, (off_t)rec.size,
+    if (want > rec.span || posix_fallocate(g.live_fd, (off_t)rec.size,
                                            (off_t)(want - rec.size)) != 0) {
       ok = false;
     } else {
@@ -846,11 +877,16 @@ static void live_write_signal(const char *s, size_t n) {
  * every line is then a pwrite). */
 static void rec_open(void) {
   rec.used = rec.size = 0;
-  void *m = mmap(NULL, REC_SPAN, PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_NORESERVE, g.live_fd, 0);
+  void *m = MAP_FAILED;
+  for (size_t i = 0; m == MAP_FAILED && i < sizeof rec_spans /
+                                            sizeof rec_spans[0]; i++) {
+    rec.span = rec_spans[i];
+    m = mmap(NULL, rec.span, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_NORESERVE, g.live_fd, 0);
+  }
   if (m == MAP_FAILED) return;
   if (posix_fallocate(g.live_fd, 0, (off_t)REC_GROW) != 0) {
-    munmap(m, REC_SPAN);
+    munmap(m, rec.span);
     return;
   }
   rec.size = REC_GROW;
@@ -861,7 +897,7 @@ static void rec_open(void) {
  * lines, a signal's, are pwrites past the end). */
 static void rec_close(void) {
   unsigned char *m = __atomic_exchange_n(&rec.map, NULL, __ATOMIC_ACQ_REL);
-  if (m) munmap(m, REC_SPAN);
+  if (m) munmap(m, rec.span);
   if (g.live_fd >= 0 &&
       ftruncate(g.live_fd, (off_t)__atomic_load_n(&rec.used,
                                                   __ATOMIC_ACQUIRE)) != 0) {
@@ -901,13 +937,28 @@ static void put(line_out *o, const char *s, size_t n) {
 
 static void put_str(line_out *o, const char *s) { put(o, s, strlen(s)); }
 
+/* "00" "01" ... "99": two digits per division (the timestamps' 13 to
+ * 19 digits were a fifth of a recorded call's instructions). */
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233"
+    "34353637383940414243444546474849505152535455565758596061626364656667"
+    "6869707172737475767778798081828384858687888990919293949596979899";
+
 static void put_u64(line_out *o, unsigned long long v) {
   char b[24];
   int k = (int)sizeof b;
-  do {
-    b[--k] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
+  while (v >= 100) {
+    const unsigned d = (unsigned)(v % 100);
+    v /= 100;
+    b[--k] = digit_pairs[2 * d + 1];
+    b[--k] = digit_pairs[2 * d];
+  }
+  if (v >= 10) {
+    b[--k] = digit_pairs[2 * v + 1];
+    b[--k] = digit_pairs[2 * v];
+  } else {
+    b[--k] = (char)('0' + v);
+  }
   put(o, b + k, sizeof b - (size_t)k);
 }
 
@@ -1010,7 +1061,7 @@ static void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
   c->ci = ci;
   c->t_enter = now_ns();
   call_line(c, 0, "entered", "");
-  beat(HB_IN_COLLECTIVE, c->seq, op);
+  beat_at(HB_IN_COLLECTIVE, c->seq, op, c->t_enter);
   if (g.strict && c->blocking && ci->shadow != MPI_COMM_NULL)
     agree(c, t.dtype, count * t.elems, root, redop);
 }
@@ -1030,9 +1081,10 @@ static void begin_nb(call *c, MPI_Comm comm, const char *op,
 
 static void end(call *c, int rc) {
   if (!c->ci) return;
-  call_line(c, now_ns(), rc == MPI_SUCCESS ? "done" : "failed",
+  const uint64_t t = now_ns(); /* one clock read: the line's and the beat's */
+  call_line(c, t, rc == MPI_SUCCESS ? "done" : "failed",
             rc == MPI_SUCCESS ? "VQC_OK" : "VQC_ECOMM");
-  beat(HB_RUNNING, c->seq, "");
+  beat_at(HB_RUNNING, c->seq, "", t);
 }
 
 /* ---- strict mode: agree before data moves
@@ -1140,10 +1192,16 @@ static bool span(const void *buf, long long n, MPI_Datatype t, uintptr_t *lo,
       t == MPI_DATATYPE_NULL)
     return false;
   MPI_Aint tlb = 0, text = 0, lb = 0, ext = 0;
-  if (PMPI_Type_get_true_extent(t, &tlb, &text) != MPI_SUCCESS ||
-      PMPI_Type_get_extent(t, &lb, &ext) != MPI_SUCCESS || text <= 0 ||
-      ext <= 0)
+  const basic *b = basic_of(t);
+  if (b && b->extents) {
+    tlb = b->true_lb;
+    text = b->true_extent;
+    ext = b->extent;
+  } else if (PMPI_Type_get_true_extent(t, &tlb, &text) != MPI_SUCCESS ||
+             PMPI_Type_get_extent(t, &lb, &ext) != MPI_SUCCESS) {
     return false;
+  }
+  if (text <= 0 || ext <= 0) return false;
   *lo = (uintptr_t)buf + (uintptr_t)tlb;
   *hi = *lo + (uintptr_t)((n - 1) * (long long)ext + (long long)text);
   return true;
