@@ -913,6 +913,8 @@ typedef struct call {
   const char *op;
   char head[512];        /* {"seq":..,"rank":..,...,"group_size":N, */
   size_t hn;
+  char t_enter_s[24];    /* t_enter's digits, for both of its lines */
+  size_t tn;
   bool blocking;
 } call;
 
@@ -976,7 +978,7 @@ static void call_line(const call *c, uint64_t t_exit, const char *state,
   char tail[160];
   line_out o = {tail, tail + sizeof tail, false};
   PUT(&o, "\"t_enter_ns\":");
-  put_u64(&o, c->t_enter);
+  put(&o, c->t_enter_s, c->tn);
   PUT(&o, ",\"t_exit_ns\":");
   put_u64(&o, t_exit);
   PUT(&o, ",\"state\":\"");
@@ -994,6 +996,35 @@ static void call_line(const call *c, uint64_t t_exit, const char *state,
 
 static void agree(const call *c, const char *dtype, long long count,
                   int root, const char *redop);
+
+/* The head after "seq" of the last collective recorded (single-threaded
+ * MPI only): a loop calls the same collective with the same arguments, so
+ * its next head is a copy, not a formatting. Keyed by every argument the
+ * head says; "extra" (mpi_type) by its text. */
+static struct last_head {
+  const comm_info *ci;
+  const char *op, *redop, *dtype;
+  long long count, elems;
+  int root, gsize;
+  char extra[200];
+  char rest[480];       /* ,"rank":..,...,"any_site":true,<mpi_type> */
+  size_t n;             /* its length; 0: none kept */
+} last_head;
+
+/* The entered line of call c (its head made), the heartbeat, and in
+ * strict mode the agreement on a blocking one. */
+static void enter(call *c, comm_info *ci, bool blocking, const char *dtype,
+                  long long count, int root, const char *redop) {
+  c->ci = ci;
+  c->t_enter = now_ns();
+  line_out to = {c->t_enter_s, c->t_enter_s + sizeof c->t_enter_s, false};
+  put_u64(&to, c->t_enter);
+  c->tn = (size_t)(to.p - c->t_enter_s);
+  call_line(c, 0, "entered", "");
+  beat_at(HB_IN_COLLECTIVE, c->seq, c->op, c->t_enter);
+  if (g.strict && blocking && ci->shadow != MPI_COMM_NULL)
+    agree(c, dtype, count, root, redop);
+}
 
 /* Records a collective as entered; a blocking one (and communicator
  * creation) is, in strict mode, agreed on before it runs. */
@@ -1031,6 +1062,22 @@ static void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
   line_out o = {c->head, c->head + sizeof c->head, false};
   PUT(&o, "{\"seq\":");
   put_u64(&o, c->seq);
+  const int gsize = ci == &world_info ? g.size : ci->size;
+  const bool negative = count < 0;
+  const bool same = !g.multi && !negative && last_head.n > 0 &&
+                    last_head.ci == ci && last_head.op == op &&
+                    last_head.redop == redop && last_head.dtype == t.dtype &&
+                    last_head.count == count && last_head.elems == t.elems &&
+                    last_head.root == root && last_head.gsize == gsize &&
+                    strcmp(last_head.extra, t.extra) == 0;
+  if (same) {
+    put(&o, last_head.rest, last_head.n);
+    if (o.full) return;
+    c->hn = (size_t)(o.p - c->head);
+    enter(c, ci, blocking, t.dtype, count * t.elems, root, redop);
+    return;
+  }
+  char *const rest = o.p;
   PUT(&o, ",\"rank\":");
   put_i64(&o, g.rank);
   PUT(&o, ",\"op\":\"");
@@ -1047,7 +1094,7 @@ static void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
   PUT(&o, ",\"root\":");
   put_i64(&o, root);
   PUT(&o, ",\"group_size\":");
-  put_i64(&o, ci == &world_info ? g.size : ci->size);
+  put_i64(&o, gsize);
   PUT(&o, ",\"any_site\":true,");
   put_str(&o, t.extra);
   if (count < 0) {
@@ -1058,12 +1105,19 @@ static void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
   }
   if (o.full) return;
   c->hn = (size_t)(o.p - c->head);
-  c->ci = ci;
-  c->t_enter = now_ns();
-  call_line(c, 0, "entered", "");
-  beat_at(HB_IN_COLLECTIVE, c->seq, op, c->t_enter);
-  if (g.strict && c->blocking && ci->shadow != MPI_COMM_NULL)
-    agree(c, t.dtype, count * t.elems, root, redop);
+  /* kept for the next call; never a negative count's (its head has
+   * "mpi_count", and count is 0 from here) */
+  const size_t rn = (size_t)(o.p - rest);
+  last_head.n = 0;
+  if (!g.multi && !negative && rn <= sizeof last_head.rest) {
+    last_head = (struct last_head){.ci = ci, .op = op, .redop = redop,
+                                   .dtype = t.dtype, .count = count,
+                                   .elems = t.elems, .root = root,
+                                   .gsize = gsize, .n = rn};
+    snprintf(last_head.extra, sizeof last_head.extra, "%s", t.extra);
+    memcpy(last_head.rest, rest, rn);
+  }
+  enter(c, ci, blocking, t.dtype, count * t.elems, root, redop);
 }
 
 static void begin(call *c, MPI_Comm comm, const char *op, const char *redop,
