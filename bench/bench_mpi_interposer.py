@@ -19,7 +19,12 @@ Modes, each started by mpiexec -n RANKS:
              into a temporary run directory, as under vqcheck watch;
   strict     recording with VQC_MPI_STRICT=1: each collective agreed on
              first (one 64-byte all-gather per rank on a duplicate of the
-             communicator).
+             communicator);
+  baseline   with --compare OTHER.so: recording through another build of
+             the interposer (a copy of the previous one), timed in the same
+             interleaved rounds, so a change is measured against what it
+             replaces on the same noisy machine; its ratio to recording
+             is printed.
 
 What it does:
   1. validates, before anything is timed, and exits 1 on any failure: each
@@ -65,14 +70,15 @@ def mpiexec() -> List[str]:
 
 
 def run(mode: str, ranks: int, calls: int, prog: Path, lib: Path,
-        work: Path) -> Optional[float]:
-    """One run of allreduce_loop in mode: its ns/call (None: it failed)."""
+        work: Path, other: Optional[Path] = None) -> Optional[float]:
+    """One run of allreduce_loop in mode: its ns/call (None: it failed).
+    other: the interposer of mode "baseline" (--compare)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     for k in ("LD_PRELOAD", "VQC_WATCH_DIR", "VQC_MPI_STRICT"):
         env.pop(k, None)
     if mode != "plain":
-        env["LD_PRELOAD"] = str(lib)
-    if mode in ("recording", "strict"):
+        env["LD_PRELOAD"] = str(other if mode == "baseline" else lib)
+    if mode in ("recording", "strict", "baseline"):
         if work.exists():
             shutil.rmtree(work)
         work.mkdir(parents=True)
@@ -122,7 +128,14 @@ def main() -> int:
     ap.add_argument("--calls", type=int, default=20000)
     ap.add_argument("--reps", type=int, default=bench_stats.MIN_REPS)
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--compare", metavar="OTHER.so",
+                    help="also time recording through this build of the "
+                    "interposer (mode baseline), interleaved")
     a = ap.parse_args()
+    other = Path(a.compare) if a.compare else None
+    if other and not other.is_file():
+        sys.exit(f"bench_mpi_interposer: --compare {other}: no such file")
+    modes = MODES + (("baseline",) if other else ())
     build = Path(a.build)
     prog = build / "tests" / "mpi_programs" / "allreduce_loop"
     lib = build / "interpose" / "libvqcheck_mpi.so"
@@ -136,10 +149,11 @@ def main() -> int:
         # 1. validate
         small = 200
         for ranks in rank_counts:
-            for mode in MODES:
-                if run(mode, ranks, small, prog, lib, work / "v") is None:
+            for mode in modes:
+                if run(mode, ranks, small, prog, lib, work / "v",
+                       other) is None:
                     return 1
-                if mode in ("recording", "strict"):
+                if mode in ("recording", "strict", "baseline"):
                     why = validate_record(work / "v", ranks, small)
                     if why:
                         print(f"validation failed ({mode} x{ranks}): {why}",
@@ -153,8 +167,9 @@ def main() -> int:
         times: Dict[tuple, List[float]] = {}
         for rep in range(a.reps):
             for ranks in rank_counts:
-                for mode in MODES:
-                    ns = run(mode, ranks, a.calls, prog, lib, work / "t")
+                for mode in modes:
+                    ns = run(mode, ranks, a.calls, prog, lib, work / "t",
+                             other)
                     if ns is None:
                         return 1
                     times.setdefault((ranks, mode), []).append(ns)
@@ -162,7 +177,7 @@ def main() -> int:
                 print(f"round {rep + 1}/{a.reps} done", flush=True)
         for ranks in rank_counts:
             plain = times[(ranks, "plain")]
-            for mode in MODES:
+            for mode in modes:
                 t = times[(ranks, mode)]
                 s = bench_stats.summarize(t)
                 if mode == "plain":
@@ -177,7 +192,7 @@ def main() -> int:
                         baseline_name="plain", ratio=r)
                     text = (f"{mode:10s} x{ranks}: {bench_stats.spread(s, 0)}"
                             f" ns/call, {bench_stats.spread(r, 2)}x plain")
-                    if mode == "strict":
+                    if mode in ("strict", "baseline"):
                         rr = bench_stats.ratios(t, times[(ranks, "recording")])
                         text += f", {bench_stats.spread(rr, 2)}x recording"
                 if a.json:

@@ -107,7 +107,13 @@
  *                                   waits in ("call": null when none);
  *                                   peers as world ranks, "any" for
  *                                   MPI_ANY_SOURCE / MPI_ANY_TAG; only the
- *                                   sides the call has;
+ *                                   sides the call has; a wait's
+ *                                   "nrequests" and "requests":[{"call",
+ *                                   "communicator","to"|"from",..,"file",
+ *                                   "line","func"}]: the point-to-point
+ *                                   requests it waits on (MPI_Irecv, ...,
+ *                                   the first 4, each with its I-call's
+ *                                   site);
  *     {"event":"lost"|"killed","by","why"}  appended by whoever supervised
  *                                   the job (`vqcheck run --backend mpi`
  *                                   without a launcher, harness/cli/supervise.h):
@@ -316,7 +322,20 @@ typedef struct vqc_live_info {
   char p2p_call[32];    /* "MPI_Recv", "MPI_Send", "MPI_Wait", ... */
   char p2p_comm[200];   /* its communicator's name; "" unknown */
   int p2p_to, p2p_send_tag, p2p_from, p2p_recv_tag;
+  /* A wait's point-to-point requests (the line's "nrequests" and
+   * "requests"): how many (p2p_nreq), and the first p2p_nkept (at most
+   * VQC_P2P_REQS) of them, each as its I-call made it (peers and tags as
+   * above, the I-call's site). */
+  int p2p_nreq, p2p_nkept;
+  struct vqc_live_p2p_req {
+    char call[32];      /* "MPI_Irecv", "MPI_Isend", ... */
+    char comm[200];     /* "" unknown */
+    int to, send_tag, from, recv_tag;
+    char file[256];     /* its I-call's site; "" unknown */
+    int line;
+  } p2p_req[4];
 } vqc_live_info;
+#define VQC_P2P_REQS 4
 #define VQC_P2P_ANY (-1)
 #define VQC_P2P_NONE (-2)
 

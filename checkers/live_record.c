@@ -408,6 +408,32 @@ void live_event(const json_t *j, vqc_live_info *info) {
     info->p2p_send_tag = live_peer(json_object_get(j, "send_tag"));
     info->p2p_from = live_peer(json_object_get(j, "from"));
     info->p2p_recv_tag = live_peer(json_object_get(j, "recv_tag"));
+    info->p2p_nreq = info->p2p_nkept = 0;
+    if (json_is_integer(v = json_object_get(j, "nrequests")) &&
+        json_integer_value(v) > 0 && json_integer_value(v) <= INT32_MAX)
+      info->p2p_nreq = (int)json_integer_value(v);
+    const json_t *reqs = json_object_get(j, "requests");
+    for (size_t i = 0; i < json_array_size(reqs) && i < VQC_P2P_REQS; i++) {
+      const json_t *q = json_array_get(reqs, i);
+      struct vqc_live_p2p_req *o = &info->p2p_req[i];
+      memset(o, 0, sizeof *o);
+      if (json_is_string(v = json_object_get(q, "call")))
+        snprintf(o->call, sizeof o->call, "%s", json_string_value(v));
+      if (json_is_string(v = json_object_get(q, "communicator")))
+        snprintf(o->comm, sizeof o->comm, "%s", json_string_value(v));
+      if (json_is_string(v = json_object_get(q, "file")))
+        snprintf(o->file, sizeof o->file, "%s", json_string_value(v));
+      if (json_is_integer(v = json_object_get(q, "line")) &&
+          json_integer_value(v) >= 0 && json_integer_value(v) <= INT32_MAX)
+        o->line = (int)json_integer_value(v);
+      o->to = live_peer(json_object_get(q, "to"));
+      o->send_tag = live_peer(json_object_get(q, "send_tag"));
+      o->from = live_peer(json_object_get(q, "from"));
+      o->recv_tag = live_peer(json_object_get(q, "recv_tag"));
+    }
+    info->p2p_nkept = json_array_size(reqs) < VQC_P2P_REQS
+                          ? (int)json_array_size(reqs) : VQC_P2P_REQS;
+    if (info->p2p_nreq < info->p2p_nkept) info->p2p_nreq = info->p2p_nkept;
   } else if (strcmp(ev, "lost") == 0 || strcmp(ev, "killed") == 0) {
     bool lost = ev[0] == 'l';
     if (lost) info->lost = true;

@@ -80,6 +80,11 @@
  * A non-blocking collective is entered at its I-call and done when MPI_Wait,
  * MPI_Test or their any/some/all forms complete its request; one still
  * pending at MPI_Finalize gets a "failed" line (status VQC_EINVAL).
+ * Non-blocking point-to-point requests (MPI_Isend, _Ibsend, _Issend,
+ * _Irsend, MPI_Irecv) are not recorded; they are kept by handle
+ * (vqc_mpi_reqs.h) until complete, freed or cancelled, so a wait names
+ * them in its p2p_wait line and MPI_Finalize reports, as a finding, each
+ * one never completed (the section "non-blocking point-to-point").
  *
  * Before data moves, each call's own buffers are checked (the section
  * "buffers" below): send and receive buffers that overlap without
@@ -110,6 +115,8 @@
 #include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "vqc_mpi_reqs.h"
 
 /* The heartbeat's size and states (python/vqcheck/_heartbeat.py). */
 #define HB_SIZE 64
@@ -165,24 +172,34 @@ static void json_esc(char *out, size_t n, const char *s) {
 
 /* ---- the heartbeat */
 
-static void put_le(unsigned char *p, uint64_t v, int n) {
-  for (int i = 0; i < n; i++) p[i] = (unsigned char)(v >> (8 * i));
+/* The heartbeat's 64 bytes as stored (python/vqcheck/_heartbeat.py's
+ * layout, little-endian: the targets here are x86-64 and aarch64 Linux;
+ * a big-endian build stops at the _Static_assert below). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+_Static_assert(0, "the heartbeat is little-endian: swap its fields here");
+#endif
+typedef struct hb_layout {
+  char magic[4];          /* "VQHB" */
+  uint32_t version, pid, state;
+  uint64_t beats, last_ns, seq, step;
+  char op[16];            /* NUL-padded */
+} hb_layout;
+_Static_assert(sizeof(hb_layout) == HB_SIZE, "the heartbeat is 64 bytes");
+
+/* A sign of progress at time t (now_ns's clock): the whole 64 bytes in
+ * one copy, so a reader (which reads twice) sees one state or the next. */
+static void beat_at(uint32_t state, uint64_t seq, const char *op, uint64_t t) {
+  if (!g.hb) return;
+  hb_layout b = {.magic = {'V', 'Q', 'H', 'B'}, .version = 1, .pid = g.pid,
+                 .state = state, .last_ns = t, .seq = seq};
+  b.beats = __atomic_add_fetch(&g.beats, 1, __ATOMIC_RELAXED);
+  /* step: an MPI program has none */
+  for (int i = 0; op && op[i] && i < 16; i++) b.op[i] = op[i];
+  memcpy(g.hb, &b, sizeof b);
 }
 
 static void beat(uint32_t state, uint64_t seq, const char *op) {
-  if (!g.hb) return;
-  unsigned char b[HB_SIZE];
-  memset(b, 0, sizeof b);
-  memcpy(b, "VQHB", 4);
-  put_le(b + 4, 1, 4);
-  put_le(b + 8, g.pid, 4);
-  put_le(b + 12, state, 4);
-  put_le(b + 16, __atomic_add_fetch(&g.beats, 1, __ATOMIC_RELAXED), 8);
-  put_le(b + 24, now_ns(), 8);
-  put_le(b + 32, seq, 8);
-  /* step (40): an MPI program has none */
-  for (int i = 0; op && op[i] && i < 16; i++) b[48 + i] = (unsigned char)op[i];
-  memcpy(g.hb, b, sizeof b);
+  if (g.hb) beat_at(state, seq, op, now_ns());
 }
 
 /* ---- call sites */
@@ -339,6 +356,11 @@ static site *site_find(uintptr_t pc, bool add) {
 /* The call site of a collective whose wrapper returns to pc: pc's, or the
  * first frame above it outside the MPI libraries. */
 static const site *site_of(uintptr_t pc) {
+  /* The last answer, when one thread calls MPI (a loop calls from one
+   * site): no lookup. Under MPI_THREAD_MULTIPLE every call looks up. */
+  static uintptr_t last_pc;
+  static const site *last;
+  if (!g.multi && pc == last_pc && last) return last;
   lock();
   site *s = site_find(pc, true);
   if (s && s->lib) {
@@ -352,7 +374,12 @@ static const site *site_of(uintptr_t pc) {
     if (up) s = up;
   }
   unlock();
-  return s && s->len ? s : &overflow_site;
+  const site *out = s && s->len ? s : &overflow_site;
+  if (!g.multi) {
+    last_pc = pc;
+    last = out;
+  }
+  return out;
 }
 
 /* ---- datatypes */
@@ -360,6 +387,8 @@ static const site *site_of(uintptr_t pc) {
 typedef struct basic {
   MPI_Datatype h;
   const char *dtype, *name;
+  bool extents;             /* the four below were told (init_basics) */
+  MPI_Aint lb, extent, true_lb, true_extent; /* for the buffer checks */
 } basic;
 static basic basics[48];
 static int nbasics;
@@ -368,7 +397,13 @@ static void add_basic(MPI_Datatype h, const char *dtype, const char *name) {
   if (h == MPI_DATATYPE_NULL || nbasics >= (int)(sizeof basics /
                                                  sizeof basics[0]))
     return;
-  basics[nbasics++] = (basic){h, dtype, name};
+  basic b = {.h = h, .dtype = dtype, .name = name};
+  /* A basic type's extents never change: asked once here, not twice per
+   * collective by the buffer checks (span). */
+  b.extents = PMPI_Type_get_extent(h, &b.lb, &b.extent) == MPI_SUCCESS &&
+              PMPI_Type_get_true_extent(h, &b.true_lb, &b.true_extent) ==
+                  MPI_SUCCESS;
+  basics[nbasics++] = b;
 }
 
 static void init_basics(void) {
@@ -742,7 +777,7 @@ static void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
  * record's length) and a copy into the mapping, which is the file's page
  * cache: a reader (vqcheck watch, at a hang) sees it at once, and a rank
  * killed with SIGKILL leaves every line it copied. The mapping is one
- * range of address space reserved at the start (REC_SPAN, no memory
+ * range of address space reserved at the start (rec_spans, no memory
  * behind it); the file's blocks are allocated ahead of the lines
  * (posix_fallocate, REC_GROW at a time, so a full disk is an error here,
  * never a SIGBUS later), and at MPI_Finalize the file is cut to its
@@ -752,11 +787,14 @@ static void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
  * could not be made (a full disk, a file system without fallocate: one
  * pwrite per line, as before). */
 
-#define REC_SPAN ((size_t)64 << 30) /* address space, not memory */
+/* Address space, not memory: 64 GiB, else (a limit on address space:
+ * ulimit -v, valgrind) 1 GiB; past the span, lines are pwrites. */
+static const size_t rec_spans[] = {(size_t)64 << 30, (size_t)1 << 30};
 #define REC_GROW ((uint64_t)4 << 20)
 
 static struct {
   unsigned char *map;   /* NULL: pwrite only */
+  size_t span;          /* the mapping's length */
   uint64_t used;        /* bytes reserved so far (atomic) */
   uint64_t size;        /* bytes allocated in the file (under rec_lock) */
 } rec;
@@ -788,7 +826,7 @@ static bool rec_room(uint64_t end) {
   if (rec.size < end) {
     uint64_t want = __atomic_load_n(&rec.used, __ATOMIC_RELAXED);
     want = (want > end ? want : end) + REC_GROW;
-    if (want > REC_SPAN || posix_fallocate(g.live_fd, (off_t)rec.size,
+    if (want > rec.span || posix_fallocate(g.live_fd, (off_t)rec.size,
                                            (off_t)(want - rec.size)) != 0) {
       ok = false;
     } else {
@@ -839,11 +877,16 @@ static void live_write_signal(const char *s, size_t n) {
  * every line is then a pwrite). */
 static void rec_open(void) {
   rec.used = rec.size = 0;
-  void *m = mmap(NULL, REC_SPAN, PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_NORESERVE, g.live_fd, 0);
+  void *m = MAP_FAILED;
+  for (size_t i = 0; m == MAP_FAILED && i < sizeof rec_spans /
+                                            sizeof rec_spans[0]; i++) {
+    rec.span = rec_spans[i];
+    m = mmap(NULL, rec.span, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_NORESERVE, g.live_fd, 0);
+  }
   if (m == MAP_FAILED) return;
   if (posix_fallocate(g.live_fd, 0, (off_t)REC_GROW) != 0) {
-    munmap(m, REC_SPAN);
+    munmap(m, rec.span);
     return;
   }
   rec.size = REC_GROW;
@@ -854,7 +897,7 @@ static void rec_open(void) {
  * lines, a signal's, are pwrites past the end). */
 static void rec_close(void) {
   unsigned char *m = __atomic_exchange_n(&rec.map, NULL, __ATOMIC_ACQ_REL);
-  if (m) munmap(m, REC_SPAN);
+  if (m) munmap(m, rec.span);
   if (g.live_fd >= 0 &&
       ftruncate(g.live_fd, (off_t)__atomic_load_n(&rec.used,
                                                   __ATOMIC_ACQUIRE)) != 0) {
@@ -870,6 +913,8 @@ typedef struct call {
   const char *op;
   char head[512];        /* {"seq":..,"rank":..,...,"group_size":N, */
   size_t hn;
+  char t_enter_s[24];    /* t_enter's digits, for both of its lines */
+  size_t tn;
   bool blocking;
 } call;
 
@@ -894,13 +939,28 @@ static void put(line_out *o, const char *s, size_t n) {
 
 static void put_str(line_out *o, const char *s) { put(o, s, strlen(s)); }
 
+/* "00" "01" ... "99": two digits per division (the timestamps' 13 to
+ * 19 digits were a fifth of a recorded call's instructions). */
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233"
+    "34353637383940414243444546474849505152535455565758596061626364656667"
+    "6869707172737475767778798081828384858687888990919293949596979899";
+
 static void put_u64(line_out *o, unsigned long long v) {
   char b[24];
   int k = (int)sizeof b;
-  do {
-    b[--k] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v);
+  while (v >= 100) {
+    const unsigned d = (unsigned)(v % 100);
+    v /= 100;
+    b[--k] = digit_pairs[2 * d + 1];
+    b[--k] = digit_pairs[2 * d];
+  }
+  if (v >= 10) {
+    b[--k] = digit_pairs[2 * v + 1];
+    b[--k] = digit_pairs[2 * v];
+  } else {
+    b[--k] = (char)('0' + v);
+  }
   put(o, b + k, sizeof b - (size_t)k);
 }
 
@@ -918,7 +978,7 @@ static void call_line(const call *c, uint64_t t_exit, const char *state,
   char tail[160];
   line_out o = {tail, tail + sizeof tail, false};
   PUT(&o, "\"t_enter_ns\":");
-  put_u64(&o, c->t_enter);
+  put(&o, c->t_enter_s, c->tn);
   PUT(&o, ",\"t_exit_ns\":");
   put_u64(&o, t_exit);
   PUT(&o, ",\"state\":\"");
@@ -936,6 +996,35 @@ static void call_line(const call *c, uint64_t t_exit, const char *state,
 
 static void agree(const call *c, const char *dtype, long long count,
                   int root, const char *redop);
+
+/* The head after "seq" of the last collective recorded (single-threaded
+ * MPI only): a loop calls the same collective with the same arguments, so
+ * its next head is a copy, not a formatting. Keyed by every argument the
+ * head says; "extra" (mpi_type) by its text. */
+static struct last_head {
+  const comm_info *ci;
+  const char *op, *redop, *dtype;
+  long long count, elems;
+  int root, gsize;
+  char extra[200];
+  char rest[480];       /* ,"rank":..,...,"any_site":true,<mpi_type> */
+  size_t n;             /* its length; 0: none kept */
+} last_head;
+
+/* The entered line of call c (its head made), the heartbeat, and in
+ * strict mode the agreement on a blocking one. */
+static void enter(call *c, comm_info *ci, bool blocking, const char *dtype,
+                  long long count, int root, const char *redop) {
+  c->ci = ci;
+  c->t_enter = now_ns();
+  line_out to = {c->t_enter_s, c->t_enter_s + sizeof c->t_enter_s, false};
+  put_u64(&to, c->t_enter);
+  c->tn = (size_t)(to.p - c->t_enter_s);
+  call_line(c, 0, "entered", "");
+  beat_at(HB_IN_COLLECTIVE, c->seq, c->op, c->t_enter);
+  if (g.strict && blocking && ci->shadow != MPI_COMM_NULL)
+    agree(c, dtype, count, root, redop);
+}
 
 /* Records a collective as entered; a blocking one (and communicator
  * creation) is, in strict mode, agreed on before it runs. */
@@ -973,6 +1062,22 @@ static void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
   line_out o = {c->head, c->head + sizeof c->head, false};
   PUT(&o, "{\"seq\":");
   put_u64(&o, c->seq);
+  const int gsize = ci == &world_info ? g.size : ci->size;
+  const bool negative = count < 0;
+  const bool same = !g.multi && !negative && last_head.n > 0 &&
+                    last_head.ci == ci && last_head.op == op &&
+                    last_head.redop == redop && last_head.dtype == t.dtype &&
+                    last_head.count == count && last_head.elems == t.elems &&
+                    last_head.root == root && last_head.gsize == gsize &&
+                    strcmp(last_head.extra, t.extra) == 0;
+  if (same) {
+    put(&o, last_head.rest, last_head.n);
+    if (o.full) return;
+    c->hn = (size_t)(o.p - c->head);
+    enter(c, ci, blocking, t.dtype, count * t.elems, root, redop);
+    return;
+  }
+  char *const rest = o.p;
   PUT(&o, ",\"rank\":");
   put_i64(&o, g.rank);
   PUT(&o, ",\"op\":\"");
@@ -989,7 +1094,7 @@ static void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
   PUT(&o, ",\"root\":");
   put_i64(&o, root);
   PUT(&o, ",\"group_size\":");
-  put_i64(&o, ci == &world_info ? g.size : ci->size);
+  put_i64(&o, gsize);
   PUT(&o, ",\"any_site\":true,");
   put_str(&o, t.extra);
   if (count < 0) {
@@ -1000,12 +1105,19 @@ static void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
   }
   if (o.full) return;
   c->hn = (size_t)(o.p - c->head);
-  c->ci = ci;
-  c->t_enter = now_ns();
-  call_line(c, 0, "entered", "");
-  beat(HB_IN_COLLECTIVE, c->seq, op);
-  if (g.strict && c->blocking && ci->shadow != MPI_COMM_NULL)
-    agree(c, t.dtype, count * t.elems, root, redop);
+  /* kept for the next call; never a negative count's (its head has
+   * "mpi_count", and count is 0 from here) */
+  const size_t rn = (size_t)(o.p - rest);
+  last_head.n = 0;
+  if (!g.multi && !negative && rn <= sizeof last_head.rest) {
+    last_head = (struct last_head){.ci = ci, .op = op, .redop = redop,
+                                   .dtype = t.dtype, .count = count,
+                                   .elems = t.elems, .root = root,
+                                   .gsize = gsize, .n = rn};
+    snprintf(last_head.extra, sizeof last_head.extra, "%s", t.extra);
+    memcpy(last_head.rest, rest, rn);
+  }
+  enter(c, ci, blocking, t.dtype, count * t.elems, root, redop);
 }
 
 static void begin(call *c, MPI_Comm comm, const char *op, const char *redop,
@@ -1023,9 +1135,10 @@ static void begin_nb(call *c, MPI_Comm comm, const char *op,
 
 static void end(call *c, int rc) {
   if (!c->ci) return;
-  call_line(c, now_ns(), rc == MPI_SUCCESS ? "done" : "failed",
+  const uint64_t t = now_ns(); /* one clock read: the line's and the beat's */
+  call_line(c, t, rc == MPI_SUCCESS ? "done" : "failed",
             rc == MPI_SUCCESS ? "VQC_OK" : "VQC_ECOMM");
-  beat(HB_RUNNING, c->seq, "");
+  beat_at(HB_RUNNING, c->seq, "", t);
 }
 
 /* ---- strict mode: agree before data moves
@@ -1133,10 +1246,16 @@ static bool span(const void *buf, long long n, MPI_Datatype t, uintptr_t *lo,
       t == MPI_DATATYPE_NULL)
     return false;
   MPI_Aint tlb = 0, text = 0, lb = 0, ext = 0;
-  if (PMPI_Type_get_true_extent(t, &tlb, &text) != MPI_SUCCESS ||
-      PMPI_Type_get_extent(t, &lb, &ext) != MPI_SUCCESS || text <= 0 ||
-      ext <= 0)
+  const basic *b = basic_of(t);
+  if (b && b->extents) {
+    tlb = b->true_lb;
+    text = b->true_extent;
+    ext = b->extent;
+  } else if (PMPI_Type_get_true_extent(t, &tlb, &text) != MPI_SUCCESS ||
+             PMPI_Type_get_extent(t, &lb, &ext) != MPI_SUCCESS) {
     return false;
+  }
+  if (text <= 0 || ext <= 0) return false;
   *lo = (uintptr_t)buf + (uintptr_t)tlb;
   *hi = *lo + (uintptr_t)((n - 1) * (long long)ext + (long long)text);
   return true;
@@ -1262,6 +1381,14 @@ typedef struct pend {
 static pend *pends;
 static int npend, cap_pend;
 
+/* Point-to-point requests in flight, by handle (vqc_mpi_reqs.h), under
+ * lock(): put at MPI_Isend/_Ibsend/_Issend/_Irsend/MPI_Irecv, taken out
+ * when a wait or test sets the handle to MPI_REQUEST_NULL (complete), at
+ * MPI_Request_free and MPI_Cancel; what is left at MPI_Finalize was never
+ * completed (p2p_never_completed). Each entry holds a reference on its
+ * communicator's comm_info. */
+static vqc_reqs p2p_reqs;
+
 /* After an I-call that returned rc with *req: pending, or its end. */
 static void posted(call *c, int rc, const MPI_Request *req) {
   if (!c->ci) return;
@@ -1351,7 +1478,9 @@ typedef struct req_copy {
 
 static bool copy_reqs(req_copy *c, const MPI_Request *reqs, int n) {
   c->r = NULL;
-  if (!g.on || __atomic_load_n(&npend, __ATOMIC_RELAXED) == 0 || n <= 0)
+  if (!g.on || n <= 0 ||
+      (__atomic_load_n(&npend, __ATOMIC_RELAXED) == 0 &&
+       __atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0))
     return false;
   c->r = n <= 16 ? c->small : malloc(sizeof *c->r * (size_t)n);
   if (!c->r) return false;
@@ -1403,12 +1532,18 @@ static size_t cat(char *b, size_t k, size_t cap, const char *s) {
  * (MPI_ANY_SOURCE, MPI_ANY_TAG as such; P2P_NONE: the call has no such
  * side); the handler turns them into world ranks with ci->world. */
 #define P2P_NONE (-1000)
+#define P2P_REQS 4 /* a wait's requests told by name; the rest counted */
 static struct {
   const char *call;     /* "MPI_Recv", ...; NULL: in none */
   const comm_info *ci;  /* its communicator; NULL: not known */
   int to, send_tag;     /* where it sends, or P2P_NONE */
   int from, recv_tag;   /* whence it receives, or P2P_NONE */
   const site *s;
+  /* A wait's: how many of its requests are point-to-point ones in
+   * p2p_reqs (above), and copies of the first P2P_REQS of them (their ci
+   * held by the table's entries, alive while the wait is in MPI). */
+  int nreq;
+  vqc_p2p_req req[P2P_REQS];
 } p2p;
 
 /* Appends ",\"KEY\":" and world rank of communicator rank r (r itself
@@ -1436,14 +1571,52 @@ static size_t put_tag(char *b, size_t k, size_t cap, const char *key,
   return k + fmt_int(b + k, tag);
 }
 
+/* A wait's point-to-point requests: ,"nrequests":N,"requests":[{"call":
+ * "MPI_Irecv","communicator":"world","from":2,"from_comm_rank":2,
+ * "recv_tag":7,"file","line","func"},...] (the first P2P_REQS; a send's
+ * "to", "to_comm_rank", "send_tag"; "file" and the rest: its I-call's
+ * site). Async-signal-safe (plain memory reads). */
+static size_t put_requests(char *b, size_t k, size_t cap) {
+  const int n = p2p.nreq < P2P_REQS ? p2p.nreq : P2P_REQS;
+  k = cat(b, k, cap, ",\"nrequests\":");
+  if (k + 24 < cap) k += fmt_int(b + k, p2p.nreq);
+  k = cat(b, k, cap, ",\"requests\":[");
+  for (int i = 0; i < n; i++) {
+    const vqc_p2p_req *q = &p2p.req[i];
+    const comm_info *ci = q->ci;
+    const site *s = q->site;
+    k = cat(b, k, cap, i ? ",{\"call\":\"" : "{\"call\":\"");
+    k = cat(b, k, cap, q->call);
+    k = cat(b, k, cap, "\"");
+    if (ci && !ci->skip) {
+      k = cat(b, k, cap, ",\"communicator\":\"");
+      k = cat(b, k, cap, ci->name);
+      k = cat(b, k, cap, "\"");
+    }
+    k = put_peer(b, k, cap, q->recv ? "from" : "to", ci, q->peer);
+    k = put_peer(b, k, cap, q->recv ? "from_comm_rank" : "to_comm_rank", NULL,
+                 q->peer);
+    k = put_tag(b, k, cap, q->recv ? "recv_tag" : "send_tag", q->tag);
+    /* the site's "file":..,"func":.., without its trailing comma */
+    if (s && s->len > 1 && k + s->len + 8 < cap) {
+      b[k++] = ',';
+      memcpy(b + k, s->json, s->len - 1);
+      k += s->len - 1;
+    }
+    k = cat(b, k, cap, "}");
+  }
+  return cat(b, k, cap, "]");
+}
+
 /* At SIGUSR1: {"event":"p2p_wait","call":"MPI_Recv","communicator":"world",
  * "from":1,"from_comm_rank":1,"recv_tag":7,"file","line","func","t_ns"}
- * (sends: "to", "to_comm_rank", "send_tag"; the waits: the call alone;
+ * (sends: "to", "to_comm_rank", "send_tag"; the waits: the call and the
+ * point-to-point requests it waits on, put_requests;
  * "call": null when the rank is in no blocking point-to-point call), so
  * the analysis names the call and its peers. Peers are world ranks ("any":
  * MPI_ANY_SOURCE, MPI_ANY_TAG). Async-signal-safe: pwrite only. */
 static void p2p_wait_line(void) {
-  char b[2048];
+  char b[8192];
   size_t k = cat(b, 0, sizeof b, "{\"event\":\"p2p_wait\",\"call\":");
   const char *name = __atomic_load_n(&p2p.call, __ATOMIC_ACQUIRE);
   if (!name) {
@@ -1468,6 +1641,7 @@ static void p2p_wait_line(void) {
       k = put_peer(b, k, sizeof b, "from_comm_rank", NULL, p2p.from);
       k = put_tag(b, k, sizeof b, "recv_tag", p2p.recv_tag);
     }
+    if (p2p.nreq > 0) k = put_requests(b, k, sizeof b);
     k = cat(b, k, sizeof b, ",");
     if (p2p.s && k + p2p.s->len + 64 < sizeof b) {
       memcpy(b + k, p2p.s->json, p2p.s->len); /* "file":..,"func":.., */
@@ -1789,8 +1963,67 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
   return rc;
 }
 
+/* A point-to-point request (MPI_Isend, MPI_Irecv, ...) that no wait or
+ * test completed, and that was neither freed nor cancelled, before
+ * MPI_Finalize: a finding on the live record, as never_completed's, at
+ * its I-call ("rank 0 reached MPI_Finalize with its MPI_Irecv from rank 2
+ * (tag 7) (started at leak.c:14) never completed: ..."). */
+static void p2p_never_completed(const vqc_p2p_req *q) {
+  const site *s = q->site ? q->site : &overflow_site;
+  const comm_info *ci = q->ci;
+  char file[1100], func[520], name[420] = "", peer[64], tag[32];
+  json_esc(file, sizeof file, s->file);
+  json_esc(func, sizeof func, s->func);
+  if (ci && ci != &world_info && !ci->skip)
+    json_esc(name, sizeof name, ci->name);
+  int world_peer = q->peer;
+  if (q->peer >= 0 && ci && ci != &world_info && ci->world &&
+      q->peer < ci->size)
+    world_peer = ci->world[q->peer];
+  if (q->peer == MPI_ANY_SOURCE)
+    snprintf(peer, sizeof peer, "any rank");
+  else if (q->peer == MPI_PROC_NULL)
+    snprintf(peer, sizeof peer, "MPI_PROC_NULL");
+  else
+    snprintf(peer, sizeof peer, "rank %d", world_peer);
+  if (q->tag == MPI_ANY_TAG) snprintf(tag, sizeof tag, "any tag");
+  else snprintf(tag, sizeof tag, "tag %d", q->tag);
+  /* the detail's peer and tag: world rank and tag, "any", or null */
+  char peer_j[24], tag_j[24];
+  if (q->peer == MPI_ANY_SOURCE) snprintf(peer_j, sizeof peer_j, "\"any\"");
+  else if (world_peer < 0) snprintf(peer_j, sizeof peer_j, "null");
+  else snprintf(peer_j, sizeof peer_j, "%d", world_peer);
+  if (q->tag == MPI_ANY_TAG) snprintf(tag_j, sizeof tag_j, "\"any\"");
+  else snprintf(tag_j, sizeof tag_j, "%d", q->tag);
+  char b[4096];
+  const int k = snprintf(b, sizeof b,
+      "{\"event\":\"finding\",\"finding\":{\"kind\":\"deadlock\","
+      "\"step\":-1,\"ranks\":[%d],\"site\":{\"file\":\"%.400s\","
+      "\"line\":%d,\"func\":\"%.200s\"},\"message\":\"rank %d reached "
+      "MPI_Finalize with its %s %s %s (%s)%s%.100s (started at %.300s:%d) "
+      "never completed: no MPI_Wait or MPI_Test completed its request, and "
+      "no MPI_Request_free or MPI_Cancel let it go\",\"detail\":{"
+      "\"call\":\"%s\",\"%s\":%s,\"%s\":%s%s%.100s%s,"
+      "\"never_completed\":true}}}\n",
+      g.rank, file, s->line, func, g.rank, q->call, q->recv ? "from" : "to",
+      peer, tag, name[0] ? " on communicator " : "", name, file, s->line,
+      q->call, q->recv ? "from" : "to", peer_j,
+      q->recv ? "recv_tag" : "send_tag", tag_j,
+      name[0] ? ",\"communicator\":\"" : "", name, name[0] ? "\"" : "");
+  if (k > 0 && (size_t)k < sizeof b) live_write(b, (size_t)k);
+}
+
 int MPI_Finalize(void) {
   if (g.on) {
+    /* Point-to-point requests never completed: a finding each. */
+    vqc_p2p_req q;
+    lock();
+    while (vqc_reqs_pop(&p2p_reqs, &q)) {
+      p2p_never_completed(&q);
+      info_unref(q.ci);
+    }
+    vqc_reqs_clear(&p2p_reqs);
+    unlock();
     /* Non-blocking collectives never completed: a finding. */
     call c;
     while (npend > 0) {
@@ -2649,7 +2882,72 @@ static void p2p_enter(const char *name, MPI_Comm comm, int to, int send_tag,
   p2p.send_tag = send_tag;
   p2p.from = from;
   p2p.recv_tag = recv_tag;
+  p2p.nreq = 0;
   __atomic_store_n(&p2p.call, name, __ATOMIC_RELEASE);
+}
+
+/* A wait (or MPI_Probe's kin) on reqs[0..n): as p2p_enter, with the
+ * point-to-point requests among them kept for the "p2p_wait" line (a
+ * lookup per request; none while no such request is in flight). */
+static void p2p_enter_wait(const char *name, const MPI_Request *reqs, int n,
+                           uintptr_t pc) {
+  if (!g.on) return;
+  p2p.s = site_of(pc);
+  p2p.ci = NULL;
+  p2p.to = p2p.send_tag = p2p.from = p2p.recv_tag = P2P_NONE;
+  p2p.nreq = 0;
+  if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) > 0 && reqs) {
+    lock();
+    for (int i = 0; i < n; i++) {
+      const vqc_p2p_req *q = vqc_reqs_find(&p2p_reqs, reqs[i]);
+      if (!q) continue;
+      if (p2p.nreq < P2P_REQS) p2p.req[p2p.nreq] = *q;
+      p2p.nreq++;
+    }
+    unlock();
+  }
+  __atomic_store_n(&p2p.call, name, __ATOMIC_RELEASE);
+}
+
+/* After an I-call that returned rc with *req: the request kept until it
+ * completes. peer and tag as the program passed them. */
+static void p2p_posted(const char *name, int rc, const MPI_Request *req,
+                       MPI_Comm comm, int peer, int tag, bool recv,
+                       uintptr_t pc) {
+  if (!g.on || rc != MPI_SUCCESS || !req || *req == MPI_REQUEST_NULL) return;
+  comm_info *ci = info_of(comm);
+  if (ci && ci != &world_info)
+    __atomic_add_fetch(&ci->refs, 1, __ATOMIC_RELAXED);
+  const vqc_p2p_req v = {.call = name, .ci = ci, .peer = peer, .tag = tag,
+                         .recv = recv, .site = site_of(pc)};
+  vqc_p2p_req old;
+  bool replaced = false;
+  lock();
+  const bool kept = vqc_reqs_put(&p2p_reqs, *req, &v, &old, &replaced);
+  unlock();
+  if (!kept) info_unref(ci); /* out of memory: not told at a wait */
+  if (replaced) info_unref(old.ci);
+  beat(HB_RUNNING, 0, ""); /* a point-to-point call returned: progress */
+}
+
+/* Forgets request r (freed, cancelled or complete) if it is one. */
+static void p2p_forget(MPI_Request r) {
+  if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0) return;
+  vqc_p2p_req q;
+  lock();
+  const bool had = vqc_reqs_take(&p2p_reqs, r, &q);
+  unlock();
+  if (had) info_unref(q.ci);
+}
+
+/* After a wait or test on reqs[0..n), which were was[0..n) before it:
+ * those MPI set to MPI_REQUEST_NULL completed (a non-blocking request is
+ * freed when it completes), whatever the call's form or its status. */
+static void p2p_done(const req_copy *was, const MPI_Request *reqs, int n) {
+  if (!was->r) return;
+  for (int i = 0; i < n; i++)
+    if (was->r[i] != MPI_REQUEST_NULL && reqs[i] == MPI_REQUEST_NULL)
+      p2p_forget(was->r[i]);
 }
 
 /* The call returned: progress. */
@@ -2701,17 +2999,59 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
   return p2p_leave(PMPI_Probe(source, tag, comm, status));
 }
 
+/* ---- non-blocking point-to-point: kept until complete (p2p_reqs), so
+ * that a wait names what it waits for ("rank 0 waits in MPI_Wait for
+ * MPI_Irecv from rank 2 (tag 7)") and MPI_Finalize what was never
+ * completed. The cost per I-call: a call-site lookup, a communicator
+ * lookup (none for MPI_COMM_WORLD), one hash insertion and a heartbeat
+ * store; per wait, one hash lookup per request. */
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
+              int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted("MPI_Isend", rc, request, comm, dest, tag, false, RA);
+  return rc;
+}
+
+int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+               int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Ibsend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted("MPI_Ibsend", rc, request, comm, dest, tag, false, RA);
+  return rc;
+}
+
+int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest,
+               int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Issend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted("MPI_Issend", rc, request, comm, dest, tag, false, RA);
+  return rc;
+}
+
+int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+               int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Irsend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted("MPI_Irsend", rc, request, comm, dest, tag, false, RA);
+  return rc;
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source,
+              int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
+  p2p_posted("MPI_Irecv", rc, request, comm, source, tag, true, RA);
+  return rc;
+}
+
 /* ---- completion */
 
 int MPI_Wait(MPI_Request *request, MPI_Status *status) {
-  p2p_enter("MPI_Wait", MPI_COMM_NULL, P2P_NONE, P2P_NONE, P2P_NONE,
-            P2P_NONE, RA);
+  p2p_enter_wait("MPI_Wait", request, 1, RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, request, 1))
     return p2p_leave(PMPI_Wait(request, status));
   (void)wait_begins(rc0.r, 1);
   const int rc = PMPI_Wait(request, status);
   completed(rc0.r[0], rc);
+  p2p_done(&rc0, request, 1);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -2719,8 +3059,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
 
 int MPI_Waitall(int count, MPI_Request array_of_requests[],
                 MPI_Status *array_of_statuses) {
-  p2p_enter("MPI_Waitall", MPI_COMM_NULL, P2P_NONE, P2P_NONE, P2P_NONE,
-            P2P_NONE, RA);
+  p2p_enter_wait("MPI_Waitall", array_of_requests, count, RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, count))
     return p2p_leave(
@@ -2728,6 +3067,7 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[],
   (void)wait_begins(rc0.r, count);
   const int rc = PMPI_Waitall(count, array_of_requests, array_of_statuses);
   for (int i = 0; i < count; i++) completed(rc0.r[i], rc);
+  p2p_done(&rc0, array_of_requests, count);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -2735,8 +3075,7 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[],
 
 int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
                 MPI_Status *status) {
-  p2p_enter("MPI_Waitany", MPI_COMM_NULL, P2P_NONE, P2P_NONE, P2P_NONE,
-            P2P_NONE, RA);
+  p2p_enter_wait("MPI_Waitany", array_of_requests, count, RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, count))
     return p2p_leave(PMPI_Waitany(count, array_of_requests, index, status));
@@ -2744,6 +3083,7 @@ int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
   const int rc = PMPI_Waitany(count, array_of_requests, index, status);
   if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
     completed(rc0.r[*index], rc);
+  p2p_done(&rc0, array_of_requests, count);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -2751,8 +3091,7 @@ int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
 
 int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
                  int array_of_indices[], MPI_Status array_of_statuses[]) {
-  p2p_enter("MPI_Waitsome", MPI_COMM_NULL, P2P_NONE, P2P_NONE, P2P_NONE,
-            P2P_NONE, RA);
+  p2p_enter_wait("MPI_Waitsome", array_of_requests, incount, RA);
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, incount))
     return p2p_leave(PMPI_Waitsome(incount, array_of_requests, outcount,
@@ -2763,6 +3102,7 @@ int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
   for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
     if (array_of_indices[i] >= 0 && array_of_indices[i] < incount)
       completed(rc0.r[array_of_indices[i]], rc);
+  p2p_done(&rc0, array_of_requests, incount);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -2773,6 +3113,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
   if (!copy_reqs(&rc0, request, 1)) return PMPI_Test(request, flag, status);
   const int rc = PMPI_Test(request, flag, status);
   if (*flag) completed(rc0.r[0], rc);
+  p2p_done(&rc0, request, 1);
   free_reqs(&rc0);
   return rc;
 }
@@ -2785,6 +3126,7 @@ int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
   const int rc = PMPI_Testall(count, array_of_requests, flag,
                               array_of_statuses);
   for (int i = 0; *flag && i < count; i++) completed(rc0.r[i], rc);
+  p2p_done(&rc0, array_of_requests, count);
   free_reqs(&rc0);
   return rc;
 }
@@ -2797,6 +3139,7 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int *index,
   const int rc = PMPI_Testany(count, array_of_requests, index, flag, status);
   if (*flag && *index != MPI_UNDEFINED && *index >= 0 && *index < count)
     completed(rc0.r[*index], rc);
+  p2p_done(&rc0, array_of_requests, count);
   free_reqs(&rc0);
   return rc;
 }
@@ -2812,16 +3155,31 @@ int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
   for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
     if (array_of_indices[i] >= 0 && array_of_indices[i] < incount)
       completed(rc0.r[array_of_indices[i]], rc);
+  p2p_done(&rc0, array_of_requests, incount);
   free_reqs(&rc0);
   return rc;
 }
 
 /* A freed request's collective completes unobserved: done as far as the
- * program is concerned. */
+ * program is concerned; a freed point-to-point request is forgotten (an
+ * MPI_Isend let go so is correct MPI). */
 int MPI_Request_free(MPI_Request *request) {
   const MPI_Request r = request ? *request : MPI_REQUEST_NULL;
   const int rc = PMPI_Request_free(request);
-  if (g.on && rc == MPI_SUCCESS) completed(r, rc);
+  if (g.on && rc == MPI_SUCCESS) {
+    completed(r, rc);
+    p2p_forget(r);
+  }
+  return rc;
+}
+
+/* A cancelled point-to-point request is forgotten at once: it may never
+ * be matched, so a wait on it is no longer a wait for its peer, and the
+ * program may let it go with MPI_Request_free. */
+int MPI_Cancel(MPI_Request *request) {
+  const MPI_Request r = request ? *request : MPI_REQUEST_NULL;
+  const int rc = PMPI_Cancel(request);
+  if (g.on && rc == MPI_SUCCESS) p2p_forget(r);
   return rc;
 }
 

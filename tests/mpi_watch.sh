@@ -68,6 +68,20 @@
 #                   second MPI_Neighbor_allgather: a deadlock in process
 #                   group world/cart1 naming rank 2 and
 #                   neighbor_all_gather at neighbor_skip.c:22.
+#   irecv_cycle     3 ranks, --timeout 5: recv_cycle with MPI_Irecv and
+#                   MPI_Wait: a deadlock naming each rank's wait, peer and
+#                   tag ("rank 0 waits in MPI_Wait for MPI_Irecv from rank
+#                   2 (tag 7) at irecv_cycle.c:18 (main)"), the detail's
+#                   request with its peer and its own line (17), in time;
+#   irecv_leak      3 ranks: an MPI_Irecv never completed at MPI_Finalize:
+#                   one deadlock finding at irecv_leak.c:27 naming ranks
+#                   0-2, "never completed", its peer and tag; nothing for
+#                   the MPI_Isend let go with MPI_Request_free nor for the
+#                   cancelled MPI_Irecv;
+#   p2p_ring        3 ranks: a correct ring in every non-blocking send
+#                   form, completed by each wait and test form, freed and
+#                   cancelled requests: exit 0, no finding, the program's
+#                   checks passed.
 # In every case an MPI program has no training steps: each finding's step
 # is -1 ("no step applies"), and neither watch's summary nor report.md
 # says "at step".
@@ -99,7 +113,8 @@ case $PROG in
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
 esac
 case $CASE in
-  split_skip|recv_cycle|op_swap|recv_any|neighbor_skip) timeout=5 ;;
+  split_skip|recv_cycle|op_swap|recv_any|neighbor_skip|irecv_cycle)
+    timeout=5 ;;
   pingpong) timeout=3 ;;
 esac
 start=$(date +%s.%N)
@@ -301,6 +316,57 @@ elif case == "recv_cycle":
              for p in f["detail"]["places"]}
     if peers != {0: 2, 1: 0, 2: 1}:
         fail("the detail's peers are %s, expected {0: 2, 1: 0, 2: 1}" % peers)
+elif case == "irecv_cycle":
+    # As recv_cycle, each rank in MPI_Wait on its MPI_Irecv: the wait's
+    # line (18) in the message, the request (peer, tag, line 17) in it and
+    # in the detail.
+    f = one("deadlock")
+    if rc != 1 or not f["ranks"] or not set(f["ranks"]) <= {0, 1, 2}:
+        fail("expected exit 1 and ranks among 0-2, got %d and %s"
+             % (rc, f["ranks"]))
+    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
+        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+    for r in range(3):
+        call = ("MPI_Wait for MPI_Irecv from rank %d (tag 7) at "
+                "irecv_cycle.c:18 (main)" % ((r + 2) % 3))
+        said = ("rank %d waits in " if r in f["ranks"] else
+                "rank %d last made progress") % r
+        if call not in f["message"] or said not in f["message"]:
+            fail("rank %d is not told as %r with %r" % (r, said, call))
+    for p in f["detail"]["places"]:
+        p2p = p.get("p2p", {})
+        reqs = p2p.get("requests", [])
+        want = {"call": "MPI_Irecv", "communicator": "world",
+                "from": (p["rank"] + 2) % 3, "recv_tag": 7}
+        if p2p.get("call") != "MPI_Wait" or p2p.get("nrequests") != 1 or \
+                len(reqs) != 1 or \
+                {k: reqs[0].get(k) for k in want} != want or \
+                not reqs[0].get("site", "").endswith("irecv_cycle.c:17"):
+            fail("rank %d's detail: %s, expected MPI_Wait on %s at "
+                 "irecv_cycle.c:17" % (p["rank"], p2p, want))
+elif case == "irecv_leak":
+    dl = [f for f in fs if f["kind"] == "deadlock"]
+    if rc != 1 or len(fs) != 1 or len(dl) != 1:
+        fail("expected exit 1 and one finding, a deadlock, got %d and %s"
+             % (rc, kinds))
+    f = dl[0]
+    if f["ranks"] != [0, 1, 2]:
+        fail("expected ranks 0-2, got %s" % f["ranks"])
+    if "irecv_leak.c:27" not in f.get("site", "") or \
+            "never completed" not in f["message"]:
+        fail("expected the MPI_Irecv line (27) and 'never completed': %s, %s"
+             % (f.get("site"), f["message"]))
+    r0 = f["ranks"][0]
+    said = "rank %d reached MPI_Finalize with its MPI_Irecv from rank %d " \
+           "(tag 9)" % (r0, (r0 + 2) % 3)
+    d = f.get("detail", {})
+    if said not in f["message"] or d.get("call") != "MPI_Irecv" or \
+            d.get("recv_tag") != 9 or not d.get("never_completed"):
+        fail("expected %r and the detail's call and tag: %s, %s"
+             % (said, f["message"], d))
+elif case == "p2p_ring":
+    if rc != 0 or fs:
+        fail("a correct program: expected exit 0 and no finding, got %d" % rc)
 elif case == "recv_any":
     f = one("deadlock")
     if rc != 1 or not f["ranks"] or not set(f["ranks"]) <= {0, 1}:

@@ -94,6 +94,23 @@ static void p2p_text(const vqc_live_info *l, char *buf, size_t n) {
   p2p_side_text("from", l->p2p_from, l->p2p_recv_tag, buf, &k, n);
   if (l->p2p_comm[0] && strcmp(l->p2p_comm, "world") != 0)
     watch_appendf(buf, &k, n, " on communicator %s", l->p2p_comm);
+  /* a wait's requests: " for MPI_Irecv from rank 2 (tag 7)", two at most
+   * ("..., MPI_Isend to rank 1 (tag 7) and 3 more requests"), so a cycle
+   * of 3 ranks still fits the message; all kept are in the detail */
+  const int told = l->p2p_nkept < 2 ? l->p2p_nkept : 2;
+  for (int i = 0; i < told; i++) {
+    const struct vqc_live_p2p_req *q = &l->p2p_req[i];
+    watch_appendf(buf, &k, n, "%s%s", i ? (i + 1 == l->p2p_nreq ? " and "
+                                                                : ", ")
+                                        : " for ", q->call);
+    p2p_side_text("to", q->to, q->send_tag, buf, &k, n);
+    p2p_side_text("from", q->from, q->recv_tag, buf, &k, n);
+    if (q->comm[0] && strcmp(q->comm, "world") != 0)
+      watch_appendf(buf, &k, n, " on communicator %s", q->comm);
+  }
+  if (l->p2p_nreq > told)
+    watch_appendf(buf, &k, n, " and %d more request%s", l->p2p_nreq - told,
+                  l->p2p_nreq - told == 1 ? "" : "s");
 }
 
 /* What follows "rank R " / "ranks R, S " for place p; idle: the group's
@@ -317,6 +334,33 @@ static json_t *hb_place_json(const hb_place *p) {
         json_object_set_new(o, keys[i], vals[i] == VQC_P2P_ANY
                                             ? json_string("any")
                                             : json_integer(vals[i]));
+    if (l->p2p_nreq > 0) { /* a wait's requests, each with its I-call */
+      json_t *reqs = json_array();
+      for (int q = 0; q < l->p2p_nkept; q++) {
+        const struct vqc_live_p2p_req *rq = &l->p2p_req[q];
+        json_t *e = json_object();
+        json_object_set_new(e, "call", watch_clean_string(
+                                           rq->call, strlen(rq->call)));
+        if (rq->comm[0])
+          json_object_set_new(e, "communicator", watch_clean_string(
+                                                     rq->comm,
+                                                     strlen(rq->comm)));
+        const int rv[4] = {rq->to, rq->send_tag, rq->from, rq->recv_tag};
+        for (int i = 0; i < 4; i++)
+          if (rv[i] != VQC_P2P_NONE)
+            json_object_set_new(e, keys[i], rv[i] == VQC_P2P_ANY
+                                                ? json_string("any")
+                                                : json_integer(rv[i]));
+        if (rq->file[0]) {
+          char at[300];
+          snprintf(at, sizeof at, "%s:%d", rq->file, rq->line);
+          json_object_set_new(e, "site", watch_clean_string(at, strlen(at)));
+        }
+        json_array_append_new(reqs, e);
+      }
+      json_object_set_new(o, "nrequests", json_integer(l->p2p_nreq));
+      json_object_set_new(o, "requests", reqs);
+    }
     json_object_set_new(j, "p2p", o);
   }
   if (r->ended) {
