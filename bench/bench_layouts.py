@@ -155,37 +155,34 @@ def main() -> None:
                                            * 1e3)
             say(f"round {rep + 1}/{args.reps} done", flush=True)
         for layout in layouts:
-            base = bench_stats.summarize(plain[layout])
-            value = bench_stats.summarize(watched[layout])
-            ratio = bench_stats.ratios(watched[layout], plain[layout])
-            fig = bench_stats.figure(
-                "bench_layouts", f"job_step_{layout}", "ms/step", value,
-                ranks=NPROC, baseline=base, baseline_name="plain",
-                ratio=ratio)
-            if args.json:
-                bench_stats.print_figure(fig)
-            else:
-                print(f"{layout}: plain {bench_stats.spread(base)} ms/step, "
-                      f"watched {bench_stats.spread(value)} ms/step, ratio "
-                      f"{bench_stats.spread(ratio)}")
+            report(f"job_step_{layout}", "ms/step", plain[layout],
+                   watched[layout], args.json,
+                   f"{layout}: plain {{base}} ms/step, watched {{value}} "
+                   "ms/step, ratio {ratio}")
             # the work added, less sensitive to the other core's load than
             # the wall time: rank 0's CPU (all its threads) per step
-            cbase = bench_stats.summarize(plain_cpu[layout])
-            cvalue = bench_stats.summarize(watched_cpu[layout])
-            cratio = bench_stats.ratios(watched_cpu[layout],
-                                        plain_cpu[layout])
-            cfig = bench_stats.figure(
-                "bench_layouts", f"job_cpu_{layout}", "cpu ms/step", cvalue,
-                ranks=NPROC, baseline=cbase, baseline_name="plain",
-                ratio=cratio)
-            if args.json:
-                bench_stats.print_figure(cfig)
-            else:
-                print(f"{layout}: rank 0's CPU per step (every thread): "
-                      f"plain {bench_stats.spread(cbase)} ms, watched "
-                      f"{bench_stats.spread(cvalue)} ms, ratio "
-                      f"{bench_stats.spread(cratio)}")
+            report(f"job_cpu_{layout}", "cpu ms/step", plain_cpu[layout],
+                   watched_cpu[layout], args.json,
+                   f"{layout}: rank 0's CPU per step (every thread): plain "
+                   "{base} ms, watched {value} ms, ratio {ratio}")
 
+
+def report(name: str, unit: str, plain: List[float], watched: List[float],
+           as_json: bool, text: str) -> None:
+    """One figure: watched against plain, medians with their spread and
+    the median of the per-round ratios; JSON (bench_stats) or `text` with
+    {base}, {value} and {ratio} filled in."""
+    base = bench_stats.summarize(plain)
+    value = bench_stats.summarize(watched)
+    ratio = bench_stats.ratios(watched, plain)
+    if as_json:
+        bench_stats.print_figure(bench_stats.figure(
+            "bench_layouts", name, unit, value, ranks=NPROC, baseline=base,
+            baseline_name="plain", ratio=ratio))
+    else:
+        print(text.format(base=bench_stats.spread(base),
+                          value=bench_stats.spread(value),
+                          ratio=bench_stats.spread(ratio)))
 
 if __name__ == "__main__":
     main()

@@ -332,8 +332,10 @@ done:
  * OS may suspend it while it holds the GIL, and the training thread then
  * waits for it for milliseconds. So the batch is read here, on the calling
  * thread (GIL held), and hashed by one pthread of this module that never
- * touches Python: the caller polls done() or waits (GIL released) and
- * fetches result(). The Batch holds `keep` (the tensors that own the
+ * touches Python and runs only on an otherwise idle core (SCHED_IDLE): the
+ * caller polls done() or waits (GIL released; a wait hashes whatever the
+ * thread has not started yet itself, so it never waits for a starved
+ * thread) and fetches result(). The Batch holds `keep` (the tensors that own the
  * memory) until it is done and dropped, so the memory stays alive; that it
  * stays unchanged until done() is the caller's contract (vqcheck._bridge
  * joins before anything writes it).
@@ -349,6 +351,8 @@ typedef struct batch_job {
   many_item *items;
   Py_ssize_t n;
   uint64_t *digests;
+  Py_ssize_t next_item;   /* the next item to hash; under worker.mu */
+  int hashing;            /* items being hashed now; under worker.mu */
   vqc_status status;      /* the first failure, VQC_OK if none */
   Py_ssize_t failed;      /* its item */
   char message[1024];     /* its vqc_last_error(), copied on the thread */
@@ -393,15 +397,52 @@ static void job_release_locked(batch_job *job) {
   if (--job->refs == 0) job_free(job);
 }
 
+/* Hashes job's items not yet taken, one at a time, on the calling thread
+ * (worker.mu held on entry and on return, released while hashing; the GIL
+ * not held): the digest thread does, and so does a thread that waits for
+ * the job (batch_wait), so a join never waits for work nobody is doing.
+ * After a failure no further item is taken; the lowest failed item is
+ * told. Whoever finishes the last item in flight marks the job done. */
+static void hash_items(batch_job *job) {
+  while (job->next_item < job->n && job->status == VQC_OK) {
+    const Py_ssize_t i = job->next_item++;
+    job->hashing++;
+    pthread_mutex_unlock(&worker.mu);
+    const many_item *it = &job->items[i];
+    char message[sizeof job->message] = "";
+    vqc_status s = vqc_digest_strided(it->addr, it->code, it->ndim, it->shape,
+                                      it->has_strides ? it->strides : NULL,
+                                      it->nthreads, &job->digests[i]);
+    if (s != VQC_OK) { /* vqc_last_error is this thread's */
+      const char *msg = vqc_last_error();
+      snprintf(message, sizeof message, "%s",
+               msg && msg[0] ? msg : vqc_status_message(s));
+    }
+    pthread_mutex_lock(&worker.mu);
+    job->hashing--;
+    if (s != VQC_OK && (job->status == VQC_OK || i < job->failed)) {
+      job->status = s;
+      job->failed = i;
+      memcpy(job->message, message, sizeof message);
+    }
+  }
+  if (!job->done && job->hashing == 0) {
+    job->done = 1;
+    pthread_cond_broadcast(&worker.finished);
+  }
+}
+
 static void *worker_main(void *unused) {
   (void)unused;
-#ifdef SCHED_BATCH
-  /* SCHED_BATCH: the thread never preempts the thread that woke it (a
-   * training thread, at a step end), yet gets its fair share of a busy
-   * core (SCHED_IDLE could starve it while a join waits for it, and an
-   * unprivileged thread cannot leave SCHED_IDLE). Linux: this thread only. */
-  struct sched_param batch = {0};
-  (void)pthread_setschedparam(pthread_self(), SCHED_BATCH, &batch);
+#ifdef SCHED_IDLE
+  /* SCHED_IDLE: the thread runs only on a core nothing else wants, so it
+   * takes no time from the training threads (a busy job's ranks fill every
+   * core while they compute, and leave gaps while they wait for each
+   * other's collectives). It cannot starve a join: a thread that waits for
+   * a batch hashes what is left of it itself (batch_wait). Linux: this
+   * thread only (and the digest's own threads, which inherit it). */
+  struct sched_param idle = {0};
+  (void)pthread_setschedparam(pthread_self(), SCHED_IDLE, &idle);
 #endif
   pthread_mutex_lock(&worker.mu);
   for (;;) {
@@ -409,24 +450,7 @@ static void *worker_main(void *unused) {
     batch_job *job = worker.head;
     worker.head = job->next;
     if (worker.head == NULL) worker.tail = NULL;
-    pthread_mutex_unlock(&worker.mu);
-    vqc_status s = VQC_OK;
-    for (Py_ssize_t i = 0; i < job->n && s == VQC_OK; i++) {
-      const many_item *it = &job->items[i];
-      s = vqc_digest_strided(it->addr, it->code, it->ndim, it->shape,
-                             it->has_strides ? it->strides : NULL,
-                             it->nthreads, &job->digests[i]);
-      if (s != VQC_OK) {
-        job->failed = i;
-        const char *msg = vqc_last_error();
-        snprintf(job->message, sizeof job->message, "%s",
-                 msg && msg[0] ? msg : vqc_status_message(s));
-      }
-    }
-    job->status = s;
-    pthread_mutex_lock(&worker.mu);
-    job->done = 1;
-    pthread_cond_broadcast(&worker.finished);
+    hash_items(job);
     job_release_locked(job);
   }
   return NULL;
@@ -490,8 +514,10 @@ static int batch_is_done(batch_job *job) {
   return done;
 }
 
-/* Waits until job is done or `seconds` pass (< 0: no limit), GIL not held.
- * Returns whether it is done. */
+/* Waits until job is done or `seconds` pass (< 0: no limit), GIL not held,
+ * hashing first what the digest thread has not taken yet (hash_items):
+ * only the process that queued job may call it. Returns whether it is
+ * done. */
 static int batch_wait(batch_job *job, double seconds) {
   struct timespec deadline;
   clock_gettime(CLOCK_MONOTONIC, &deadline);
@@ -505,6 +531,7 @@ static int batch_wait(batch_job *job, double seconds) {
     }
   }
   pthread_mutex_lock(&worker.mu);
+  hash_items(job);
   while (!job->done) {
     if (seconds < 0) {
       pthread_cond_wait(&worker.finished, &worker.mu);

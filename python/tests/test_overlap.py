@@ -125,6 +125,39 @@ def test_digest_thread_gives_the_digests_of_the_calling_thread():
     assert batch.result() == [vqcheck.digest(t) for t in tensors]
 
 
+def test_a_wait_hashes_what_the_digest_thread_has_not_started():
+    """The digest thread runs only on an idle core (SCHED_IDLE), so a wait
+    must not depend on it: a batch queued behind a long one is hashed by
+    the thread that waits for it, done while the long one still runs, with
+    the same digests."""
+    big = torch.randn(64 << 20 // 4)          # 64 MiB, hashed 32 times
+    small = [torch.randn(1000), torch.arange(77, dtype=torch.int64)]
+    long = _core.digest_start([_items([big])[0][1]] * 32, big)
+    quick = _core.digest_start([item[1] for item in _items(small)], small)
+    assert quick.wait(60.0)
+    assert not long.done(), "the long batch ended first: nothing was shown"
+    assert quick.result() == [vqcheck.digest(t) for t in small]
+    assert long.wait(120.0)
+    assert long.result() == [vqcheck.digest(big)] * 32
+
+
+def test_the_digest_thread_takes_only_idle_time():
+    """The digest thread's policy is SCHED_IDLE (Linux): it takes no time
+    from a training thread that could run."""
+    if not hasattr(os, "SCHED_IDLE"):
+        pytest.skip("no SCHED_IDLE on this platform")
+    t = torch.randn(16 << 20 // 4)
+    batch = _core.digest_start([_items([t])[0][1]] * 4, t)
+    policies = []
+    for tid in os.listdir("/proc/self/task"):
+        try:
+            policies.append(os.sched_getscheduler(int(tid)))
+        except OSError:
+            pass  # a thread that ended meanwhile
+    assert batch.wait(60.0)
+    assert os.SCHED_IDLE in policies, policies
+
+
 def test_digest_thread_failure_is_raised_by_result_naming_the_item():
     """The library's refusal on the thread (0 threads) is result()'s
     exception, "item <k>: <the library's message>", and the bridge's
