@@ -143,7 +143,8 @@ static void print_summary(const vqc_scenario *sc, const vqc_run_result *r,
   printf("findings: %d\n", f->count);
   for (int i = 0; i < f->count; i++) {
     const vqc_finding *x = &f->items[i];
-    printf("  %s at step %" PRId64, vqc_finding_kind_name(x->kind), x->step);
+    printf("  %s", vqc_finding_kind_name(x->kind));
+    if (x->step >= 0) printf(" at step %" PRId64, x->step); /* -1: none */
     if (x->tensor[0]) printf(" in %s", x->tensor);
     if (x->nranks > 0) {
       /* Folded ("ranks 0-1021, 1023"): at 1024 ranks a list is noise. */

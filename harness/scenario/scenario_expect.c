@@ -19,8 +19,10 @@ static bool matches(const vqc_expectation *e, const vqc_finding *x) {
 }
 
 static void describe_finding(const vqc_finding *x, char *out, size_t n) {
-  int k = snprintf(out, n, "%s at step %" PRId64, vqc_finding_kind_name(x->kind),
-                   x->step);
+  int k = x->step >= 0 /* -1: no step applies */
+              ? snprintf(out, n, "%s at step %" PRId64,
+                         vqc_finding_kind_name(x->kind), x->step)
+              : snprintf(out, n, "%s", vqc_finding_kind_name(x->kind));
   if (k < 0 || (size_t)k >= n) return;
   if (x->tensor[0]) k += snprintf(out + k, n - (size_t)k, " tensor '%s'", x->tensor);
   if (k < 0 || (size_t)k >= n) return;
