@@ -186,6 +186,16 @@ if not (0 < run.get("duration_s", 0) <= wall + 1):
 if case in ("clean", "strict_clean"):
     if rc != 0 or fs:
         fail("a clean program: expected exit 0 and no finding, got %d" % rc)
+    # what ran is said, so report.md and JUnit do not call it skipped
+    want = {"deadlock", "collective_mismatch", "rank_failure",
+            "lost_inplace", "shape_mismatch"}
+    if not want <= set(run.get("checks", [])) or \
+            "divergence" not in run.get("checks_not_run", {}):
+        fail("checks %s, not run %s" % (run.get("checks"),
+                                        run.get("checks_not_run")))
+    if "Not checked (did not run): divergence, gradient_mismatch, " \
+            "nonfinite." not in head:
+        fail("report.md's verdict: %r" % head)
     # the split communicator's lines name its world ranks and one name
     for path in sorted(glob.glob(os.path.join(d, "rank-*.live.jsonl"))):
         r = int(os.path.basename(path).split("-")[1].split(".")[0])

@@ -73,6 +73,7 @@
 
 #include "bridge_findings.h"
 #include "uneven_ends.h"
+#include "watch_checks.h"
 #include "findings_record.h"
 #include "ledger_analysis.h"
 #include "not_digested.h"
@@ -734,6 +735,11 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
     code = 3;
   }
   json_object_set_new(doc, "exit_code", json_integer(code));
+  /* A watched job's run.json says which checks ran (watch_checks.h); an
+   * existing run.json keeps its writer's. */
+  if (ao->job && !had_run_json)
+    vqc_watch_checks(doc, dir, job_ranks, ao->ledger_checks,
+                     res.digests_compared);
 
   char when[64];
   vqc_run_json_time(when, sizeof when);

@@ -84,6 +84,18 @@ def test_join_with_uneven_inputs_is_clean(cli, tmp_path):
     [w] = [w for w in run["analysis"]["warnings"] if "uneven ends" in w]
     assert "rank 0 after step 3, rank 1 after step 5" in w, w
     assert run["training"]["status"] == "VQC_OK", run["training"]
+    # what ran is said (watch_checks.h): the digests were compared and
+    # Join's own all_reduce was recorded by two ranks; the reports and
+    # JUnit never call these checks skipped
+    for kind in ("divergence", "deadlock", "rank_failure",
+                 "collective_mismatch", "lost_inplace"):
+        assert kind in run["checks"], run["checks"]
+    assert set(run["checks_not_run"]) == {"shape_mismatch", "nonfinite"}
+    verdict = (tmp_path / "run" / "report.md").read_text().split("\n")[2]
+    assert verdict.startswith("**Verdict: CLEAN**"), verdict
+    assert "divergence" not in verdict and "deadlock" not in verdict, verdict
+    junit = (tmp_path / "run" / "junit.xml").read_text()
+    assert junit.count("<skipped") == 2, junit
 
 
 def test_join_with_uneven_inputs_still_finds_a_drift(cli, tmp_path):
