@@ -739,7 +739,7 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
    * existing run.json keeps its writer's. */
   if (ao->job && !had_run_json)
     vqc_watch_checks(doc, dir, job_ranks, ao->ledger_checks,
-                     res.digests_compared);
+                     res.digests_compared, ao->unchecked);
 
   char when[64];
   vqc_run_json_time(when, sizeof when);

@@ -23,7 +23,7 @@ static void mark(json_t *checks, json_t *not_run, vqc_finding_kind k,
 
 /* (watch_checks.h) */
 void vqc_watch_checks(json_t *doc, const char *dir, int ranks, bool mpi,
-                      int64_t digests_compared) {
+                      int64_t digests_compared, const char *unchecked) {
   int recording = 0; /* ranks whose live record holds ledger lines */
   for (int r = 0; r < ranks; r++) {
     vqc_live_info li;
@@ -33,6 +33,14 @@ void vqc_watch_checks(json_t *doc, const char *dir, int ranks, bool mpi,
   if (!checks || !not_run) { /* no memory: no claim either way */
     json_decref(checks);
     json_decref(not_run);
+    return;
+  }
+  if (unchecked) {
+    for (int k = 0; k < VQC_FINDING_KIND_COUNT; k++)
+      mark(checks, not_run, (vqc_finding_kind)k,
+           k == VQC_FINDING_RANK_FAILURE ? NULL : unchecked);
+    json_object_set_new(doc, "checks", checks);
+    json_object_set_new(doc, "checks_not_run", not_run);
     return;
   }
   const char *none = mpi ? NO_COLLECTIVE_MPI : NO_COLLECTIVE_PY;

@@ -34,9 +34,11 @@
 /* Sets "checks" (the kinds checked) and "checks_not_run" ({kind: why})
  * in doc, for the ranks 0..ranks-1 of run directory dir; mpi: the job ran
  * under the MPI interposer; digests_compared: what the trace comparison
- * compared. A live record that cannot be read counts as recording
- * nothing. */
+ * compared; unchecked: non-NULL when the bridge or interposer never
+ * loaded (analyze.h): then only rank_failure ran (the processes' exit
+ * statuses), and every other check is not run for that reason. A live
+ * record that cannot be read counts as recording nothing. */
 void vqc_watch_checks(json_t *doc, const char *dir, int ranks, bool mpi,
-                      int64_t digests_compared);
+                      int64_t digests_compared, const char *unchecked);
 
 #endif
