@@ -202,7 +202,9 @@ static void verdict_banner(FILE *f, const rep_run *r) {
               steps_shown(r), r->traces.is_traces ? "compared " : "",
               r->ranks);
   } else {
-    rep_html(f, r->training_status);
+    rep_html(f, json_is_object(json_object_get(r->root, "job"))
+                    ? "no verdict" /* a watched job (job.c) */
+                    : r->training_status);
     fprintf(f, ": ");
     rep_html(f, r->training_message[0] ? r->training_message
                                        : "no message recorded");

@@ -519,6 +519,12 @@ def test_no_bridge_loaded_is_exit_3(cli, tmp_path):
     assert rc == 3, stderr
     assert "bridge" in stderr
     assert doc["exit_code"] == 3
+    # no check is claimed but the processes' exit statuses, and the
+    # reports say "no verdict", not a scenario's "training stopped"
+    assert doc["checks"] == ["rank_failure"], doc["checks"]
+    md = (out / "report.md").read_text()
+    assert "**Verdict: ERROR**: no verdict: no process of the job" in md, md
+    assert "scenario" not in md.split("## ")[0], md
 
 
 def test_out_onto_a_users_directory_is_refused(cli, tmp_path):
