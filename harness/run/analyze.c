@@ -188,11 +188,33 @@ static bool from_collective(const vqc_finding *x) {
  * that stops: a rank torn down by the launcher after its peer raised
  * looks "killed"), so that one repeats it. An exception that came out of
  * a collective stays where it is: a deadlock, collective_mismatch or the
- * ledger's rank_failure tells that story, and it repeats them. */
+ * ledger's rank_failure tells that story, and it repeats them; so does
+ * one of a rank that a deadlock or collective_mismatch names (an extra
+ * all_reduce on rank 0 pairs with rank 1's DDP all_reduce issued from
+ * C++, and rank 1 raises "Connection reset by peer": the collective is
+ * the cause). */
+/* Whether some deadlock or collective_mismatch names rank r (a rank that
+ * never entered a collective the others wait in, or called another). */
+static bool named_by_collectives(const vqc_findings *f, int r) {
+  for (int i = 0; i < f->count; i++) {
+    const vqc_finding *x = &f->items[i];
+    if (x->kind != VQC_FINDING_DEADLOCK &&
+        x->kind != VQC_FINDING_COLLECTIVE_MISMATCH)
+      continue;
+    for (int k = 0; k < x->nranks; k++)
+      if (x->ranks[k] == r) return true;
+  }
+  return false;
+}
+
 static void exceptions_first(vqc_findings *fresh) {
   for (int i = 0; i < fresh->count; i++) {
     const vqc_finding *x = &fresh->items[i];
     if (!vqc_bridge_is_exception(x) || from_collective(x)) continue;
+    /* A rank the collectives name raised in consequence (its next
+     * collective, from C++, met the others' misaligned call): the
+     * collective finding tells the cause and stays first. */
+    if (x->nranks > 0 && named_by_collectives(fresh, x->ranks[0])) break;
     vqc_finding moved = *x;
     memmove(&fresh->items[1], &fresh->items[0], (size_t)i * sizeof *x);
     fresh->items[0] = moved;

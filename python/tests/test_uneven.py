@@ -10,7 +10,13 @@ real gloo jobs under `vqcheck watch`, written as users write them:
 - DDP where rank 1 leaves the loop (sys.exit(0)) after 3 steps without
   Join: rank 0 then fails in its backward ("Connection closed by peer").
   The finding says first that rank 1 ended cleanly while rank 0 went on,
-  and its detail lists rank 1 as "ended_before".
+  and its detail lists rank 1 as "ended_before";
+- DDP where rank 0 makes one extra all_reduce after a step: it pairs with
+  rank 1's next DDP all_reduce (issued from C++), and either rank may then
+  fail (gloo aborts on the size, or the other raises "Connection reset").
+  The first finding is the deadlock at the extra call's line, naming rank
+  1, whatever failed after it (an exception of a rank the collectives name
+  is their consequence, analyze.c exceptions_first).
 """
 import json
 import os
@@ -54,6 +60,24 @@ for step in range(6):
     opt.zero_grad()
     model(torch.randn(4, 8)).sum().backward()  # BACKWARD
     opt.step()
+dist.destroy_process_group()
+'''
+
+EXTRA_JOB = '''\
+import torch, torch.distributed as dist
+import torch.nn as nn
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = nn.parallel.DistributedDataParallel(nn.Linear(8, 8))
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(4):
+    opt.zero_grad()
+    loss = model(torch.randn(4, 8)).sum()
+    loss.backward()
+    opt.step()
+    if rank == 0 and step == 2:
+        dist.all_reduce(torch.tensor([loss.item()]))  # EXTRA
 dist.destroy_process_group()
 '''
 
@@ -118,3 +142,14 @@ def test_a_rank_that_leaves_early_is_named(cli, tmp_path):
     assert f["message"].startswith(
         "rank 1 ended cleanly after 3 steps while rank 0 went on (in step "
         "3)"), f["message"]
+
+
+def test_an_extra_all_reduce_is_told_first(cli, tmp_path):
+    rc, run, err, job = watch(cli, tmp_path, EXTRA_JOB)
+    assert rc == 1, err
+    first = run["findings"][0]
+    line = next(i + 1 for i, t in enumerate(job.read_text().splitlines())
+                if "# EXTRA" in t)
+    assert first["kind"] == "deadlock", run["findings"]
+    assert first["site"] == f"{job}:{line} <module>", first
+    assert first["ranks"] == [1], first

@@ -10,7 +10,10 @@
  *                  (vqc_watch_mark_ended) the mismatch itself tells them;
  *   early_exit_*   rank 1 exits 0 after one of three steps: the findings
  *                  name rank 1, never rank 0 (which failed only because
- *                  rank 1 had gone), with or without a hang marker.
+ *                  rank 1 had gone), with or without a hang marker;
+ *   exception_*    the first exception raised tells the story, over a
+ *                  torn-down peer; one out of a mismatched collective
+ *                  repeats the collective's finding.
  *
  * The findings callback runs as cmd_watch.c runs it: after the analysis,
  * with every finding so far in `known`. */
@@ -412,3 +415,4 @@ Test(naming_watch, exception_out_of_a_mismatched_collective_repeats_it) {
               "%s", res.findings.items[i].message);
   vqc_analyze_result_free(&res);
 }
+
