@@ -98,65 +98,11 @@
  * lookup (docs/mpi.md, "What it costs").
  * The attribute it keeps on each communicator (a keyval of its own, copied
  * by nobody) holds the communicator's name and counters. */
-#define _GNU_SOURCE
-#include <dlfcn.h>
-#include <errno.h>
-#include <execinfo.h>
-#include <fcntl.h>
-#include <mpi.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdbool.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/mman.h>
-#include <sys/uio.h>
-#include <time.h>
-#include <unistd.h>
-
-#include "vqc_mpi_reqs.h"
-
-/* The heartbeat's size and states (python/vqcheck/_heartbeat.py). */
-#define HB_SIZE 64
-enum { HB_RUNNING = 0, HB_IN_COLLECTIVE = 1, HB_FINISHED = 2 };
-
-#define RA ((uintptr_t)__builtin_return_address(0))
-
-/* ---- state */
-
-static struct {
-  bool on;              /* recording: $VQC_WATCH_DIR set and MPI started */
-  int rank, size;
-  int live_fd, stacks_fd;
-  unsigned char *hb;    /* the heartbeat's shared mapping */
-  uint64_t beats;
-  uint32_t pid;
-  bool multi;           /* MPI_THREAD_MULTIPLE: locks around the tables */
-  bool strict;          /* $VQC_MPI_STRICT=1: agree before data moves */
-  int keyval;
-  MPI_Group world_group;
-  char dir[4096];
-} g = {.live_fd = -1, .stacks_fd = -1, .keyval = MPI_KEYVAL_INVALID};
-
-static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
-static void lock(void) {
-  if (g.multi) pthread_mutex_lock(&g_lock);
-}
-static void unlock(void) {
-  if (g.multi) pthread_mutex_unlock(&g_lock);
-}
-
-static uint64_t now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
+#include "vqc_mpi_internal.h"
 
 /* JSON string contents of s into out (n bytes, NUL-terminated; cut short
  * rather than overflow). Control bytes become '?'. */
-static void json_esc(char *out, size_t n, const char *s) {
+void json_esc(char *out, size_t n, const char *s) {
   size_t k = 0;
   for (; *s && k + 3 < n; s++) {
     const unsigned char c = (unsigned char)*s;
@@ -170,55 +116,12 @@ static void json_esc(char *out, size_t n, const char *s) {
   out[k] = '\0';
 }
 
-/* ---- the heartbeat */
-
-/* The heartbeat's 64 bytes as stored (python/vqcheck/_heartbeat.py's
- * layout, little-endian: the targets here are x86-64 and aarch64 Linux;
- * a big-endian build stops at the _Static_assert below). */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
-_Static_assert(0, "the heartbeat is little-endian: swap its fields here");
-#endif
-typedef struct hb_layout {
-  char magic[4];          /* "VQHB" */
-  uint32_t version, pid, state;
-  uint64_t beats, last_ns, seq, step;
-  char op[16];            /* NUL-padded */
-} hb_layout;
-_Static_assert(sizeof(hb_layout) == HB_SIZE, "the heartbeat is 64 bytes");
-
-/* A sign of progress at time t (now_ns's clock): the whole 64 bytes in
- * one copy, so a reader (which reads twice) sees one state or the next. */
-static void beat_at(uint32_t state, uint64_t seq, const char *op, uint64_t t) {
-  if (!g.hb) return;
-  hb_layout b = {.magic = {'V', 'Q', 'H', 'B'}, .version = 1, .pid = g.pid,
-                 .state = state, .last_ns = t, .seq = seq};
-  b.beats = __atomic_add_fetch(&g.beats, 1, __ATOMIC_RELAXED);
-  /* step: an MPI program has none */
-  for (int i = 0; op && op[i] && i < 16; i++) b.op[i] = op[i];
-  memcpy(g.hb, &b, sizeof b);
-}
-
-static void beat(uint32_t state, uint64_t seq, const char *op) {
-  if (g.hb) beat_at(state, seq, op, now_ns());
-}
-
 /* ---- call sites */
 
-typedef struct site {
-  uintptr_t pc;         /* the return address; 0: free slot */
-  bool lib;             /* inside an MPI library: look further up */
-  char file[512], func[256];
-  int line;
-  char json[1000];      /* "file":"...","line":N,"func":"...", */
-  size_t len;
-  unsigned reported;    /* buffer findings made here (REPORTED_*) */
-} site;
-
-#define NSITES 1024
-static site sites[NSITES];
+site sites[NSITES];
 static int nsites;
-static site overflow_site = {.pc = 1, .json = "\"file\":\"?\",\"line\":0,"
-                                             "\"func\":\"?\","};
+site overflow_site = {.pc = 1, .json = "\"file\":\"?\",\"line\":0,"
+                                      "\"func\":\"?\","};
 
 /* libdw, opened at run time (no -dev package needed to build). */
 typedef struct Dwfl Dwfl;
@@ -244,7 +147,7 @@ static void dw_open(void) {
   dw.tried = true;
   void *h = dlopen("libdw.so.1", RTLD_NOW | RTLD_LOCAL);
   if (!h) return;
-  Dwfl *(*begin)(const dwfl_callbacks *) = (Dwfl * (*)(const dwfl_callbacks *))
+  Dwfl *(*start)(const dwfl_callbacks *) = (Dwfl * (*)(const dwfl_callbacks *))
       dlsym(h, "dwfl_begin");
   void (*report_begin)(Dwfl *) = (void (*)(Dwfl *))dlsym(h, "dwfl_report_begin");
   int (*proc_report)(Dwfl *, pid_t) =
@@ -263,11 +166,11 @@ static void dw_open(void) {
   dw.lineinfo = (const char *(*)(Dwfl_Line *, uint64_t *, int *, int *,
                                  uint64_t *, uint64_t *))
       dlsym(h, "dwfl_lineinfo");
-  if (!begin || !report_begin || !proc_report || !report_end ||
+  if (!start || !report_begin || !proc_report || !report_end ||
       !dw_cb.find_elf || !dw_cb.find_debuginfo || !dw.addrmodule ||
       !dw.addrname || !dw.getsrc || !dw.lineinfo)
     return;
-  Dwfl *d = begin(&dw_cb);
+  Dwfl *d = start(&dw_cb);
   if (!d) return;
   report_begin(d);
   if (proc_report(d, getpid()) != 0) return;
@@ -275,14 +178,14 @@ static void dw_open(void) {
   dw.dwfl = d;
 }
 
-static const char *base_name(const char *p) {
+const char *base_name(const char *p) {
   const char *s = strrchr(p, '/');
   return s ? s + 1 : p;
 }
 
 /* An object whose frames are MPI's (or ours): a site in one is the
  * program's only further up. */
-static bool mpi_object(const char *path) {
+bool mpi_object(const char *path) {
   const char *b = base_name(path);
   return strncmp(b, "libmpi", 6) == 0 || strncmp(b, "libopen-", 8) == 0 ||
          strncmp(b, "libvqcheck_mpi", 14) == 0 ||
@@ -353,14 +256,13 @@ static site *site_find(uintptr_t pc, bool add) {
   return NULL;
 }
 
-/* The call site of a collective whose wrapper returns to pc: pc's, or the
- * first frame above it outside the MPI libraries. */
-static const site *site_of(uintptr_t pc) {
-  /* The last answer, when one thread calls MPI (a loop calls from one
-   * site): no lookup. Under MPI_THREAD_MULTIPLE every call looks up. */
-  static uintptr_t last_pc;
-  static const site *last;
-  if (!g.multi && pc == last_pc && last) return last;
+uintptr_t site_last_pc;
+const site *site_last;
+
+/* site_of (vqc_mpi_internal.h) past its cache: pc's site, or the first
+ * frame above it outside the MPI libraries; the cache set to the answer
+ * when one thread calls MPI. */
+const site *site_of_lookup(uintptr_t pc) {
   lock();
   site *s = site_find(pc, true);
   if (s && s->lib) {
@@ -376,22 +278,16 @@ static const site *site_of(uintptr_t pc) {
   unlock();
   const site *out = s && s->len ? s : &overflow_site;
   if (!g.multi) {
-    last_pc = pc;
-    last = out;
+    site_last_pc = pc;
+    site_last = out;
   }
   return out;
 }
 
 /* ---- datatypes */
 
-typedef struct basic {
-  MPI_Datatype h;
-  const char *dtype, *name;
-  bool extents;             /* the four below were told (init_basics) */
-  MPI_Aint lb, extent, true_lb, true_extent; /* for the buffer checks */
-} basic;
-static basic basics[48];
-static int nbasics;
+basic basics[48];
+int nbasics;
 
 static void add_basic(MPI_Datatype h, const char *dtype, const char *name) {
   if (h == MPI_DATATYPE_NULL || nbasics >= (int)(sizeof basics /
@@ -406,7 +302,7 @@ static void add_basic(MPI_Datatype h, const char *dtype, const char *name) {
   basics[nbasics++] = b;
 }
 
-static void init_basics(void) {
+void init_basics(void) {
 #define B(h, d) add_basic(h, d, #h)
   /* The common ones first: the lookup is a scan. */
   B(MPI_DOUBLE, "float64");
@@ -450,18 +346,6 @@ static void init_basics(void) {
 #undef B
 }
 
-static const basic *basic_of(MPI_Datatype t) {
-  for (int i = 0; i < nbasics; i++)
-    if (basics[i].h == t) return &basics[i];
-  return NULL;
-}
-
-/* What a ledger line says of a datatype. */
-typedef struct tinfo {
-  const char *dtype;   /* digest name, or "" */
-  long long elems;     /* basic elements per item */
-  char extra[200];     /* "mpi_type":"...", or "" */
-} tinfo;
 
 static const char MIXED[] = "mixed";
 
@@ -573,7 +457,8 @@ static long long decode(MPI_Datatype t, const char **leaf, const char **dleaf,
   return n;
 }
 
-static void type_info(MPI_Datatype t, tinfo *out) {
+/* (type_info, vqc_mpi_internal.h, answers a named basic type itself) */
+void type_info_full(MPI_Datatype t, tinfo *out) {
   out->dtype = "";
   out->elems = 0;
   out->extra[0] = '\0';
@@ -604,7 +489,7 @@ static void type_info(MPI_Datatype t, tinfo *out) {
   out->elems = n;
 }
 
-static const char *redop_name(MPI_Op op) {
+const char *redop_name(MPI_Op op) {
   if (op == MPI_SUM) return "sum";
   if (op == MPI_MAX) return "max";
   if (op == MPI_MIN) return "min";
@@ -624,25 +509,11 @@ static const char *redop_name(MPI_Op op) {
 
 /* ---- communicators */
 
-typedef struct comm_info {
-  bool skip;             /* intercommunicator, or of one rank */
-  int refs;              /* the attribute + pending requests */
-  int size;
-  uint64_t seq;          /* its collectives so far */
-  uint64_t children;     /* communicators made from it so far */
-  char name[200];
-  char *group_json;      /* "group":[...],"group_name":"...", or "" */
-  size_t group_len;
-  int *world;            /* its ranks' world ranks, size of them (owned);
-                          * NULL when skipped or for the world itself */
-  MPI_Comm shadow;       /* strict mode: its duplicate for the agreement */
-} comm_info;
+comm_info world_info = {.refs = 1, .name = "world",
+                        .group_json = (char *)"",
+                        .shadow = MPI_COMM_NULL};
 
-static comm_info world_info = {.refs = 1, .name = "world",
-                               .group_json = (char *)"",
-                               .shadow = MPI_COMM_NULL};
-
-static void info_unref(comm_info *ci) {
+void info_unref(comm_info *ci) {
   if (!ci || ci == &world_info) return;
   if (__atomic_sub_fetch(&ci->refs, 1, __ATOMIC_ACQ_REL) == 0) {
     if (ci->shadow != MPI_COMM_NULL) PMPI_Comm_free(&ci->shadow);
@@ -652,7 +523,7 @@ static void info_unref(comm_info *ci) {
   }
 }
 
-static int info_delete(MPI_Comm c, int keyval, void *attr, void *extra) {
+int info_delete(MPI_Comm c, int keyval, void *attr, void *extra) {
   info_unref(attr);
   return MPI_SUCCESS;
 }
@@ -730,7 +601,7 @@ static comm_info *attach(MPI_Comm c, const char *name) {
   return ci;
 }
 
-static comm_info *info_of(MPI_Comm c) {
+comm_info *info_lookup(MPI_Comm c) {
   if (c == MPI_COMM_WORLD) return &world_info;
   if (c == MPI_COMM_NULL || g.keyval == MPI_KEYVAL_INVALID) return NULL;
   void *v = NULL;
@@ -743,7 +614,7 @@ static comm_info *info_of(MPI_Comm c) {
 /* After a communicator-making call on parent that returned rc: the
  * parent's count goes up on every rank (those given MPI_COMM_NULL too), and
  * the new one is named after it. */
-static void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
+void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
   if (!g.on || rc != MPI_SUCCESS) return;
   comm_info *p = info_of(parent);
   const unsigned long long k =
@@ -800,7 +671,6 @@ static struct {
 } rec;
 static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void rec_lost(int err);
 static int rec_broken; /* a line was lost: later ones are not attempted */
 
 static void rec_pwrite(const char *s, size_t n, uint64_t off) {
@@ -862,20 +732,20 @@ static void rec_append(const struct iovec *part, int n, bool from_signal) {
   }
 }
 
-static void live_write(const char *s, size_t n) {
+void live_write(const char *s, size_t n) {
   struct iovec one = {(void *)s, n};
   rec_append(&one, 1, false);
 }
 
 /* From a signal handler: pwrite only. */
-static void live_write_signal(const char *s, size_t n) {
+void live_write_signal(const char *s, size_t n) {
   struct iovec one = {(void *)s, n};
   rec_append(&one, 1, true);
 }
 
 /* The record's file, just made: its mapping (none when it cannot be:
  * every line is then a pwrite). */
-static void rec_open(void) {
+void rec_open(void) {
   rec.used = rec.size = 0;
   void *m = MAP_FAILED;
   for (size_t i = 0; m == MAP_FAILED && i < sizeof rec_spans /
@@ -895,7 +765,7 @@ static void rec_open(void) {
 
 /* At MPI_Finalize: the file cut to its lines, the mapping gone (later
  * lines, a signal's, are pwrites past the end). */
-static void rec_close(void) {
+void rec_close(void) {
   unsigned char *m = __atomic_exchange_n(&rec.map, NULL, __ATOMIC_ACQ_REL);
   if (m) munmap(m, rec.span);
   if (g.live_fd >= 0 &&
@@ -905,18 +775,6 @@ static void rec_close(void) {
   }
 }
 
-/* One collective as recorded. */
-typedef struct call {
-  comm_info *ci;         /* NULL: not recorded */
-  const site *s;
-  uint64_t seq, t_enter;
-  const char *op;
-  char head[512];        /* {"seq":..,"rank":..,...,"group_size":N, */
-  size_t hn;
-  char t_enter_s[24];    /* t_enter's digits, for both of its lines */
-  size_t tn;
-  bool blocking;
-} call;
 
 /* ---- a line, put together without printf (snprintf was most of a
  * recorded call's cost): pieces appended to a fixed buffer; one that does
@@ -973,8 +831,8 @@ static void put_i64(line_out *o, long long v) {
   }
 }
 
-static void call_line(const call *c, uint64_t t_exit, const char *state,
-                      const char *status) {
+void call_line(const call *c, uint64_t t_exit, const char *state,
+               const char *status) {
   char tail[160];
   line_out o = {tail, tail + sizeof tail, false};
   PUT(&o, "\"t_enter_ns\":");
@@ -994,8 +852,6 @@ static void call_line(const call *c, uint64_t t_exit, const char *state,
   rec_append(iov, 4, false);
 }
 
-static void agree(const call *c, const char *dtype, long long count,
-                  int root, const char *redop);
 
 /* The head after "seq" of the last collective recorded (single-threaded
  * MPI only): a loop calls the same collective with the same arguments, so
@@ -1028,13 +884,9 @@ static void enter(call *c, comm_info *ci, bool blocking, const char *dtype,
 
 /* Records a collective as entered; a blocking one (and communicator
  * creation) is, in strict mode, agreed on before it runs. */
-static void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
-                     const char *redop, const tinfo *tp, long long count,
-                     int root, uintptr_t pc);
-
-static void record(call *c, bool blocking, MPI_Comm comm, const char *op,
-                   const char *redop, MPI_Datatype dt, long long count,
-                   int root, uintptr_t pc) {
+void record(call *c, bool blocking, MPI_Comm comm, const char *op,
+            const char *redop, MPI_Datatype dt, long long count,
+            int root, uintptr_t pc) {
   c->ci = NULL;
   c->blocking = blocking;
   if (!g.on) return;
@@ -1045,9 +897,9 @@ static void record(call *c, bool blocking, MPI_Comm comm, const char *op,
 
 /* record() with the type already described (*tp): count items of
  * tp->elems basic elements each. */
-static void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
-                     const char *redop, const tinfo *tp, long long count,
-                     int root, uintptr_t pc) {
+void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
+              const char *redop, const tinfo *tp, long long count,
+              int root, uintptr_t pc) {
   c->ci = NULL;
   c->blocking = blocking;
   if (!g.on) return;
@@ -1120,27 +972,6 @@ static void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
   enter(c, ci, blocking, t.dtype, count * t.elems, root, redop);
 }
 
-static void begin(call *c, MPI_Comm comm, const char *op, const char *redop,
-                  MPI_Datatype dt, long long count, int root, uintptr_t pc) {
-  record(c, true, comm, op, redop, dt, count, root, pc);
-}
-
-/* A non-blocking collective: recorded at its I-call, never agreed on
- * there (the call must not block: strict mode checks blocking ones). */
-static void begin_nb(call *c, MPI_Comm comm, const char *op,
-                     const char *redop, MPI_Datatype dt, long long count,
-                     int root, uintptr_t pc) {
-  record(c, false, comm, op, redop, dt, count, root, pc);
-}
-
-static void end(call *c, int rc) {
-  if (!c->ci) return;
-  const uint64_t t = now_ns(); /* one clock read: the line's and the beat's */
-  call_line(c, t, rc == MPI_SUCCESS ? "done" : "failed",
-            rc == MPI_SUCCESS ? "VQC_OK" : "VQC_ECOMM");
-  beat_at(HB_RUNNING, c->seq, "", t);
-}
-
 /* ---- strict mode: agree before data moves
  *
  * With $VQC_MPI_STRICT=1 (`vqcheck watch --strict`), every blocking
@@ -1178,8 +1009,8 @@ static bool agree_same(const agreement *a, const agreement *b) {
          (!a->dtype[0] || !b->dtype[0] || strcmp(a->dtype, b->dtype) == 0);
 }
 
-static void agree(const call *c, const char *dtype, long long count,
-                  int root, const char *redop) {
+void agree(const call *c, const char *dtype, long long count,
+           int root, const char *redop) {
   comm_info *ci = c->ci;
   const int n = ci == &world_info ? g.size : ci->size;
   agreement mine, *all = malloc(sizeof *all * (size_t)n);
@@ -1263,7 +1094,7 @@ static bool span(const void *buf, long long n, MPI_Datatype t, uintptr_t *lo,
 
 /* Items spanned by a v form's counts and displacements (this process's
  * communicator size of them). */
-static long long v_items(const int *counts, const int *displs, MPI_Comm c) {
+long long v_items(const int *counts, const int *displs, MPI_Comm c) {
   int n = 0;
   long long most = 0;
   if (!counts || !displs) return 0;
@@ -1310,9 +1141,9 @@ static void buffer_finding(const call *c, const char *kind, const char *fn,
 
 enum { REPORTED_OVERLAP = 1, REPORTED_SMALL = 2 };
 
-static void check_overlap(const call *c, const char *fn, const void *sb,
-                          long long sn, MPI_Datatype st, const void *rb,
-                          long long rn, MPI_Datatype rt) {
+void check_overlap(const call *c, const char *fn, const void *sb,
+                   long long sn, MPI_Datatype st, const void *rb,
+                   long long rn, MPI_Datatype rt) {
   uintptr_t slo, shi, rlo, rhi;
   if (!c->ci || !span(sb, sn, st, &slo, &shi) || !span(rb, rn, rt, &rlo, &rhi))
     return;
@@ -1342,8 +1173,8 @@ static void check_overlap(const call *c, const char *fn, const void *sb,
 }
 
 /* Per rank: sc items of st sent, rc items of rt received. */
-static void check_fits(const call *c, const char *fn, int sc, MPI_Datatype st,
-                       int rc, MPI_Datatype rt) {
+void check_fits(const call *c, const char *fn, int sc, MPI_Datatype st,
+                int rc, MPI_Datatype rt) {
   int ss = 0, rs = 0;
   /* (a negative count is an invalid argument, which MPI reports) */
   if (!c->ci || sc < 0 || rc < 0 || st == MPI_DATATYPE_NULL ||
@@ -1387,10 +1218,10 @@ static int npend, cap_pend;
  * MPI_Request_free and MPI_Cancel; what is left at MPI_Finalize was never
  * completed (p2p_never_completed). Each entry holds a reference on its
  * communicator's comm_info. */
-static vqc_reqs p2p_reqs;
+vqc_reqs p2p_reqs;
 
 /* After an I-call that returned rc with *req: pending, or its end. */
-static void posted(call *c, int rc, const MPI_Request *req) {
+void posted(call *c, int rc, const MPI_Request *req) {
   if (!c->ci) return;
   if (rc != MPI_SUCCESS) {
     end(c, rc);
@@ -1414,6 +1245,15 @@ static void posted(call *c, int rc, const MPI_Request *req) {
   pends[npend].c = *c;
   npend++;
   unlock();
+}
+
+/* Takes the last pending collective out into *out (MPI_Finalize: those
+ * left were never completed); false when none. */
+bool pending_pop(call *out) {
+  if (npend == 0) return false;
+  *out = pends[npend - 1].c;
+  npend--;
+  return true;
 }
 
 /* Takes the pending entry of request r out into *out; false when r is not
@@ -1469,13 +1309,6 @@ static bool wait_begins(const MPI_Request *reqs, int n) {
   return false;
 }
 
-/* Copies of the requests a wait or test is given (they become
- * MPI_REQUEST_NULL when done). */
-typedef struct req_copy {
-  MPI_Request small[16];
-  MPI_Request *r;
-} req_copy;
-
 static bool copy_reqs(req_copy *c, const MPI_Request *reqs, int n) {
   c->r = NULL;
   if (!g.on || n <= 0 ||
@@ -1498,7 +1331,7 @@ static struct sigaction old_act[65];
 static const int note_sigs[] = {SIGTERM, SIGINT, SIGHUP};
 static const int fault_sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 
-static size_t fmt_int(char *b, long long v) {
+size_t fmt_int(char *b, long long v) {
   char t[24];
   size_t n = 0, k = 0;
   bool neg = v < 0;
@@ -1513,7 +1346,7 @@ static size_t fmt_int(char *b, long long v) {
   return k;
 }
 
-static size_t cat(char *b, size_t k, size_t cap, const char *s) {
+size_t cat(char *b, size_t k, size_t cap, const char *s) {
   while (*s && k + 1 < cap) b[k++] = *s++;
   b[k] = '\0';
   return k;
@@ -1615,7 +1448,7 @@ static size_t put_requests(char *b, size_t k, size_t cap) {
  * "call": null when the rank is in no blocking point-to-point call), so
  * the analysis names the call and its peers. Peers are world ranks ("any":
  * MPI_ANY_SOURCE, MPI_ANY_TAG). Async-signal-safe: pwrite only. */
-static void p2p_wait_line(void) {
+void p2p_wait_line(void) {
   char b[8192];
   size_t k = cat(b, 0, sizeof b, "{\"event\":\"p2p_wait\",\"call\":");
   const char *name = __atomic_load_n(&p2p.call, __ATOMIC_ACQUIRE);
@@ -1658,7 +1491,7 @@ static void p2p_wait_line(void) {
  * likely): said once on stderr, where the watcher passes it on, since the
  * record, and so the verdict, is incomplete from here. Async-signal-safe
  * (a handler's line may be the one lost). */
-static void rec_lost(int err) {
+void rec_lost(int err) {
   if (__atomic_exchange_n(&rec_broken, 1, __ATOMIC_RELAXED)) return;
   char b[400];
   size_t k = cat(b, 0, sizeof b, "vqcheck (libvqcheck_mpi.so): rank ");
@@ -1779,6 +1612,16 @@ static void install(int sig, void (*fn)(int), bool only_default) {
   if (sigaction(sig, &sa, &old_act[sig]) != 0) return;
 }
 
+
+/* SIGUSR1 and the notes where the program left the default; the faults
+ * always (each chains to what was there). */
+void install_signals(void) {
+  install(SIGUSR1, on_usr1, true);
+  for (size_t i = 0; i < sizeof note_sigs / sizeof note_sigs[0]; i++)
+    install(note_sigs[i], on_note, true);
+  for (size_t i = 0; i < sizeof fault_sigs / sizeof fault_sigs[0]; i++)
+    install(fault_sigs[i], on_fault, false);
+}
 /* ---- MPI errors: the rank's last words
  *
  * A program that keeps MPI's default error handler (MPI_ERRORS_ARE_FATAL)
@@ -1819,7 +1662,7 @@ static void on_mpi_error(MPI_Comm *comm, int *code, ...) {
   PMPI_Abort(comm ? *comm : MPI_COMM_WORLD, *code ? *code : 1);
 }
 
-static void install_error_handler(void) {
+void install_error_handler(void) {
   MPI_Errhandler cur = MPI_ERRHANDLER_NULL;
   if (PMPI_Comm_get_errhandler(MPI_COMM_WORLD, &cur) != MPI_SUCCESS) return;
   const bool fatal = cur == MPI_ERRORS_ARE_FATAL;
@@ -1840,6 +1683,12 @@ int MPI_Comm_get_errhandler(MPI_Comm comm, MPI_Errhandler *errhandler) {
   }
   return rc;
 }
+
+/* ---- state (vqc_mpi_internal.h says what each field is) */
+
+vqc_mpi_state g = {.live_fd = -1, .stacks_fd = -1,
+                   .keyval = MPI_KEYVAL_INVALID};
+pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- start and end */
 
@@ -1905,11 +1754,7 @@ static void started(int provided) {
   if (g.strict &&
       PMPI_Comm_dup(MPI_COMM_WORLD, &world_info.shadow) != MPI_SUCCESS)
     world_info.shadow = MPI_COMM_NULL;
-  install(SIGUSR1, on_usr1, true);
-  for (size_t i = 0; i < sizeof note_sigs / sizeof note_sigs[0]; i++)
-    install(note_sigs[i], on_note, true);
-  for (size_t i = 0; i < sizeof fault_sigs / sizeof fault_sigs[0]; i++)
-    install(fault_sigs[i], on_fault, false);
+  install_signals();
   g.on = true;
 }
 
@@ -2026,9 +1871,7 @@ int MPI_Finalize(void) {
     unlock();
     /* Non-blocking collectives never completed: a finding. */
     call c;
-    while (npend > 0) {
-      c = pends[npend - 1].c;
-      npend--;
+    while (pending_pop(&c)) {
       call_line(&c, now_ns(), "failed", "VQC_EINVAL");
       never_completed(&c);
     }
@@ -2889,8 +2732,8 @@ static void p2p_enter(const char *name, MPI_Comm comm, int to, int send_tag,
 /* A wait (or MPI_Probe's kin) on reqs[0..n): as p2p_enter, with the
  * point-to-point requests among them kept for the "p2p_wait" line (a
  * lookup per request; none while no such request is in flight). */
-static void p2p_enter_wait(const char *name, const MPI_Request *reqs, int n,
-                           uintptr_t pc) {
+void p2p_enter_wait(const char *name, const MPI_Request *reqs, int n,
+                    uintptr_t pc) {
   if (!g.on) return;
   p2p.s = site_of(pc);
   p2p.ci = NULL;
@@ -2931,7 +2774,7 @@ static void p2p_posted(const char *name, int rc, const MPI_Request *req,
 }
 
 /* Forgets request r (freed, cancelled or complete) if it is one. */
-static void p2p_forget(MPI_Request r) {
+void p2p_forget(MPI_Request r) {
   if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0) return;
   vqc_p2p_req q;
   lock();
@@ -2943,7 +2786,7 @@ static void p2p_forget(MPI_Request r) {
 /* After a wait or test on reqs[0..n), which were was[0..n) before it:
  * those MPI set to MPI_REQUEST_NULL completed (a non-blocking request is
  * freed when it completes), whatever the call's form or its status. */
-static void p2p_done(const req_copy *was, const MPI_Request *reqs, int n) {
+void p2p_done(const req_copy *was, const MPI_Request *reqs, int n) {
   if (!was->r) return;
   for (int i = 0; i < n; i++)
     if (was->r[i] != MPI_REQUEST_NULL && reqs[i] == MPI_REQUEST_NULL)
@@ -2951,7 +2794,7 @@ static void p2p_done(const req_copy *was, const MPI_Request *reqs, int n) {
 }
 
 /* The call returned: progress. */
-static int p2p_leave(int rc) {
+int p2p_leave(int rc) {
   if (!g.on) return rc;
   __atomic_store_n(&p2p.call, NULL, __ATOMIC_RELEASE);
   beat(HB_RUNNING, 0, "");
