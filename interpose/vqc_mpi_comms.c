@@ -89,7 +89,7 @@ static comm_info *attach(MPI_Comm c, const char *name) {
     }
   }
   free(in);
-  if (!ci->skip) ci->world = out; /* kept: the p2p section's peers */
+  if (!ci->skip) ci->world = out; /* kept: vqc_mpi_p2p.c's peers */
   else free(out);
   if (!ci->group_json) ci->group_json = strdup("");
   if (g.keyval != MPI_KEYVAL_INVALID)
