@@ -1,0 +1,247 @@
+/* vqc_mpi_comms.c: communicators: the attribute the interposer keeps on
+ * each (its name, group and counters), and the MPI calls that make one
+ * (collectives over the parent, recorded as such). */
+#include "vqc_mpi_internal.h"
+
+/* ---- communicators */
+
+comm_info world_info = {.refs = 1, .name = "world",
+                        .group_json = (char *)"",
+                        .shadow = MPI_COMM_NULL};
+
+void info_unref(comm_info *ci) {
+  if (!ci || ci == &world_info) return;
+  if (__atomic_sub_fetch(&ci->refs, 1, __ATOMIC_ACQ_REL) == 0) {
+    if (ci->shadow != MPI_COMM_NULL) PMPI_Comm_free(&ci->shadow);
+    free(ci->world);
+    free(ci->group_json);
+    free(ci);
+  }
+}
+
+int info_delete(MPI_Comm c, int keyval, void *attr, void *extra) {
+  info_unref(attr);
+  return MPI_SUCCESS;
+}
+
+/* Communicators met without their making seen: a hash of their ranks and
+ * how many of that hash came before. */
+typedef struct anon { uint32_t hash; unsigned n; } anon;
+static anon anons[256];
+static int nanons;
+
+static comm_info *attach(MPI_Comm c, const char *name) {
+  comm_info *ci = calloc(1, sizeof *ci);
+  if (!ci) return NULL;
+  ci->refs = 1;
+  ci->shadow = MPI_COMM_NULL;
+  int inter = 0, n = 0;
+  PMPI_Comm_test_inter(c, &inter);
+  PMPI_Comm_size(c, &n);
+  ci->size = n;
+  ci->skip = inter || n <= 1;
+  int *in = NULL, *out = NULL;
+  if (!ci->skip) {
+    in = malloc(sizeof *in * (size_t)n);
+    out = malloc(sizeof *out * (size_t)n);
+    MPI_Group grp;
+    if (!in || !out || PMPI_Comm_group(c, &grp) != MPI_SUCCESS) {
+      ci->skip = true;
+    } else {
+      for (int i = 0; i < n; i++) in[i] = i;
+      if (PMPI_Group_translate_ranks(grp, n, in, g.world_group, out) !=
+          MPI_SUCCESS)
+        ci->skip = true;
+      PMPI_Group_free(&grp);
+      for (int i = 0; !ci->skip && i < n; i++)
+        ci->skip = out[i] == MPI_UNDEFINED;
+    }
+  }
+  if (!ci->skip) {
+    if (name) {
+      snprintf(ci->name, sizeof ci->name, "%s", name);
+    } else {
+      uint32_t h = 2166136261u;
+      for (int i = 0; i < n; i++) h = (h ^ (uint32_t)out[i]) * 16777619u;
+      unsigned k = 0;
+      lock();
+      int i = 0;
+      while (i < nanons && anons[i].hash != h) i++;
+      if (i < nanons) k = ++anons[i].n;
+      else if (nanons < 256) anons[nanons++] = (anon){h, k = 1};
+      unlock();
+      snprintf(ci->name, sizeof ci->name, "comm-%08x.%u", h, k);
+    }
+    char esc[sizeof ci->name * 2];
+    json_esc(esc, sizeof esc, ci->name);
+    const size_t cap = (size_t)n * 12 + strlen(esc) + 48;
+    ci->group_json = malloc(cap);
+    if (!ci->group_json) {
+      ci->skip = true;
+    } else {
+      size_t k = (size_t)snprintf(ci->group_json, cap, "\"group\":[");
+      for (int i = 0; i < n; i++)
+        k += (size_t)snprintf(ci->group_json + k, cap - k, "%s%d",
+                              i ? "," : "", out[i]);
+      k += (size_t)snprintf(ci->group_json + k, cap - k,
+                            "],\"group_name\":\"%s\",", esc);
+      ci->group_len = k;
+    }
+  }
+  free(in);
+  if (!ci->skip) ci->world = out; /* kept: vqc_mpi_p2p.c's peers */
+  else free(out);
+  if (!ci->group_json) ci->group_json = strdup("");
+  if (g.keyval != MPI_KEYVAL_INVALID)
+    PMPI_Comm_set_attr(c, g.keyval, ci);
+  return ci;
+}
+
+comm_info *info_lookup(MPI_Comm c) {
+  if (c == MPI_COMM_WORLD) return &world_info;
+  if (c == MPI_COMM_NULL || g.keyval == MPI_KEYVAL_INVALID) return NULL;
+  void *v = NULL;
+  int flag = 0;
+  if (PMPI_Comm_get_attr(c, g.keyval, &v, &flag) == MPI_SUCCESS && flag)
+    return v;
+  return attach(c, NULL);
+}
+
+/* After a communicator-making call on parent that returned rc: the
+ * parent's count goes up on every rank (those given MPI_COMM_NULL too), and
+ * the new one is named after it. */
+void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
+  if (!g.on || rc != MPI_SUCCESS) return;
+  comm_info *p = info_of(parent);
+  const unsigned long long k =
+      p ? __atomic_add_fetch(&p->children, 1, __ATOMIC_RELAXED) : 0;
+  if (!nc || *nc == MPI_COMM_NULL) return;
+  char name[sizeof p->name];
+  snprintf(name, sizeof name, "%.150s/%s%llu", p ? p->name : "?", how, k);
+  if (strlen(name) >= 150) { /* deep nesting: keep it short and unique */
+    uint32_t h = 2166136261u;
+    for (const char *s = name; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
+    snprintf(name, sizeof name, "comm-%08x/%s%llu", h, how, k);
+  }
+  if (g.keyval == MPI_KEYVAL_INVALID) return;
+  void *v = NULL;
+  int flag = 0;
+  /* (one set by a lookup in between is replaced: the name is this one) */
+  if (PMPI_Comm_get_attr(*nc, g.keyval, &v, &flag) == MPI_SUCCESS && flag)
+    PMPI_Comm_delete_attr(*nc, g.keyval);
+  comm_info *ci = attach(*nc, name);
+  /* Strict mode: the new communicator's duplicate, made by every member
+   * now (they are all in this call). */
+  if (g.strict && ci && !ci->skip &&
+      PMPI_Comm_dup(*nc, &ci->shadow) != MPI_SUCCESS)
+    ci->shadow = MPI_COMM_NULL;
+}
+
+/* ---- communicators made (collective over the parent) */
+
+int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
+  call c;
+  begin(&c, comm, "comm_dup", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Comm_dup(comm, newcomm);
+  end(&c, rc);
+  made(comm, newcomm, "dup", rc);
+  return rc;
+}
+
+int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
+  call c;
+  begin(&c, comm, "comm_dup", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
+  end(&c, rc);
+  made(comm, newcomm, "dup", rc);
+  return rc;
+}
+
+int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
+  call c;
+  begin(&c, comm, "comm_split", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Comm_split(comm, color, key, newcomm);
+  end(&c, rc);
+  made(comm, newcomm, "split", rc);
+  return rc;
+}
+
+int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
+                        MPI_Comm *newcomm) {
+  call c;
+  begin(&c, comm, "comm_split", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
+  end(&c, rc);
+  made(comm, newcomm, "split", rc);
+  return rc;
+}
+
+int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
+  call c;
+  begin(&c, comm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Comm_create(comm, group, newcomm);
+  end(&c, rc);
+  made(comm, newcomm, "create", rc);
+  return rc;
+}
+
+int MPI_Cart_create(MPI_Comm old_comm, int ndims, const int dims[],
+                    const int periods[], int reorder, MPI_Comm *comm_cart) {
+  call c;
+  begin(&c, old_comm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Cart_create(old_comm, ndims, dims, periods, reorder,
+                                  comm_cart);
+  end(&c, rc);
+  made(old_comm, comm_cart, "cart", rc);
+  return rc;
+}
+
+int MPI_Graph_create(MPI_Comm old_comm, int nnodes, const int index[],
+                     const int edges[], int reorder, MPI_Comm *comm_graph) {
+  call c;
+  begin(&c, old_comm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Graph_create(old_comm, nnodes, index, edges, reorder,
+                                   comm_graph);
+  end(&c, rc);
+  made(old_comm, comm_graph, "graph", rc);
+  return rc;
+}
+
+int MPI_Dist_graph_create(MPI_Comm old_comm, int n, const int sources[],
+                          const int degrees[], const int destinations[],
+                          const int weights[], MPI_Info info, int reorder,
+                          MPI_Comm *comm_dist_graph) {
+  call c;
+  begin(&c, old_comm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Dist_graph_create(old_comm, n, sources, degrees,
+                                        destinations, weights, info, reorder,
+                                        comm_dist_graph);
+  end(&c, rc);
+  made(old_comm, comm_dist_graph, "graph", rc);
+  return rc;
+}
+
+int MPI_Dist_graph_create_adjacent(MPI_Comm old_comm, int indegree,
+                                   const int sources[],
+                                   const int sourceweights[], int outdegree,
+                                   const int destinations[],
+                                   const int destweights[], MPI_Info info,
+                                   int reorder, MPI_Comm *comm_dist_graph) {
+  call c;
+  begin(&c, old_comm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Dist_graph_create_adjacent(
+      old_comm, indegree, sources, sourceweights, outdegree, destinations,
+      destweights, info, reorder, comm_dist_graph);
+  end(&c, rc);
+  made(old_comm, comm_dist_graph, "graph", rc);
+  return rc;
+}
+
+int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *new_comm) {
+  call c;
+  begin(&c, comm, "comm_split", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Cart_sub(comm, remain_dims, new_comm);
+  end(&c, rc);
+  made(comm, new_comm, "sub", rc);
+  return rc;
+}

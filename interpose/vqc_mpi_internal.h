@@ -1,0 +1,361 @@
+/* vqc_mpi_internal.h: what the parts of libvqcheck_mpi.so share (the PMPI
+ * interposer; vqc_mpi.c's opening comment is its contract, and says which
+ * file holds what). Only the MPI_* wrappers are exported from the library:
+ * everything declared here is VQC_MPI_HIDDEN, so no name here can clash
+ * with the program's or its MPI library's.
+ *
+ * The helpers on a recorded collective's path (the clock, the lock, the
+ * heartbeat store, the call-site cache, begin and end) are static inline
+ * here, as they were inlinable when the interposer was one file: each
+ * collective pays for them twice or more (docs/mpi.md, "What it costs").
+ *
+ * Not thread-safe by itself: under MPI_THREAD_MULTIPLE (g.multi) the
+ * shared tables are used under lock(). */
+#ifndef VQC_MPI_INTERNAL_H
+#define VQC_MPI_INTERNAL_H
+
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <fcntl.h>
+#include <mpi.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "vqc_mpi_reqs.h"
+
+#define VQC_MPI_HIDDEN __attribute__((visibility("hidden")))
+
+/* The heartbeat's size and states (python/vqcheck/_heartbeat.py). */
+#define HB_SIZE 64
+enum { HB_RUNNING = 0, HB_IN_COLLECTIVE = 1, HB_FINISHED = 2 };
+
+/* The wrapper's return address: the call site (a macro, so that it is the
+ * MPI_* wrapper's own). */
+#define RA ((uintptr_t)__builtin_return_address(0))
+
+/* ---- state (vqc_mpi.c) */
+
+/* The process's: set by MPI_Init (started), read everywhere. One per
+ * process, never freed (the mappings and files live until exit). */
+typedef struct vqc_mpi_state {
+  bool on;              /* recording: $VQC_WATCH_DIR set and MPI started */
+  int rank, size;
+  int live_fd, stacks_fd;
+  unsigned char *hb;    /* the heartbeat's shared mapping */
+  uint64_t beats;
+  uint32_t pid;
+  bool multi;           /* MPI_THREAD_MULTIPLE: locks around the tables */
+  bool strict;          /* $VQC_MPI_STRICT=1: agree before data moves */
+  int keyval;
+  MPI_Group world_group;
+  char dir[4096];
+} vqc_mpi_state;
+
+extern VQC_MPI_HIDDEN vqc_mpi_state g;
+extern VQC_MPI_HIDDEN pthread_mutex_t g_lock;
+
+static inline void lock(void) {
+  if (g.multi) pthread_mutex_lock(&g_lock);
+}
+static inline void unlock(void) {
+  if (g.multi) pthread_mutex_unlock(&g_lock);
+}
+
+static inline uint64_t now_ns(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* ---- the heartbeat */
+
+/* The heartbeat's 64 bytes as stored (python/vqcheck/_heartbeat.py's
+ * layout, little-endian: the targets here are x86-64 and aarch64 Linux;
+ * a big-endian build stops at the _Static_assert below). */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+_Static_assert(0, "the heartbeat is little-endian: swap its fields here");
+#endif
+typedef struct hb_layout {
+  char magic[4];          /* "VQHB" */
+  uint32_t version, pid, state;
+  uint64_t beats, last_ns, seq, step;
+  char op[16];            /* NUL-padded */
+} hb_layout;
+_Static_assert(sizeof(hb_layout) == HB_SIZE, "the heartbeat is 64 bytes");
+
+/* A sign of progress at time t (now_ns's clock): the whole 64 bytes in
+ * one copy, so a reader (which reads twice) sees one state or the next. */
+static inline void beat_at(uint32_t state, uint64_t seq, const char *op,
+                           uint64_t t) {
+  if (!g.hb) return;
+  hb_layout b = {.magic = {'V', 'Q', 'H', 'B'}, .version = 1, .pid = g.pid,
+                 .state = state, .last_ns = t, .seq = seq};
+  b.beats = __atomic_add_fetch(&g.beats, 1, __ATOMIC_RELAXED);
+  /* step: an MPI program has none */
+  for (int i = 0; op && op[i] && i < 16; i++) b.op[i] = op[i];
+  memcpy(g.hb, &b, sizeof b);
+}
+
+static inline void beat(uint32_t state, uint64_t seq, const char *op) {
+  if (g.hb) beat_at(state, seq, op, now_ns());
+}
+
+/* ---- call sites (vqc_mpi_sites.c) */
+
+/* One call site, resolved once; the table's slots are never freed. */
+typedef struct site {
+  uintptr_t pc;         /* the return address; 0: free slot */
+  bool lib;             /* inside an MPI library: look further up */
+  char file[512], func[256];
+  int line;
+  char json[1000];      /* "file":"...","line":N,"func":"...", */
+  size_t len;
+  unsigned reported;    /* buffer findings made here (REPORTED_*) */
+} site;
+
+#define NSITES 1024
+/* The table (on_usr1 scans it for a stack's frames). */
+extern VQC_MPI_HIDDEN site sites[NSITES];
+/* The site of a call when the table is full or a site cannot be told. */
+extern VQC_MPI_HIDDEN site overflow_site;
+/* site_of's last answer (single-threaded MPI only). */
+extern VQC_MPI_HIDDEN uintptr_t site_last_pc;
+extern VQC_MPI_HIDDEN const site *site_last;
+
+VQC_MPI_HIDDEN const char *base_name(const char *p);
+/* Whether path is an MPI library's (or this one's). */
+VQC_MPI_HIDDEN bool mpi_object(const char *path);
+/* site_of past its cache: the lookup, resolving a new site. */
+VQC_MPI_HIDDEN const site *site_of_lookup(uintptr_t pc);
+
+/* The call site of a collective whose wrapper returns to pc: pc's, or the
+ * first frame above it outside the MPI libraries. Never NULL. */
+static inline const site *site_of(uintptr_t pc) {
+  /* The last answer, when one thread calls MPI (a loop calls from one
+   * site): no lookup. Under MPI_THREAD_MULTIPLE every call looks up. */
+  if (!g.multi && pc == site_last_pc && site_last) return site_last;
+  return site_of_lookup(pc);
+}
+
+/* ---- datatypes (vqc_mpi_types.c) */
+
+/* An MPI basic type: its names and extents (asked once, in init_basics). */
+typedef struct basic {
+  MPI_Datatype h;
+  const char *dtype, *name;
+  bool extents;             /* the four below were told (init_basics) */
+  MPI_Aint lb, extent, true_lb, true_extent; /* for the buffer checks */
+} basic;
+
+/* What a ledger line says of a datatype. */
+typedef struct tinfo {
+  const char *dtype;   /* digest name, or "" */
+  long long elems;     /* basic elements per item */
+  char extra[200];     /* "mpi_type":"...", or "" */
+} tinfo;
+
+/* The basic types, nbasics of them (set once by init_basics). */
+extern VQC_MPI_HIDDEN basic basics[48];
+extern VQC_MPI_HIDDEN int nbasics;
+
+VQC_MPI_HIDDEN void init_basics(void);
+
+/* t's entry, or NULL when t is not a basic type (entries never freed). */
+static inline const basic *basic_of(MPI_Datatype t) {
+  for (int i = 0; i < nbasics; i++)
+    if (basics[i].h == t) return &basics[i];
+  return NULL;
+}
+
+/* *out for datatype t, whatever it is (vqc_mpi_types.c). */
+VQC_MPI_HIDDEN void type_info_full(MPI_Datatype t, tinfo *out);
+
+/* What a ledger line says of t: a basic type with a digest name here, the
+ * rest (decoded) by type_info_full. */
+static inline void type_info(MPI_Datatype t, tinfo *out) {
+  const basic *b = t == MPI_DATATYPE_NULL ? NULL : basic_of(t);
+  if (b && b->dtype[0]) {
+    out->dtype = b->dtype;
+    out->elems = 1;
+    out->extra[0] = '\0';
+    return;
+  }
+  type_info_full(t, out);
+}
+/* The analysis' name of a reduction (a literal). */
+VQC_MPI_HIDDEN const char *redop_name(MPI_Op op);
+
+/* ---- communicators (vqc_mpi_comms.c) */
+
+/* What the interposer keeps on a communicator (its attribute). Freed by
+ * info_unref when the last reference goes; world_info never is. */
+typedef struct comm_info {
+  bool skip;             /* intercommunicator, or of one rank */
+  int refs;              /* the attribute + pending requests */
+  int size;
+  uint64_t seq;          /* its collectives so far */
+  uint64_t children;     /* communicators made from it so far */
+  char name[200];
+  char *group_json;      /* "group":[...],"group_name":"...", or "" */
+  size_t group_len;
+  int *world;            /* its ranks' world ranks, size of them (owned);
+                          * NULL when skipped or for the world itself */
+  MPI_Comm shadow;       /* strict mode: its duplicate for the agreement */
+} comm_info;
+
+extern VQC_MPI_HIDDEN comm_info world_info;
+
+VQC_MPI_HIDDEN void info_unref(comm_info *ci);
+/* The keyval's delete function: gives the attribute's reference back. */
+VQC_MPI_HIDDEN int info_delete(MPI_Comm c, int keyval, void *attr,
+                               void *extra);
+/* info_of past MPI_COMM_WORLD: the attribute, or a new one. */
+VQC_MPI_HIDDEN comm_info *info_lookup(MPI_Comm c);
+
+/* c's comm_info (made and attached when first seen); NULL: none. The
+ * attribute holds the reference: take one to keep it past the call. */
+static inline comm_info *info_of(MPI_Comm c) {
+  if (c == MPI_COMM_WORLD) return &world_info;
+  return info_lookup(c);
+}
+/* After a communicator-making call on parent that returned rc. */
+VQC_MPI_HIDDEN void made(MPI_Comm parent, MPI_Comm *nc, const char *how,
+                         int rc);
+
+/* ---- the live record (vqc_mpi_record.c) */
+
+/* One collective as recorded (on the caller's stack; a pending
+ * non-blocking one copied into the pending table). */
+typedef struct call {
+  comm_info *ci;         /* NULL: not recorded */
+  const site *s;
+  uint64_t seq, t_enter;
+  const char *op;
+  char head[512];        /* {"seq":..,"rank":..,...,"group_size":N, */
+  size_t hn;
+  char t_enter_s[24];    /* t_enter's digits, for both of its lines */
+  size_t tn;
+  bool blocking;
+} call;
+
+/* JSON string contents of s into out (n bytes, NUL-terminated; cut short
+ * rather than overflow). Control bytes become '?'. */
+VQC_MPI_HIDDEN void json_esc(char *out, size_t n, const char *s);
+/* A whole line (n bytes, its newline included) appended to the record. */
+VQC_MPI_HIDDEN void live_write(const char *s, size_t n);
+/* From a signal handler: pwrite only. */
+VQC_MPI_HIDDEN void live_write_signal(const char *s, size_t n);
+VQC_MPI_HIDDEN void rec_open(void);
+VQC_MPI_HIDDEN void rec_close(void);
+/* A line could not be written: said once on stderr. Async-signal-safe. */
+VQC_MPI_HIDDEN void rec_lost(int err);
+/* Call c's line at t_exit in state ("entered", "done", "failed"). */
+VQC_MPI_HIDDEN void call_line(const call *c, uint64_t t_exit,
+                              const char *state, const char *status);
+/* Records a collective as entered (c->ci NULL: not recorded); a blocking
+ * one is, in strict mode, agreed on before it runs. */
+VQC_MPI_HIDDEN void record(call *c, bool blocking, MPI_Comm comm,
+                           const char *op, const char *redop,
+                           MPI_Datatype dt, long long count, int root,
+                           uintptr_t pc);
+/* record() with the type already described (*tp). */
+VQC_MPI_HIDDEN void record_t(call *c, bool blocking, MPI_Comm comm,
+                             const char *op, const char *redop,
+                             const tinfo *tp, long long count, int root,
+                             uintptr_t pc);
+
+static inline void begin(call *c, MPI_Comm comm, const char *op,
+                         const char *redop, MPI_Datatype dt, long long count,
+                         int root, uintptr_t pc) {
+  record(c, true, comm, op, redop, dt, count, root, pc);
+}
+
+/* A non-blocking collective: recorded at its I-call, never agreed on
+ * there (the call must not block: strict mode checks blocking ones). */
+static inline void begin_nb(call *c, MPI_Comm comm, const char *op,
+                            const char *redop, MPI_Datatype dt,
+                            long long count, int root, uintptr_t pc) {
+  record(c, false, comm, op, redop, dt, count, root, pc);
+}
+
+static inline void end(call *c, int rc) {
+  if (!c->ci) return;
+  const uint64_t t = now_ns(); /* one clock read: the line's and the beat's */
+  call_line(c, t, rc == MPI_SUCCESS ? "done" : "failed",
+            rc == MPI_SUCCESS ? "VQC_OK" : "VQC_ECOMM");
+  beat_at(HB_RUNNING, c->seq, "", t);
+}
+
+/* ---- strict mode (vqc_mpi_strict.c) */
+
+/* Agrees with the other members on call c before it runs; stops the job
+ * when they disagree. */
+VQC_MPI_HIDDEN void agree(const call *c, const char *dtype, long long count,
+                          int root, const char *redop);
+
+/* ---- buffers (vqc_mpi_buffers.c) */
+
+/* Items spanned by a v form's counts and displacements. */
+VQC_MPI_HIDDEN long long v_items(const int *counts, const int *displs,
+                                 MPI_Comm c);
+VQC_MPI_HIDDEN void check_overlap(const call *c, const char *fn,
+                                  const void *sb, long long sn,
+                                  MPI_Datatype st, const void *rb,
+                                  long long rn, MPI_Datatype rt);
+VQC_MPI_HIDDEN void check_fits(const call *c, const char *fn, int sc,
+                               MPI_Datatype st, int rc, MPI_Datatype rt);
+
+/* ---- requests: pending collectives and completion (vqc_mpi_wait.c) */
+
+/* Copies of the requests a wait or test is given (they become
+ * MPI_REQUEST_NULL when done). */
+typedef struct req_copy {
+  MPI_Request small[16];
+  MPI_Request *r;        /* small, or n of them (owned): free_reqs */
+} req_copy;
+
+/* After a non-blocking collective's I-call that returned rc with *req. */
+VQC_MPI_HIDDEN void posted(call *c, int rc, const MPI_Request *req);
+/* Takes the last pending collective out into *out; false when none. */
+VQC_MPI_HIDDEN bool pending_pop(call *out);
+
+/* ---- signals (vqc_mpi_signals.c) */
+
+/* Async-signal-safe formatting: v's digits at b (returns how many), and s
+ * appended at b[k] within cap (returns the new k). */
+VQC_MPI_HIDDEN size_t fmt_int(char *b, long long v);
+VQC_MPI_HIDDEN size_t cat(char *b, size_t k, size_t cap, const char *s);
+/* The handlers for SIGUSR1, the notes and the faults. */
+VQC_MPI_HIDDEN void install_signals(void);
+
+/* ---- MPI errors (vqc_mpi_errors.c) */
+
+VQC_MPI_HIDDEN void install_error_handler(void);
+
+/* ---- point-to-point (vqc_mpi_p2p.c) */
+
+/* Point-to-point requests in flight, by handle, under lock(); each entry
+ * holds a reference on its communicator's comm_info. */
+extern VQC_MPI_HIDDEN vqc_reqs p2p_reqs;
+
+/* At SIGUSR1: the point-to-point call this rank is in. */
+VQC_MPI_HIDDEN void p2p_wait_line(void);
+VQC_MPI_HIDDEN void p2p_enter_wait(const char *name, const MPI_Request *reqs,
+                                   int n, uintptr_t pc);
+VQC_MPI_HIDDEN void p2p_forget(MPI_Request r);
+VQC_MPI_HIDDEN void p2p_done(const req_copy *was, const MPI_Request *reqs,
+                             int n);
+VQC_MPI_HIDDEN int p2p_leave(int rc);
+
+#endif /* VQC_MPI_INTERNAL_H */

@@ -1,0 +1,329 @@
+/* vqc_mpi_p2p.c: point-to-point: the blocking call a rank is in (told at
+ * SIGUSR1 as a "p2p_wait" line), and the non-blocking requests in flight. */
+#include "vqc_mpi_internal.h"
+
+/* Point-to-point requests in flight, by handle (vqc_mpi_reqs.h), under
+ * lock(): put at MPI_Isend/_Ibsend/_Issend/_Irsend/MPI_Irecv, taken out
+ * when a wait or test sets the handle to MPI_REQUEST_NULL (complete), at
+ * MPI_Request_free and MPI_Cancel; what is left at MPI_Finalize was never
+ * completed (p2p_never_completed). Each entry holds a reference on its
+ * communicator's comm_info. */
+vqc_reqs p2p_reqs;
+
+/* ---- where a rank waits in point-to-point (for SIGUSR1) */
+
+/* The blocking point-to-point call this process is in, kept for SIGUSR1:
+ * at a hang, on_usr1 writes it into the live record as a "p2p_wait" line
+ * (p2p_wait_line), so the deadlock names the call and its peers ("rank 0
+ * waits in MPI_Recv from rank 1 (tag 7) at ring.c:31"). Set on the way in
+ * and cleared on the way out: plain stores, no system call (its fields
+ * first, then `call`, which the handler reads first). One slot per
+ * process: under MPI_THREAD_MULTIPLE it holds the latest thread's call.
+ * Peers are the communicator's ranks as the program passed them
+ * (MPI_ANY_SOURCE, MPI_ANY_TAG as such; P2P_NONE: the call has no such
+ * side); the handler turns them into world ranks with ci->world. */
+#define P2P_NONE (-1000)
+#define P2P_REQS 4 /* a wait's requests told by name; the rest counted */
+static struct {
+  const char *call;     /* "MPI_Recv", ...; NULL: in none */
+  const comm_info *ci;  /* its communicator; NULL: not known */
+  int to, send_tag;     /* where it sends, or P2P_NONE */
+  int from, recv_tag;   /* whence it receives, or P2P_NONE */
+  const site *s;
+  /* A wait's: how many of its requests are point-to-point ones in
+   * p2p_reqs (above), and copies of the first P2P_REQS of them (their ci
+   * held by the table's entries, alive while the wait is in MPI). */
+  int nreq;
+  vqc_p2p_req req[P2P_REQS];
+} p2p;
+
+/* Appends ",\"KEY\":" and world rank of communicator rank r (r itself
+ * where ci has no map: the world, or a communicator not recorded), "any"
+ * for MPI_ANY_SOURCE, null for another negative rank (MPI_PROC_NULL).
+ * Async-signal-safe (plain memory reads). */
+static size_t put_peer(char *b, size_t k, size_t cap, const char *key,
+                       const comm_info *ci, int r) {
+  k = cat(b, k, cap, ",\"");
+  k = cat(b, k, cap, key);
+  k = cat(b, k, cap, "\":");
+  if (r == MPI_ANY_SOURCE) return cat(b, k, cap, "\"any\"");
+  if (r < 0 || k + 24 >= cap) return cat(b, k, cap, "null");
+  if (ci && ci != &world_info && ci->world && r < ci->size) r = ci->world[r];
+  return k + fmt_int(b + k, r);
+}
+
+static size_t put_tag(char *b, size_t k, size_t cap, const char *key,
+                      int tag) {
+  k = cat(b, k, cap, ",\"");
+  k = cat(b, k, cap, key);
+  k = cat(b, k, cap, "\":");
+  if (tag == MPI_ANY_TAG) return cat(b, k, cap, "\"any\"");
+  if (k + 24 >= cap) return k;
+  return k + fmt_int(b + k, tag);
+}
+
+/* A wait's point-to-point requests: ,"nrequests":N,"requests":[{"call":
+ * "MPI_Irecv","communicator":"world","from":2,"from_comm_rank":2,
+ * "recv_tag":7,"file","line","func"},...] (the first P2P_REQS; a send's
+ * "to", "to_comm_rank", "send_tag"; "file" and the rest: its I-call's
+ * site). Async-signal-safe (plain memory reads). */
+static size_t put_requests(char *b, size_t k, size_t cap) {
+  const int n = p2p.nreq < P2P_REQS ? p2p.nreq : P2P_REQS;
+  k = cat(b, k, cap, ",\"nrequests\":");
+  if (k + 24 < cap) k += fmt_int(b + k, p2p.nreq);
+  k = cat(b, k, cap, ",\"requests\":[");
+  for (int i = 0; i < n; i++) {
+    const vqc_p2p_req *q = &p2p.req[i];
+    const comm_info *ci = q->ci;
+    const site *s = q->site;
+    k = cat(b, k, cap, i ? ",{\"call\":\"" : "{\"call\":\"");
+    k = cat(b, k, cap, q->call);
+    k = cat(b, k, cap, "\"");
+    if (ci && !ci->skip) {
+      k = cat(b, k, cap, ",\"communicator\":\"");
+      k = cat(b, k, cap, ci->name);
+      k = cat(b, k, cap, "\"");
+    }
+    k = put_peer(b, k, cap, q->recv ? "from" : "to", ci, q->peer);
+    k = put_peer(b, k, cap, q->recv ? "from_comm_rank" : "to_comm_rank", NULL,
+                 q->peer);
+    k = put_tag(b, k, cap, q->recv ? "recv_tag" : "send_tag", q->tag);
+    /* the site's "file":..,"func":.., without its trailing comma */
+    if (s && s->len > 1 && k + s->len + 8 < cap) {
+      b[k++] = ',';
+      memcpy(b + k, s->json, s->len - 1);
+      k += s->len - 1;
+    }
+    k = cat(b, k, cap, "}");
+  }
+  return cat(b, k, cap, "]");
+}
+
+/* At SIGUSR1: {"event":"p2p_wait","call":"MPI_Recv","communicator":"world",
+ * "from":1,"from_comm_rank":1,"recv_tag":7,"file","line","func","t_ns"}
+ * (sends: "to", "to_comm_rank", "send_tag"; the waits: the call and the
+ * point-to-point requests it waits on, put_requests;
+ * "call": null when the rank is in no blocking point-to-point call), so
+ * the analysis names the call and its peers. Peers are world ranks ("any":
+ * MPI_ANY_SOURCE, MPI_ANY_TAG). Async-signal-safe: pwrite only. */
+void p2p_wait_line(void) {
+  char b[8192];
+  size_t k = cat(b, 0, sizeof b, "{\"event\":\"p2p_wait\",\"call\":");
+  const char *name = __atomic_load_n(&p2p.call, __ATOMIC_ACQUIRE);
+  if (!name) {
+    k = cat(b, k, sizeof b, "null,");
+  } else {
+    const comm_info *ci = p2p.ci;
+    k = cat(b, k, sizeof b, "\"");
+    k = cat(b, k, sizeof b, name);
+    k = cat(b, k, sizeof b, "\"");
+    if (ci && !ci->skip) { /* names are vqcheck's own: no escapes needed */
+      k = cat(b, k, sizeof b, ",\"communicator\":\"");
+      k = cat(b, k, sizeof b, ci->name);
+      k = cat(b, k, sizeof b, "\"");
+    }
+    if (p2p.to != P2P_NONE) {
+      k = put_peer(b, k, sizeof b, "to", ci, p2p.to);
+      k = put_peer(b, k, sizeof b, "to_comm_rank", NULL, p2p.to);
+      k = put_tag(b, k, sizeof b, "send_tag", p2p.send_tag);
+    }
+    if (p2p.from != P2P_NONE) {
+      k = put_peer(b, k, sizeof b, "from", ci, p2p.from);
+      k = put_peer(b, k, sizeof b, "from_comm_rank", NULL, p2p.from);
+      k = put_tag(b, k, sizeof b, "recv_tag", p2p.recv_tag);
+    }
+    if (p2p.nreq > 0) k = put_requests(b, k, sizeof b);
+    k = cat(b, k, sizeof b, ",");
+    if (p2p.s && k + p2p.s->len + 64 < sizeof b) {
+      memcpy(b + k, p2p.s->json, p2p.s->len); /* "file":..,"func":.., */
+      k += p2p.s->len;
+    }
+  }
+  k = cat(b, k, sizeof b, "\"t_ns\":");
+  if (k + 24 < sizeof b) k += fmt_int(b + k, (long long)now_ns());
+  k = cat(b, k, sizeof b, "}\n");
+  if (k + 1 < sizeof b) live_write_signal(b, k);
+}
+
+/* ---- point-to-point: where a rank waits
+ *
+ * Blocking point-to-point calls (and the waits, vqc_mpi_wait.c) are not
+ * recorded; their call site is resolved (once per site, as for
+ * collectives) so that a rank stuck in one, at a hang, has its stack
+ * named by file and line
+ * (on_usr1 looks the frames up in the site table), and the call itself
+ * (with its peers and tags, the communicator) is kept in `p2p` for the
+ * "p2p_wait" line on_usr1 writes: "rank 0 waits in MPI_Recv from rank 2
+ * (tag 7) at ring.c:10 (main), outside any collective". Each one that
+ * returns is a sign of progress (a heartbeat), as a collective's end is:
+ * a program that only exchanges messages for longer than --timeout is not
+ * a hang. The cost per call is one table lookup, a communicator lookup
+ * (none for MPI_COMM_WORLD), six stores and one heartbeat store. */
+
+static void p2p_enter(const char *name, MPI_Comm comm, int to, int send_tag,
+                      int from, int recv_tag, uintptr_t pc) {
+  if (!g.on) return;
+  p2p.s = site_of(pc);
+  p2p.ci = comm == MPI_COMM_NULL ? NULL : info_of(comm);
+  p2p.to = to;
+  p2p.send_tag = send_tag;
+  p2p.from = from;
+  p2p.recv_tag = recv_tag;
+  p2p.nreq = 0;
+  __atomic_store_n(&p2p.call, name, __ATOMIC_RELEASE);
+}
+
+/* A wait (or MPI_Probe's kin) on reqs[0..n): as p2p_enter, with the
+ * point-to-point requests among them kept for the "p2p_wait" line (a
+ * lookup per request; none while no such request is in flight). */
+void p2p_enter_wait(const char *name, const MPI_Request *reqs, int n,
+                    uintptr_t pc) {
+  if (!g.on) return;
+  p2p.s = site_of(pc);
+  p2p.ci = NULL;
+  p2p.to = p2p.send_tag = p2p.from = p2p.recv_tag = P2P_NONE;
+  p2p.nreq = 0;
+  if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) > 0 && reqs) {
+    lock();
+    for (int i = 0; i < n; i++) {
+      const vqc_p2p_req *q = vqc_reqs_find(&p2p_reqs, reqs[i]);
+      if (!q) continue;
+      if (p2p.nreq < P2P_REQS) p2p.req[p2p.nreq] = *q;
+      p2p.nreq++;
+    }
+    unlock();
+  }
+  __atomic_store_n(&p2p.call, name, __ATOMIC_RELEASE);
+}
+
+/* After an I-call that returned rc with *req: the request kept until it
+ * completes. peer and tag as the program passed them. */
+static void p2p_posted(const char *name, int rc, const MPI_Request *req,
+                       MPI_Comm comm, int peer, int tag, bool recv,
+                       uintptr_t pc) {
+  if (!g.on || rc != MPI_SUCCESS || !req || *req == MPI_REQUEST_NULL) return;
+  comm_info *ci = info_of(comm);
+  if (ci && ci != &world_info)
+    __atomic_add_fetch(&ci->refs, 1, __ATOMIC_RELAXED);
+  const vqc_p2p_req v = {.call = name, .ci = ci, .peer = peer, .tag = tag,
+                         .recv = recv, .site = site_of(pc)};
+  vqc_p2p_req old;
+  bool replaced = false;
+  lock();
+  const bool kept = vqc_reqs_put(&p2p_reqs, *req, &v, &old, &replaced);
+  unlock();
+  if (!kept) info_unref(ci); /* out of memory: not told at a wait */
+  if (replaced) info_unref(old.ci);
+  beat(HB_RUNNING, 0, ""); /* a point-to-point call returned: progress */
+}
+
+/* Forgets request r (freed, cancelled or complete) if it is one. */
+void p2p_forget(MPI_Request r) {
+  if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0) return;
+  vqc_p2p_req q;
+  lock();
+  const bool had = vqc_reqs_take(&p2p_reqs, r, &q);
+  unlock();
+  if (had) info_unref(q.ci);
+}
+
+/* After a wait or test on reqs[0..n), which were was[0..n) before it:
+ * those MPI set to MPI_REQUEST_NULL completed (a non-blocking request is
+ * freed when it completes), whatever the call's form or its status. */
+void p2p_done(const req_copy *was, const MPI_Request *reqs, int n) {
+  if (!was->r) return;
+  for (int i = 0; i < n; i++)
+    if (was->r[i] != MPI_REQUEST_NULL && reqs[i] == MPI_REQUEST_NULL)
+      p2p_forget(was->r[i]);
+}
+
+/* The call returned: progress. */
+int p2p_leave(int rc) {
+  if (!g.on) return rc;
+  __atomic_store_n(&p2p.call, NULL, __ATOMIC_RELEASE);
+  beat(HB_RUNNING, 0, "");
+  return rc;
+}
+
+int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
+             int tag, MPI_Comm comm) {
+  p2p_enter("MPI_Send", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  return p2p_leave(PMPI_Send(buf, count, datatype, dest, tag, comm));
+}
+
+int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest,
+              int tag, MPI_Comm comm) {
+  p2p_enter("MPI_Ssend", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  return p2p_leave(PMPI_Ssend(buf, count, datatype, dest, tag, comm));
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source,
+             int tag, MPI_Comm comm, MPI_Status *status) {
+  p2p_enter("MPI_Recv", comm, P2P_NONE, P2P_NONE, source, tag, RA);
+  return p2p_leave(PMPI_Recv(buf, count, datatype, source, tag, comm, status));
+}
+
+int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
+                 int dest, int sendtag, void *recvbuf, int recvcount,
+                 MPI_Datatype recvtype, int source, int recvtag,
+                 MPI_Comm comm, MPI_Status *status) {
+  p2p_enter("MPI_Sendrecv", comm, dest, sendtag, source, recvtag, RA);
+  return p2p_leave(PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag,
+                                 recvbuf, recvcount, recvtype, source, recvtag,
+                                 comm, status));
+}
+
+int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype,
+                         int dest, int sendtag, int source, int recvtag,
+                         MPI_Comm comm, MPI_Status *status) {
+  p2p_enter("MPI_Sendrecv_replace", comm, dest, sendtag, source, recvtag, RA);
+  return p2p_leave(PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag,
+                                         source, recvtag, comm, status));
+}
+
+int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
+  p2p_enter("MPI_Probe", comm, P2P_NONE, P2P_NONE, source, tag, RA);
+  return p2p_leave(PMPI_Probe(source, tag, comm, status));
+}
+
+/* ---- non-blocking point-to-point: kept until complete (p2p_reqs), so
+ * that a wait names what it waits for ("rank 0 waits in MPI_Wait for
+ * MPI_Irecv from rank 2 (tag 7)") and MPI_Finalize what was never
+ * completed. The cost per I-call: a call-site lookup, a communicator
+ * lookup (none for MPI_COMM_WORLD), one hash insertion and a heartbeat
+ * store; per wait, one hash lookup per request. */
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
+              int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted("MPI_Isend", rc, request, comm, dest, tag, false, RA);
+  return rc;
+}
+
+int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+               int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Ibsend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted("MPI_Ibsend", rc, request, comm, dest, tag, false, RA);
+  return rc;
+}
+
+int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest,
+               int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Issend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted("MPI_Issend", rc, request, comm, dest, tag, false, RA);
+  return rc;
+}
+
+int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+               int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Irsend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted("MPI_Irsend", rc, request, comm, dest, tag, false, RA);
+  return rc;
+}
+
+int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source,
+              int tag, MPI_Comm comm, MPI_Request *request) {
+  const int rc = PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
+  p2p_posted("MPI_Irecv", rc, request, comm, source, tag, true, RA);
+  return rc;
+}

@@ -1,0 +1,376 @@
+/* vqc_mpi_record.c: the live record: lines appended through a shared
+ * mapping of rank-<r>.live.jsonl, a collective's "entered" and "done"
+ * lines put together without printf. */
+#include "vqc_mpi_internal.h"
+
+/* JSON string contents of s into out (n bytes, NUL-terminated; cut short
+ * rather than overflow). Control bytes become '?'. */
+void json_esc(char *out, size_t n, const char *s) {
+  size_t k = 0;
+  for (; *s && k + 3 < n; s++) {
+    const unsigned char c = (unsigned char)*s;
+    if (c == '"' || c == '\\') {
+      out[k++] = '\\';
+      out[k++] = (char)c;
+    } else {
+      out[k++] = c < 0x20 || c == 0x7f ? '?' : (char)c;
+    }
+  }
+  out[k] = '\0';
+}
+
+/* ---- the live record
+ *
+ * Written through a shared mapping of the file, not a system call per
+ * line: a line is a reservation of its bytes (one atomic add on the
+ * record's length) and a copy into the mapping, which is the file's page
+ * cache: a reader (vqcheck watch, at a hang) sees it at once, and a rank
+ * killed with SIGKILL leaves every line it copied. The mapping is one
+ * range of address space reserved at the start (rec_spans, no memory
+ * behind it); the file's blocks are allocated ahead of the lines
+ * (posix_fallocate, REC_GROW at a time, so a full disk is an error here,
+ * never a SIGBUS later), and at MPI_Finalize the file is cut to its
+ * lines. Until then, or when a rank is killed, its end is zeros (readers
+ * stop at them: a torn last line). Signal handlers write with pwrite(2)
+ * at their reservation, as does everything once the mapping is gone or
+ * could not be made (a full disk, a file system without fallocate: one
+ * pwrite per line, as before). */
+
+/* Address space, not memory: 64 GiB, else (a limit on address space:
+ * ulimit -v, valgrind) 1 GiB; past the span, lines are pwrites. */
+static const size_t rec_spans[] = {(size_t)64 << 30, (size_t)1 << 30};
+#define REC_GROW ((uint64_t)4 << 20)
+
+static struct {
+  unsigned char *map;   /* NULL: pwrite only */
+  size_t span;          /* the mapping's length */
+  uint64_t used;        /* bytes reserved so far (atomic) */
+  uint64_t size;        /* bytes allocated in the file (under rec_lock) */
+} rec;
+static pthread_mutex_t rec_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static int rec_broken; /* a line was lost: later ones are not attempted */
+
+static void rec_pwrite(const char *s, size_t n, uint64_t off) {
+  while (n > 0) {
+    ssize_t w = pwrite(g.live_fd, s, n, (off_t)off);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      rec_lost(w < 0 ? errno : ENOSPC);
+      return;
+    }
+    s += w;
+    n -= (size_t)w;
+    off += (uint64_t)w;
+  }
+}
+
+/* Whether the file holds blocks up to end (allocating more when not);
+ * false: write with pwrite instead. */
+static bool rec_room(uint64_t end) {
+  if (__atomic_load_n(&rec.size, __ATOMIC_ACQUIRE) >= end) return true;
+  bool ok = true;
+  pthread_mutex_lock(&rec_lock);
+  if (rec.size < end) {
+    uint64_t want = __atomic_load_n(&rec.used, __ATOMIC_RELAXED);
+    want = (want > end ? want : end) + REC_GROW;
+    if (want > rec.span || posix_fallocate(g.live_fd, (off_t)rec.size,
+                                           (off_t)(want - rec.size)) != 0) {
+      ok = false;
+    } else {
+      __atomic_store_n(&rec.size, want, __ATOMIC_RELEASE);
+    }
+  }
+  pthread_mutex_unlock(&rec_lock);
+  return ok;
+}
+
+/* Appends the n parts of one line to the record. Async-signal-safe when
+ * from_signal (pwrite only). */
+static void rec_append(const struct iovec *part, int n, bool from_signal) {
+  /* After a lost line the record is incomplete whatever follows: no more
+   * tries (each would cost a failing system call per collective). */
+  if (g.live_fd < 0 || __atomic_load_n(&rec_broken, __ATOMIC_RELAXED)) return;
+  size_t total = 0;
+  for (int i = 0; i < n; i++) total += part[i].iov_len;
+  const uint64_t off = __atomic_fetch_add(&rec.used, total, __ATOMIC_RELAXED);
+  unsigned char *map = __atomic_load_n(&rec.map, __ATOMIC_ACQUIRE);
+  if (map && !from_signal && rec_room(off + total)) {
+    size_t k = 0;
+    for (int i = 0; i < n; i++) {
+      memcpy(map + off + k, part[i].iov_base, part[i].iov_len);
+      k += part[i].iov_len;
+    }
+    return;
+  }
+  uint64_t at = off;
+  for (int i = 0; i < n; i++) {
+    rec_pwrite(part[i].iov_base, part[i].iov_len, at);
+    at += part[i].iov_len;
+  }
+}
+
+void live_write(const char *s, size_t n) {
+  struct iovec one = {(void *)s, n};
+  rec_append(&one, 1, false);
+}
+
+/* From a signal handler: pwrite only. */
+void live_write_signal(const char *s, size_t n) {
+  struct iovec one = {(void *)s, n};
+  rec_append(&one, 1, true);
+}
+
+/* The record's file, just made: its mapping (none when it cannot be:
+ * every line is then a pwrite). */
+void rec_open(void) {
+  rec.used = rec.size = 0;
+  void *m = MAP_FAILED;
+  for (size_t i = 0; m == MAP_FAILED && i < sizeof rec_spans /
+                                            sizeof rec_spans[0]; i++) {
+    rec.span = rec_spans[i];
+    m = mmap(NULL, rec.span, PROT_READ | PROT_WRITE,
+             MAP_SHARED | MAP_NORESERVE, g.live_fd, 0);
+  }
+  if (m == MAP_FAILED) return;
+  if (posix_fallocate(g.live_fd, 0, (off_t)REC_GROW) != 0) {
+    munmap(m, rec.span);
+    return;
+  }
+  rec.size = REC_GROW;
+  __atomic_store_n(&rec.map, (unsigned char *)m, __ATOMIC_RELEASE);
+}
+
+/* At MPI_Finalize: the file cut to its lines, the mapping gone (later
+ * lines, a signal's, are pwrites past the end). */
+void rec_close(void) {
+  unsigned char *m = __atomic_exchange_n(&rec.map, NULL, __ATOMIC_ACQ_REL);
+  if (m) munmap(m, rec.span);
+  if (g.live_fd >= 0 &&
+      ftruncate(g.live_fd, (off_t)__atomic_load_n(&rec.used,
+                                                  __ATOMIC_ACQUIRE)) != 0) {
+    /* the zeros stay: readers stop at them */
+  }
+}
+
+
+/* ---- a line, put together without printf (snprintf was most of a
+ * recorded call's cost): pieces appended to a fixed buffer; one that does
+ * not fit marks the buffer full, and a full buffer's line is not written. */
+
+typedef struct line_out {
+  char *p, *end;
+  bool full;
+} line_out;
+
+static void put(line_out *o, const char *s, size_t n) {
+  if (o->full || (size_t)(o->end - o->p) < n) {
+    o->full = true;
+    return;
+  }
+  memcpy(o->p, s, n);
+  o->p += n;
+}
+#define PUT(o, lit) put((o), (lit), sizeof(lit) - 1)
+
+static void put_str(line_out *o, const char *s) { put(o, s, strlen(s)); }
+
+/* "00" "01" ... "99": two digits per division (the timestamps' 13 to
+ * 19 digits were a fifth of a recorded call's instructions). */
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233"
+    "34353637383940414243444546474849505152535455565758596061626364656667"
+    "6869707172737475767778798081828384858687888990919293949596979899";
+
+static void put_u64(line_out *o, unsigned long long v) {
+  char b[24];
+  int k = (int)sizeof b;
+  while (v >= 100) {
+    const unsigned d = (unsigned)(v % 100);
+    v /= 100;
+    b[--k] = digit_pairs[2 * d + 1];
+    b[--k] = digit_pairs[2 * d];
+  }
+  if (v >= 10) {
+    b[--k] = digit_pairs[2 * v + 1];
+    b[--k] = digit_pairs[2 * v];
+  } else {
+    b[--k] = (char)('0' + v);
+  }
+  put(o, b + k, sizeof b - (size_t)k);
+}
+
+static void put_i64(line_out *o, long long v) {
+  if (v < 0) {
+    PUT(o, "-");
+    put_u64(o, (unsigned long long)(-(v + 1)) + 1);
+  } else {
+    put_u64(o, (unsigned long long)v);
+  }
+}
+
+void call_line(const call *c, uint64_t t_exit, const char *state,
+               const char *status) {
+  char tail[160];
+  line_out o = {tail, tail + sizeof tail, false};
+  PUT(&o, "\"t_enter_ns\":");
+  put(&o, c->t_enter_s, c->tn);
+  PUT(&o, ",\"t_exit_ns\":");
+  put_u64(&o, t_exit);
+  PUT(&o, ",\"state\":\"");
+  put_str(&o, state);
+  PUT(&o, "\",\"status\":\"");
+  put_str(&o, status);
+  PUT(&o, "\"}\n");
+  if (o.full) return;
+  struct iovec iov[4] = {{(void *)c->head, c->hn},
+                         {c->ci->group_json, c->ci->group_len},
+                         {(void *)c->s->json, c->s->len},
+                         {tail, (size_t)(o.p - tail)}};
+  rec_append(iov, 4, false);
+}
+
+
+/* The head after "seq" of the last collective recorded (single-threaded
+ * MPI only): a loop calls the same collective with the same arguments, so
+ * its next head is a copy, not a formatting. Keyed by every argument the
+ * head says; "extra" (mpi_type) by its text. */
+static struct last_head {
+  const comm_info *ci;
+  const char *op, *redop, *dtype;
+  long long count, elems;
+  int root, gsize;
+  char extra[200];
+  char rest[480];       /* ,"rank":..,...,"any_site":true,<mpi_type> */
+  size_t n;             /* its length; 0: none kept */
+} last_head;
+
+/* The entered line of call c (its head made), the heartbeat, and in
+ * strict mode the agreement on a blocking one. */
+static void enter(call *c, comm_info *ci, bool blocking, const char *dtype,
+                  long long count, int root, const char *redop) {
+  c->ci = ci;
+  c->t_enter = now_ns();
+  line_out to = {c->t_enter_s, c->t_enter_s + sizeof c->t_enter_s, false};
+  put_u64(&to, c->t_enter);
+  c->tn = (size_t)(to.p - c->t_enter_s);
+  call_line(c, 0, "entered", "");
+  beat_at(HB_IN_COLLECTIVE, c->seq, c->op, c->t_enter);
+  if (g.strict && blocking && ci->shadow != MPI_COMM_NULL)
+    agree(c, dtype, count, root, redop);
+}
+
+/* Records a collective as entered; a blocking one (and communicator
+ * creation) is, in strict mode, agreed on before it runs. */
+void record(call *c, bool blocking, MPI_Comm comm, const char *op,
+            const char *redop, MPI_Datatype dt, long long count,
+            int root, uintptr_t pc) {
+  c->ci = NULL;
+  c->blocking = blocking;
+  if (!g.on) return;
+  tinfo t;
+  type_info(dt, &t);
+  record_t(c, blocking, comm, op, redop, &t, count, root, pc);
+}
+
+/* record() with the type already described (*tp): count items of
+ * tp->elems basic elements each. */
+void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
+              const char *redop, const tinfo *tp, long long count,
+              int root, uintptr_t pc) {
+  c->ci = NULL;
+  c->blocking = blocking;
+  if (!g.on) return;
+  comm_info *ci = info_of(comm);
+  if (!ci || ci->skip) return;
+  const tinfo t = *tp;
+  c->seq = __atomic_add_fetch(&ci->seq, 1, __ATOMIC_RELAXED);
+  c->op = op;
+  c->s = site_of(pc);
+  /* {"seq":..,"rank":..,"op":"..","redop":"..","dtype":"..","count":..,
+   * "root":..,"group_size":..,"any_site":true,<mpi_type>,<mpi_count>, */
+  line_out o = {c->head, c->head + sizeof c->head, false};
+  PUT(&o, "{\"seq\":");
+  put_u64(&o, c->seq);
+  const int gsize = ci == &world_info ? g.size : ci->size;
+  const bool negative = count < 0;
+  const bool same = !g.multi && !negative && last_head.n > 0 &&
+                    last_head.ci == ci && last_head.op == op &&
+                    last_head.redop == redop && last_head.dtype == t.dtype &&
+                    last_head.count == count && last_head.elems == t.elems &&
+                    last_head.root == root && last_head.gsize == gsize &&
+                    strcmp(last_head.extra, t.extra) == 0;
+  if (same) {
+    put(&o, last_head.rest, last_head.n);
+    if (o.full) return;
+    c->hn = (size_t)(o.p - c->head);
+    enter(c, ci, blocking, t.dtype, count * t.elems, root, redop);
+    return;
+  }
+  char *const rest = o.p;
+  PUT(&o, ",\"rank\":");
+  put_i64(&o, g.rank);
+  PUT(&o, ",\"op\":\"");
+  put_str(&o, op);
+  PUT(&o, "\",\"redop\":\"");
+  put_str(&o, redop);
+  PUT(&o, "\",\"dtype\":\"");
+  put_str(&o, t.dtype);
+  PUT(&o, "\",\"count\":");
+  /* A negative count is an invalid argument (MPI fails the call with
+   * MPI_ERR_COUNT): the record keeps a valid count, 0, and the program's
+   * in "mpi_count". */
+  put_i64(&o, count < 0 ? 0 : count * t.elems);
+  PUT(&o, ",\"root\":");
+  put_i64(&o, root);
+  PUT(&o, ",\"group_size\":");
+  put_i64(&o, gsize);
+  PUT(&o, ",\"any_site\":true,");
+  put_str(&o, t.extra);
+  if (count < 0) {
+    PUT(&o, "\"mpi_count\":");
+    put_i64(&o, count);
+    PUT(&o, ",");
+    count = 0;
+  }
+  if (o.full) return;
+  c->hn = (size_t)(o.p - c->head);
+  /* kept for the next call; never a negative count's (its head has
+   * "mpi_count", and count is 0 from here) */
+  const size_t rn = (size_t)(o.p - rest);
+  last_head.n = 0;
+  if (!g.multi && !negative && rn <= sizeof last_head.rest) {
+    last_head = (struct last_head){.ci = ci, .op = op, .redop = redop,
+                                   .dtype = t.dtype, .count = count,
+                                   .elems = t.elems, .root = root,
+                                   .gsize = gsize, .n = rn};
+    snprintf(last_head.extra, sizeof last_head.extra, "%s", t.extra);
+    memcpy(last_head.rest, rest, rn);
+  }
+  enter(c, ci, blocking, t.dtype, count * t.elems, root, redop);
+}
+
+/* A line of the live record could not be written (a full disk, most
+ * likely): said once on stderr, where the watcher passes it on, since the
+ * record, and so the verdict, is incomplete from here. Async-signal-safe
+ * (a handler's line may be the one lost). */
+void rec_lost(int err) {
+  if (__atomic_exchange_n(&rec_broken, 1, __ATOMIC_RELAXED)) return;
+  char b[400];
+  size_t k = cat(b, 0, sizeof b, "vqcheck (libvqcheck_mpi.so): rank ");
+  k += fmt_int(b + k, g.rank);
+  k = cat(b, k, sizeof b, " cannot write its live record in ");
+  k = cat(b, k, sizeof b, err == ENOSPC ? "the run directory: the disk is "
+          "full" : "the run directory (errno ");
+  if (err != ENOSPC) {
+    k += fmt_int(b + k, err);
+    k = cat(b, k, sizeof b, ")");
+  }
+  k = cat(b, k, sizeof b, "; its record is incomplete from here, and so is "
+          "vqcheck's verdict on this run\n");
+  ssize_t w = write(2, b, k);
+  (void)w;
+}
+
+/* Re-delivers sig to what was there before (OpenMPI's handler, or the
+ * default) once this handler returns. */
