@@ -23,7 +23,7 @@ vqc_status vqc_jsonl_read_line(FILE *f, const char *path, long lineno,
     int c = getc_unlocked(f);
     if (c == '\0') {
       /* Zeros are no data: a writer through a shared mapping leaves them
-       * past its last line when it is killed (interpose/vqc_mpi.c
+       * past its last line when it is killed (interpose/vqc_mpi_record.c
        * allocates its file's blocks ahead), or inside a line it was
        * copying; a crash leaves them in a file whose length was written
        * before its blocks; a supervisor may append after them. A run of

@@ -16,13 +16,15 @@
  * The bracketed fields are optional: vqcheck's own comm writes none of
  * them; the Python bridge (python/vqcheck/_bridge, through vqcheck._core)
  * writes group_size and, for a sub-group, group and group_name; the MPI
- * interposer (interpose/vqc_mpi.c) group_size, any_site, mpi_type and
- * group. Readers ignore fields they do not know.
+ * interposer (interpose/vqc_mpi_record.c) group_size, any_site, mpi_type
+ * and group; the bridge sets any_site too, on a collective torch issues
+ * itself. Readers ignore fields they do not know.
  *
  * Writers elsewhere, in the same format: lib/src/comm/ledger.c
  * vqc_ledger_write_jsonl (the dump; the library cannot call checkers/, so
  * tests/unit/test_ledger_record.c holds its lines to this codec's) and
- * interpose/vqc_mpi.c (preformatted pieces, one writev per line). */
+ * interpose/vqc_mpi_record.c (preformatted pieces copied into a shared
+ * mapping of the live record). */
 #ifndef VQC_LEDGER_RECORD_H
 #define VQC_LEDGER_RECORD_H
 

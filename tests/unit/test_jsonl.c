@@ -155,7 +155,7 @@ Test(jsonl, nul_byte_ends_the_line) {
   seen_free(&s);
 }
 
-/* A shared-mapping writer killed after its lines (interpose/vqc_mpi.c):
+/* A shared-mapping writer killed after its lines (interpose/vqc_mpi_record.c):
  * the zeros past them are no data, not a line holding NUL bytes. */
 Test(jsonl, zero_tail_is_the_end) {
   static const char b[] = "{\"a\":1}\n{\"a\":2}\n\0\0\0\0\0\0\0\0";
