@@ -202,7 +202,7 @@ static void verdict_banner(FILE *f, const rep_run *r) {
               steps_shown(r), r->traces.is_traces ? "compared " : "",
               r->ranks);
   } else {
-    rep_html(f, json_is_object(json_object_get(r->root, "job"))
+    rep_html(f, rep_watched_job(r)
                     ? "no verdict" /* a watched job (job.c) */
                     : r->training_status);
     fprintf(f, ": ");
@@ -279,7 +279,7 @@ static void summary_section(FILE *f, const rep_run *r) {
   }
   /* A watched job has no scenario, fault or seed: its Job section says
    * what ran (job.c). */
-  if (json_is_object(json_object_get(r->root, "job"))) return;
+  if (rep_watched_job(r)) return;
   const json_t *sc = json_object_get(r->root, "scenario");
   fprintf(f, "<section id=\"summary\"><h2>Run</h2>\n<table class=\"kv\">\n");
   fprintf(f, "<tr><th>scenario</th><td>");
@@ -748,8 +748,7 @@ vqc_status rep_render_html(const rep_data *d, FILE *f) {
           json_array_size(not_compared)
               ? "<a href=\"#not-compared\">not compared</a>" : "",
           r->nfindings ? "<a href=\"#details\">details</a>" : "",
-          json_is_object(json_object_get(r->root, "job"))
-              ? "<a href=\"#job\">job</a>" : "");
+          rep_watched_job(r) ? "<a href=\"#job\">job</a>" : "");
   summary_section(f, r);
   findings_section(f, r);
   rep_render_html_job(f, r);

@@ -76,9 +76,14 @@ static void command_text(const json_t *job, char *buf, size_t n) {
 }
 
 /* (report_internal.h) */
+bool rep_watched_job(const rep_run *r) {
+  return json_is_object(json_object_get(r->root, "job"));
+}
+
+/* (report_internal.h) */
 bool rep_job_facts_text(const rep_run *r, char *buf, size_t n) {
+  if (!rep_watched_job(r)) return false;
   const json_t *job = json_object_get(r->root, "job");
-  if (!json_is_object(job)) return false;
   const bool mpi = json_is_string(json_object_get(job, "mpi_preload"));
   int k = snprintf(buf, n, "%s under vqcheck watch (the command is under "
                    "Job): %d rank%s",

@@ -72,15 +72,15 @@
 #include <sys/stat.h>
 
 #include "bridge_findings.h"
-#include "uneven_ends.h"
-#include "watch_checks.h"
 #include "findings_record.h"
 #include "ledger_analysis.h"
 #include "not_digested.h"
 #include "offline.h"
 #include "report.h"
 #include "trace_compare.h"
+#include "uneven_ends.h"
 #include "utf8.h"
+#include "watch_checks.h"
 
 
 /* The calling thread's last library error as o words it (analyze.h). */
@@ -183,16 +183,6 @@ static bool from_collective(const vqc_finding *x) {
          json_is_string(json_object_get(x->detail, "in_collective"));
 }
 
-/* The rank's own account of what ended it, an exception raised in its
- * code, goes before the ledger's rank_failure (which sees only a record
- * that stops: a rank torn down by the launcher after its peer raised
- * looks "killed"), so that one repeats it. An exception that came out of
- * a collective stays where it is: a deadlock, collective_mismatch or the
- * ledger's rank_failure tells that story, and it repeats them; so does
- * one of a rank that a deadlock or collective_mismatch names (an extra
- * all_reduce on rank 0 pairs with rank 1's DDP all_reduce issued from
- * C++, and rank 1 raises "Connection reset by peer": the collective is
- * the cause). */
 /* Whether some deadlock or collective_mismatch names rank r (a rank that
  * never entered a collective the others wait in, or called another). */
 static bool named_by_collectives(const vqc_findings *f, int r) {
@@ -207,6 +197,16 @@ static bool named_by_collectives(const vqc_findings *f, int r) {
   return false;
 }
 
+/* The rank's own account of what ended it, an exception raised in its
+ * code, goes before the ledger's rank_failure (which sees only a record
+ * that stops: a rank torn down by the launcher after its peer raised
+ * looks "killed"), so that one repeats it. An exception that came out of
+ * a collective stays where it is: a deadlock, collective_mismatch or the
+ * ledger's rank_failure tells that story, and it repeats them; so does
+ * one of a rank that a deadlock or collective_mismatch names (an extra
+ * all_reduce on rank 0 pairs with rank 1's DDP all_reduce issued from
+ * C++, and rank 1 raises "Connection reset by peer": the collective is
+ * the cause). */
 static void exceptions_first(vqc_findings *fresh) {
   for (int i = 0; i < fresh->count; i++) {
     const vqc_finding *x = &fresh->items[i];

@@ -50,12 +50,13 @@ static void drop_uneven(vqc_findings *f, int i, const vqc_live_info *infos,
     if (last < least) least = last;
     if (last > most) most = last;
     if (r < 8 && k < sizeof list) {
-      int w = snprintf(list + k, sizeof list - k, "%srank %d after %s%" PRId64,
-                       r ? ", " : "", r, last >= 0 ? "step " : "no step (",
-                       last >= 0 ? last : (int64_t)0);
+      const char *sep = r ? ", " : "";
+      int w = last >= 0
+                  ? snprintf(list + k, sizeof list - k,
+                             "%srank %d after step %" PRId64, sep, r, last)
+                  : snprintf(list + k, sizeof list - k,
+                             "%srank %d before its first step", sep, r);
       if (w > 0) k += (size_t)w;
-      if (last < 0 && k < sizeof list) k += (size_t)snprintf(
-          list + k, sizeof list - k, ")");
     } else if (r == 8 && k < sizeof list) {
       k += (size_t)snprintf(list + k, sizeof list - k, ", ...");
     }
