@@ -117,7 +117,10 @@
  *                      the non-blocking collectives pending until then;
  *   vqc_mpi_signals.c  the signal handlers (SIGUSR1's stack, a fault);
  *   vqc_mpi_errors.c   MPI errors: the rank's last words;
- *   vqc_mpi_reqs.c     the table of point-to-point requests by handle. */
+ *   vqc_mpi_reqs.c     the table of point-to-point requests by handle;
+ *   vqc_mpi_msgs.c     messages counted per channel, written at
+ *                      MPI_Finalize to rank-<r>.p2p.jsonl for the
+ *                      analysis to pair sends with receives. */
 #include "vqc_mpi_internal.h"
 
 /* ---- state (vqc_mpi_internal.h says what each field is) */
@@ -301,6 +304,7 @@ int MPI_Finalize(void) {
     lock();
     while (vqc_reqs_pop(&p2p_reqs, &q)) {
       p2p_never_completed(&q);
+      if (q.recv) msgs_pending_recv(q.ci, q.peer, q.tag);
       info_unref(q.ci);
     }
     vqc_reqs_clear(&p2p_reqs);
@@ -311,6 +315,7 @@ int MPI_Finalize(void) {
       call_line(&c, now_ns(), "failed", "VQC_EINVAL");
       never_completed(&c);
     }
+    msgs_write(); /* rank-<r>.p2p.jsonl: the messages, per channel */
     static const char fin[] = "{\"event\":\"finished\",\"status\":\"VQC_OK\","
                               "\"step\":-1}\n";
     live_write(fin, sizeof fin - 1);

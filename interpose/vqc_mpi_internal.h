@@ -212,6 +212,8 @@ typedef struct comm_info {
   int *world;            /* its ranks' world ranks, size of them (owned);
                           * NULL when skipped or for the world itself */
   MPI_Comm shadow;       /* strict mode: its duplicate for the agreement */
+  uint64_t msgs_key;     /* its name's hash for vqc_mpi_msgs.c; 0 until
+                          * its first message */
 } comm_info;
 
 extern VQC_MPI_HIDDEN comm_info world_info;
@@ -323,6 +325,10 @@ VQC_MPI_HIDDEN void check_fits(const call *c, const char *fn, int sc,
 typedef struct req_copy {
   MPI_Request small[16];
   MPI_Request *r;        /* small, or n of them (owned): free_reqs */
+  /* Statuses in place of the program's MPI_STATUS(ES)_IGNORE, so that a
+   * completed receive's source and tag can be counted (vqc_mpi_msgs.c). */
+  MPI_Status st_small[16];
+  MPI_Status *st;        /* st_small, or n of them (owned); NULL: none */
 } req_copy;
 
 /* After a non-blocking collective's I-call that returned rc with *req. */
@@ -353,9 +359,47 @@ extern VQC_MPI_HIDDEN vqc_reqs p2p_reqs;
 VQC_MPI_HIDDEN void p2p_wait_line(void);
 VQC_MPI_HIDDEN void p2p_enter_wait(const char *name, const MPI_Request *reqs,
                                    int n, uintptr_t pc);
+/* Forgets request r (freed) if it is one; p2p_cancelled: r was cancelled
+ * (a send's message may never arrive: the counts are incomplete). */
 VQC_MPI_HIDDEN void p2p_forget(MPI_Request r);
+VQC_MPI_HIDDEN void p2p_cancelled(MPI_Request r);
+/* After a wait or test that returned rc on reqs[0..n), which were
+ * was[0..n) before it: those MPI set to MPI_REQUEST_NULL completed (a
+ * non-blocking request is freed when it completes), whatever the call's
+ * form. A completed receive is counted with its status: st[i] for
+ * request i when idx is NULL, else st[j] for request idx[j] (j < nidx);
+ * st NULL: no status. */
 VQC_MPI_HIDDEN void p2p_done(const req_copy *was, const MPI_Request *reqs,
-                             int n);
+                             int n, int rc, const MPI_Status *st,
+                             const int *idx, int nidx);
 VQC_MPI_HIDDEN int p2p_leave(int rc);
+
+/* ---- messages counted per channel (vqc_mpi_msgs.c) */
+
+/* What a message's type says for the comparison: its element's name (the
+ * ledger's: "float64", ...; "" when not compared: MPI_BYTE, MPI_PACKED,
+ * mixed or unnamed types) and the basic type's MPI name (NULL: derived). */
+typedef struct msg_sig {
+  const char *dtype;
+  const char *name;
+} msg_sig;
+
+VQC_MPI_HIDDEN msg_sig msg_sig_of(MPI_Datatype dt);
+/* A message posted to dest (a rank of comm) with tag. */
+VQC_MPI_HIDDEN void msg_sent(MPI_Comm comm, int dest, int tag,
+                             MPI_Datatype dt, const char *fn,
+                             const site *s);
+/* A receive on ci completed with *st (its source and tag). */
+VQC_MPI_HIDDEN void msg_received(comm_info *ci, msg_sig sig,
+                                 const MPI_Status *st, const char *fn,
+                                 const site *s);
+/* This rank's counts are incomplete from here (why: a literal). */
+VQC_MPI_HIDDEN void msgs_uncounted(const char *why);
+/* MPI_Finalize: a receive request never completed (peer a rank of ci or
+ * MPI_ANY_SOURCE, tag or MPI_ANY_TAG): its own finding already; the
+ * analysis does not also call the message it was for never received. */
+VQC_MPI_HIDDEN void msgs_pending_recv(const comm_info *ci, int peer, int tag);
+/* MPI_Finalize: rank-<r>.p2p.jsonl. */
+VQC_MPI_HIDDEN void msgs_write(void);
 
 #endif /* VQC_MPI_INTERNAL_H */

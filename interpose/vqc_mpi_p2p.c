@@ -160,10 +160,12 @@ void p2p_wait_line(void) {
  * a hang. The cost per call is one table lookup, a communicator lookup
  * (none for MPI_COMM_WORLD), six stores and one heartbeat store. */
 
-static void p2p_enter(const char *name, MPI_Comm comm, int to, int send_tag,
-                      int from, int recv_tag, uintptr_t pc) {
-  if (!g.on) return;
-  p2p.s = site_of(pc);
+static const site *p2p_enter(const char *name, MPI_Comm comm, int to,
+                             int send_tag, int from, int recv_tag,
+                             uintptr_t pc) {
+  if (!g.on) return NULL;
+  const site *s = site_of(pc);
+  p2p.s = s;
   p2p.ci = comm == MPI_COMM_NULL ? NULL : info_of(comm);
   p2p.to = to;
   p2p.send_tag = send_tag;
@@ -171,6 +173,7 @@ static void p2p_enter(const char *name, MPI_Comm comm, int to, int send_tag,
   p2p.recv_tag = recv_tag;
   p2p.nreq = 0;
   __atomic_store_n(&p2p.call, name, __ATOMIC_RELEASE);
+  return s;
 }
 
 /* A wait (or MPI_Probe's kin) on reqs[0..n): as p2p_enter, with the
@@ -199,14 +202,19 @@ void p2p_enter_wait(const char *name, const MPI_Request *reqs, int n,
 /* After an I-call that returned rc with *req: the request kept until it
  * completes. peer and tag as the program passed them. */
 static void p2p_posted(const char *name, int rc, const MPI_Request *req,
-                       MPI_Comm comm, int peer, int tag, bool recv,
-                       uintptr_t pc) {
+                       MPI_Comm comm, int peer, int tag, MPI_Datatype dt,
+                       bool recv, uintptr_t pc) {
   if (!g.on || rc != MPI_SUCCESS || !req || *req == MPI_REQUEST_NULL) return;
   comm_info *ci = info_of(comm);
+  const site *s = site_of(pc);
+  msg_sig sig = {.dtype = "", .name = NULL};
+  if (recv) sig = msg_sig_of(dt);
+  else msg_sent(comm, peer, tag, dt, name, s); /* counted when posted */
   if (ci && ci != &world_info)
     __atomic_add_fetch(&ci->refs, 1, __ATOMIC_RELAXED);
   const vqc_p2p_req v = {.call = name, .ci = ci, .peer = peer, .tag = tag,
-                         .recv = recv, .site = site_of(pc)};
+                         .recv = recv, .site = s, .dtype = sig.dtype,
+                         .tname = sig.name};
   vqc_p2p_req old;
   bool replaced = false;
   lock();
@@ -217,24 +225,46 @@ static void p2p_posted(const char *name, int rc, const MPI_Request *req,
   beat(HB_RUNNING, 0, ""); /* a point-to-point call returned: progress */
 }
 
-/* Forgets request r (freed, cancelled or complete) if it is one. */
-void p2p_forget(MPI_Request r) {
+/* Forgets request r (freed, cancelled or complete) if it is one; a
+ * receive completed with status *st (NULL: not complete, or no status)
+ * is counted as a message received (vqc_mpi_msgs.c). A send request
+ * cancelled (cancel) makes this rank's message counts incomplete. */
+static void forget(MPI_Request r, const MPI_Status *st, bool cancel) {
   if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0) return;
   vqc_p2p_req q;
   lock();
   const bool had = vqc_reqs_take(&p2p_reqs, r, &q);
   unlock();
-  if (had) info_unref(q.ci);
+  if (!had) return;
+  if (q.recv && st && q.ci)
+    msg_received(q.ci, (msg_sig){.dtype = q.dtype ? q.dtype : "",
+                                 .name = q.tname},
+                 st, q.call, q.site);
+  if (cancel && !q.recv)
+    msgs_uncounted("a send request was cancelled (MPI_Cancel)");
+  info_unref(q.ci);
 }
 
-/* After a wait or test on reqs[0..n), which were was[0..n) before it:
- * those MPI set to MPI_REQUEST_NULL completed (a non-blocking request is
- * freed when it completes), whatever the call's form or its status. */
-void p2p_done(const req_copy *was, const MPI_Request *reqs, int n) {
+void p2p_forget(MPI_Request r) { forget(r, NULL, false); }
+void p2p_cancelled(MPI_Request r) { forget(r, NULL, true); }
+
+/* (vqc_mpi_internal.h) */
+void p2p_done(const req_copy *was, const MPI_Request *reqs, int n,
+              int rc, const MPI_Status *st, const int *idx, int nidx) {
   if (!was->r) return;
-  for (int i = 0; i < n; i++)
-    if (was->r[i] != MPI_REQUEST_NULL && reqs[i] == MPI_REQUEST_NULL)
-      p2p_forget(was->r[i]);
+  for (int i = 0; i < n; i++) {
+    if (was->r[i] == MPI_REQUEST_NULL || reqs[i] != MPI_REQUEST_NULL)
+      continue;
+    /* request i's status: st[i] (idx NULL), or st[j] where idx[j] == i */
+    const MPI_Status *si = NULL;
+    if (st && !idx) si = &st[i];
+    for (int j = 0; st && idx && j < nidx && !si; j++)
+      if (idx[j] == i) si = &st[j];
+    if (si && rc != MPI_SUCCESS &&
+        (rc != MPI_ERR_IN_STATUS || si->MPI_ERROR != MPI_SUCCESS))
+      si = NULL; /* failed: no message */
+    forget(was->r[i], si, false);
+  }
 }
 
 /* The call returned: progress. */
@@ -245,40 +275,131 @@ int p2p_leave(int rc) {
   return rc;
 }
 
+/* A blocking send: counted once MPI took it (vqc_mpi_msgs.c). */
+static int sent(int rc, const char *fn, MPI_Comm comm, int dest, int tag,
+                MPI_Datatype dt, const site *s) {
+  if (s && rc == MPI_SUCCESS) msg_sent(comm, dest, tag, dt, fn, s);
+  return p2p_leave(rc);
+}
+
+/* A blocking receive into *st (the program's status, or ours where it
+ * passed MPI_STATUS_IGNORE: its source and tag name the channel). */
+static void received(int rc, const char *fn, MPI_Comm comm,
+                     MPI_Datatype dt, const MPI_Status *st, const site *s) {
+  if (s && rc == MPI_SUCCESS)
+    msg_received(info_of(comm), msg_sig_of(dt), st, fn, s);
+}
+
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
              int tag, MPI_Comm comm) {
-  p2p_enter("MPI_Send", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
-  return p2p_leave(PMPI_Send(buf, count, datatype, dest, tag, comm));
+  const site *s =
+      p2p_enter("MPI_Send", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  return sent(PMPI_Send(buf, count, datatype, dest, tag, comm), "MPI_Send",
+              comm, dest, tag, datatype, s);
 }
 
 int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm) {
-  p2p_enter("MPI_Ssend", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
-  return p2p_leave(PMPI_Ssend(buf, count, datatype, dest, tag, comm));
+  const site *s =
+      p2p_enter("MPI_Ssend", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  return sent(PMPI_Ssend(buf, count, datatype, dest, tag, comm), "MPI_Ssend",
+              comm, dest, tag, datatype, s);
+}
+
+int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+              int tag, MPI_Comm comm) {
+  const site *s =
+      p2p_enter("MPI_Bsend", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  return sent(PMPI_Bsend(buf, count, datatype, dest, tag, comm), "MPI_Bsend",
+              comm, dest, tag, datatype, s);
+}
+
+int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest,
+              int tag, MPI_Comm comm) {
+  const site *s =
+      p2p_enter("MPI_Rsend", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  return sent(PMPI_Rsend(buf, count, datatype, dest, tag, comm), "MPI_Rsend",
+              comm, dest, tag, datatype, s);
 }
 
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source,
              int tag, MPI_Comm comm, MPI_Status *status) {
-  p2p_enter("MPI_Recv", comm, P2P_NONE, P2P_NONE, source, tag, RA);
-  return p2p_leave(PMPI_Recv(buf, count, datatype, source, tag, comm, status));
+  const site *s =
+      p2p_enter("MPI_Recv", comm, P2P_NONE, P2P_NONE, source, tag, RA);
+  MPI_Status mine;
+  MPI_Status *st = status == MPI_STATUS_IGNORE && s ? &mine : status;
+  const int rc = PMPI_Recv(buf, count, datatype, source, tag, comm, st);
+  received(rc, "MPI_Recv", comm, datatype, st, s);
+  return p2p_leave(rc);
 }
 
 int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  int dest, int sendtag, void *recvbuf, int recvcount,
                  MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status *status) {
-  p2p_enter("MPI_Sendrecv", comm, dest, sendtag, source, recvtag, RA);
-  return p2p_leave(PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag,
-                                 recvbuf, recvcount, recvtype, source, recvtag,
-                                 comm, status));
+  const site *s =
+      p2p_enter("MPI_Sendrecv", comm, dest, sendtag, source, recvtag, RA);
+  MPI_Status mine;
+  MPI_Status *st = status == MPI_STATUS_IGNORE && s ? &mine : status;
+  const int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag,
+                               recvbuf, recvcount, recvtype, source, recvtag,
+                               comm, st);
+  received(rc, "MPI_Sendrecv", comm, recvtype, st, s);
+  return sent(rc, "MPI_Sendrecv", comm, dest, sendtag, sendtype, s);
 }
 
 int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype,
                          int dest, int sendtag, int source, int recvtag,
                          MPI_Comm comm, MPI_Status *status) {
-  p2p_enter("MPI_Sendrecv_replace", comm, dest, sendtag, source, recvtag, RA);
-  return p2p_leave(PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag,
-                                         source, recvtag, comm, status));
+  const site *s = p2p_enter("MPI_Sendrecv_replace", comm, dest, sendtag,
+                            source, recvtag, RA);
+  MPI_Status mine;
+  MPI_Status *st = status == MPI_STATUS_IGNORE && s ? &mine : status;
+  const int rc = PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag,
+                                       source, recvtag, comm, st);
+  received(rc, "MPI_Sendrecv_replace", comm, datatype, st, s);
+  return sent(rc, "MPI_Sendrecv_replace", comm, dest, sendtag, datatype, s);
+}
+
+/* Matched receives (MPI_Mprobe's message): not paired with their sends
+ * here, so this rank's counts are incomplete (vqc_mpi_msgs.c). */
+int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype,
+              MPI_Message *message, MPI_Status *status) {
+  msgs_uncounted("it receives matched messages (MPI_Mrecv)");
+  return PMPI_Mrecv(buf, count, datatype, message, status);
+}
+
+int MPI_Imrecv(void *buf, int count, MPI_Datatype datatype,
+               MPI_Message *message, MPI_Request *request) {
+  msgs_uncounted("it receives matched messages (MPI_Imrecv)");
+  return PMPI_Imrecv(buf, count, datatype, message, request);
+}
+
+/* Persistent requests are not followed (their MPI_Start): incomplete. */
+#define PERSISTENT(fn, ...)                                                 \
+  msgs_uncounted("it uses persistent requests (" #fn ")");                  \
+  return P##fn(__VA_ARGS__)
+
+int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype,
+                  int dest, int tag, MPI_Comm comm, MPI_Request *request) {
+  PERSISTENT(MPI_Send_init, buf, count, datatype, dest, tag, comm, request);
+}
+int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype,
+                   int dest, int tag, MPI_Comm comm, MPI_Request *request) {
+  PERSISTENT(MPI_Bsend_init, buf, count, datatype, dest, tag, comm, request);
+}
+int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype,
+                   int dest, int tag, MPI_Comm comm, MPI_Request *request) {
+  PERSISTENT(MPI_Ssend_init, buf, count, datatype, dest, tag, comm, request);
+}
+int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype,
+                   int dest, int tag, MPI_Comm comm, MPI_Request *request) {
+  PERSISTENT(MPI_Rsend_init, buf, count, datatype, dest, tag, comm, request);
+}
+int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source,
+                  int tag, MPI_Comm comm, MPI_Request *request) {
+  PERSISTENT(MPI_Recv_init, buf, count, datatype, source, tag, comm,
+             request);
 }
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
@@ -296,34 +417,39 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
 int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc = PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
-  p2p_posted("MPI_Isend", rc, request, comm, dest, tag, false, RA);
+  p2p_posted("MPI_Isend", rc, request, comm, dest, tag, datatype, false,
+             RA);
   return rc;
 }
 
 int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest,
                int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc = PMPI_Ibsend(buf, count, datatype, dest, tag, comm, request);
-  p2p_posted("MPI_Ibsend", rc, request, comm, dest, tag, false, RA);
+  p2p_posted("MPI_Ibsend", rc, request, comm, dest, tag, datatype, false,
+             RA);
   return rc;
 }
 
 int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest,
                int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc = PMPI_Issend(buf, count, datatype, dest, tag, comm, request);
-  p2p_posted("MPI_Issend", rc, request, comm, dest, tag, false, RA);
+  p2p_posted("MPI_Issend", rc, request, comm, dest, tag, datatype, false,
+             RA);
   return rc;
 }
 
 int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest,
                int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc = PMPI_Irsend(buf, count, datatype, dest, tag, comm, request);
-  p2p_posted("MPI_Irsend", rc, request, comm, dest, tag, false, RA);
+  p2p_posted("MPI_Irsend", rc, request, comm, dest, tag, datatype, false,
+             RA);
   return rc;
 }
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source,
               int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc = PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
-  p2p_posted("MPI_Irecv", rc, request, comm, source, tag, true, RA);
+  p2p_posted("MPI_Irecv", rc, request, comm, source, tag, datatype, true,
+             RA);
   return rc;
 }

@@ -32,6 +32,10 @@ typedef struct vqc_p2p_req {
   int tag;           /* as passed (MPI_ANY_TAG on a receive) */
   bool recv;         /* a receive (peer is "from"), else a send ("to") */
   const void *site;  /* its call site (never freed) */
+  /* A receive's type as vqc_mpi_msgs.c compares it (taken at the I-call:
+   * the program may free the datatype before the request completes):
+   * element name and MPI name, static strings (name NULL: derived). */
+  const char *dtype, *tname;
 } vqc_p2p_req;
 
 typedef struct vqc_reqs_slot {

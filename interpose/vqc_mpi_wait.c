@@ -103,6 +103,7 @@ static bool wait_begins(const MPI_Request *reqs, int n) {
 
 static bool copy_reqs(req_copy *c, const MPI_Request *reqs, int n) {
   c->r = NULL;
+  c->st = NULL;
   if (!g.on || n <= 0 ||
       (__atomic_load_n(&npend, __ATOMIC_RELAXED) == 0 &&
        __atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0))
@@ -115,6 +116,18 @@ static bool copy_reqs(req_copy *c, const MPI_Request *reqs, int n) {
 
 static void free_reqs(req_copy *c) {
   if (c->r && c->r != c->small) free(c->r);
+  if (c->st && c->st != c->st_small) free(c->st);
+}
+
+/* The statuses to pass MPI for n requests (or n completions): the
+ * program's, or ours where it ignores them (user is MPI_STATUS_IGNORE or
+ * MPI_STATUSES_IGNORE), so that a receive's source and tag are known.
+ * NULL (the program's ignore passed on) when memory runs out. */
+static MPI_Status *statuses(req_copy *c, MPI_Status *user, bool ignored,
+                            int n) {
+  if (!ignored) return user;
+  c->st = n <= 16 ? c->st_small : malloc(sizeof *c->st * (size_t)n);
+  return c->st ? c->st : user;
 }
 
 /* ---- completion */
@@ -125,9 +138,11 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
   if (!copy_reqs(&rc0, request, 1))
     return p2p_leave(PMPI_Wait(request, status));
   (void)wait_begins(rc0.r, 1);
-  const int rc = PMPI_Wait(request, status);
+  MPI_Status *st = statuses(&rc0, status, status == MPI_STATUS_IGNORE, 1);
+  const int rc = PMPI_Wait(request, st);
   completed(rc0.r[0], rc);
-  p2p_done(&rc0, request, 1);
+  p2p_done(&rc0, request, 1, rc, st == MPI_STATUS_IGNORE ? NULL : st, NULL,
+           0);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -141,9 +156,12 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[],
     return p2p_leave(
         PMPI_Waitall(count, array_of_requests, array_of_statuses));
   (void)wait_begins(rc0.r, count);
-  const int rc = PMPI_Waitall(count, array_of_requests, array_of_statuses);
+  MPI_Status *st = statuses(&rc0, array_of_statuses,
+                            array_of_statuses == MPI_STATUSES_IGNORE, count);
+  const int rc = PMPI_Waitall(count, array_of_requests, st);
   for (int i = 0; i < count; i++) completed(rc0.r[i], rc);
-  p2p_done(&rc0, array_of_requests, count);
+  p2p_done(&rc0, array_of_requests, count, rc,
+           st == MPI_STATUSES_IGNORE ? NULL : st, NULL, 0);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -156,10 +174,12 @@ int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
   if (!copy_reqs(&rc0, array_of_requests, count))
     return p2p_leave(PMPI_Waitany(count, array_of_requests, index, status));
   (void)wait_begins(rc0.r, count);
-  const int rc = PMPI_Waitany(count, array_of_requests, index, status);
+  MPI_Status *st = statuses(&rc0, status, status == MPI_STATUS_IGNORE, 1);
+  const int rc = PMPI_Waitany(count, array_of_requests, index, st);
   if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
     completed(rc0.r[*index], rc);
-  p2p_done(&rc0, array_of_requests, count);
+  p2p_done(&rc0, array_of_requests, count, rc,
+           st == MPI_STATUS_IGNORE ? NULL : st, index, 1);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -173,12 +193,16 @@ int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
     return p2p_leave(PMPI_Waitsome(incount, array_of_requests, outcount,
                          array_of_indices, array_of_statuses));
   (void)wait_begins(rc0.r, incount);
+  MPI_Status *st = statuses(&rc0, array_of_statuses,
+                            array_of_statuses == MPI_STATUSES_IGNORE, incount);
   const int rc = PMPI_Waitsome(incount, array_of_requests, outcount,
-                               array_of_indices, array_of_statuses);
+                               array_of_indices, st);
   for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
     if (array_of_indices[i] >= 0 && array_of_indices[i] < incount)
       completed(rc0.r[array_of_indices[i]], rc);
-  p2p_done(&rc0, array_of_requests, incount);
+  p2p_done(&rc0, array_of_requests, incount, rc,
+           st == MPI_STATUSES_IGNORE ? NULL : st, array_of_indices,
+           *outcount == MPI_UNDEFINED ? 0 : *outcount);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -187,9 +211,11 @@ int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
 int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
   req_copy rc0;
   if (!copy_reqs(&rc0, request, 1)) return PMPI_Test(request, flag, status);
-  const int rc = PMPI_Test(request, flag, status);
+  MPI_Status *st = statuses(&rc0, status, status == MPI_STATUS_IGNORE, 1);
+  const int rc = PMPI_Test(request, flag, st);
   if (*flag) completed(rc0.r[0], rc);
-  p2p_done(&rc0, request, 1);
+  p2p_done(&rc0, request, 1, rc,
+           *flag && st != MPI_STATUS_IGNORE ? st : NULL, NULL, 0);
   free_reqs(&rc0);
   return rc;
 }
@@ -199,10 +225,12 @@ int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, count))
     return PMPI_Testall(count, array_of_requests, flag, array_of_statuses);
-  const int rc = PMPI_Testall(count, array_of_requests, flag,
-                              array_of_statuses);
+  MPI_Status *st = statuses(&rc0, array_of_statuses,
+                            array_of_statuses == MPI_STATUSES_IGNORE, count);
+  const int rc = PMPI_Testall(count, array_of_requests, flag, st);
   for (int i = 0; *flag && i < count; i++) completed(rc0.r[i], rc);
-  p2p_done(&rc0, array_of_requests, count);
+  p2p_done(&rc0, array_of_requests, count, rc,
+           *flag && st != MPI_STATUSES_IGNORE ? st : NULL, NULL, 0);
   free_reqs(&rc0);
   return rc;
 }
@@ -212,10 +240,12 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int *index,
   req_copy rc0;
   if (!copy_reqs(&rc0, array_of_requests, count))
     return PMPI_Testany(count, array_of_requests, index, flag, status);
-  const int rc = PMPI_Testany(count, array_of_requests, index, flag, status);
+  MPI_Status *st = statuses(&rc0, status, status == MPI_STATUS_IGNORE, 1);
+  const int rc = PMPI_Testany(count, array_of_requests, index, flag, st);
   if (*flag && *index != MPI_UNDEFINED && *index >= 0 && *index < count)
     completed(rc0.r[*index], rc);
-  p2p_done(&rc0, array_of_requests, count);
+  p2p_done(&rc0, array_of_requests, count, rc,
+           *flag && st != MPI_STATUS_IGNORE ? st : NULL, index, 1);
   free_reqs(&rc0);
   return rc;
 }
@@ -226,12 +256,16 @@ int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
   if (!copy_reqs(&rc0, array_of_requests, incount))
     return PMPI_Testsome(incount, array_of_requests, outcount,
                          array_of_indices, array_of_statuses);
+  MPI_Status *st = statuses(&rc0, array_of_statuses,
+                            array_of_statuses == MPI_STATUSES_IGNORE, incount);
   const int rc = PMPI_Testsome(incount, array_of_requests, outcount,
-                               array_of_indices, array_of_statuses);
+                               array_of_indices, st);
   for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
     if (array_of_indices[i] >= 0 && array_of_indices[i] < incount)
       completed(rc0.r[array_of_indices[i]], rc);
-  p2p_done(&rc0, array_of_requests, incount);
+  p2p_done(&rc0, array_of_requests, incount, rc,
+           st == MPI_STATUSES_IGNORE ? NULL : st, array_of_indices,
+           *outcount == MPI_UNDEFINED ? 0 : *outcount);
   free_reqs(&rc0);
   return rc;
 }
@@ -255,6 +289,6 @@ int MPI_Request_free(MPI_Request *request) {
 int MPI_Cancel(MPI_Request *request) {
   const MPI_Request r = request ? *request : MPI_REQUEST_NULL;
   const int rc = PMPI_Cancel(request);
-  if (g.on && rc == MPI_SUCCESS) p2p_forget(r);
+  if (g.on && rc == MPI_SUCCESS) p2p_cancelled(r);
   return rc;
 }

@@ -81,7 +81,17 @@
 #   p2p_ring        3 ranks: a correct ring in every non-blocking send
 #                   form, completed by each wait and test form, freed and
 #                   cancelled requests: exit 0, no finding, the program's
-#                   checks passed.
+#                   checks passed; every message counted on both sides
+#                   (rank-<r>.p2p.jsonl: sends = receives);
+#   lost_message    3 ranks: rank 0 sends 2 messages of tag 4 to rank 1,
+#                   which receives 1 (correct exchanges around it): one
+#                   deadlock finding, ranks 0 and 1, at lost_message.c:48,
+#                   sent 2, received 1;
+#   type_mismatch   2 ranks: doubles received as MPI_LONG (same size): one
+#                   collective_mismatch at type_mismatch.c:38 naming
+#                   message 3, int64 (MPI_LONG) and float64 (MPI_DOUBLE)
+#                   at line 36; the vector received as doubles and the
+#                   MPI_BYTE messages are not findings.
 # In every case an MPI program has no training steps: each finding's step
 # is -1 ("no step applies"), and neither watch's summary nor report.md
 # says "at step".
@@ -111,6 +121,7 @@ timeout=20
 case $PROG in
   clean|split_skip|neighbor_clean) np=4 ;;
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
+  type_mismatch) np=2 ;;
 esac
 case $CASE in
   split_skip|recv_cycle|op_swap|recv_any|neighbor_skip|irecv_cycle)
@@ -377,6 +388,43 @@ elif case == "irecv_leak":
 elif case == "p2p_ring":
     if rc != 0 or fs:
         fail("a correct program: expected exit 0 and no finding, got %d" % rc)
+    # every message counted once on each side (interpose/vqc_mpi_msgs.c)
+    sent = recv = 0
+    for path in sorted(glob.glob(os.path.join(d, "rank-*.p2p.jsonl"))):
+        lines = [json.loads(l) for l in open(path)]
+        if lines[0].get("uncounted") is not None:
+            fail("%s: counts incomplete: %s" % (path, lines[0]))
+        sent += sum(l["count"] for l in lines[1:] if l["dir"] == "send")
+        recv += sum(l["count"] for l in lines[1:] if l["dir"] == "recv")
+    if sent != 15 or recv != 15:  # 5 messages per rank
+        fail("expected 15 messages sent and received, counted %d and %d"
+             % (sent, recv))
+elif case == "lost_message":
+    if rc != 1 or kinds != ["deadlock"]:
+        fail("expected exit 1 and one deadlock, got %d and %s" % (rc, kinds))
+    f = fs[0]
+    dt = f.get("detail", {})
+    if f["ranks"] != [0, 1] or "lost_message.c:48" not in f.get("site", "") \
+            or dt.get("sent") != 2 or dt.get("received") != 1 or \
+            dt.get("tag") != 4 or dt.get("p2p") != "never_received":
+        fail("expected ranks 0, 1 at lost_message.c:48, sent 2, received 1: "
+             "%s %s %s" % (f["ranks"], f.get("site"), dt))
+    if "rank 0 sent 2 messages to rank 1 (tag 4)" not in f["message"] or \
+            "rank 1 received only 1 of them" not in f["message"]:
+        fail("the message: %s" % f["message"])
+elif case == "type_mismatch":
+    if rc != 1 or kinds != ["collective_mismatch"]:
+        fail("expected exit 1 and one collective_mismatch, got %d and %s"
+             % (rc, kinds))
+    f = fs[0]
+    if f["ranks"] != [0, 1] or "type_mismatch.c:38" not in f.get("site", ""):
+        fail("expected ranks 0, 1 at type_mismatch.c:38: %s %s"
+             % (f["ranks"], f.get("site")))
+    for want in ("rank 1 received message 3 of tag 7 from rank 0 as int64 "
+                 "(MPI_LONG)", "rank 0 sent it as float64 (MPI_DOUBLE) with "
+                 "MPI_Send at type_mismatch.c:36"):
+        if want not in f["message"]:
+            fail("the message does not say %r: %s" % (want, f["message"]))
 elif case == "recv_any":
     f = one("deadlock")
     if rc != 1 or not f["ranks"] or not set(f["ranks"]) <= {0, 1}:

@@ -78,6 +78,7 @@
 #include "offline.h"
 #include "report.h"
 #include "trace_compare.h"
+#include "p2p_messages.h"
 #include "uneven_ends.h"
 #include "utf8.h"
 #include "watch_checks.h"
@@ -541,6 +542,11 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
    * when every rank did, the cause of the others' error when one failed. */
   if (nlivef > 0)
     vqc_uneven_ends(dir, ranks > 0 ? ranks : max_live + 1, &fresh, warnings);
+  /* An MPI program's messages: each rank's sends paired with their
+   * receiver's receives (rank-<r>.p2p.jsonl, written at MPI_Finalize). */
+  if (nlivef > 0)
+    vqc_p2p_messages(dir, ranks > 0 ? ranks : max_live + 1, &fresh, warnings,
+                     NULL);
 
   /* The tensors the bridge could not digest: told in the reports, never a
    * verdict, so a record that cannot be read here is a warning only. */

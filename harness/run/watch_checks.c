@@ -4,6 +4,7 @@
 
 #include "findings.h"        /* vqc_finding_kind_name */
 #include "ledger_analysis.h" /* vqc_live_scan */
+#include "p2p_messages.h"    /* vqc_p2p_messages_recorded */
 
 /* Why a check that needs recorded collectives did not run. */
 static const char *const NO_COLLECTIVE_PY =
@@ -52,8 +53,11 @@ void vqc_watch_checks(json_t *doc, const char *dir, int ranks, bool mpi,
                                 "compared");
   mark(checks, not_run, VQC_FINDING_LOST_INPLACE, recording > 0 ? NULL : none);
   mark(checks, not_run, VQC_FINDING_DEADLOCK, NULL);
+  /* An MPI program's point-to-point messages: their element types are
+   * compared across sender and receiver (p2p_messages.h) */
+  const bool messages = mpi && vqc_p2p_messages_recorded(dir, ranks) > 0;
   mark(checks, not_run, VQC_FINDING_COLLECTIVE_MISMATCH,
-       recording >= 2 ? NULL
+       recording >= 2 || messages ? NULL
        : recording == 1 ? "only one rank recorded collectives: nothing to "
                           "compare them with"
                         : none);
