@@ -137,6 +137,37 @@ static int open_file(const char *suffix, int flags) {
   return open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0644);
 }
 
+/* The process ends while MPI is still initialised (a rank that returns
+ * from main or calls exit() without MPI_Finalize): its record says so,
+ * so the report names what happened instead of guessing at a kill. Not
+ * after MPI_Abort, which says it itself. */
+static bool aborting;
+static void at_exit(void) {
+  if (!g.on || aborting) return;
+  static const char line[] =
+      "{\"event\":\"lost\",\"by\":\"libvqcheck_mpi\",\"why\":\"it exited "
+      "without calling MPI_Finalize (main returned, or exit() was called, "
+      "while MPI was initialised)\"}\n";
+  live_write(line, sizeof line - 1);
+  g.on = false;
+}
+
+int MPI_Abort(MPI_Comm comm, int errorcode) {
+  if (g.on) {
+    aborting = true;
+    const site *s = site_of(RA);
+    char file[1100], func[520], b[2048];
+    json_esc(file, sizeof file, base_name(s->file));
+    json_esc(func, sizeof func, s->func);
+    const int k = snprintf(b, sizeof b,
+        "{\"event\":\"lost\",\"by\":\"libvqcheck_mpi\",\"why\":\"it called "
+        "MPI_Abort (error code %d) at %.400s:%d (%.200s)\"}\n", errorcode,
+        file, s->line, func);
+    if (k > 0 && (size_t)k < sizeof b) live_write(b, (size_t)k);
+  }
+  return PMPI_Abort(comm, errorcode);
+}
+
 static void started(int provided) {
   const char *dir = getenv("VQC_WATCH_DIR");
   if (!dir || !dir[0] || strlen(dir) >= sizeof g.dir) return;
@@ -188,6 +219,7 @@ static void started(int provided) {
   (void)backtrace(fr, 2);
   g.stacks_fd = open_file(".stacks.txt", O_WRONLY | O_CREAT | O_APPEND);
   install_error_handler();
+  atexit(at_exit);
   const char *strict = getenv("VQC_MPI_STRICT");
   g.strict = strict && strcmp(strict, "1") == 0;
   if (g.strict &&

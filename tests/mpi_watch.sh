@@ -91,7 +91,13 @@
 #                   collective_mismatch at type_mismatch.c:38 naming
 #                   message 3, int64 (MPI_LONG) and float64 (MPI_DOUBLE)
 #                   at line 36; the vector received as doubles and the
-#                   MPI_BYTE messages are not findings.
+#                   MPI_BYTE messages are not findings;
+#   no_finalize     2 ranks: rank 1 returns from main without MPI_Finalize:
+#                   a rank_failure naming rank 1, "it exited without
+#                   calling MPI_Finalize";
+#   abort_call      2 ranks: rank 1 calls MPI_Abort(MPI_COMM_WORLD, 3): a
+#                   rank_failure naming rank 1, "it called MPI_Abort (error
+#                   code 3) at abort_call.c:13".
 # In every case an MPI program has no training steps: each finding's step
 # is -1 ("no step applies"), and neither watch's summary nor report.md
 # says "at step".
@@ -121,7 +127,7 @@ timeout=20
 case $PROG in
   clean|split_skip|neighbor_clean) np=4 ;;
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
-  type_mismatch) np=2 ;;
+  type_mismatch|no_finalize|abort_call) np=2 ;;
 esac
 case $CASE in
   split_skip|recv_cycle|op_swap|recv_any|neighbor_skip|irecv_cycle)
@@ -412,6 +418,16 @@ elif case == "lost_message":
     if "rank 0 sent 2 messages to rank 1 (tag 4)" not in f["message"] or \
             "rank 1 received only 1 of them" not in f["message"]:
         fail("the message: %s" % f["message"])
+elif case in ("no_finalize", "abort_call"):
+    said = {"no_finalize": "rank 1 never reached MPI_Finalize (it exited "
+                           "without calling MPI_Finalize",
+            "abort_call": "rank 1 never reached MPI_Finalize (it called "
+                          "MPI_Abort (error code 3) at abort_call.c:13 "
+                          "(main))"}[case]
+    named = [f for f in fs if f["kind"] == "rank_failure" and
+             1 in f["ranks"] and said in f["message"]]
+    if rc != 1 or not named:
+        fail("expected exit 1 and a rank_failure saying %r" % said)
 elif case == "type_mismatch":
     if rc != 1 or kinds != ["collective_mismatch"]:
         fail("expected exit 1 and one collective_mismatch, got %d and %s"
