@@ -1,15 +1,20 @@
 """bench_mpi_interposer.py: what libvqcheck_mpi.so (interpose/vqc_mpi.c,
 the PMPI interposer `vqcheck watch -- mpiexec` preloads) costs an MPI
-program per collective, in each of its modes.
+program per collective or per message, in each of its modes.
 
 Run by hand (never a timed test), after building (cmake --build build):
 
     /usr/bin/python3 bench/bench_mpi_interposer.py [--build DIR]
         [--ranks 1,2] [--calls N] [--reps N] [--json]
+        [--program allreduce_loop|p2p_loop]
 
 The program is tests/mpi_programs/allreduce_loop.c: N all-reduces of one
 double on MPI_COMM_WORLD, timed by the program itself with MPI_Wtime
-(start-up and MPI_Init are not counted); rank 0 prints ns per call.
+(start-up and MPI_Init are not counted); rank 0 prints ns per call. With
+--program p2p_loop, tests/mpi_programs/p2p_loop.c: N rounds of one-double
+messages around a ring (MPI_Irecv, MPI_Send, MPI_Wait on each rank; one
+rank sends to itself), ns per round: the messages' counting
+(interpose/vqc_mpi_msgs.c) and the request table.
 Modes, each started by mpiexec -n RANKS:
   plain      no preload (the baseline);
   idle       LD_PRELOAD=libvqcheck_mpi.so, no VQC_WATCH_DIR (preloaded by
@@ -30,7 +35,8 @@ What it does:
   1. validates, before anything is timed, and exits 1 on any failure: each
      mode exits 0 and prints its figure; recording and strict write one
      entered and one done ledger line per all-reduce of every rank (warm-up
-     included) and no finding.
+     included) and no finding; for p2p_loop, each rank's
+     rank-<r>.p2p.jsonl counts every message sent and received, complete.
   2. times the modes interleaved (plain, idle, recording, strict, plain,
      ...) over --reps rounds, per rank count. Printed: the median ns/call
      of each mode (min-max) and its ratio to plain, the median of the
@@ -99,6 +105,26 @@ def run(mode: str, ranks: int, calls: int, prog: Path, lib: Path,
     return None
 
 
+def validate_messages(work: Path, ranks: int, calls: int) -> Optional[str]:
+    """p2p_loop: what is wrong with a recording run's message counts."""
+    want = calls + WARMUP
+    for r in range(ranks):
+        path = work / f"rank-{r}.p2p.jsonl"
+        if not path.is_file():
+            return f"no {path.name}"
+        lines = [json.loads(x) for x in path.read_text().splitlines()]
+        if lines[0].get("uncounted") is not None:
+            return f"{path.name}: counts incomplete: {lines[0]}"
+        for d in ("send", "recv"):
+            n = sum(x["count"] for x in lines[1:] if x["dir"] == d)
+            if n != want:
+                return f"{path.name}: {n} messages {d}, expected {want}"
+        live = (work / f"rank-{r}.live.jsonl").read_text()
+        if '"event":"finding"' in live:
+            return f"rank-{r}.live.jsonl has a finding"
+    return None
+
+
 def validate_record(work: Path, ranks: int, calls: int) -> Optional[str]:
     """What is wrong with the run directory of a recording run, or None."""
     want = calls + WARMUP + 1  # + the barrier before the timed loop
@@ -131,13 +157,17 @@ def main() -> int:
     ap.add_argument("--compare", metavar="OTHER.so",
                     help="also time recording through this build of the "
                     "interposer (mode baseline), interleaved")
+    ap.add_argument("--program", default="allreduce_loop",
+                    choices=("allreduce_loop", "p2p_loop"))
     a = ap.parse_args()
     other = Path(a.compare) if a.compare else None
     if other and not other.is_file():
         sys.exit(f"bench_mpi_interposer: --compare {other}: no such file")
     modes = MODES + (("baseline",) if other else ())
     build = Path(a.build)
-    prog = build / "tests" / "mpi_programs" / "allreduce_loop"
+    prog = build / "tests" / "mpi_programs" / a.program
+    validate = validate_messages if a.program == "p2p_loop" \
+        else validate_record
     lib = build / "interpose" / "libvqcheck_mpi.so"
     for f in (prog, lib):
         if not f.is_file():
@@ -153,13 +183,19 @@ def main() -> int:
                 if run(mode, ranks, small, prog, lib, work / "v",
                        other) is None:
                     return 1
-                if mode in ("recording", "strict", "baseline"):
-                    why = validate_record(work / "v", ranks, small)
+                # (a --compare build may predate the message counts)
+                if mode in ("recording", "strict") or (
+                        mode == "baseline" and a.program != "p2p_loop"):
+                    why = validate(work / "v", ranks, small)
                     if why:
                         print(f"validation failed ({mode} x{ranks}): {why}",
                               file=sys.stderr)
                         return 1
-            if not a.json:
+            if not a.json and a.program == "p2p_loop":
+                print(f"validated x{ranks}: every mode ran; each rank "
+                      f"counted {small + WARMUP} messages sent and "
+                      "received, no finding")
+            elif not a.json:
                 print(f"validated x{ranks}: every mode ran; the records "
                       f"hold {small + WARMUP + 1} collectives per rank, "
                       "no finding")
@@ -175,19 +211,22 @@ def main() -> int:
                     times.setdefault((ranks, mode), []).append(ns)
             if not a.json:
                 print(f"round {rep + 1}/{a.reps} done", flush=True)
+        def figname(mode: str) -> str:
+            return mode if a.program == "allreduce_loop" \
+                else f"{a.program}_{mode}"
         for ranks in rank_counts:
             plain = times[(ranks, "plain")]
             for mode in modes:
                 t = times[(ranks, mode)]
                 s = bench_stats.summarize(t)
                 if mode == "plain":
-                    fig = bench_stats.figure("bench_mpi_interposer", mode,
+                    fig = bench_stats.figure("bench_mpi_interposer", figname(mode),
                                              "ns/call", s, ranks=ranks)
                     text = f"{mode:10s} x{ranks}: {bench_stats.spread(s, 0)} ns/call"
                 else:
                     r = bench_stats.ratios(t, plain)
                     fig = bench_stats.figure(
-                        "bench_mpi_interposer", mode, "ns/call", s,
+                        "bench_mpi_interposer", figname(mode), "ns/call", s,
                         ranks=ranks, baseline=bench_stats.summarize(plain),
                         baseline_name="plain", ratio=r)
                     text = (f"{mode:10s} x{ranks}: {bench_stats.spread(s, 0)}"
