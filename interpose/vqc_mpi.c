@@ -118,6 +118,8 @@
  *   vqc_mpi_signals.c  the signal handlers (SIGUSR1's stack, a fault);
  *   vqc_mpi_errors.c   MPI errors: the rank's last words;
  *   vqc_mpi_reqs.c     the table of point-to-point requests by handle;
+ *   vqc_mpi_races.c    the buffers of requests in flight: changed or
+ *                      used again before their wait;
  *   vqc_mpi_msgs.c     messages counted per channel, written at
  *                      MPI_Finalize to rank-<r>.p2p.jsonl for the
  *                      analysis to pair sends with receives. */

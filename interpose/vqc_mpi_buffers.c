@@ -22,8 +22,8 @@
  * the largest displacement + count for the v forms. Buffers at MPI_BOTTOM
  * (absolute addresses in the type) are not checked. */
 
-/* [*lo, *hi) for n items of t at buf; false when nothing to check. */
-static bool span(const void *buf, long long n, MPI_Datatype t, uintptr_t *lo,
+/* (vqc_mpi_internal.h) */
+bool buf_span(const void *buf, long long n, MPI_Datatype t, uintptr_t *lo,
                  uintptr_t *hi) {
   if (!buf || buf == MPI_IN_PLACE || buf == MPI_BOTTOM || n <= 0 ||
       t == MPI_DATATYPE_NULL)
@@ -44,13 +44,13 @@ static bool span(const void *buf, long long n, MPI_Datatype t, uintptr_t *lo,
   return true;
 }
 
-/* Items spanned by a v form's counts and displacements (this process's
- * communicator size of them). */
+/* Items spanned by a v form's counts and displacements (one per peer:
+ * peer_count). */
 long long v_items(const int *counts, const int *displs, MPI_Comm c) {
   int n = 0;
   long long most = 0;
   if (!counts || !displs) return 0;
-  PMPI_Comm_size(c, &n);
+  n = peer_count(c);
   for (int i = 0; i < n; i++)
     if (counts[i] > 0 && (long long)displs[i] + counts[i] > most)
       most = (long long)displs[i] + counts[i];
@@ -97,7 +97,8 @@ void check_overlap(const call *c, const char *fn, const void *sb,
                    long long sn, MPI_Datatype st, const void *rb,
                    long long rn, MPI_Datatype rt) {
   uintptr_t slo, shi, rlo, rhi;
-  if (!c->ci || !span(sb, sn, st, &slo, &shi) || !span(rb, rn, rt, &rlo, &rhi))
+  if (!c->ci || !buf_span(sb, sn, st, &slo, &shi) ||
+      !buf_span(rb, rn, rt, &rlo, &rhi))
     return;
   const uintptr_t lo = slo > rlo ? slo : rlo, hi = shi < rhi ? shi : rhi;
   if (lo >= hi || !once(c, REPORTED_OVERLAP)) return;

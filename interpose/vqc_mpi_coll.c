@@ -3,12 +3,9 @@
  * done (vqc_mpi_record.c), its buffers checked (vqc_mpi_buffers.c). */
 #include "vqc_mpi_internal.h"
 
-/* The size of c's communicator (for the checks' spans). */
-static int comm_size(MPI_Comm c) {
-  int n = 0;
-  PMPI_Comm_size(c, &n);
-  return n;
-}
+/* The size of c's communicator (for the checks' spans and the per-peer
+ * arrays; the remote group's on an intercommunicator: peer_count). */
+static int comm_size(MPI_Comm c) { return peer_count(c); }
 
 /* ---- blocking collectives */
 
@@ -20,9 +17,8 @@ static int my_rank(MPI_Comm c) {
 }
 
 static long long sum_counts(const int *c, MPI_Comm comm) {
-  int n = 0;
+  const int n = peer_count(comm);
   long long s = 0;
-  PMPI_Comm_size(comm, &n);
   for (int i = 0; c && i < n; i++) s += c[i];
   return s;
 }
@@ -355,6 +351,9 @@ static long long w_info(const int *counts, const MPI_Datatype *types, int n,
       type_info(types[i], &one);
       last = types[i];
     }
+    /* an empty type moves nothing: no element to agree on (count 0 of
+     * MPI_INT on one rank, 1 of contiguous(0, MPI_INT) on another) */
+    if (one.elems == 0) continue;
     total += (long long)counts[i] * one.elems;
     if (!one.dtype[0] || (common && strcmp(common, one.dtype) != 0))
       mixed = true;

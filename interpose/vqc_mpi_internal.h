@@ -308,6 +308,22 @@ VQC_MPI_HIDDEN void agree(const call *c, const char *dtype, long long count,
 
 /* ---- buffers (vqc_mpi_buffers.c) */
 
+/* The bytes [*lo, *hi) that n items of t at buf span (from the type's
+ * true lower bound to the true upper bound of the last item); false when
+ * there is nothing to check (NULL, MPI_IN_PLACE, MPI_BOTTOM, n <= 0). */
+VQC_MPI_HIDDEN bool buf_span(const void *buf, long long n, MPI_Datatype t,
+                             uintptr_t *lo, uintptr_t *hi);
+/* How many peers a collective on c has, the length of its per-peer
+ * arrays (counts, displacements, types): c's size, or on an
+ * intercommunicator the remote group's. */
+static inline int peer_count(MPI_Comm c) {
+  int inter = 0, n = 0;
+  if (PMPI_Comm_test_inter(c, &inter) == MPI_SUCCESS && inter)
+    PMPI_Comm_remote_size(c, &n);
+  else
+    PMPI_Comm_size(c, &n);
+  return n;
+}
 /* Items spanned by a v form's counts and displacements. */
 VQC_MPI_HIDDEN long long v_items(const int *counts, const int *displs,
                                  MPI_Comm c);
@@ -371,7 +387,24 @@ VQC_MPI_HIDDEN void p2p_cancelled(MPI_Request r);
  * st NULL: no status. */
 VQC_MPI_HIDDEN void p2p_done(const req_copy *was, const MPI_Request *reqs,
                              int n, int rc, const MPI_Status *st,
-                             const int *idx, int nidx);
+                             const int *idx, int nidx, uintptr_t pc);
+
+/* ---- buffers of requests in flight (vqc_mpi_races.c) */
+
+/* Sets v's buffer span (and, for a send, the hash of its bytes) for the
+ * request of an I-call on count items of dt at buf. */
+VQC_MPI_HIDDEN void race_note(vqc_p2p_req *v, const void *buf, int count,
+                              MPI_Datatype dt);
+/* A call (fn at s) about to use count items of dt at buf, a receive
+ * (writes) or a send (reads): a finding when those bytes are also a
+ * request's in flight and one of the two writes them. skip: the call's
+ * own request (MPI_REQUEST_NULL for a blocking call). */
+VQC_MPI_HIDDEN void race_check(const char *fn, const void *buf, int count,
+                               MPI_Datatype dt, bool recv, const site *s,
+                               MPI_Request skip);
+/* Send request q completed (by a wait or test whose wrapper returns to
+ * pc): a finding when its buffer changed since its I-call. */
+VQC_MPI_HIDDEN void race_completed(const vqc_p2p_req *q, uintptr_t pc);
 VQC_MPI_HIDDEN int p2p_leave(int rc);
 
 /* ---- messages counted per channel (vqc_mpi_msgs.c) */

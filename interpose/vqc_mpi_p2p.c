@@ -202,19 +202,21 @@ void p2p_enter_wait(const char *name, const MPI_Request *reqs, int n,
 /* After an I-call that returned rc with *req: the request kept until it
  * completes. peer and tag as the program passed them. */
 static void p2p_posted(const char *name, int rc, const MPI_Request *req,
-                       MPI_Comm comm, int peer, int tag, MPI_Datatype dt,
-                       bool recv, uintptr_t pc) {
+                       const void *buf, int count, MPI_Comm comm, int peer,
+                       int tag, MPI_Datatype dt, bool recv, uintptr_t pc) {
   if (!g.on || rc != MPI_SUCCESS || !req || *req == MPI_REQUEST_NULL) return;
   comm_info *ci = info_of(comm);
   const site *s = site_of(pc);
+  race_check(name, buf, count, dt, recv, s, *req);
   msg_sig sig = {.dtype = "", .name = NULL};
   if (recv) sig = msg_sig_of(dt);
   else msg_sent(comm, peer, tag, dt, name, s); /* counted when posted */
   if (ci && ci != &world_info)
     __atomic_add_fetch(&ci->refs, 1, __ATOMIC_RELAXED);
-  const vqc_p2p_req v = {.call = name, .ci = ci, .peer = peer, .tag = tag,
-                         .recv = recv, .site = s, .dtype = sig.dtype,
-                         .tname = sig.name};
+  vqc_p2p_req v = {.call = name, .ci = ci, .peer = peer, .tag = tag,
+                   .recv = recv, .site = s, .dtype = sig.dtype,
+                   .tname = sig.name};
+  race_note(&v, buf, count, dt);
   vqc_p2p_req old;
   bool replaced = false;
   lock();
@@ -229,7 +231,8 @@ static void p2p_posted(const char *name, int rc, const MPI_Request *req,
  * receive completed with status *st (NULL: not complete, or no status)
  * is counted as a message received (vqc_mpi_msgs.c). A send request
  * cancelled (cancel) makes this rank's message counts incomplete. */
-static void forget(MPI_Request r, const MPI_Status *st, bool cancel) {
+static void forget(MPI_Request r, const MPI_Status *st, bool cancel,
+                   uintptr_t completed_at) {
   if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0) return;
   vqc_p2p_req q;
   lock();
@@ -240,17 +243,19 @@ static void forget(MPI_Request r, const MPI_Status *st, bool cancel) {
     msg_received(q.ci, (msg_sig){.dtype = q.dtype ? q.dtype : "",
                                  .name = q.tname},
                  st, q.call, q.site);
+  if (!q.recv && completed_at) race_completed(&q, completed_at);
   if (cancel && !q.recv)
     msgs_uncounted("a send request was cancelled (MPI_Cancel)");
   info_unref(q.ci);
 }
 
-void p2p_forget(MPI_Request r) { forget(r, NULL, false); }
-void p2p_cancelled(MPI_Request r) { forget(r, NULL, true); }
+void p2p_forget(MPI_Request r) { forget(r, NULL, false, 0); }
+void p2p_cancelled(MPI_Request r) { forget(r, NULL, true, 0); }
 
 /* (vqc_mpi_internal.h) */
 void p2p_done(const req_copy *was, const MPI_Request *reqs, int n,
-              int rc, const MPI_Status *st, const int *idx, int nidx) {
+              int rc, const MPI_Status *st, const int *idx, int nidx,
+              uintptr_t pc) {
   if (!was->r) return;
   for (int i = 0; i < n; i++) {
     if (was->r[i] == MPI_REQUEST_NULL || reqs[i] != MPI_REQUEST_NULL)
@@ -260,10 +265,9 @@ void p2p_done(const req_copy *was, const MPI_Request *reqs, int n,
     if (st && !idx) si = &st[i];
     for (int j = 0; st && idx && j < nidx && !si; j++)
       if (idx[j] == i) si = &st[j];
-    if (si && rc != MPI_SUCCESS &&
-        (rc != MPI_ERR_IN_STATUS || si->MPI_ERROR != MPI_SUCCESS))
-      si = NULL; /* failed: no message */
-    forget(was->r[i], si, false);
+    bool ok = rc == MPI_SUCCESS;
+    if (rc == MPI_ERR_IN_STATUS && si) ok = si->MPI_ERROR == MPI_SUCCESS;
+    forget(was->r[i], ok ? si : NULL, false, ok ? pc : 0);
   }
 }
 
@@ -294,6 +298,7 @@ int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
              int tag, MPI_Comm comm) {
   const site *s =
       p2p_enter("MPI_Send", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  race_check("MPI_Send", buf, count, datatype, false, s, MPI_REQUEST_NULL);
   return sent(PMPI_Send(buf, count, datatype, dest, tag, comm), "MPI_Send",
               comm, dest, tag, datatype, s);
 }
@@ -302,6 +307,7 @@ int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm) {
   const site *s =
       p2p_enter("MPI_Ssend", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  race_check("MPI_Ssend", buf, count, datatype, false, s, MPI_REQUEST_NULL);
   return sent(PMPI_Ssend(buf, count, datatype, dest, tag, comm), "MPI_Ssend",
               comm, dest, tag, datatype, s);
 }
@@ -310,6 +316,7 @@ int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm) {
   const site *s =
       p2p_enter("MPI_Bsend", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  race_check("MPI_Bsend", buf, count, datatype, false, s, MPI_REQUEST_NULL);
   return sent(PMPI_Bsend(buf, count, datatype, dest, tag, comm), "MPI_Bsend",
               comm, dest, tag, datatype, s);
 }
@@ -318,6 +325,7 @@ int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm) {
   const site *s =
       p2p_enter("MPI_Rsend", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  race_check("MPI_Rsend", buf, count, datatype, false, s, MPI_REQUEST_NULL);
   return sent(PMPI_Rsend(buf, count, datatype, dest, tag, comm), "MPI_Rsend",
               comm, dest, tag, datatype, s);
 }
@@ -326,6 +334,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source,
              int tag, MPI_Comm comm, MPI_Status *status) {
   const site *s =
       p2p_enter("MPI_Recv", comm, P2P_NONE, P2P_NONE, source, tag, RA);
+  race_check("MPI_Recv", buf, count, datatype, true, s, MPI_REQUEST_NULL);
   MPI_Status mine;
   MPI_Status *st = status == MPI_STATUS_IGNORE && s ? &mine : status;
   const int rc = PMPI_Recv(buf, count, datatype, source, tag, comm, st);
@@ -339,6 +348,10 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  MPI_Comm comm, MPI_Status *status) {
   const site *s =
       p2p_enter("MPI_Sendrecv", comm, dest, sendtag, source, recvtag, RA);
+  race_check("MPI_Sendrecv", sendbuf, sendcount, sendtype, false, s,
+             MPI_REQUEST_NULL);
+  race_check("MPI_Sendrecv", recvbuf, recvcount, recvtype, true, s,
+             MPI_REQUEST_NULL);
   MPI_Status mine;
   MPI_Status *st = status == MPI_STATUS_IGNORE && s ? &mine : status;
   const int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag,
@@ -353,6 +366,8 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype,
                          MPI_Comm comm, MPI_Status *status) {
   const site *s = p2p_enter("MPI_Sendrecv_replace", comm, dest, sendtag,
                             source, recvtag, RA);
+  race_check("MPI_Sendrecv_replace", buf, count, datatype, true, s,
+             MPI_REQUEST_NULL);
   MPI_Status mine;
   MPI_Status *st = status == MPI_STATUS_IGNORE && s ? &mine : status;
   const int rc = PMPI_Sendrecv_replace(buf, count, datatype, dest, sendtag,
@@ -417,39 +432,39 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
 int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc = PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
-  p2p_posted("MPI_Isend", rc, request, comm, dest, tag, datatype, false,
-             RA);
+  p2p_posted("MPI_Isend", rc, request, buf, count, comm, dest, tag,
+             datatype, false, RA);
   return rc;
 }
 
 int MPI_Ibsend(const void *buf, int count, MPI_Datatype datatype, int dest,
                int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc = PMPI_Ibsend(buf, count, datatype, dest, tag, comm, request);
-  p2p_posted("MPI_Ibsend", rc, request, comm, dest, tag, datatype, false,
-             RA);
+  p2p_posted("MPI_Ibsend", rc, request, buf, count, comm, dest, tag,
+             datatype, false, RA);
   return rc;
 }
 
 int MPI_Issend(const void *buf, int count, MPI_Datatype datatype, int dest,
                int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc = PMPI_Issend(buf, count, datatype, dest, tag, comm, request);
-  p2p_posted("MPI_Issend", rc, request, comm, dest, tag, datatype, false,
-             RA);
+  p2p_posted("MPI_Issend", rc, request, buf, count, comm, dest, tag,
+             datatype, false, RA);
   return rc;
 }
 
 int MPI_Irsend(const void *buf, int count, MPI_Datatype datatype, int dest,
                int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc = PMPI_Irsend(buf, count, datatype, dest, tag, comm, request);
-  p2p_posted("MPI_Irsend", rc, request, comm, dest, tag, datatype, false,
-             RA);
+  p2p_posted("MPI_Irsend", rc, request, buf, count, comm, dest, tag,
+             datatype, false, RA);
   return rc;
 }
 
 int MPI_Irecv(void *buf, int count, MPI_Datatype datatype, int source,
               int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc = PMPI_Irecv(buf, count, datatype, source, tag, comm, request);
-  p2p_posted("MPI_Irecv", rc, request, comm, source, tag, datatype, true,
-             RA);
+  p2p_posted("MPI_Irecv", rc, request, buf, count, comm, source, tag,
+             datatype, true, RA);
   return rc;
 }

@@ -17,6 +17,7 @@
 #include <mpi.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define VQC_REQS_API __attribute__((visibility("hidden")))
 
@@ -36,6 +37,12 @@ typedef struct vqc_p2p_req {
    * the program may free the datatype before the request completes):
    * element name and MPI name, static strings (name NULL: derived). */
   const char *dtype, *tname;
+  /* Its buffer's bytes [lo, hi) (lo == hi: not known), and for a send the
+   * hash of those bytes at the I-call (hashed: taken), so that a change
+   * before completion is seen (vqc_mpi_races.c). */
+  uintptr_t lo, hi;
+  uint64_t hash;
+  bool hashed;
 } vqc_p2p_req;
 
 typedef struct vqc_reqs_slot {

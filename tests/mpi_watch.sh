@@ -97,7 +97,12 @@
 #                   calling MPI_Finalize";
 #   abort_call      2 ranks: rank 1 calls MPI_Abort(MPI_COMM_WORLD, 3): a
 #                   rank_failure naming rank 1, "it called MPI_Abort (error
-#                   code 3) at abort_call.c:13".
+#                   code 3) at abort_call.c:13";
+#   buffer_race     2 ranks: an MPI_Isend's buffer changed before its wait
+#                   (rank 0, line 25) and an MPI_Recv into the buffer of
+#                   an MPI_Irecv in flight (rank 1, line 35, the MPI_Irecv
+#                   at 34): two lost_inplace findings; the correct twins
+#                   (one buffer in two sends, halves in two receives) none.
 # In every case an MPI program has no training steps: each finding's step
 # is -1 ("no step applies"), and neither watch's summary nor report.md
 # says "at step".
@@ -127,7 +132,7 @@ timeout=20
 case $PROG in
   clean|split_skip|neighbor_clean) np=4 ;;
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
-  type_mismatch|no_finalize|abort_call) np=2 ;;
+  type_mismatch|no_finalize|abort_call|buffer_race) np=2 ;;
 esac
 case $CASE in
   split_skip|recv_cycle|op_swap|recv_any|neighbor_skip|irecv_cycle)
@@ -418,6 +423,21 @@ elif case == "lost_message":
     if "rank 0 sent 2 messages to rank 1 (tag 4)" not in f["message"] or \
             "rank 1 received only 1 of them" not in f["message"]:
         fail("the message: %s" % f["message"])
+elif case == "buffer_race":
+    if rc != 1 or kinds != ["lost_inplace", "lost_inplace"]:
+        fail("expected exit 1 and two lost_inplace, got %d and %s"
+             % (rc, kinds))
+    by_rank = {f["ranks"][0]: f for f in fs if len(f["ranks"]) == 1}
+    want = {0: ("buffer_race.c:25", "rank 0 changed the buffer of its "
+                "MPI_Isend (256 bytes) at buffer_race.c:25 (main) before the "
+                "request completed (completed at buffer_race.c:27 (main))"),
+            1: ("buffer_race.c:35", "rank 1's MPI_Recv at buffer_race.c:35 "
+                "(main) writes 256 bytes of the buffer of its MPI_Irecv at "
+                "buffer_race.c:34 (main)")}
+    for r, (site, said) in want.items():
+        f = by_rank.get(r)
+        if not f or site not in f.get("site", "") or said not in f["message"]:
+            fail("rank %d: expected %r at %s" % (r, said, site))
 elif case in ("no_finalize", "abort_call"):
     said = {"no_finalize": "rank 1 never reached MPI_Finalize (it exited "
                            "without calling MPI_Finalize",

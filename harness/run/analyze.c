@@ -223,7 +223,15 @@ static void exceptions_first(vqc_findings *fresh) {
   }
 }
 
+/* A finding of an MPI program's messages (p2p_messages.h): one per
+ * channel, each its own problem. */
+static bool of_messages(const vqc_finding *x) {
+  return json_object_get(x->detail, "p2p") != NULL;
+}
+
 static bool same_problem(const vqc_finding *x, const vqc_finding *y) {
+  if (of_messages(x) || of_messages(y))
+    return x->kind == y->kind && strcmp(x->message, y->message) == 0;
   if (from_collective(x) && (y->kind == VQC_FINDING_DEADLOCK ||
                              y->kind == VQC_FINDING_COLLECTIVE_MISMATCH))
     return true;
@@ -236,6 +244,11 @@ static bool same_problem(const vqc_finding *x, const vqc_finding *y) {
   if (x->kind != y->kind) return false;
   if (x->kind == VQC_FINDING_DEADLOCK || x->kind == VQC_FINDING_RANK_FAILURE)
     return same_group(x, y);
+  /* Without a step or a tensor (an MPI program's buffer findings), the
+   * call site tells two problems apart. */
+  if (x->step < 0 && !x->tensor[0] && !y->tensor[0] &&
+      strcmp(x->site, y->site) != 0)
+    return false;
   return x->step == y->step && strcmp(x->tensor, y->tensor) == 0;
 }
 
