@@ -249,7 +249,18 @@ static void forget(MPI_Request r, const MPI_Status *st, bool cancel,
   info_unref(q.ci);
 }
 
-void p2p_forget(MPI_Request r) { forget(r, NULL, false, 0); }
+/* MPI_Request_free: a receive let go may still complete, unseen, so this
+ * rank's message counts are incomplete (vqc_mpi_msgs.c). */
+void p2p_forget(MPI_Request r) {
+  if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0) return;
+  lock();
+  const vqc_p2p_req *q = vqc_reqs_find(&p2p_reqs, r);
+  const bool recv = q && q->recv;
+  unlock();
+  if (recv)
+    msgs_uncounted("a receive request was let go (MPI_Request_free)");
+  forget(r, NULL, false, 0);
+}
 void p2p_cancelled(MPI_Request r) { forget(r, NULL, true, 0); }
 
 /* (vqc_mpi_internal.h) */

@@ -20,10 +20,10 @@
  *             bytes between), read with process_vm_readv so that a buffer
  *             the program freed too early is not a crash here.
  * A request let go with MPI_Request_free is not compared (the program
- * learns of its completion by other means). Buffers of derived types
- * count from the type's true lower bound to its last item's true upper
- * bound (the holes included in the overlap, not in the hash's meaning:
- * a hole's bytes are not sent, so a write into one is not told). */
+ * learns of its completion by other means). Only buffers without holes
+ * are checked (basic types, contiguous derived ones: solid_span): a
+ * vector type's span covers bytes it does not move, which the program
+ * may use meanwhile. */
 #include "vqc_mpi_internal.h" /* first: it defines _GNU_SOURCE */
 
 #include <sys/uio.h> /* process_vm_readv */
@@ -78,10 +78,25 @@ static bool hash_span(uintptr_t lo, uintptr_t hi, uint64_t *out) {
   return true;
 }
 
+/* The bytes count items of dt at buf cover, when they are all the span's
+ * bytes (no holes: a basic type or a contiguous derived one); false
+ * otherwise. Halo exchanges send and receive columns of one array with
+ * vector types whose spans interleave but whose bytes do not, and compute
+ * in the holes meanwhile: neither check applies to them. */
+static bool solid_span(const void *buf, int count, MPI_Datatype dt,
+                       uintptr_t *lo, uintptr_t *hi) {
+  if (!buf_span(buf, count, dt, lo, hi)) return false;
+  const basic *b = basic_of(dt);
+  if (b) return b->extents && b->true_extent == b->extent;
+  int size = 0;
+  return PMPI_Type_size(dt, &size) == MPI_SUCCESS && size > 0 &&
+         (uintptr_t)size * (uintptr_t)count == *hi - *lo;
+}
+
 void race_note(vqc_p2p_req *v, const void *buf, int count, MPI_Datatype dt) {
   v->lo = v->hi = 0;
   v->hashed = false;
-  if (!buf_span(buf, count, dt, &v->lo, &v->hi)) v->lo = v->hi = 0;
+  if (!solid_span(buf, count, dt, &v->lo, &v->hi)) v->lo = v->hi = 0;
   if (!v->recv && v->hi > v->lo)
     v->hashed = hash_span(v->lo, v->hi, &v->hash);
 }
@@ -122,7 +137,7 @@ void race_check(const char *fn, const void *buf, int count, MPI_Datatype dt,
   const size_t n = __atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED);
   if (!g.on || !s || n == 0 || n > SCAN_MAX) return;
   uintptr_t lo, hi;
-  if (!buf_span(buf, count, dt, &lo, &hi)) return;
+  if (!solid_span(buf, count, dt, &lo, &hi)) return;
   vqc_p2p_req other;
   bool hit = false;
   uintptr_t shared = 0;
