@@ -55,11 +55,13 @@ static const char *const run_files[] = {"run.json", "report.md",
  * harness/run/bridge_findings.h): the digest trace, the ledger dumps, the Python
  * bridge's findings, hang marker and stack dumps, the status dump, the live
  * ledger, the heartbeat (harness/run/watch_heartbeat.h: an earlier run's
- * would read as a rank that beat long ago). */
+ * would read as a rank that beat long ago), the MPI interposer's message
+ * counts (harness/run/p2p_messages.h) and its mark that it loaded. */
 static const char *const rank_suffixes[] = {"trace.jsonl", "ledger.jsonl",
                                             "findings.jsonl", "hang", "stacks.txt",
                                             "status.json", "live.jsonl",
-                                            "heartbeat"};
+                                            "heartbeat", "p2p.jsonl",
+                                            "preloaded"};
 
 /* The length of the plain decimal number at s ("0", "17"; not "01", not
  * "+1"), 0 when s does not start with one. */
@@ -306,8 +308,9 @@ static vqc_status mark(const char *dir) {
       "removes from it only the files it writes (run.json, report.md,\n"
       "report.html, junit.xml, rank-<r>.trace.jsonl, rank-<r>.ledger.jsonl,\n"
       "rank-<r>.status.json, rank-<r>.live.jsonl, rank-<r>.findings.jsonl,\n"
-      "rank-<r>.stacks.txt, rank-<r>.hang, rank-<r>.heartbeat); everything\n"
-      "else here is left alone.\n",
+      "rank-<r>.stacks.txt, rank-<r>.hang, rank-<r>.heartbeat,\n"
+      "rank-<r>.p2p.jsonl, rank-<r>.preloaded); everything else here is\n"
+      "left alone.\n",
       VQC_VERSION_STRING, holder);
   bool made = false;
   return vqc_write_file_new(path, text, (size_t)(k > 0 ? k : 0), &made);

@@ -139,6 +139,27 @@ static int open_file(const char *suffix, int flags) {
   return open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0644);
 }
 
+/* Loaded into a rank of a watched job (its launcher's rank variable
+ * set): rank-<r>.preloaded in the run directory, so that `vqcheck watch`
+ * can tell a program whose ranks all ended before MPI_Init (a program
+ * bug, such as an MPI call before it) from an interposer that never
+ * loaded (an environment problem). The launcher and its daemons, which
+ * load it too, have no rank variable. */
+__attribute__((constructor)) static void preloaded(void) {
+  const char *dir = getenv("VQC_WATCH_DIR");
+  const char *r = getenv("OMPI_COMM_WORLD_RANK");
+  if (!r) r = getenv("PMIX_RANK");
+  if (!r) r = getenv("PMI_RANK");
+  if (!dir || !dir[0] || !r || !r[0] || strlen(r) > 9 ||
+      strspn(r, "0123456789") != strlen(r))
+    return;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/rank-%s.preloaded", dir, r);
+  const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
+                      0644);
+  if (fd >= 0) close(fd);
+}
+
 /* The process ends while MPI is still initialised (a rank that returns
  * from main or calls exit() without MPI_Finalize): its record says so,
  * so the report names what happened instead of guessing at a kill. Not
@@ -210,10 +231,13 @@ static void started(int provided) {
   const double timeout_s = ts ? strtod(ts, NULL) : 0.0;
   if (timeout_s > 0 && timeout_s < 1e9)
     snprintf(tmo, sizeof tmo, ",\"timeout_s\":%g", timeout_s);
+  const char *sync = getenv("VQC_MPI_SYNC_SENDS");
+  g.sync_sends = sync && strcmp(sync, "1") == 0;
   int n = snprintf(line, sizeof line, "{\"event\":\"start\",\"rank\":%d,"
                    "\"size\":%d,\"pid\":%ld,\"host\":\"%s\","
-                   "\"mpi\":true%s}\n", g.rank, g.size, (long)getpid(), esc,
-                   tmo);
+                   "\"mpi\":true%s,\"sync_sends\":%s}\n", g.rank, g.size,
+                   (long)getpid(), esc, tmo,
+                   g.sync_sends ? "true" : "false");
   if (n > 0 && (size_t)n < sizeof line) live_write(line, (size_t)n);
   beat(HB_RUNNING, 0, "");
   /* Warm backtrace() up (it loads libgcc_s once) before a handler needs it. */

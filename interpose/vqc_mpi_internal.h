@@ -57,6 +57,8 @@ typedef struct vqc_mpi_state {
   uint32_t pid;
   bool multi;           /* MPI_THREAD_MULTIPLE: locks around the tables */
   bool strict;          /* $VQC_MPI_STRICT=1: agree before data moves */
+  bool sync_sends;      /* $VQC_MPI_SYNC_SENDS=1: MPI_Send as MPI_Ssend,
+                           MPI_Isend as MPI_Issend (vqc_mpi_p2p.c) */
   int keyval;
   MPI_Group world_group;
   char dir[4096];

@@ -273,7 +273,7 @@ void msgs_write(void) {
   if (!g.on) return;
   char path[4200], tmp[4300];
   snprintf(path, sizeof path, "%s/rank-%d.p2p.jsonl", g.dir, g.rank);
-  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   FILE *f = fopen(tmp, "we");
   if (!f) {
     fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write %s: %s; its "

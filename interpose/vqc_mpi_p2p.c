@@ -305,12 +305,25 @@ static void received(int rc, const char *fn, MPI_Comm comm,
     msg_received(info_of(comm), msg_sig_of(dt), st, fn, s);
 }
 
+/* MPI_Send as MPI_Ssend when g.sync_sends (vqcheck watch's default): MPI
+ * may buffer a standard send or not, as it likes; a program that needs it
+ * to (two ranks that send to each other before either receives) works
+ * with small messages and hangs with larger ones or another MPI. Run
+ * synchronously, it hangs here, where the deadlock is told (its call
+ * named "MPI_Send (synchronous)"). The same for MPI_Isend's completion. */
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
              int tag, MPI_Comm comm) {
-  const site *s =
-      p2p_enter("MPI_Send", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+  if (!g.on || !g.sync_sends) {
+    const site *s =
+        p2p_enter("MPI_Send", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
+    race_check("MPI_Send", buf, count, datatype, false, s, MPI_REQUEST_NULL);
+    return sent(PMPI_Send(buf, count, datatype, dest, tag, comm), "MPI_Send",
+                comm, dest, tag, datatype, s);
+  }
+  const site *s = p2p_enter("MPI_Send (synchronous)", comm, dest, tag,
+                            P2P_NONE, P2P_NONE, RA);
   race_check("MPI_Send", buf, count, datatype, false, s, MPI_REQUEST_NULL);
-  return sent(PMPI_Send(buf, count, datatype, dest, tag, comm), "MPI_Send",
+  return sent(PMPI_Ssend(buf, count, datatype, dest, tag, comm), "MPI_Send",
               comm, dest, tag, datatype, s);
 }
 
@@ -442,9 +455,12 @@ int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm, MPI_Request *request) {
-  const int rc = PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
-  p2p_posted("MPI_Isend", rc, request, buf, count, comm, dest, tag,
-             datatype, false, RA);
+  const bool sync = g.on && g.sync_sends; /* see MPI_Send */
+  const int rc =
+      sync ? PMPI_Issend(buf, count, datatype, dest, tag, comm, request)
+           : PMPI_Isend(buf, count, datatype, dest, tag, comm, request);
+  p2p_posted(sync ? "MPI_Isend (synchronous)" : "MPI_Isend", rc, request,
+             buf, count, comm, dest, tag, datatype, false, RA);
   return rc;
 }
 

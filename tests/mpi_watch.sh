@@ -84,9 +84,21 @@
 #                   checks passed; every message counted on both sides
 #                   (rank-<r>.p2p.jsonl: sends = receives);
 #   lost_message    3 ranks: rank 0 sends 2 messages of tag 4 to rank 1,
-#                   which receives 1 (correct exchanges around it): one
-#                   deadlock finding, ranks 0 and 1, at lost_message.c:48,
+#                   which receives 1 (correct exchanges around it). By
+#                   default MPI_Send runs as MPI_Ssend, so the second send
+#                   waits forever: a deadlock naming rank 0 "waits in
+#                   MPI_Send (synchronous) to rank 1 (tag 4) at
+#                   lost_message.c:48", in time;
+#   buffered_lost_message  the same with --buffered-sends (the send
+#                   buffered, the program ends): one deadlock finding at
+#                   MPI_Finalize, ranks 0 and 1, at lost_message.c:48,
 #                   sent 2, received 1;
+#   send_send       2 ranks exchange with MPI_Send before MPI_Recv (small
+#                   messages: MPI buffers them): by default a deadlock
+#                   naming both ranks' MPI_Send (synchronous) at
+#                   send_send.c:17, in time; buffered_send_send (with
+#                   --buffered-sends): exit 0, no finding (MPI buffered
+#                   them; documented as what that option gives up);
 #   type_mismatch   2 ranks: doubles received as MPI_LONG (same size): one
 #                   collective_mismatch at type_mismatch.c:38 naming
 #                   message 3, int64 (MPI_LONG) and float64 (MPI_DOUBLE)
@@ -99,9 +111,9 @@
 #                   rank_failure naming rank 1, "it called MPI_Abort (error
 #                   code 3) at abort_call.c:13";
 #   buffer_race     2 ranks: an MPI_Isend's buffer changed before its wait
-#                   (rank 0, line 25) and an MPI_Recv into the buffer of
-#                   an MPI_Irecv in flight (rank 1, line 35, the MPI_Irecv
-#                   at 34): two lost_inplace findings; the correct twins
+#                   (rank 0, line 26) and an MPI_Recv into the buffer of
+#                   an MPI_Irecv in flight (rank 1, line 37, the MPI_Irecv
+#                   at 36): two lost_inplace findings; the correct twins
 #                   (one buffer in two sends, halves in two receives) none;
 #   halo_clean      3 ranks: a halo exchange with vector-type columns of
 #                   one array in flight while the interior is updated:
@@ -120,6 +132,7 @@ fi
 PROG=$CASE
 case $CASE in
   strict_*) PROG=${CASE#strict_}; STRICT=--strict ;;
+  buffered_*) PROG=${CASE#buffered_}; STRICT=--buffered-sends ;;
   *) STRICT= ;;
 esac
 unset VQC_MPI_STRICT
@@ -135,12 +148,13 @@ timeout=20
 case $PROG in
   clean|split_skip|neighbor_clean) np=4 ;;
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
-  type_mismatch|no_finalize|abort_call|buffer_race) np=2 ;;
+  type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
 esac
 case $CASE in
   split_skip|recv_cycle|op_swap|recv_any|neighbor_skip|irecv_cycle)
     timeout=5 ;;
   pingpong) timeout=3 ;;
+  lost_message|send_send) timeout=5 ;;
 esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
@@ -414,7 +428,25 @@ elif case in ("p2p_ring", "halo_clean"):
     if sent != want or recv != want:
         fail("expected %d messages sent and received, counted %d and %d"
              % (want, sent, recv))
-elif case == "lost_message":
+elif case in ("lost_message", "send_send"):
+    f = one("deadlock")
+    if rc != 1:
+        fail("expected exit 1, got %d" % rc)
+    said = {"lost_message": ["rank 0 waits in MPI_Send (synchronous) to "
+                             "rank 1 (tag 4) at lost_message.c:48 (main)"],
+            "send_send": ["rank %d waits in MPI_Send (synchronous) to rank "
+                          "%d (tag 7) at send_send.c:17 (main)" % (r, 1 - r)
+                          for r in (0, 1)]}[case]
+    for want in said:
+        if want not in f["message"]:
+            fail("the deadlock does not say %r: %s" % (want, f["message"]))
+    if wall > timeout + 5 + 2:
+        fail("reported after %.1f s, past --timeout + 5 s" % wall)
+elif case == "buffered_send_send":
+    if rc != 0 or fs:
+        fail("with --buffered-sends MPI buffers the small sends: expected "
+             "exit 0 and no finding, got %d" % rc)
+elif case == "buffered_lost_message":
     if rc != 1 or kinds != ["deadlock"]:
         fail("expected exit 1 and one deadlock, got %d and %s" % (rc, kinds))
     f = fs[0]
@@ -432,12 +464,13 @@ elif case == "buffer_race":
         fail("expected exit 1 and two lost_inplace, got %d and %s"
              % (rc, kinds))
     by_rank = {f["ranks"][0]: f for f in fs if len(f["ranks"]) == 1}
-    want = {0: ("buffer_race.c:25", "rank 0 changed the buffer of its "
-                "MPI_Isend (256 bytes) at buffer_race.c:25 (main) before the "
-                "request completed (completed at buffer_race.c:27 (main))"),
-            1: ("buffer_race.c:35", "rank 1's MPI_Recv at buffer_race.c:35 "
+    want = {0: ("buffer_race.c:26", "rank 0 changed the buffer of its "
+                "MPI_Isend (synchronous) (256 bytes) at buffer_race.c:26 "
+                "(main) before the request completed (completed at "
+                "buffer_race.c:28 (main))"),
+            1: ("buffer_race.c:37", "rank 1's MPI_Recv at buffer_race.c:37 "
                 "(main) writes 256 bytes of the buffer of its MPI_Irecv at "
-                "buffer_race.c:34 (main)")}
+                "buffer_race.c:36 (main)")}
     for r, (site, said) in want.items():
         f = by_rank.get(r)
         if not f or site not in f.get("site", "") or said not in f["message"]:

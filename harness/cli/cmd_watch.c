@@ -282,6 +282,13 @@ int vqc_cmd_watch(int argc, char **argv) {
   if (rc >= 0) return rc;
   char bridge[PATH_MAX] = "", mpi_lib[PATH_MAX] = "";
   const bool mpi = vqc_cw_mpi_job(&o);
+  if (vqc_cw_buffered_opt && !mpi) {
+    fprintf(stderr, "vqcheck watch: --buffered-sends is the MPI "
+            "interposer's, and '%s' is not an MPI job\nhint: launch the "
+            "program with mpiexec, mpirun or srun, or add --mpi\n",
+            o.cmd_argv[0]);
+    return 2;
+  }
   if (vqc_cw_strict_opt && !mpi) {
     fprintf(stderr, "vqcheck watch: --strict is the MPI interposer's strict "
             "mode, and '%s' is not an MPI job\nhint: launch the program "
@@ -340,6 +347,8 @@ int vqc_cmd_watch(int argc, char **argv) {
     setenv("LD_PRELOAD", v, 1);
     free(v);
     if (vqc_cw_strict_opt) setenv("VQC_MPI_STRICT", "1", 1);
+    if (vqc_cw_buffered_opt) unsetenv("VQC_MPI_SYNC_SENDS");
+    else setenv("VQC_MPI_SYNC_SENDS", "1", 1);
   }
   const char *pp = getenv("PYTHONPATH");
   size_t pplen = strlen(bridge) + (pp ? strlen(pp) : 0) + 2;
@@ -552,10 +561,18 @@ int vqc_cmd_watch(int argc, char **argv) {
       nfiles += vqc_cw_count_files(dir, written[k], NULL, 0);
     char unchecked[4608] = "";
     const bool no_bridge = nfiles == 0 && !interrupt;
+    /* The interposer's mark that it loaded in a rank (vqc_mpi.c). */
+    const int preloaded =
+        mpi ? vqc_cw_count_files(dir, ".preloaded", NULL, 0) : 0;
     if (interrupt) /* run.json must not read clean either */
       snprintf(unchecked, sizeof unchecked, "vqcheck watch was interrupted "
                "(%s) and stopped the job before it ended: it was checked "
                "only up to there", strsignal(interrupt));
+    else if (no_bridge && mpi && preloaded > 0)
+      snprintf(unchecked, sizeof unchecked, "the MPI interposer loaded in "
+               "%d rank%s, but no rank reached MPI_Init: only how each "
+               "process ended was checked", preloaded,
+               preloaded == 1 ? "" : "s");
     else if (no_bridge && mpi)
       snprintf(unchecked, sizeof unchecked, "no process of the job wrote a "
                "live record into %.2000s: the MPI interposer (%.2000s) did "
@@ -599,10 +616,15 @@ int vqc_cmd_watch(int argc, char **argv) {
                                      hb_hang || vqc_watch_any_hang(dir),
                                  .unchecked = unchecked[0] ? unchecked
                                                            : NULL,
+                                 .unchecked_found = no_bridge && mpi &&
+                                                    preloaded > 0,
                                  .ledger_checks = mpi};
     code = vqc_cli_analyze(&ao, VQC_CW_CMD, o.json, o.quiet);
     json_decref(job);
-    if (no_bridge && code != 2 && mpi) {
+    if (no_bridge && code == 1 && mpi && preloaded > 0) {
+      /* a rank failed before MPI_Init: the program's failure, found */
+      fprintf(stderr, "vqcheck watch: %s\n", unchecked);
+    } else if (no_bridge && code != 2 && mpi) {
       fprintf(stderr, "vqcheck watch: %s\nhint: check that the program is "
               "linked dynamically against the MPI library the interposer "
               "was built with (ldd ./prog)\n", unchecked);

@@ -26,6 +26,7 @@
 enum { VQC_CW_MPI_AUTO = 0, VQC_CW_MPI_FORCE, VQC_CW_MPI_NEVER };
 extern int vqc_cw_mpi_opt;
 extern bool vqc_cw_strict_opt;
+extern bool vqc_cw_buffered_opt;
 
 /* Parses argv[1..] into *o (its cmd_argv borrows argv); -1 to go on, else
  * the exit code (0 after --help; the message printed). */

@@ -56,7 +56,15 @@ static void watch_help(FILE *f) {
           "  --strict      MPI jobs: agree on every blocking collective "
           "before it moves\n"
           "                data (one small all-gather each); stop the job "
-          "at a mismatch\n\n"
+          "at a mismatch\n"
+          "  --buffered-sends  MPI jobs: let MPI_Send and MPI_Isend be "
+          "buffered as MPI\n"
+          "                chooses (by default they run as MPI_Ssend and "
+          "MPI_Issend, so a\n"
+          "                program that needs MPI to buffer its sends hangs "
+          "here and is\n"
+          "                reported, as it would hang with larger messages "
+          "or another MPI)\n\n"
           "An unmodified MPI program: 'vqcheck watch -- mpiexec -n 4 ./prog'. "
           "Each rank\nthen records every collective on every communicator "
           "(op, type, count,\nroot, reduction, call site) through PMPI; the "
@@ -88,12 +96,16 @@ static void watch_help(FILE *f) {
 int vqc_cw_mpi_opt = VQC_CW_MPI_AUTO;
 /* --strict: the interposer's strict mode (VQC_MPI_STRICT=1, docs/mpi.md). */
 bool vqc_cw_strict_opt;
+/* --buffered-sends: MPI_Send left to MPI's buffering (no
+ * VQC_MPI_SYNC_SENDS=1, docs/mpi.md). */
+bool vqc_cw_buffered_opt;
 
 /* Parses argv[1..]; -1 to go on, else the exit code (0 after --help). */
 int vqc_cw_parse_opts(int argc, char **argv, vqc_watch_opts *o) {
   memset(o, 0, sizeof *o);
   vqc_cw_mpi_opt = VQC_CW_MPI_AUTO;
   vqc_cw_strict_opt = false;
+  vqc_cw_buffered_opt = false;
   o->interval = 1;
   o->timeout = 60.0;
   int i = 1;
@@ -115,6 +127,8 @@ int vqc_cw_parse_opts(int argc, char **argv, vqc_watch_opts *o) {
       vqc_cw_mpi_opt = VQC_CW_MPI_NEVER;
     } else if (strcmp(a, "--strict") == 0) {
       vqc_cw_strict_opt = true;
+    } else if (strcmp(a, "--buffered-sends") == 0) {
+      vqc_cw_buffered_opt = true;
     } else if (strcmp(a, "--nproc") == 0 || strcmp(a, "--interval") == 0 ||
                strcmp(a, "--timeout") == 0 || strcmp(a, "--out") == 0) {
       if (i + 1 >= argc)

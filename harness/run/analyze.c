@@ -707,7 +707,7 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
   if (known->count > 0) code = 1;
   else if (status && strcmp(status, "VQC_OK") != 0) code = 3;
   else code = 0;
-  if (ao->unchecked) code = 3;
+  if (ao->unchecked && !(ao->unchecked_found && known->count > 0)) code = 3;
   /* A verdict rebuilt from files that compared nothing (no two ranks'
    * digests, no finding on record) is no verdict: never clean. A job of
    * one rank has no second copy to compare by nature: as `run --ranks 1`,

@@ -48,8 +48,12 @@ typedef struct vqc_analyze_opts {
   /* Non-NULL: the job was not checked, and why (watch: no rank wrote
    * anything, the bridge never loaded). training.status becomes
    * VQC_EUNSUPPORTED with this message, and the exit code 3 whatever the
-   * findings. */
+   * findings (but see unchecked_found). */
   const char *unchecked;
+  /* With unchecked: findings still make the exit code 1 (ranks of an MPI
+   * program that failed before MPI_Init: the program's failure, found,
+   * though nothing else could be checked). */
+  bool unchecked_found;
   /* The ranks' collectives are the job's check (watch with the MPI
    * interposer, libvqcheck_mpi.so: no digest traces by design): collectives
    * that two ranks or more recorded in their live records count as
