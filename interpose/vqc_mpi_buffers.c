@@ -1,5 +1,6 @@
 /* vqc_mpi_buffers.c: the checks of a collective's own buffers before data
- * moves: send and receive buffers that overlap, a receive side too small. */
+ * moves: send and receive buffers that overlap, a receive side too small,
+ * send and receive sides of different element types. */
 #include "vqc_mpi_internal.h"
 
 /* ---- buffers: a result that cannot land
@@ -91,7 +92,8 @@ static void buffer_finding(const call *c, const char *kind, const char *fn,
   free(b);
 }
 
-enum { REPORTED_OVERLAP = 1, REPORTED_SMALL = 2 };
+/* site.reported bits (vqc_mpi_races.c has 4 and 8) */
+enum { REPORTED_OVERLAP = 1, REPORTED_SMALL = 2, REPORTED_TYPES = 16 };
 
 void check_overlap(const call *c, const char *fn, const void *sb,
                    long long sn, MPI_Datatype st, const void *rb,
@@ -125,9 +127,35 @@ void check_overlap(const call *c, const char *fn, const void *sb,
   buffer_finding(c, "lost_inplace", fn, what, detail);
 }
 
+/* The send and receive sides of one rank's gather, scatter or all-to-all
+ * of another element type (MPI_INT sent, MPI_DOUBLE received): every
+ * rank's send type must match what its peers receive, and here the rank's
+ * own receive side says what its peers' sends will be read as. MPI_BYTE,
+ * MPI_PACKED and types without one element are not compared. */
+static void check_types(const call *c, const char *fn, int sc,
+                        MPI_Datatype st, int rc, MPI_Datatype rt) {
+  if (sc <= 0 || rc <= 0) return;
+  const msg_sig s = msg_sig_of(st), r = msg_sig_of(rt);
+  if (!s.dtype[0] || !r.dtype[0] || strcmp(s.dtype, r.dtype) == 0 ||
+      !once(c, REPORTED_TYPES))
+    return;
+  char what[600], detail[300];
+  snprintf(what, sizeof what, "it sends %s%s%s%s and receives %s%s%s%s: "
+           "what one rank sends is read by its peers as their receive type, "
+           "so the bytes are read as another type (MPI checks only their "
+           "size). Use the same element type on both sides",
+           s.dtype, s.name ? " (" : "", s.name ? s.name : "",
+           s.name ? ")" : "", r.dtype, r.name ? " (" : "",
+           r.name ? r.name : "", r.name ? ")" : "");
+  snprintf(detail, sizeof detail, "\"send_dtype\":\"%s\",\"recv_dtype\":"
+           "\"%s\"", s.dtype, r.dtype);
+  buffer_finding(c, "collective_mismatch", fn, what, detail);
+}
+
 /* Per rank: sc items of st sent, rc items of rt received. */
 void check_fits(const call *c, const char *fn, int sc, MPI_Datatype st,
                 int rc, MPI_Datatype rt) {
+  if (c->ci) check_types(c, fn, sc, st, rc, rt);
   int ss = 0, rs = 0;
   /* (a negative count is an invalid argument, which MPI reports) */
   if (!c->ci || sc < 0 || rc < 0 || st == MPI_DATATYPE_NULL ||

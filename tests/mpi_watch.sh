@@ -115,6 +115,10 @@
 #                   an MPI_Irecv in flight (rank 1, line 37, the MPI_Irecv
 #                   at 36): two lost_inplace findings; the correct twins
 #                   (one buffer in two sends, halves in two receives) none;
+#   coll_types      3 ranks: an MPI_Allgather sending MPI_INT, receiving
+#                   MPI_FLOAT (line 26): one collective_mismatch at
+#                   coll_types.c:26 naming int32 (MPI_INT) and float32
+#                   (MPI_FLOAT), every rank; its correct twins none;
 #   halo_clean      3 ranks: a halo exchange with vector-type columns of
 #                   one array in flight while the interior is updated:
 #                   exit 0, no finding (spans interleave, bytes do not).
@@ -459,6 +463,16 @@ elif case == "buffered_lost_message":
     if "rank 0 sent 2 messages to rank 1 (tag 4)" not in f["message"] or \
             "rank 1 received only 1 of them" not in f["message"]:
         fail("the message: %s" % f["message"])
+elif case == "coll_types":
+    if rc != 1 or kinds != ["collective_mismatch"]:
+        fail("expected exit 1 and one collective_mismatch, got %d and %s"
+             % (rc, kinds))
+    f = fs[0]
+    if f["ranks"] != [0, 1, 2] or "coll_types.c:26" not in f.get("site", "") \
+            or "it sends int32 (MPI_INT) and receives float32 (MPI_FLOAT)" \
+            not in f["message"]:
+        fail("expected ranks 0-2 at coll_types.c:26, int32 and float32: "
+             "%s %s %s" % (f["ranks"], f.get("site"), f["message"]))
 elif case == "buffer_race":
     if rc != 1 or kinds != ["lost_inplace", "lost_inplace"]:
         fail("expected exit 1 and two lost_inplace, got %d and %s"

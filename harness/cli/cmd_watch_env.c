@@ -113,9 +113,22 @@ bool vqc_cw_mpi_job(const vqc_watch_opts *o) {
  * none is there (the message is printed). */
 bool vqc_cw_find_mpi_lib(char *buf, size_t n) {
   const char *env = getenv("VQC_MPI_PRELOAD");
+  if (env && env[0]) { /* asked for: that one, or an error, never another */
+    char abs[PATH_MAX];
+    struct stat st;
+    if (!realpath(env, abs) || stat(abs, &st) != 0 || !S_ISREG(st.st_mode) ||
+        access(abs, R_OK) != 0) {
+      fprintf(stderr, "vqcheck watch: VQC_MPI_PRELOAD names %s, which is "
+              "not a readable file\nhint: point it at a built "
+              "libvqcheck_mpi.so, or unset it to use the installed one\n",
+              env);
+      return false;
+    }
+    snprintf(buf, n, "%s", abs);
+    return true;
+  }
   char cand[3][4200];
   int nc = 0;
-  if (env && env[0]) snprintf(cand[nc++], sizeof cand[0], "%s", env);
 #ifdef VQC_MPI_PRELOAD_INSTALLED
   {
     char self[4096];
