@@ -377,9 +377,11 @@ extern VQC_MPI_HIDDEN vqc_reqs p2p_reqs;
 VQC_MPI_HIDDEN void p2p_wait_line(void);
 VQC_MPI_HIDDEN void p2p_enter_wait(const char *name, const MPI_Request *reqs,
                                    int n, uintptr_t pc);
-/* Forgets request r (freed) if it is one; p2p_cancelled: r was cancelled
- * (a send's message may never arrive: the counts are incomplete). */
-VQC_MPI_HIDDEN void p2p_forget(MPI_Request r);
+/* Forgets request r, freed by MPI_Request_free (returning to pc), if it is
+ * one (a receive still active is a finding); p2p_cancelled: r was
+ * cancelled (a send's message may never arrive: the counts are
+ * incomplete). */
+VQC_MPI_HIDDEN void p2p_forget(MPI_Request r, uintptr_t pc);
 VQC_MPI_HIDDEN void p2p_cancelled(MPI_Request r);
 /* After a wait or test that returned rc on reqs[0..n), which were
  * was[0..n) before it: those MPI set to MPI_REQUEST_NULL completed (a

@@ -249,18 +249,62 @@ static void forget(MPI_Request r, const MPI_Status *st, bool cancel,
   info_unref(q.ci);
 }
 
-/* MPI_Request_free: a receive let go may still complete, unseen, so this
- * rank's message counts are incomplete (vqc_mpi_msgs.c). */
-void p2p_forget(MPI_Request r) {
-  if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0) return;
+/* A receive request let go with MPI_Request_free before it completed (at
+ * the call returning to pc): a finding on the live record, once per call
+ * site. MPI lets it complete unseen, so nothing tells the program when
+ * the message has landed in its buffer (MPICH's own tests free one only
+ * when not built for strict MPI). It also makes this rank's message
+ * counts incomplete (vqc_mpi_msgs.c). */
+static void freed_receive(const vqc_p2p_req *q, uintptr_t pc) {
+  msgs_uncounted("a receive request was let go (MPI_Request_free)");
+  const site *s = site_of(pc);
   lock();
-  const vqc_p2p_req *q = vqc_reqs_find(&p2p_reqs, r);
-  const bool recv = q && q->recv;
+  const bool first = !(((site *)s)->reported & 32);
+  ((site *)s)->reported |= 32;
   unlock();
-  if (recv)
-    msgs_uncounted("a receive request was let go (MPI_Request_free)");
-  forget(r, NULL, false, 0);
+  if (!first) return;
+  const site *from = q->site ? q->site : &overflow_site;
+  const comm_info *ci = q->ci;
+  int peer = q->peer;
+  if (peer >= 0 && ci && ci != &world_info && ci->world && peer < ci->size)
+    peer = ci->world[peer];
+  char file[1100], func[520], at[700], who[64], tag[32];
+  json_esc(file, sizeof file, s->file);
+  json_esc(func, sizeof func, s->func);
+  char esc_from[600];
+  json_esc(esc_from, sizeof esc_from, base_name(from->file));
+  snprintf(at, sizeof at, "%.400s:%d", esc_from, from->line);
+  if (q->peer == MPI_ANY_SOURCE) snprintf(who, sizeof who, "any rank");
+  else snprintf(who, sizeof who, "rank %d", peer);
+  if (q->tag == MPI_ANY_TAG) snprintf(tag, sizeof tag, "any tag");
+  else snprintf(tag, sizeof tag, "tag %d", q->tag);
+  char b[4096];
+  const int k = snprintf(b, sizeof b,
+      "{\"event\":\"finding\",\"finding\":{\"kind\":\"deadlock\","
+      "\"step\":-1,\"ranks\":[%d],\"site\":{\"file\":\"%.400s\","
+      "\"line\":%d,\"func\":\"%.200s\"},\"message\":\"rank %d let its "
+      "%s from %s (%s) (started at %s) go with MPI_Request_free before it "
+      "completed: MPI completes it unseen, so nothing tells the program when "
+      "the message has landed in its buffer (complete it with a wait or "
+      "test instead)\",\"detail\":{\"call\":\"%s\",\"freed_active\":true,"
+      "\"started_at\":\"%s\"}}}\n",
+      g.rank, file, s->line, func, g.rank, q->call, who, tag, at, q->call,
+      at);
+  if (k > 0 && (size_t)k < sizeof b) live_write(b, (size_t)k);
 }
+
+/* MPI_Request_free (returning to pc): request r let go. */
+void p2p_forget(MPI_Request r, uintptr_t pc) {
+  if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0) return;
+  vqc_p2p_req q;
+  lock();
+  const bool had = vqc_reqs_take(&p2p_reqs, r, &q);
+  unlock();
+  if (!had) return;
+  if (q.recv) freed_receive(&q, pc);
+  info_unref(q.ci);
+}
+
 void p2p_cancelled(MPI_Request r) { forget(r, NULL, true, 0); }
 
 /* (vqc_mpi_internal.h) */

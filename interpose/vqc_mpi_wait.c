@@ -272,13 +272,14 @@ int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
 
 /* A freed request's collective completes unobserved: done as far as the
  * program is concerned; a freed point-to-point request is forgotten (an
- * MPI_Isend let go so is correct MPI). */
+ * MPI_Isend let go so is correct MPI; an active receive is a finding,
+ * vqc_mpi_p2p.c). */
 int MPI_Request_free(MPI_Request *request) {
   const MPI_Request r = request ? *request : MPI_REQUEST_NULL;
   const int rc = PMPI_Request_free(request);
   if (g.on && rc == MPI_SUCCESS) {
     completed(r, rc);
-    p2p_forget(r);
+    p2p_forget(r, RA);
   }
   return rc;
 }
