@@ -51,11 +51,13 @@ void vqc_watch_checks(json_t *doc, const char *dir, int ranks, bool mpi,
        : digests_compared > 0 ? NULL
                               : "no digests of two ranks for one step were "
                                 "compared");
-  mark(checks, not_run, VQC_FINDING_LOST_INPLACE, recording > 0 ? NULL : none);
-  mark(checks, not_run, VQC_FINDING_DEADLOCK, NULL);
   /* An MPI program's point-to-point messages: their element types are
-   * compared across sender and receiver (p2p_messages.h) */
+   * compared across sender and receiver (p2p_messages.h), the buffers of
+   * their requests in flight checked (interpose/vqc_mpi_races.c) */
   const bool messages = mpi && vqc_p2p_messages_recorded(dir, ranks) > 0;
+  mark(checks, not_run, VQC_FINDING_LOST_INPLACE,
+       recording > 0 || messages ? NULL : none);
+  mark(checks, not_run, VQC_FINDING_DEADLOCK, NULL);
   mark(checks, not_run, VQC_FINDING_COLLECTIVE_MISMATCH,
        recording >= 2 || messages ? NULL
        : recording == 1 ? "only one rank recorded collectives: nothing to "
