@@ -42,7 +42,8 @@
  * probe of an open-addressing table, under lock(). */
 #include "vqc_mpi_internal.h"
 
-#define MSGS_MAX (1u << 20) /* channels kept; past it: uncounted */
+#define MSGS_MAX (1u << 16) /* channels kept (about 18 MiB at most); past
+                               * it: uncounted */
 
 typedef struct msg_at {
   const char *call;   /* "MPI_Send", ... (a literal); NULL: none */

@@ -23,20 +23,57 @@ typedef struct at {
 
 enum { SEND, RECV, PENDING };
 
-/* One line of a file. src/dst are world ranks (PENDING: dst the file's
- * rank, src the peer or -1 for any; tag -1 for any). */
+/* What pairing needs of a channel's "first" or "other" message; the rest
+ * (call, call site) is read again from the file for a finding only. */
+typedef struct brief {
+  bool has;
+  char dtype[24];
+  uint64_t ordinal;
+} brief;
+
+/* One line of a file (small: a job of many ranks has many). src/dst are
+ * world ranks (PENDING: dst the file's rank, src the peer or -1 for any;
+ * tag -1 for any). */
 typedef struct ent {
   int kind;
-  char *comm;
+  const char *comm; /* interned: names[] */
   int src, dst, tag;
   uint64_t count, untyped;
   char seqhash[20];
-  at first, other;
+  brief first, other;
+  int rank;         /* whose file, and its line: for the details */
+  long lineno;
 } ent;
+
+/* The ranks' files hold at most this many channel lines in all; past it
+ * nothing is paired (a warning says so): about 100 bytes each. */
+#define MAX_ENTRIES ((size_t)1 << 21)
+
+/* Communicator names, interned (a job has few). */
+static char **names;
+static size_t n_names;
+
+static const char *intern(const char *name) {
+  for (size_t i = 0; i < n_names; i++)
+    if (strcmp(names[i], name) == 0) return names[i];
+  char **grown = realloc(names, (n_names + 1) * sizeof *names);
+  if (!grown) return NULL;
+  names = grown;
+  if (!(names[n_names] = strdup(name))) return NULL;
+  return names[n_names++];
+}
+
+static void free_names(void) {
+  for (size_t i = 0; i < n_names; i++) free(names[i]);
+  free(names);
+  names = NULL;
+  n_names = 0;
+}
 
 typedef struct rank_file {
   bool read;        /* the file was there and parsed */
   bool uncounted;   /* its counts are incomplete */
+  char why[200];    /* the head line's "uncounted" */
   int64_t messages;
 } rank_file;
 
@@ -57,6 +94,16 @@ static void read_at(const json_t *o, at *a) {
   a->line = json_is_integer(v) ? (int)json_integer_value(v) : 0;
   v = json_object_get(o, "ordinal");
   a->ordinal = json_is_integer(v) && json_integer_value(v) >= 0
+                   ? (uint64_t)json_integer_value(v) : 0;
+}
+
+static void read_brief(const json_t *o, brief *b) {
+  memset(b, 0, sizeof *b);
+  if (!json_is_object(o)) return;
+  b->has = true;
+  copy_str(b->dtype, sizeof b->dtype, json_object_get(o, "dtype"));
+  const json_t *v = json_object_get(o, "ordinal");
+  b->ordinal = json_is_integer(v) && json_integer_value(v) >= 0
                    ? (uint64_t)json_integer_value(v) : 0;
 }
 
@@ -92,6 +139,7 @@ static bool read_rank(const char *dir, int r, rank_file *rf, ent **all,
     if (!head) {
       head = true;
       rf->uncounted = json_is_string(json_object_get(j, "uncounted"));
+      copy_str(rf->why, sizeof rf->why, json_object_get(j, "uncounted"));
       rf->messages = (int64_t)u64(json_object_get(j, "messages"));
       json_decref(j);
       continue;
@@ -103,6 +151,12 @@ static bool read_rank(const char *dir, int r, rank_file *rf, ent **all,
         !json_is_string(json_object_get(j, "comm"))) {
       snprintf(why, sizeof why, "line %ld lacks dir, comm, peer or tag",
                lineno);
+      json_decref(j);
+      break;
+    }
+    if (*n == MAX_ENTRIES) {
+      snprintf(why, sizeof why, "the ranks' files hold more than %zu "
+               "channels in all, more than the analysis pairs", MAX_ENTRIES);
       json_decref(j);
       break;
     }
@@ -121,7 +175,9 @@ static bool read_rank(const char *dir, int r, rank_file *rf, ent **all,
     memset(e, 0, sizeof *e);
     e->kind = strcmp(d, "send") == 0 ? SEND
               : strcmp(d, "recv") == 0 ? RECV : PENDING;
-    e->comm = strdup(json_string_value(json_object_get(j, "comm")));
+    e->comm = intern(json_string_value(json_object_get(j, "comm")));
+    e->rank = r;
+    e->lineno = lineno;
     const int p = (int)json_integer_value(peer);
     e->src = e->kind == SEND ? r : p;
     e->dst = e->kind == SEND ? p : r;
@@ -129,8 +185,8 @@ static bool read_rank(const char *dir, int r, rank_file *rf, ent **all,
     e->count = u64(json_object_get(j, "count"));
     e->untyped = u64(json_object_get(j, "untyped"));
     copy_str(e->seqhash, sizeof e->seqhash, json_object_get(j, "seqhash"));
-    read_at(json_object_get(j, "first"), &e->first);
-    read_at(json_object_get(j, "other"), &e->other);
+    read_brief(json_object_get(j, "first"), &e->first);
+    read_brief(json_object_get(j, "other"), &e->other);
     json_decref(j);
     if (!e->comm) {
       snprintf(why, sizeof why, "no memory");
@@ -152,9 +208,37 @@ static bool read_rank(const char *dir, int r, rank_file *rf, ent **all,
   return true;
 }
 
+/* The full "first" and "other" of e, read again from its rank's file
+ * (for a finding's message); what cannot be read stays empty. */
+static void details(const char *dir, const ent *e, at *first, at *other) {
+  memset(first, 0, sizeof *first);
+  memset(other, 0, sizeof *other);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/rank-%d.p2p.jsonl", dir, e->rank);
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  char *buf = NULL;
+  size_t cap = 0, len = 0;
+  for (long lineno = 1; lineno <= e->lineno; lineno++) {
+    if (vqc_trace_read_line(f, path, lineno, &buf, &cap, &len) != VQC_OK ||
+        len == 0)
+      break;
+    if (lineno < e->lineno) continue;
+    json_t *j = json_loadb(buf, len, 0, NULL);
+    read_at(json_object_get(j, "first"), first);
+    read_at(json_object_get(j, "other"), other);
+    json_decref(j);
+  }
+  free(buf);
+  fclose(f);
+  if (!first->call[0]) snprintf(first->call, sizeof first->call, "a call");
+  if (!first->dtype[0]) snprintf(first->dtype, sizeof first->dtype, "%s",
+                                 e->first.dtype);
+}
+
 static int cmp_ent(const void *pa, const void *pb) {
   const ent *a = pa, *b = pb;
-  int c = strcmp(a->comm, b->comm);
+  int c = a->comm == b->comm ? 0 : strcmp(a->comm, b->comm);
   if (c) return c;
   if (a->src != b->src) return a->src < b->src ? -1 : 1;
   if (a->dst != b->dst) return a->dst < b->dst ? -1 : 1;
@@ -206,9 +290,12 @@ static bool pending_for(const ent *es, size_t n, const ent *e) {
   return false;
 }
 
-static void lost(const ent *s, uint64_t received, vqc_findings *fresh) {
+static void lost(const char *dir, const ent *s, uint64_t received,
+                 vqc_findings *fresh) {
+  at first, other;
+  details(dir, s, &first, &other);
   char w[420], c[300];
-  where(&s->first, w, sizeof w);
+  where(&first, w, sizeof w);
   const uint64_t missing = s->count - received;
   vqc_finding x;
   if (received == 0)
@@ -218,7 +305,7 @@ static void lost(const ent *s, uint64_t received, vqc_findings *fresh) {
         "with %s unmatched (MPI requires every message to be received; a "
         "message too large to be sent eagerly blocks its sender forever)",
         s->src, s->count, s->count == 1 ? "" : "s", s->dst, s->tag,
-        on_comm(s->comm, c, sizeof c), s->first.call, w, s->dst,
+        on_comm(s->comm, c, sizeof c), first.call, w, s->dst,
         s->count == 1 ? "it" : "them");
   else
     vqc_finding_init(&x, VQC_FINDING_DEADLOCK, -1,
@@ -228,25 +315,27 @@ static void lost(const ent *s, uint64_t received, vqc_findings *fresh) {
         "to be received; a message too large to be sent eagerly blocks its "
         "sender forever)",
         s->src, s->count, s->dst, s->tag, on_comm(s->comm, c, sizeof c),
-        s->first.call, w, s->dst, received, missing);
+        first.call, w, s->dst, received, missing);
   vqc_finding_add_rank(&x, s->src);
   vqc_finding_add_rank(&x, s->dst);
-  set_site(&x, &s->first);
+  set_site(&x, &first);
   json_decref(x.detail);
   x.detail = base_detail("never_received", s);
   json_object_set_new(x.detail, "sent", json_integer((json_int_t)s->count));
   json_object_set_new(x.detail, "received", json_integer((json_int_t)received));
-  json_object_set_new(x.detail, "call", json_string(s->first.call));
+  json_object_set_new(x.detail, "call", json_string(first.call));
   (void)vqc_findings_add(fresh, &x);
 }
 
 /* What side e had at message o (first, or other from its ordinal on). */
-static const at *at_ordinal(const ent *e, uint64_t o) {
-  return e->other.has && o >= e->other.ordinal ? &e->other : &e->first;
+static const at *at_ordinal(const ent *e, const at *first, const at *other,
+                            uint64_t o) {
+  return e->other.has && o >= e->other.ordinal ? other : first;
 }
 
 /* Element types of s and r disagree: the first message known to differ. */
-static void mistyped(const ent *s, const ent *r, vqc_findings *fresh) {
+static void mistyped(const char *dir, const ent *s, const ent *r,
+                     vqc_findings *fresh) {
   uint64_t o = 0;
   if (strcmp(s->first.dtype, r->first.dtype) == 0) {
     o = UINT64_MAX;
@@ -254,7 +343,11 @@ static void mistyped(const ent *s, const ent *r, vqc_findings *fresh) {
     if (r->other.has && r->other.ordinal < o) o = r->other.ordinal;
     if (o == UINT64_MAX) o = 0; /* a later difference the hashes saw */
   }
-  const at *sa = at_ordinal(s, o), *ra = at_ordinal(r, o);
+  at s_first, s_other, r_first, r_other;
+  details(dir, s, &s_first, &s_other);
+  details(dir, r, &r_first, &r_other);
+  const at *sa = at_ordinal(s, &s_first, &s_other, o),
+           *ra = at_ordinal(r, &r_first, &r_other, o);
   char c[300], ws[420], wr[420], ts[100], tr[100];
   where(sa, ws, sizeof ws);
   where(ra, wr, sizeof wr);
@@ -336,6 +429,21 @@ void vqc_p2p_messages(const char *dir, int ranks, vqc_findings *fresh,
   size_t n = 0, cap = 0;
   for (int r = 0; r < ranks; r++)
     (void)read_rank(dir, r, &rf[r], &es, &n, &cap, warnings);
+  /* What was not paired, and why (the interposer's reason). */
+  int told_uncounted = 0;
+  for (int r = 0; r < ranks; r++) {
+    if (!rf[r].read || !rf[r].uncounted) continue;
+    if (told_uncounted++ == 8) {
+      json_array_append_new(warnings, json_string(
+          "more ranks' point-to-point messages were not paired (the first "
+          "8 are told)"));
+      break;
+    }
+    char msg[400];
+    snprintf(msg, sizeof msg, "rank %d's point-to-point messages were not "
+             "paired with its peers': %s", r, rf[r].why);
+    json_array_append_new(warnings, json_string(msg));
+  }
   qsort(es, n, sizeof *es, cmp_ent);
   int told = 0, more = 0;
   int64_t compared = 0;
@@ -359,14 +467,14 @@ void vqc_p2p_messages(const char *dir, int ranks, vqc_findings *fresh,
     const uint64_t received = r ? r->count : 0;
     if (s) compared += (int64_t)(received < s->count ? received : s->count);
     if (s && received < s->count && !pending_for(es, n, s)) {
-      if (told < MAX_FINDINGS) lost(s, received, fresh), told++;
+      if (told < MAX_FINDINGS) lost(dir, s, received, fresh), told++;
       else more++;
     }
     if (s && r && s->untyped == 0 && r->untyped == 0 && s->first.has &&
         r->first.has && s->first.dtype[0] && r->first.dtype[0] &&
         (strcmp(s->first.dtype, r->first.dtype) != 0 ||
          (s->count == r->count && strcmp(s->seqhash, r->seqhash) != 0))) {
-      if (told < MAX_FINDINGS) mistyped(s, r, fresh), told++;
+      if (told < MAX_FINDINGS) mistyped(dir, s, r, fresh), told++;
       else more++;
     }
   }
@@ -378,7 +486,7 @@ void vqc_p2p_messages(const char *dir, int ranks, vqc_findings *fresh,
     json_array_append_new(warnings, json_string(msg));
   }
   if (messages) *messages = compared;
-  for (size_t k = 0; k < n; k++) free(es[k].comm);
   free(es);
+  free_names();
   free(rf);
 }

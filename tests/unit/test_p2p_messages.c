@@ -144,6 +144,10 @@ Test(p2p, lost_not_told_when_uncounted_or_gone) {
   json_t *w;
   vqc_findings f = run(&w);
   cr_expect_eq(f.count, 0);
+  cr_assert_eq(json_array_size(w), 1); /* what was not paired is told */
+  cr_expect(strstr(json_string_value(json_array_get(w, 0)),
+                   "rank 1's point-to-point messages were not paired with "
+                   "its peers': it uses persistent requests"));
   json_decref(w);
   vqc_findings_free(&f);
   /* rank 1 never reached MPI_Finalize: no file, nothing paired */
