@@ -22,6 +22,9 @@ Modes, each started by mpiexec -n RANKS:
              calls its PMPI_ twin);
   recording  the interposer writing the live record and the heartbeat
              into a temporary run directory, as under vqcheck watch;
+  synchronous  recording with VQC_MPI_SYNC_SENDS=1, as under vqcheck watch
+             (MPI_Send as MPI_Ssend, MPI_Isend as MPI_Issend): with
+             --program p2p_loop, what waiting for each receive costs;
   strict     recording with VQC_MPI_STRICT=1: each collective agreed on
              first (one 64-byte all-gather per rank on a duplicate of the
              communicator);
@@ -80,17 +83,20 @@ def run(mode: str, ranks: int, calls: int, prog: Path, lib: Path,
     """One run of allreduce_loop in mode: its ns/call (None: it failed).
     other: the interposer of mode "baseline" (--compare)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    for k in ("LD_PRELOAD", "VQC_WATCH_DIR", "VQC_MPI_STRICT"):
+    for k in ("LD_PRELOAD", "VQC_WATCH_DIR", "VQC_MPI_STRICT",
+              "VQC_MPI_SYNC_SENDS"):
         env.pop(k, None)
     if mode != "plain":
         env["LD_PRELOAD"] = str(other if mode == "baseline" else lib)
-    if mode in ("recording", "strict", "baseline"):
+    if mode in ("recording", "strict", "baseline", "synchronous"):
         if work.exists():
             shutil.rmtree(work)
         work.mkdir(parents=True)
         env["VQC_WATCH_DIR"] = str(work)
     if mode == "strict":
         env["VQC_MPI_STRICT"] = "1"
+    if mode == "synchronous":
+        env["VQC_MPI_SYNC_SENDS"] = "1"
     p = subprocess.run([*mpiexec(), "-n", str(ranks), str(prog), str(calls)],
                        env=env, capture_output=True, text=True, timeout=600)
     if p.returncode != 0:
@@ -163,7 +169,8 @@ def main() -> int:
     other = Path(a.compare) if a.compare else None
     if other and not other.is_file():
         sys.exit(f"bench_mpi_interposer: --compare {other}: no such file")
-    modes = MODES + (("baseline",) if other else ())
+    modes = MODES + (("synchronous",) if a.program == "p2p_loop" else ()) \
+        + (("baseline",) if other else ())
     build = Path(a.build)
     prog = build / "tests" / "mpi_programs" / a.program
     validate = validate_messages if a.program == "p2p_loop" \
@@ -184,7 +191,7 @@ def main() -> int:
                        other) is None:
                     return 1
                 # (a --compare build may predate the message counts)
-                if mode in ("recording", "strict") or (
+                if mode in ("recording", "strict", "synchronous") or (
                         mode == "baseline" and a.program != "p2p_loop"):
                     why = validate(work / "v", ranks, small)
                     if why:
@@ -231,7 +238,7 @@ def main() -> int:
                         baseline_name="plain", ratio=r)
                     text = (f"{mode:10s} x{ranks}: {bench_stats.spread(s, 0)}"
                             f" ns/call, {bench_stats.spread(r, 2)}x plain")
-                    if mode in ("strict", "baseline"):
+                    if mode in ("strict", "baseline", "synchronous"):
                         rr = bench_stats.ratios(t, times[(ranks, "recording")])
                         text += f", {bench_stats.spread(rr, 2)}x recording"
                 if a.json:
