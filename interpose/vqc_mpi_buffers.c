@@ -156,6 +156,7 @@ static void check_types(const call *c, const char *fn, int sc,
 void check_fits(const call *c, const char *fn, int sc, MPI_Datatype st,
                 int rc, MPI_Datatype rt) {
   if (c->ci) check_types(c, fn, sc, st, rc, rt);
+  if (c->ci && rc > 0) race_recv_type(fn, rt, c->s);
   int ss = 0, rs = 0;
   /* (a negative count is an invalid argument, which MPI reports) */
   if (!c->ci || sc < 0 || rc < 0 || st == MPI_DATATYPE_NULL ||

@@ -406,6 +406,10 @@ VQC_MPI_HIDDEN void race_note(vqc_p2p_req *v, const void *buf, int count,
 VQC_MPI_HIDDEN void race_check(const char *fn, const void *buf, int count,
                                MPI_Datatype dt, bool recv, const site *s,
                                MPI_Request skip);
+/* A receive (fn at s) into datatype dt: a finding when dt's elements
+ * overlap (a receive type must not write a byte twice). */
+VQC_MPI_HIDDEN void race_recv_type(const char *fn, MPI_Datatype dt,
+                                   const site *s);
 /* Send request q completed (by a wait or test whose wrapper returns to
  * pc): a finding when its buffer changed since its I-call. */
 VQC_MPI_HIDDEN void race_completed(const vqc_p2p_req *q, uintptr_t pc);

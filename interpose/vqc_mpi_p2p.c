@@ -208,6 +208,7 @@ static void p2p_posted(const char *name, int rc, const MPI_Request *req,
   comm_info *ci = info_of(comm);
   const site *s = site_of(pc);
   race_check(name, buf, count, dt, recv, s, *req);
+  if (recv) race_recv_type(name, dt, s);
   msg_sig sig = {.dtype = "", .name = NULL};
   if (recv) sig = msg_sig_of(dt);
   else msg_sent(comm, peer, tag, dt, name, s); /* counted when posted */
@@ -403,6 +404,7 @@ int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source,
   const site *s =
       p2p_enter("MPI_Recv", comm, P2P_NONE, P2P_NONE, source, tag, RA);
   race_check("MPI_Recv", buf, count, datatype, true, s, MPI_REQUEST_NULL);
+  race_recv_type("MPI_Recv", datatype, s);
   MPI_Status mine;
   MPI_Status *st = status == MPI_STATUS_IGNORE && s ? &mine : status;
   const int rc = PMPI_Recv(buf, count, datatype, source, tag, comm, st);
@@ -420,6 +422,7 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
              MPI_REQUEST_NULL);
   race_check("MPI_Sendrecv", recvbuf, recvcount, recvtype, true, s,
              MPI_REQUEST_NULL);
+  race_recv_type("MPI_Sendrecv", recvtype, s);
   MPI_Status mine;
   MPI_Status *st = status == MPI_STATUS_IGNORE && s ? &mine : status;
   const int rc = PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag,

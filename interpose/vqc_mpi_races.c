@@ -34,7 +34,8 @@
 #define BLOCKS 256u          /* ... and this many blocks between */
 #define BLOCK 64u
 
-enum { REPORTED_RACE = 4, REPORTED_CHANGED = 8 }; /* site.reported bits */
+/* site.reported bits (vqc_mpi_buffers.c has 1, 2 and 16) */
+enum { REPORTED_RACE = 4, REPORTED_CHANGED = 8, REPORTED_OVERLAID = 64 };
 
 static uint64_t mix64(uint64_t h, uint64_t w) {
   h ^= w * 0x9e3779b97f4a7c15ull;
@@ -203,5 +204,36 @@ void race_completed(const vqc_p2p_req *q, uintptr_t pc) {
            "\"mpi_call\":\"%s\",\"completed_at\":\"%.300s\",\"bytes\":%llu,"
            "\"changed_in_flight\":true", q->call, done,
            (unsigned long long)(q->hi - q->lo));
+  finding(s, msg, detail);
+}
+
+/* A receive into a derived type whose elements overlap (more bytes of data
+ * than the type spans: an hvector whose byte stride is smaller than its
+ * block, struct displacements too close): MPI forbids it for a receive
+ * (the type map of a receive must not write a byte twice), and the
+ * message's bytes then land on one another. A finding once per site. */
+void race_recv_type(const char *fn, MPI_Datatype dt, const site *s) {
+  if (!g.on || !s || dt == MPI_DATATYPE_NULL || basic_of(dt)) return;
+  int size = 0;
+  MPI_Aint tlb = 0, text = 0;
+  if (PMPI_Type_size(dt, &size) != MPI_SUCCESS ||
+      PMPI_Type_get_true_extent(dt, &tlb, &text) != MPI_SUCCESS ||
+      size <= 0 || (MPI_Aint)size <= text)
+    return;
+  lock();
+  const bool tell = first_at(s, REPORTED_OVERLAID);
+  unlock();
+  if (!tell) return;
+  char here[600], msg[1400], detail[300];
+  at(s, here, sizeof here);
+  snprintf(msg, sizeof msg,
+           "rank %d's %s at %s receives into a datatype whose elements "
+           "overlap (%d bytes of data in a span of %ld bytes): MPI forbids "
+           "it for a receive, and the message's bytes land on one another "
+           "(check the type's stride or displacements)",
+           g.rank, fn, here, size, (long)text);
+  snprintf(detail, sizeof detail,
+           "\"mpi_call\":\"%s\",\"type_size\":%d,\"true_extent\":%ld,"
+           "\"overlapping_type\":true", fn, size, (long)text);
   finding(s, msg, detail);
 }

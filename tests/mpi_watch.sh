@@ -119,6 +119,10 @@
 #                   MPI_FLOAT (line 26): one collective_mismatch at
 #                   coll_types.c:26 naming int32 (MPI_INT) and float32
 #                   (MPI_FLOAT), every rank; its correct twins none;
+#   overlap_type    2 ranks: a receive into an hvector of floats with a
+#                   3-byte stride (elements overlap; line 28): one
+#                   lost_inplace at overlap_type.c:28; the same type sent,
+#                   and a correct column type, nothing;
 #   halo_clean      3 ranks: a halo exchange with vector-type columns of
 #                   one array in flight while the interior is updated:
 #                   exit 0, no finding (spans interleave, bytes do not).
@@ -153,6 +157,7 @@ case $PROG in
   clean|split_skip|neighbor_clean) np=4 ;;
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
+  overlap_type) np=2 ;;
 esac
 case $CASE in
   split_skip|recv_cycle|op_swap|recv_any|neighbor_skip|irecv_cycle)
@@ -463,6 +468,16 @@ elif case == "buffered_lost_message":
     if "rank 0 sent 2 messages to rank 1 (tag 4)" not in f["message"] or \
             "rank 1 received only 1 of them" not in f["message"]:
         fail("the message: %s" % f["message"])
+elif case == "overlap_type":
+    if rc != 1 or kinds != ["lost_inplace"]:
+        fail("expected exit 1 and one lost_inplace, got %d and %s"
+             % (rc, kinds))
+    f = fs[0]
+    if f["ranks"] != [1] or "overlap_type.c:28" not in f.get("site", "") \
+            or "receives into a datatype whose elements overlap (64 bytes " \
+            "of data in a span of 49 bytes)" not in f["message"]:
+        fail("expected rank 1 at overlap_type.c:28: %s %s %s"
+             % (f["ranks"], f.get("site"), f["message"]))
 elif case == "coll_types":
     if rc != 1 or kinds != ["collective_mismatch"]:
         fail("expected exit 1 and one collective_mismatch, got %d and %s"
