@@ -28,12 +28,25 @@ static void on_mpi_error(MPI_Comm *comm, int *code, ...) {
   json_esc(esc, sizeof esc, es);
   /* OpenMPI's class strings start with the class's name: keep that. */
   sscanf(cls, "%63[A-Z_]", name);
+  /* Where: the point-to-point call the rank is in, so a truncated message
+   * names its sender too ("in MPI_Recv from rank 0 (tag 5) at ..."). */
+  char where[1000] = "", wesc[2100] = "";
+  p2p_where(where, sizeof where);
+  if (where[0]) {
+    char w[1100];
+    snprintf(w, sizeof w, ", %s%s", where,
+             klass == MPI_ERR_TRUNCATE
+                 ? ": the message is longer than this receive takes"
+                 : "");
+    json_esc(wesc, sizeof wesc, w);
+  }
   char *b = malloc(4096);
   if (b) {
     const int k = snprintf(b, 4096, "{\"event\":\"lost\",\"by\":\"libvqcheck_"
-                           "mpi\",\"why\":\"MPI error: %.1500s (the error "
-                           "handler is MPI_ERRORS_ARE_FATAL: the job was "
-                           "aborted)\",\"mpi_error\":\"%s\"}\n", esc, name);
+                           "mpi\",\"why\":\"MPI error: %.1500s%.1500s (the "
+                           "error handler is MPI_ERRORS_ARE_FATAL: the job was "
+                           "aborted)\",\"mpi_error\":\"%s\"}\n", esc, wesc,
+                           name);
     if (k > 0 && k < 4096) live_write(b, (size_t)k);
     free(b);
   }

@@ -373,6 +373,9 @@ VQC_MPI_HIDDEN void install_error_handler(void);
  * holds a reference on its communicator's comm_info. */
 extern VQC_MPI_HIDDEN vqc_reqs p2p_reqs;
 
+/* The blocking point-to-point call this rank is in, as text ("in MPI_Recv
+ * from rank 0 (tag 5) at prog.c:12 (main)"); "" when none. */
+VQC_MPI_HIDDEN void p2p_where(char *b, size_t n);
 /* At SIGUSR1: the point-to-point call this rank is in. */
 VQC_MPI_HIDDEN void p2p_wait_line(void);
 VQC_MPI_HIDDEN void p2p_enter_wait(const char *name, const MPI_Request *reqs,

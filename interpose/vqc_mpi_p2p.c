@@ -199,6 +199,41 @@ void p2p_enter_wait(const char *name, const MPI_Request *reqs, int n,
   __atomic_store_n(&p2p.call, name, __ATOMIC_RELEASE);
 }
 
+/* A peer as text: "rank 3" (a world rank), "any rank". */
+static void peer_text(char *b, size_t n, const comm_info *ci, int r) {
+  if (r == MPI_ANY_SOURCE) {
+    snprintf(b, n, "any rank");
+    return;
+  }
+  if (ci && ci != &world_info && ci->world && r >= 0 && r < ci->size)
+    r = ci->world[r];
+  snprintf(b, n, "rank %d", r);
+}
+
+/* (vqc_mpi_internal.h) */
+void p2p_where(char *b, size_t n) {
+  b[0] = '\0';
+  const char *fn = __atomic_load_n(&p2p.call, __ATOMIC_ACQUIRE);
+  if (!fn) return;
+  char to[80] = "", from[80] = "", at[800] = "";
+  if (p2p.to != P2P_NONE) {
+    char who[32];
+    peer_text(who, sizeof who, p2p.ci, p2p.to);
+    snprintf(to, sizeof to, " to %s (tag %d)", who, p2p.send_tag);
+  }
+  if (p2p.from != P2P_NONE) {
+    char who[32], tag[24];
+    peer_text(who, sizeof who, p2p.ci, p2p.from);
+    if (p2p.recv_tag == MPI_ANY_TAG) snprintf(tag, sizeof tag, "any tag");
+    else snprintf(tag, sizeof tag, "tag %d", p2p.recv_tag);
+    snprintf(from, sizeof from, " from %s (%s)", who, tag);
+  }
+  if (p2p.s && p2p.s->file[0])
+    snprintf(at, sizeof at, " at %.400s:%d (%.200s)", base_name(p2p.s->file),
+             p2p.s->line, p2p.s->func);
+  snprintf(b, n, "in %s%s%s%s", fn, to, from, at);
+}
+
 /* After an I-call that returned rc with *req: the request kept until it
  * completes. peer and tag as the program passed them. */
 static void p2p_posted(const char *name, int rc, const MPI_Request *req,
