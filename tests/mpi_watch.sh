@@ -123,6 +123,9 @@
 #                   3-byte stride (elements overlap; line 28): one
 #                   lost_inplace at overlap_type.c:28; the same type sent,
 #                   and a correct column type, nothing;
+#   truncated       2 ranks: 4 ints sent into room for 2: a rank_failure
+#                   naming rank 1, MPI_ERR_TRUNCATE and "in MPI_Recv from
+#                   rank 0 (tag 5) at truncated.c:15 (main)";
 #   halo_clean      3 ranks: a halo exchange with vector-type columns of
 #                   one array in flight while the interior is updated:
 #                   exit 0, no finding (spans interleave, bytes do not).
@@ -157,7 +160,7 @@ case $PROG in
   clean|split_skip|neighbor_clean) np=4 ;;
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
-  overlap_type) np=2 ;;
+  overlap_type|truncated) np=2 ;;
 esac
 case $CASE in
   split_skip|recv_cycle|op_swap|recv_any|neighbor_skip|irecv_cycle)
@@ -504,12 +507,14 @@ elif case == "buffer_race":
         f = by_rank.get(r)
         if not f or site not in f.get("site", "") or said not in f["message"]:
             fail("rank %d: expected %r at %s" % (r, said, site))
-elif case in ("no_finalize", "abort_call"):
+elif case in ("no_finalize", "abort_call", "truncated"):
     said = {"no_finalize": "rank 1 never reached MPI_Finalize (it exited "
                            "without calling MPI_Finalize",
             "abort_call": "rank 1 never reached MPI_Finalize (it called "
                           "MPI_Abort (error code 3) at abort_call.c:13 "
-                          "(main))"}[case]
+                          "(main))",
+            "truncated": "MPI_ERR_TRUNCATE: message truncated, in MPI_Recv "
+                         "from rank 0 (tag 5) at truncated.c:15 (main)"}[case]
     named = [f for f in fs if f["kind"] == "rank_failure" and
              1 in f["ranks"] and said in f["message"]]
     if rc != 1 or not named:
