@@ -40,7 +40,7 @@ _vqcheck_options() {
     analyze) echo "--json --quiet --help" ;;
     compare) echo "--out --json --quiet --help" ;;
     report) echo "--format --quiet --verbose --help" ;;
-    watch) echo "--nproc --interval --timeout --out --json --quiet --mpi --no-mpi --strict --help --" ;;
+    watch) echo "--nproc --interval --timeout --out --json --quiet --mpi --no-mpi --strict --buffered-sends --help --" ;;
   esac
 }
 
