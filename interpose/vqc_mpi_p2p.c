@@ -37,6 +37,23 @@ static struct {
   vqc_p2p_req req[P2P_REQS];
 } p2p;
 
+/* A peer as text: "rank 3" (a world rank), "any rank". */
+static void peer_text(char *b, size_t n, const comm_info *ci, int r) {
+  if (r == MPI_ANY_SOURCE) {
+    snprintf(b, n, "any rank");
+    return;
+  }
+  if (ci && ci != &world_info && ci->world && r >= 0 && r < ci->size)
+    r = ci->world[r];
+  snprintf(b, n, "rank %d", r);
+}
+
+/* A tag as text: "tag 7", "any tag". */
+static void tag_text(char *b, size_t n, int tag) {
+  if (tag == MPI_ANY_TAG) snprintf(b, n, "any tag");
+  else snprintf(b, n, "tag %d", tag);
+}
+
 /* Appends ",\"KEY\":" and world rank of communicator rank r (r itself
  * where ci has no map: the world, or a communicator not recorded), "any"
  * for MPI_ANY_SOURCE, null for another negative rank (MPI_PROC_NULL).
@@ -199,17 +216,6 @@ void p2p_enter_wait(const char *name, const MPI_Request *reqs, int n,
   __atomic_store_n(&p2p.call, name, __ATOMIC_RELEASE);
 }
 
-/* A peer as text: "rank 3" (a world rank), "any rank". */
-static void peer_text(char *b, size_t n, const comm_info *ci, int r) {
-  if (r == MPI_ANY_SOURCE) {
-    snprintf(b, n, "any rank");
-    return;
-  }
-  if (ci && ci != &world_info && ci->world && r >= 0 && r < ci->size)
-    r = ci->world[r];
-  snprintf(b, n, "rank %d", r);
-}
-
 /* (vqc_mpi_internal.h) */
 void p2p_where(char *b, size_t n) {
   b[0] = '\0';
@@ -224,8 +230,7 @@ void p2p_where(char *b, size_t n) {
   if (p2p.from != P2P_NONE) {
     char who[32], tag[24];
     peer_text(who, sizeof who, p2p.ci, p2p.from);
-    if (p2p.recv_tag == MPI_ANY_TAG) snprintf(tag, sizeof tag, "any tag");
-    else snprintf(tag, sizeof tag, "tag %d", p2p.recv_tag);
+    tag_text(tag, sizeof tag, p2p.recv_tag);
     snprintf(from, sizeof from, " from %s (%s)", who, tag);
   }
   if (p2p.s && p2p.s->file[0])
@@ -300,20 +305,14 @@ static void freed_receive(const vqc_p2p_req *q, uintptr_t pc) {
   unlock();
   if (!first) return;
   const site *from = q->site ? q->site : &overflow_site;
-  const comm_info *ci = q->ci;
-  int peer = q->peer;
-  if (peer >= 0 && ci && ci != &world_info && ci->world && peer < ci->size)
-    peer = ci->world[peer];
   char file[1100], func[520], at[700], who[64], tag[32];
   json_esc(file, sizeof file, s->file);
   json_esc(func, sizeof func, s->func);
   char esc_from[600];
   json_esc(esc_from, sizeof esc_from, base_name(from->file));
   snprintf(at, sizeof at, "%.400s:%d", esc_from, from->line);
-  if (q->peer == MPI_ANY_SOURCE) snprintf(who, sizeof who, "any rank");
-  else snprintf(who, sizeof who, "rank %d", peer);
-  if (q->tag == MPI_ANY_TAG) snprintf(tag, sizeof tag, "any tag");
-  else snprintf(tag, sizeof tag, "tag %d", q->tag);
+  peer_text(who, sizeof who, q->ci, q->peer);
+  tag_text(tag, sizeof tag, q->tag);
   char b[4096];
   const int k = snprintf(b, sizeof b,
       "{\"event\":\"finding\",\"finding\":{\"kind\":\"deadlock\","
@@ -385,6 +384,19 @@ static void received(int rc, const char *fn, MPI_Comm comm,
     msg_received(info_of(comm), msg_sig_of(dt), st, fn, s);
 }
 
+/* One of the blocking sends: told as `label` while the rank is in it,
+ * its buffer checked, sent with `send`, counted as `fn` (vqc_mpi_msgs.c).
+ * pc: the MPI_* wrapper's return address (the call site). */
+typedef int (*send_fn)(const void *, int, MPI_Datatype, int, int, MPI_Comm);
+static int blocking_send(const char *fn, const char *label, send_fn send,
+                         const void *buf, int count, MPI_Datatype datatype,
+                         int dest, int tag, MPI_Comm comm, uintptr_t pc) {
+  const site *s = p2p_enter(label, comm, dest, tag, P2P_NONE, P2P_NONE, pc);
+  race_check(fn, buf, count, datatype, false, s, MPI_REQUEST_NULL);
+  return sent(send(buf, count, datatype, dest, tag, comm), fn, comm, dest,
+              tag, datatype, s);
+}
+
 /* MPI_Send as MPI_Ssend when g.sync_sends (vqcheck watch's default): MPI
  * may buffer a standard send or not, as it likes; a program that needs it
  * to (two ranks that send to each other before either receives) works
@@ -393,45 +405,28 @@ static void received(int rc, const char *fn, MPI_Comm comm,
  * named "MPI_Send (synchronous)"). The same for MPI_Isend's completion. */
 int MPI_Send(const void *buf, int count, MPI_Datatype datatype, int dest,
              int tag, MPI_Comm comm) {
-  if (!g.on || !g.sync_sends) {
-    const site *s =
-        p2p_enter("MPI_Send", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
-    race_check("MPI_Send", buf, count, datatype, false, s, MPI_REQUEST_NULL);
-    return sent(PMPI_Send(buf, count, datatype, dest, tag, comm), "MPI_Send",
-                comm, dest, tag, datatype, s);
-  }
-  const site *s = p2p_enter("MPI_Send (synchronous)", comm, dest, tag,
-                            P2P_NONE, P2P_NONE, RA);
-  race_check("MPI_Send", buf, count, datatype, false, s, MPI_REQUEST_NULL);
-  return sent(PMPI_Ssend(buf, count, datatype, dest, tag, comm), "MPI_Send",
-              comm, dest, tag, datatype, s);
+  const bool sync = g.on && g.sync_sends;
+  return blocking_send("MPI_Send", sync ? "MPI_Send (synchronous)" : "MPI_Send",
+                       sync ? PMPI_Ssend : PMPI_Send, buf, count, datatype,
+                       dest, tag, comm, RA);
 }
 
 int MPI_Ssend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm) {
-  const site *s =
-      p2p_enter("MPI_Ssend", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
-  race_check("MPI_Ssend", buf, count, datatype, false, s, MPI_REQUEST_NULL);
-  return sent(PMPI_Ssend(buf, count, datatype, dest, tag, comm), "MPI_Ssend",
-              comm, dest, tag, datatype, s);
+  return blocking_send("MPI_Ssend", "MPI_Ssend", PMPI_Ssend, buf, count,
+                       datatype, dest, tag, comm, RA);
 }
 
 int MPI_Bsend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm) {
-  const site *s =
-      p2p_enter("MPI_Bsend", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
-  race_check("MPI_Bsend", buf, count, datatype, false, s, MPI_REQUEST_NULL);
-  return sent(PMPI_Bsend(buf, count, datatype, dest, tag, comm), "MPI_Bsend",
-              comm, dest, tag, datatype, s);
+  return blocking_send("MPI_Bsend", "MPI_Bsend", PMPI_Bsend, buf, count,
+                       datatype, dest, tag, comm, RA);
 }
 
 int MPI_Rsend(const void *buf, int count, MPI_Datatype datatype, int dest,
               int tag, MPI_Comm comm) {
-  const site *s =
-      p2p_enter("MPI_Rsend", comm, dest, tag, P2P_NONE, P2P_NONE, RA);
-  race_check("MPI_Rsend", buf, count, datatype, false, s, MPI_REQUEST_NULL);
-  return sent(PMPI_Rsend(buf, count, datatype, dest, tag, comm), "MPI_Rsend",
-              comm, dest, tag, datatype, s);
+  return blocking_send("MPI_Rsend", "MPI_Rsend", PMPI_Rsend, buf, count,
+                       datatype, dest, tag, comm, RA);
 }
 
 int MPI_Recv(void *buf, int count, MPI_Datatype datatype, int source,

@@ -126,6 +126,10 @@
 #   truncated       2 ranks: 4 ints sent into room for 2: a rank_failure
 #                   naming rank 1, MPI_ERR_TRUNCATE and "in MPI_Recv from
 #                   rank 0 (tag 5) at truncated.c:15 (main)";
+#   freed_recv      2 ranks: an active MPI_Irecv let go with
+#                   MPI_Request_free (rank 1, line 17; the MPI_Isend freed
+#                   on rank 0 is correct): one deadlock finding naming rank
+#                   1 at freed_recv.c:17, the receive started at line 16;
 #   halo_clean      3 ranks: a halo exchange with vector-type columns of
 #                   one array in flight while the interior is updated:
 #                   exit 0, no finding (spans interleave, bytes do not).
@@ -160,7 +164,7 @@ case $PROG in
   clean|split_skip|neighbor_clean) np=4 ;;
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
-  overlap_type|truncated) np=2 ;;
+  overlap_type|truncated|freed_recv) np=2 ;;
 esac
 case $CASE in
   split_skip|recv_cycle|op_swap|recv_any|neighbor_skip|irecv_cycle)
@@ -471,6 +475,16 @@ elif case == "buffered_lost_message":
     if "rank 0 sent 2 messages to rank 1 (tag 4)" not in f["message"] or \
             "rank 1 received only 1 of them" not in f["message"]:
         fail("the message: %s" % f["message"])
+elif case == "freed_recv":
+    if rc != 1 or kinds != ["deadlock"]:
+        fail("expected exit 1 and one deadlock, got %d and %s" % (rc, kinds))
+    f = fs[0]
+    said = ("rank 1 let its MPI_Irecv from rank 0 (tag 3) (started at "
+            "freed_recv.c:16) go with MPI_Request_free before it completed")
+    if f["ranks"] != [1] or "freed_recv.c:17" not in f.get("site", "") or \
+            said not in f["message"]:
+        fail("expected rank 1 at freed_recv.c:17 and %r: %s %s %s"
+             % (said, f["ranks"], f.get("site"), f["message"]))
 elif case == "overlap_type":
     if rc != 1 or kinds != ["lost_inplace"]:
         fail("expected exit 1 and one lost_inplace, got %d and %s"
