@@ -373,6 +373,12 @@ static json_t *hb_place_json(const hb_place *p) {
   return j;
 }
 
+/* Said when a rank waits in a send the MPI interposer made synchronous
+ * (docs/mpi.md "Sends run synchronously"). */
+static const char hb_sync_text[] =
+    " vqcheck runs MPI_Send as MPI_Ssend: a send that completes without it "
+    "only because MPI buffered it waits here (--buffered-sends).";
+
 /* The rule, told in every such finding (docs/pytorch.md "Hangs"). */
 static const char hb_rule_text[] =
     " A rank slower than --timeout between two signs of progress (a "
@@ -422,7 +428,11 @@ void watch_hb_finding(const vqc_watch_ctx *c, vqc_findings *known,
   /* The message: the culprits' places, then the others', grouped; the
    * rule always fits at its end. */
   size_t k = 0;
-  const size_t room = sizeof x.message - sizeof hb_rule_text;
+  bool sync = false; /* a rank waits in a send made synchronous */
+  for (int i = 0; i < n; i++)
+    sync = sync || (pl[i].p2p[0] && strstr(pl[i].p2p, "(synchronous)"));
+  const size_t room = sizeof x.message - sizeof hb_rule_text -
+                      (sync ? sizeof hb_sync_text : 0);
   watch_appendf(x.message, &k, room, "no progress for %g s (the --timeout):",
                 c->o->timeout);
   bool first = true;
@@ -457,6 +467,7 @@ void watch_hb_finding(const vqc_watch_ctx *c, vqc_findings *known,
     watch_appendf(x.message, &k, room, "; %d more rank%s (see the detail)",
                   untold, untold == 1 ? "" : "s");
   watch_appendf(x.message, &k, room, ".");
+  if (sync) watch_appendf(x.message, &k, sizeof x.message, "%s", hb_sync_text);
   watch_appendf(x.message, &k, sizeof x.message, "%s", hb_rule_text);
   watch_clean_in_place(x.message);
 
