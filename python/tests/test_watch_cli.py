@@ -126,7 +126,9 @@ out = sys.argv[1]
 with open(os.path.join(out, "env-%s.json" % os.environ.get("RANK", "x")),
           "w") as f:
     json.dump({k: os.environ.get(k) for k in keys}, f)
-print("hello from rank", os.environ.get("RANK"))
+# one string: with unbuffered output each of print's pieces is its own
+# write, and three ranks' pieces interleave on the shared pipe
+print(f"hello from rank {os.environ.get('RANK')}")
 '''
 
 FAIL_JOB = '''
