@@ -444,7 +444,7 @@ void vqc_p2p_messages(const char *dir, int ranks, vqc_findings *fresh,
              "paired with its peers': %s", r, rf[r].why);
     json_array_append_new(warnings, json_string(msg));
   }
-  qsort(es, n, sizeof *es, cmp_ent);
+  if (n > 0) qsort(es, n, sizeof *es, cmp_ent); /* es is NULL when n is 0 */
   int told = 0, more = 0;
   int64_t compared = 0;
   for (size_t i = 0; i < n;) {
