@@ -58,15 +58,6 @@ long long v_items(const int *counts, const int *displs, MPI_Comm c) {
   return most;
 }
 
-/* Whether this call site already has a finding of this kind (bit). */
-static bool once(const call *c, unsigned bit) {
-  site *s = (site *)c->s;
-  lock();
-  const bool first = !(s->reported & bit);
-  s->reported |= bit;
-  unlock();
-  return first;
-}
 
 static void buffer_finding(const call *c, const char *kind, const char *fn,
                            const char *what, const char *detail) {
@@ -92,8 +83,6 @@ static void buffer_finding(const call *c, const char *kind, const char *fn,
   free(b);
 }
 
-/* site.reported bits (vqc_mpi_races.c has 4 and 8) */
-enum { REPORTED_OVERLAP = 1, REPORTED_SMALL = 2, REPORTED_TYPES = 16 };
 
 void check_overlap(const call *c, const char *fn, const void *sb,
                    long long sn, MPI_Datatype st, const void *rb,
@@ -103,7 +92,7 @@ void check_overlap(const call *c, const char *fn, const void *sb,
       !buf_span(rb, rn, rt, &rlo, &rhi))
     return;
   const uintptr_t lo = slo > rlo ? slo : rlo, hi = shi < rhi ? shi : rhi;
-  if (lo >= hi || !once(c, REPORTED_OVERLAP)) return;
+  if (lo >= hi || !site_first(c->s, REPORTED_OVERLAP)) return;
   /* Where MPI_IN_PLACE goes for this kind of call. */
   const char *advice =
       strncmp(c->op, "scatter", 7) == 0
@@ -137,7 +126,7 @@ static void check_types(const call *c, const char *fn, int sc,
   if (sc <= 0 || rc <= 0) return;
   const msg_sig s = msg_sig_of(st), r = msg_sig_of(rt);
   if (!s.dtype[0] || !r.dtype[0] || strcmp(s.dtype, r.dtype) == 0 ||
-      !once(c, REPORTED_TYPES))
+      !site_first(c->s, REPORTED_TYPES))
     return;
   char what[600], detail[300];
   snprintf(what, sizeof what, "it sends %s%s%s%s and receives %s%s%s%s: "
@@ -165,7 +154,7 @@ void check_fits(const call *c, const char *fn, int sc, MPI_Datatype st,
       PMPI_Type_size(rt, &rs) != MPI_SUCCESS)
     return;
   const long long sent = (long long)sc * ss, room = (long long)rc * rs;
-  if (room >= sent || !once(c, REPORTED_SMALL)) return;
+  if (room >= sent || !site_first(c->s, REPORTED_SMALL)) return;
   char what[600], detail[300];
   snprintf(what, sizeof what, "the receive side takes %d x %d bytes from "
            "each rank but each rank sends %d x %d bytes: the receive buffer "

@@ -126,6 +126,17 @@ typedef struct site {
   unsigned reported;    /* buffer findings made here (REPORTED_*) */
 } site;
 
+/* The findings made once per call site (site.reported bits). */
+enum {
+  REPORTED_OVERLAP = 1,    /* send and receive buffers overlap (buffers.c) */
+  REPORTED_SMALL = 2,      /* a receive side too small (buffers.c) */
+  REPORTED_RACE = 4,       /* a buffer a request in flight owns (races.c) */
+  REPORTED_CHANGED = 8,    /* a send's buffer changed in flight (races.c) */
+  REPORTED_TYPES = 16,     /* two sides of other element types (buffers.c) */
+  REPORTED_FREED = 32,     /* an active receive request freed (p2p.c) */
+  REPORTED_OVERLAID = 64   /* a receive type writing a byte twice (races.c) */
+};
+
 #define NSITES 1024
 /* The table (on_usr1 scans it for a stack's frames). */
 extern VQC_MPI_HIDDEN site sites[NSITES];
@@ -140,6 +151,22 @@ VQC_MPI_HIDDEN const char *base_name(const char *p);
 VQC_MPI_HIDDEN bool mpi_object(const char *path);
 /* site_of past its cache: the lookup, resolving a new site. */
 VQC_MPI_HIDDEN const site *site_of_lookup(uintptr_t pc);
+
+/* Whether site s has no finding of kind bit yet (and now has); the caller
+ * holds lock(). */
+static inline bool site_first_locked(const site *s, unsigned bit) {
+  site *w = (site *)s; /* the table's slots: only `reported` changes */
+  const bool first = !(w->reported & bit);
+  w->reported |= bit;
+  return first;
+}
+
+static inline bool site_first(const site *s, unsigned bit) {
+  lock();
+  const bool first = site_first_locked(s, bit);
+  unlock();
+  return first;
+}
 
 /* The call site of a collective whose wrapper returns to pc: pc's, or the
  * first frame above it outside the MPI libraries. Never NULL. */
@@ -182,6 +209,11 @@ static inline const basic *basic_of(MPI_Datatype t) {
 
 /* *out for datatype t, whatever it is (vqc_mpi_types.c). */
 VQC_MPI_HIDDEN void type_info_full(MPI_Datatype t, tinfo *out);
+
+/* The digest name of the one basic element derived type t is made of,
+ * "" when mixed or unnamed (type_info_full's dtype, without the readable
+ * form it also builds: per message, vqc_mpi_msgs.c). */
+VQC_MPI_HIDDEN const char *type_element(MPI_Datatype t);
 
 /* What a ledger line says of t: a basic type with a digest name here, the
  * rest (decoded) by type_info_full. */

@@ -115,9 +115,7 @@ msg_sig msg_sig_of(MPI_Datatype dt) {
     s.name = b->name;
     return s;
   }
-  tinfo t;
-  type_info_full(dt, &t);
-  s.dtype = t.dtype; /* a static string of the basics, or "" */
+  s.dtype = type_element(dt); /* a derived type's one element, or "" */
   return s;
 }
 
@@ -217,11 +215,11 @@ void msg_sent(MPI_Comm comm, int dest, int tag, MPI_Datatype dt,
 
 void msg_received(comm_info *ci, msg_sig sig, const MPI_Status *st,
                   const char *fn, const site *s) {
+  /* (a cancelled receive never gets here: MPI_Cancel takes its request
+   * out of the table, and a blocking receive cannot be cancelled) */
   if (!g.on || !st || st->MPI_SOURCE == MPI_PROC_NULL ||
       st->MPI_SOURCE < 0)
     return;
-  int cancelled = 0;
-  if (PMPI_Test_cancelled(st, &cancelled) == MPI_SUCCESS && cancelled) return;
   count(ci, st->MPI_SOURCE, st->MPI_TAG, true, fn, sig, s);
 }
 

@@ -272,14 +272,20 @@ static void p2p_posted(const char *name, int rc, const MPI_Request *req,
  * receive completed with status *st (NULL: not complete, or no status)
  * is counted as a message received (vqc_mpi_msgs.c). A send request
  * cancelled (cancel) makes this rank's message counts incomplete. */
+/* Takes request r's entry out of p2p_reqs into *q; false when r has none
+ * (its ci reference is then the caller's to give back). */
+static bool take_req(MPI_Request r, vqc_p2p_req *q) {
+  if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0) return false;
+  lock();
+  const bool had = vqc_reqs_take(&p2p_reqs, r, q);
+  unlock();
+  return had;
+}
+
 static void forget(MPI_Request r, const MPI_Status *st, bool cancel,
                    uintptr_t completed_at) {
-  if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0) return;
   vqc_p2p_req q;
-  lock();
-  const bool had = vqc_reqs_take(&p2p_reqs, r, &q);
-  unlock();
-  if (!had) return;
+  if (!take_req(r, &q)) return;
   if (q.recv && st && q.ci)
     msg_received(q.ci, (msg_sig){.dtype = q.dtype ? q.dtype : "",
                                  .name = q.tname},
@@ -299,11 +305,7 @@ static void forget(MPI_Request r, const MPI_Status *st, bool cancel,
 static void freed_receive(const vqc_p2p_req *q, uintptr_t pc) {
   msgs_uncounted("a receive request was let go (MPI_Request_free)");
   const site *s = site_of(pc);
-  lock();
-  const bool first = !(((site *)s)->reported & 32);
-  ((site *)s)->reported |= 32;
-  unlock();
-  if (!first) return;
+  if (!site_first(s, REPORTED_FREED)) return;
   const site *from = q->site ? q->site : &overflow_site;
   char file[1100], func[520], at[700], who[64], tag[32];
   json_esc(file, sizeof file, s->file);
@@ -330,12 +332,8 @@ static void freed_receive(const vqc_p2p_req *q, uintptr_t pc) {
 
 /* MPI_Request_free (returning to pc): request r let go. */
 void p2p_forget(MPI_Request r, uintptr_t pc) {
-  if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) == 0) return;
   vqc_p2p_req q;
-  lock();
-  const bool had = vqc_reqs_take(&p2p_reqs, r, &q);
-  unlock();
-  if (!had) return;
+  if (!take_req(r, &q)) return;
   if (q.recv) freed_receive(&q, pc);
   info_unref(q.ci);
 }

@@ -34,8 +34,6 @@
 #define BLOCKS 256u          /* ... and this many blocks between */
 #define BLOCK 64u
 
-/* site.reported bits (vqc_mpi_buffers.c has 1, 2 and 16) */
-enum { REPORTED_RACE = 4, REPORTED_CHANGED = 8, REPORTED_OVERLAID = 64 };
 
 static uint64_t mix64(uint64_t h, uint64_t w) {
   h ^= w * 0x9e3779b97f4a7c15ull;
@@ -102,13 +100,6 @@ void race_note(vqc_p2p_req *v, const void *buf, int count, MPI_Datatype dt) {
     v->hashed = hash_span(v->lo, v->hi, &v->hash);
 }
 
-/* Whether site s has no finding of kind bit yet (and now has). */
-static bool first_at(const site *s, unsigned bit) {
-  site *w = (site *)s;
-  const bool first = !(w->reported & bit);
-  w->reported |= bit;
-  return first;
-}
 
 static void finding(const site *s, const char *msg, const char *detail) {
   char file[1100], func[520], m[2800];
@@ -155,7 +146,7 @@ void race_check(const char *fn, const void *buf, int count, MPI_Datatype dt,
       shared = b - a;
     }
   }
-  const bool tell = hit && first_at(s, REPORTED_RACE);
+  const bool tell = hit && site_first_locked(s, REPORTED_RACE);
   unlock();
   if (!tell) return;
   const site *os = other.site ? other.site : &overflow_site;
@@ -187,10 +178,7 @@ void race_completed(const vqc_p2p_req *q, uintptr_t pc) {
   uint64_t now;
   if (!hash_span(q->lo, q->hi, &now) || now == q->hash) return;
   const site *s = q->site ? q->site : &overflow_site;
-  lock();
-  const bool tell = first_at(s, REPORTED_CHANGED);
-  unlock();
-  if (!tell) return;
+  if (!site_first(s, REPORTED_CHANGED)) return;
   char here[600], done[600], msg[2600], detail[800];
   at(s, here, sizeof here);
   at(site_of(pc), done, sizeof done);
@@ -220,10 +208,7 @@ void race_recv_type(const char *fn, MPI_Datatype dt, const site *s) {
       PMPI_Type_get_true_extent(dt, &tlb, &text) != MPI_SUCCESS ||
       size <= 0 || (MPI_Aint)size <= text)
     return;
-  lock();
-  const bool tell = first_at(s, REPORTED_OVERLAID);
-  unlock();
-  if (!tell) return;
+  if (!site_first(s, REPORTED_OVERLAID)) return;
   char here[600], msg[1400], detail[300];
   at(s, here, sizeof here);
   snprintf(msg, sizeof msg,

@@ -208,6 +208,13 @@ void type_info_full(MPI_Datatype t, tinfo *out) {
   out->elems = n;
 }
 
+/* (vqc_mpi_internal.h) */
+const char *type_element(MPI_Datatype t) {
+  const char *leaf = NULL, *dleaf = NULL;
+  (void)decode(t, &leaf, &dleaf, 0);
+  return dleaf && dleaf != MIXED ? dleaf : "";
+}
+
 const char *redop_name(MPI_Op op) {
   if (op == MPI_SUM) return "sum";
   if (op == MPI_MAX) return "max";
