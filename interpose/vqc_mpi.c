@@ -71,8 +71,9 @@
  *            different ranks (the root's branch and the others'), so the
  *            analysis tells the site but does not compare it;
  *   file, line, func  the call site: the return address (__builtin_
- *            return_address, or backtrace() past the MPI libraries when
- *            the caller is one: Fortran bindings) resolved once per site
+ *            return_address, or the stack unwound past the MPI libraries
+ *            when the caller is one: a Fortran binding, whose PMPI_* calls
+ *            vqc_mpi_fortran.c routes here) resolved once per site
  *            with libdw where the program has debug information (libdw.so.1
  *            opened at run time: no build dependency), else dladdr: the
  *            object's name, line 0, "symbol+0xoffset" (the same on every
@@ -122,7 +123,9 @@
  *                      used again before their wait;
  *   vqc_mpi_msgs.c     messages counted per channel, written at
  *                      MPI_Finalize to rank-<r>.p2p.jsonl for the
- *                      analysis to pair sends with receives. */
+ *                      analysis to pair sends with receives;
+ *   vqc_mpi_fortran.c  the Fortran bindings' PMPI_* calls routed through
+ *                      the wrappers (at load). */
 #include "vqc_mpi_internal.h"
 
 /* ---- state (vqc_mpi_internal.h says what each field is) */
@@ -146,6 +149,7 @@ static int open_file(const char *suffix, int flags) {
  * loaded (an environment problem). The launcher and its daemons, which
  * load it too, have no rank variable. */
 __attribute__((constructor)) static void preloaded(void) {
+  fortran_route(); /* vqc_mpi_fortran.c: before any Fortran MPI call */
   const char *dir = getenv("VQC_WATCH_DIR");
   const char *r = getenv("OMPI_COMM_WORLD_RANK");
   if (!r) r = getenv("PMIX_RANK");

@@ -152,6 +152,12 @@ VQC_MPI_HIDDEN bool mpi_object(const char *path);
 /* site_of past its cache: the lookup, resolving a new site. */
 VQC_MPI_HIDDEN const site *site_of_lookup(uintptr_t pc);
 
+/* ---- Fortran bindings (vqc_mpi_fortran.c) */
+
+/* Points the loaded Fortran binding libraries' PMPI_* slots at this
+ * library's MPI_* wrappers (once, from the load-time constructor). */
+VQC_MPI_HIDDEN void fortran_route(void);
+
 /* Whether site s has no finding of kind bit yet (and now has); the caller
  * holds lock(). */
 static inline bool site_first_locked(const site *s, unsigned bit) {
@@ -195,7 +201,8 @@ typedef struct tinfo {
 } tinfo;
 
 /* The basic types, nbasics of them (set once by init_basics). */
-extern VQC_MPI_HIDDEN basic basics[48];
+#define NBASICS 80
+extern VQC_MPI_HIDDEN basic basics[NBASICS];
 extern VQC_MPI_HIDDEN int nbasics;
 
 VQC_MPI_HIDDEN void init_basics(void);

@@ -88,6 +88,9 @@ static void on_usr1(int sig) {
     char file[512], func[256];
     int line = 0;
     if (s) {
+      /* a site in an MPI library: a Fortran binding's frame (the wrapper's
+       * caller), skipped as the unknown ones below are */
+      if (!started && s->lib) continue;
       snprintf(file, sizeof file, "%s", s->file);
       snprintf(func, sizeof func, "%s", s->func);
       line = s->line;

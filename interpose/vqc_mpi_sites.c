@@ -4,6 +4,8 @@
  * fixed table that on_usr1 also reads. */
 #include "vqc_mpi_internal.h"
 
+#include <unwind.h>
+
 /* ---- call sites */
 
 site sites[NSITES];
@@ -147,25 +149,46 @@ static site *site_find(uintptr_t pc, bool add) {
 uintptr_t site_last_pc;
 const site *site_last;
 
+/* The walk up the stack for the first frame outside the MPI libraries:
+ * it stops there (each frame unwound costs a few hundred ns: a Fortran
+ * program's every call walks, vqc_mpi_fortran.c). */
+typedef struct frame_walk {
+  uintptr_t pc;   /* the wrapper's return address: not an answer */
+  int frames;     /* walked so far (at most 32) */
+  site *up;       /* the answer, once found */
+} frame_walk;
+
+static _Unwind_Reason_Code walk_frame(struct _Unwind_Context *ctx,
+                                      void *arg) {
+  frame_walk *w = arg;
+  const uintptr_t ip = (uintptr_t)_Unwind_GetIP(ctx);
+  if (++w->frames > 32 || ip == 0) return _URC_END_OF_STACK;
+  site *t = ip != w->pc ? site_find(ip, true) : NULL;
+  if (t && !t->lib) {
+    w->up = t;
+    return _URC_END_OF_STACK;
+  }
+  return _URC_NO_REASON;
+}
+
 /* site_of (vqc_mpi_internal.h) past its cache: pc's site, or the first
  * frame above it outside the MPI libraries; the cache set to the answer
  * when one thread calls MPI. */
 const site *site_of_lookup(uintptr_t pc) {
   lock();
   site *s = site_find(pc, true);
-  if (s && s->lib) {
-    void *fr[32];
-    const int n = backtrace(fr, 32);
-    site *up = NULL;
-    for (int i = 1; i < n && !up; i++) {
-      site *t = site_find((uintptr_t)fr[i], true);
-      if (t && !t->lib && (uintptr_t)fr[i] != pc) up = t;
-    }
-    if (up) s = up;
+  const bool in_lib = s && s->lib;
+  if (in_lib) {
+    frame_walk w = {pc, 0, NULL};
+    _Unwind_Backtrace(walk_frame, &w);
+    if (w.up) s = w.up;
   }
   unlock();
   const site *out = s && s->len ? s : &overflow_site;
-  if (!g.multi) {
+  /* Not kept when pc is in an MPI library (a Fortran binding's call to the
+   * wrapper): one pc there serves every line of the program, so each call
+   * finds its own line above it. */
+  if (!g.multi && !in_lib) {
     site_last_pc = pc;
     site_last = out;
   }

@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config git
   openmpi-bin libopenmpi-dev        # comm: mpi backend, mpiexec for tests
+  gfortran                          # tests: Fortran MPI programs (mpifort)
   libxxhash-dev                     # digests (XXH3)
   libcriterion-dev                  # unit tests
   lcov                              # coverage build

@@ -132,7 +132,20 @@
 #                   1 at freed_recv.c:17, the receive started at line 16;
 #   halo_clean      3 ranks: a halo exchange with vector-type columns of
 #                   one array in flight while the interior is updated:
-#                   exit 0, no finding (spans interleave, bytes do not).
+#                   exit 0, no finding (spans interleave, bytes do not);
+#   f_clean         4 ranks, Fortran (mpi_f08: MPI_IN_PLACE, a derived type
+#                   broadcast against basic elements, a split communicator,
+#                   a non-blocking all-reduce, a ring of Isend/Irecv): exit
+#                   0, no finding, each collective recorded at its .f90
+#                   line with its element type;
+#   f_count_mismatch  3 ranks, Fortran (mpif.h): collective_mismatch naming
+#                   rank 1 at f_count_mismatch.f90:16 with both counts;
+#   f_recv_cycle    3 ranks, Fortran (the mpi module), --timeout 5: a
+#                   deadlock placing each rank in MPI_Recv with its peer at
+#                   f_recv_cycle.f90:24, never at a binding library's frame;
+#   f_type_mismatch  2 ranks, Fortran (mpi_f08): REAL sent, INTEGER
+#                   received: collective_mismatch naming both types and
+#                   lines.
 # In every case an MPI program has no training steps: each finding's step
 # is -1 ("no step applies"), and neither watch's summary nor report.md
 # says "at step".
@@ -152,7 +165,11 @@ case $CASE in
 esac
 unset VQC_MPI_STRICT
 if [ ! -x "$PROGS/$PROG" ]; then
-  echo "SKIP: $PROGS/$PROG not built (no MPI C compiler found by CMake)"
+  case $PROG in
+    f_*) echo "SKIP: $PROGS/$PROG not built (no MPI Fortran compiler: mpifort" \
+              "comes with gfortran, run scripts/install-deps.sh)" ;;
+    *) echo "SKIP: $PROGS/$PROG not built (no MPI C compiler found by CMake)" ;;
+  esac
   exit 77
 fi
 if [ ! -x "$PY" ]; then echo "SKIP: no $PY to read run.json"; exit 77; fi
@@ -165,12 +182,14 @@ case $PROG in
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv) np=2 ;;
+  f_clean) np=4 ;;
+  f_type_mismatch) np=2 ;;
 esac
 case $CASE in
   split_skip|recv_cycle|op_swap|recv_any|neighbor_skip|irecv_cycle)
     timeout=5 ;;
   pingpong) timeout=3 ;;
-  lost_message|send_send) timeout=5 ;;
+  lost_message|send_send|f_recv_cycle) timeout=5 ;;
 esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
@@ -545,6 +564,67 @@ elif case == "type_mismatch":
     for want in ("rank 1 received message 3 of tag 7 from rank 0 as int64 "
                  "(MPI_LONG)", "rank 0 sent it as float64 (MPI_DOUBLE) with "
                  "MPI_Send at type_mismatch.c:36"):
+        if want not in f["message"]:
+            fail("the message does not say %r: %s" % (want, f["message"]))
+elif case == "f_clean":
+    # Fortran (mpi_f08): clean, and its calls were recorded at its own
+    # lines (the bindings call PMPI_*: without the routing nothing was).
+    if rc != 0 or fs:
+        fail("a clean Fortran program: expected exit 0 and no finding, got "
+             "%d" % rc)
+    for path in sorted(glob.glob(os.path.join(d, "rank-*.live.jsonl"))):
+        led = [json.loads(l) for l in open(path) if '"seq"' in l]
+        done = [(l["op"], l["dtype"], os.path.basename(l["file"]), l["line"])
+                for l in led if l.get("state") == "done"]
+        for want in (("all_reduce", "float64", "f_clean.f90", 23),
+                     ("broadcast", "float64", "f_clean.f90", 33),
+                     ("all_reduce", "int32", "f_clean.f90", 40),
+                     ("all_reduce", "float64", "f_clean.f90", 46)):
+            if want[:3] == ("broadcast", "float64", "f_clean.f90") and \
+                    path.endswith("rank-0.live.jsonl"):
+                want = ("broadcast", "float64", "f_clean.f90", 31)  # the pair
+            if want not in done:
+                fail("%s: %s not recorded: %s" % (path, want, done))
+        split = {(l.get("group_name"), tuple(l["group"])) for l in led
+                 if "group" in l}
+        r = int(os.path.basename(path).split("-")[1].split(".")[0])
+        if split != {("world/split1", (r % 2, r % 2 + 2))}:
+            fail("%s: the split communicator's lines say %s" % (path, split))
+elif case == "f_count_mismatch":
+    f = one("collective_mismatch")
+    if rc != 1 or f["ranks"] != [1]:
+        fail("expected exit 1 and rank 1, got %d and %s" % (rc, f["ranks"]))
+    if "f_count_mismatch.f90:16" not in f.get("site", ""):
+        fail("site %r is not f_count_mismatch.f90:16 (the MPI_BCAST)"
+             % f.get("site"))
+    if "count 8" not in f["message"] or "count 4" not in f["message"]:
+        fail("the message does not give both counts")
+elif case == "f_recv_cycle":
+    f = one("deadlock")
+    if rc != 1 or not f["ranks"] or not set(f["ranks"]) <= {0, 1, 2}:
+        fail("expected exit 1 and ranks among 0-2, got %d and %s"
+             % (rc, f["ranks"]))
+    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
+        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+    for r in f["ranks"]:
+        call = "rank %d waits in MPI_Recv from rank %d (tag 7) at " \
+               "f_recv_cycle.f90:24" % (r, (r + 2) % 3)
+        if call not in f["message"]:
+            fail("rank %d is not placed %r: %s" % (r, call, f["message"]))
+    if "libmpi" in f["message"] or "libmpi" in f.get("site", ""):
+        fail("a Fortran binding's frame is named: %s" % f["message"])
+elif case == "f_type_mismatch":
+    if rc != 1 or kinds != ["collective_mismatch"]:
+        fail("expected exit 1 and one collective_mismatch, got %d and %s"
+             % (rc, kinds))
+    f = fs[0]
+    if f["ranks"] != [0, 1] or "f_type_mismatch.f90:21" not in f.get("site",
+                                                                     ""):
+        fail("expected ranks 0, 1 at f_type_mismatch.f90:21: %s %s"
+             % (f["ranks"], f.get("site")))
+    for want in ("rank 1 received message 1 of tag 3 from rank 0 as int32 "
+                 "(MPI_INTEGER)", "rank 0 sent it as float32 (MPI_REAL) with "
+                 "MPI_Send at f_type_mismatch.f90:18"):
         if want not in f["message"]:
             fail("the message does not say %r: %s" % (want, f["message"]))
 elif case == "recv_any":
