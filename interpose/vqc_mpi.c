@@ -82,7 +82,8 @@
  * MPI_Test or their any/some/all forms complete its request; one still
  * pending at MPI_Finalize gets a "failed" line (status VQC_EINVAL).
  * Non-blocking point-to-point requests (MPI_Isend, _Ibsend, _Issend,
- * _Irsend, MPI_Irecv) are not recorded; they are kept by handle
+ * _Irsend, MPI_Irecv, and persistent requests once started) are not
+ * recorded; they are kept by handle
  * (vqc_mpi_reqs.h) until complete, freed or cancelled, so a wait names
  * them in its p2p_wait line and MPI_Finalize reports, as a finding, each
  * one never completed (vqc_mpi_p2p.c, "non-blocking point-to-point").
@@ -124,6 +125,8 @@
  *   vqc_mpi_msgs.c     messages counted per channel, written at
  *                      MPI_Finalize to rank-<r>.p2p.jsonl for the
  *                      analysis to pair sends with receives;
+ *   vqc_mpi_persist.c  persistent point-to-point requests (_init,
+ *                      MPI_Start): kept, and in flight from each start;
  *   vqc_mpi_fortran.c  the Fortran bindings' PMPI_* calls routed through
  *                      the wrappers (at load). */
 #include "vqc_mpi_internal.h"
@@ -371,6 +374,7 @@ int MPI_Finalize(void) {
     }
     vqc_reqs_clear(&p2p_reqs);
     unlock();
+    persist_clear();
     /* Non-blocking collectives never completed: a finding. */
     call c;
     while (pending_pop(&c)) {

@@ -428,12 +428,25 @@ VQC_MPI_HIDDEN void p2p_cancelled(MPI_Request r);
 /* After a wait or test that returned rc on reqs[0..n), which were
  * was[0..n) before it: those MPI set to MPI_REQUEST_NULL completed (a
  * non-blocking request is freed when it completes), whatever the call's
- * form. A completed receive is counted with its status: st[i] for
- * request i when idx is NULL, else st[j] for request idx[j] (j < nidx);
- * st NULL: no status. */
+ * form; so did the started persistent requests it completed, which MPI
+ * leaves as they are: every one when all (MPI_Wait, MPI_Waitall, and
+ * MPI_Test, MPI_Testall that set their flag), else those of idx[0..nidx)
+ * (the any and some forms). A completed receive is counted with its
+ * status: st[i] for request i when idx is NULL, else st[j] for request
+ * idx[j] (j < nidx); st NULL: no status. */
 VQC_MPI_HIDDEN void p2p_done(const req_copy *was, const MPI_Request *reqs,
                              int n, int rc, const MPI_Status *st,
-                             const int *idx, int nidx, uintptr_t pc);
+                             const int *idx, int nidx, bool all,
+                             uintptr_t pc);
+
+/* ---- persistent requests (vqc_mpi_persist.c) */
+
+/* Whether r is a started persistent request in flight (in p2p_reqs). */
+VQC_MPI_HIDDEN bool p2p_started_persistent(MPI_Request r);
+/* MPI_Request_free: r, if a persistent request, is no longer kept. */
+VQC_MPI_HIDDEN void persist_freed(MPI_Request r);
+/* MPI_Finalize: every persistent request let go. */
+VQC_MPI_HIDDEN void persist_clear(void);
 
 /* ---- buffers of requests in flight (vqc_mpi_races.c) */
 
@@ -472,6 +485,11 @@ VQC_MPI_HIDDEN msg_sig msg_sig_of(MPI_Datatype dt);
 VQC_MPI_HIDDEN void msg_sent(MPI_Comm comm, int dest, int tag,
                              MPI_Datatype dt, const char *fn,
                              const site *s);
+/* msg_sent with the communicator's comm_info and the type's signature
+ * (a persistent send's, taken when it was made). */
+VQC_MPI_HIDDEN void msg_sent_on(comm_info *ci, int dest, int tag,
+                                msg_sig sig, const char *fn,
+                                const site *s);
 /* A receive on ci completed with *st (its source and tag). */
 VQC_MPI_HIDDEN void msg_received(comm_info *ci, msg_sig sig,
                                  const MPI_Status *st, const char *fn,

@@ -33,9 +33,10 @@
  *
  * What is not counted makes the rank's counts incomplete ("uncounted"
  * says why, and the analysis then compares no count of a channel of that
- * rank): persistent requests (MPI_Send_init, MPI_Recv_init, ...), matched
- * receives (MPI_Mrecv, MPI_Imrecv), a send request cancelled, a table
- * grown past MSGS_MAX channels or out of memory.
+ * rank): matched receives (MPI_Mrecv, MPI_Imrecv), a send request
+ * cancelled, a persistent request that could not be kept, a table grown
+ * past MSGS_MAX channels or out of memory. (Persistent requests are
+ * counted at each start and completion: vqc_mpi_persist.c.)
  *
  * The cost per message: a type lookup (a scan of the basic types; a
  * derived type is decoded), a string hash of its element name and one
@@ -211,6 +212,12 @@ void msg_sent(MPI_Comm comm, int dest, int tag, MPI_Datatype dt,
               const char *fn, const site *s) {
   if (!g.on || dest == MPI_PROC_NULL) return;
   count(info_of(comm), dest, tag, false, fn, msg_sig_of(dt), s);
+}
+
+void msg_sent_on(comm_info *ci, int dest, int tag, msg_sig sig,
+                 const char *fn, const site *s) {
+  if (!g.on || dest == MPI_PROC_NULL) return;
+  count(ci, dest, tag, false, fn, sig, s);
 }
 
 void msg_received(comm_info *ci, msg_sig sig, const MPI_Status *st,

@@ -343,11 +343,20 @@ void p2p_cancelled(MPI_Request r) { forget(r, NULL, true, 0); }
 /* (vqc_mpi_internal.h) */
 void p2p_done(const req_copy *was, const MPI_Request *reqs, int n,
               int rc, const MPI_Status *st, const int *idx, int nidx,
-              uintptr_t pc) {
+              bool all, uintptr_t pc) {
   if (!was->r) return;
+  const bool all_done = all && (rc == MPI_SUCCESS || rc == MPI_ERR_IN_STATUS);
   for (int i = 0; i < n; i++) {
-    if (was->r[i] == MPI_REQUEST_NULL || reqs[i] != MPI_REQUEST_NULL)
-      continue;
+    if (was->r[i] == MPI_REQUEST_NULL) continue;
+    if (reqs[i] != MPI_REQUEST_NULL) {
+      /* still a handle: complete only if a started persistent request
+       * that this call completed (MPI leaves those inactive, not NULL) */
+      bool listed = all_done;
+      for (int j = 0; idx && j < nidx && !listed; j++) listed = idx[j] == i;
+      if (!listed || reqs[i] != was->r[i] ||
+          !p2p_started_persistent(was->r[i]))
+        continue;
+    }
     /* request i's status: st[i] (idx NULL), or st[j] where idx[j] == i */
     const MPI_Status *si = NULL;
     if (st && !idx) si = &st[i];
@@ -487,33 +496,6 @@ int MPI_Imrecv(void *buf, int count, MPI_Datatype datatype,
                MPI_Message *message, MPI_Request *request) {
   msgs_uncounted("it receives matched messages (MPI_Imrecv)");
   return PMPI_Imrecv(buf, count, datatype, message, request);
-}
-
-/* Persistent requests are not followed (their MPI_Start): incomplete. */
-#define PERSISTENT(fn, ...)                                                 \
-  msgs_uncounted("it uses persistent requests (" #fn ")");                  \
-  return P##fn(__VA_ARGS__)
-
-int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype,
-                  int dest, int tag, MPI_Comm comm, MPI_Request *request) {
-  PERSISTENT(MPI_Send_init, buf, count, datatype, dest, tag, comm, request);
-}
-int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype,
-                   int dest, int tag, MPI_Comm comm, MPI_Request *request) {
-  PERSISTENT(MPI_Bsend_init, buf, count, datatype, dest, tag, comm, request);
-}
-int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype,
-                   int dest, int tag, MPI_Comm comm, MPI_Request *request) {
-  PERSISTENT(MPI_Ssend_init, buf, count, datatype, dest, tag, comm, request);
-}
-int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype,
-                   int dest, int tag, MPI_Comm comm, MPI_Request *request) {
-  PERSISTENT(MPI_Rsend_init, buf, count, datatype, dest, tag, comm, request);
-}
-int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source,
-                  int tag, MPI_Comm comm, MPI_Request *request) {
-  PERSISTENT(MPI_Recv_init, buf, count, datatype, source, tag, comm,
-             request);
 }
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {

@@ -43,6 +43,9 @@ typedef struct vqc_p2p_req {
   uintptr_t lo, hi;
   uint64_t hash;
   bool hashed;
+  /* A persistent request (MPI_Send_init, ...: vqc_mpi_persist.c): MPI
+   * leaves its handle as it is when it completes. */
+  bool persistent;
 } vqc_p2p_req;
 
 typedef struct vqc_reqs_slot {

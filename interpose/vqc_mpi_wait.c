@@ -142,7 +142,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
   const int rc = PMPI_Wait(request, st);
   completed(rc0.r[0], rc);
   p2p_done(&rc0, request, 1, rc, st == MPI_STATUS_IGNORE ? NULL : st, NULL,
-           0, RA);
+           0, true, RA);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -161,7 +161,7 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[],
   const int rc = PMPI_Waitall(count, array_of_requests, st);
   for (int i = 0; i < count; i++) completed(rc0.r[i], rc);
   p2p_done(&rc0, array_of_requests, count, rc,
-           st == MPI_STATUSES_IGNORE ? NULL : st, NULL, 0, RA);
+           st == MPI_STATUSES_IGNORE ? NULL : st, NULL, 0, true, RA);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -179,7 +179,7 @@ int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
   if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
     completed(rc0.r[*index], rc);
   p2p_done(&rc0, array_of_requests, count, rc,
-           st == MPI_STATUS_IGNORE ? NULL : st, index, 1, RA);
+           st == MPI_STATUS_IGNORE ? NULL : st, index, 1, false, RA);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -202,7 +202,7 @@ int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
       completed(rc0.r[array_of_indices[i]], rc);
   p2p_done(&rc0, array_of_requests, incount, rc,
            st == MPI_STATUSES_IGNORE ? NULL : st, array_of_indices,
-           *outcount == MPI_UNDEFINED ? 0 : *outcount, RA);
+           *outcount == MPI_UNDEFINED ? 0 : *outcount, false, RA);
   (void)p2p_leave(rc); /* progress, collective or not */
   free_reqs(&rc0);
   return rc;
@@ -215,7 +215,8 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
   const int rc = PMPI_Test(request, flag, st);
   if (*flag) completed(rc0.r[0], rc);
   p2p_done(&rc0, request, 1, rc,
-           *flag && st != MPI_STATUS_IGNORE ? st : NULL, NULL, 0, RA);
+           *flag && st != MPI_STATUS_IGNORE ? st : NULL, NULL, 0, *flag != 0,
+           RA);
   free_reqs(&rc0);
   return rc;
 }
@@ -230,7 +231,8 @@ int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
   const int rc = PMPI_Testall(count, array_of_requests, flag, st);
   for (int i = 0; *flag && i < count; i++) completed(rc0.r[i], rc);
   p2p_done(&rc0, array_of_requests, count, rc,
-           *flag && st != MPI_STATUSES_IGNORE ? st : NULL, NULL, 0, RA);
+           *flag && st != MPI_STATUSES_IGNORE ? st : NULL, NULL, 0,
+           *flag != 0, RA);
   free_reqs(&rc0);
   return rc;
 }
@@ -245,7 +247,8 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int *index,
   if (*flag && *index != MPI_UNDEFINED && *index >= 0 && *index < count)
     completed(rc0.r[*index], rc);
   p2p_done(&rc0, array_of_requests, count, rc,
-           *flag && st != MPI_STATUS_IGNORE ? st : NULL, index, 1, RA);
+           *flag && st != MPI_STATUS_IGNORE ? st : NULL, *flag ? index : NULL,
+           *flag ? 1 : 0, false, RA);
   free_reqs(&rc0);
   return rc;
 }
@@ -265,7 +268,7 @@ int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
       completed(rc0.r[array_of_indices[i]], rc);
   p2p_done(&rc0, array_of_requests, incount, rc,
            st == MPI_STATUSES_IGNORE ? NULL : st, array_of_indices,
-           *outcount == MPI_UNDEFINED ? 0 : *outcount, RA);
+           *outcount == MPI_UNDEFINED ? 0 : *outcount, false, RA);
   free_reqs(&rc0);
   return rc;
 }
@@ -280,6 +283,7 @@ int MPI_Request_free(MPI_Request *request) {
   if (g.on && rc == MPI_SUCCESS) {
     completed(r, rc);
     p2p_forget(r, RA);
+    persist_freed(r);
   }
   return rc;
 }

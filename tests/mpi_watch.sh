@@ -133,6 +133,18 @@
 #   halo_clean      3 ranks: a halo exchange with vector-type columns of
 #                   one array in flight while the interior is updated:
 #                   exit 0, no finding (spans interleave, bytes do not);
+#   persistent_halo  3 ranks: a ring halo exchange with persistent
+#                   requests (MPI_Send_init, MPI_Recv_init, MPI_Startall;
+#                   completed by MPI_Waitall, MPI_Testall, MPI_Waitany and
+#                   MPI_Waitsome in turn): exit 0, no finding, and every
+#                   rank's messages counted: 4 channels of 40;
+#   persistent_lost  2 ranks, --timeout 5: rank 0 starts its persistent
+#                   send once more than rank 1 its receive; the synchronous
+#                   send hangs: a deadlock naming rank 0's MPI_Wait for its
+#                   MPI_Send_init to rank 1 (tag 4) at persistent_lost.c:24;
+#   buffered_persistent_lost  the same with --buffered-sends: no hang, and
+#                   the messages paired: rank 0 sent 3 with MPI_Send_init
+#                   at persistent_lost.c:18, rank 1 received only 2;
 #   f_clean         4 ranks, Fortran (mpi_f08: MPI_IN_PLACE, a derived type
 #                   broadcast against basic elements, a split communicator,
 #                   a non-blocking all-reduce, a ring of Isend/Irecv): exit
@@ -183,13 +195,13 @@ case $PROG in
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv) np=2 ;;
   f_clean) np=4 ;;
-  f_type_mismatch) np=2 ;;
+  f_type_mismatch|persistent_lost) np=2 ;;
 esac
 case $CASE in
   split_skip|recv_cycle|op_swap|recv_any|neighbor_skip|irecv_cycle)
     timeout=5 ;;
   pingpong) timeout=3 ;;
-  lost_message|send_send|f_recv_cycle) timeout=5 ;;
+  lost_message|send_send|f_recv_cycle|persistent_lost) timeout=5 ;;
 esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
@@ -566,6 +578,35 @@ elif case == "type_mismatch":
                  "MPI_Send at type_mismatch.c:36"):
         if want not in f["message"]:
             fail("the message does not say %r: %s" % (want, f["message"]))
+elif case == "persistent_halo":
+    if rc != 0 or fs:
+        fail("a correct persistent exchange: expected exit 0 and no finding, "
+             "got %d" % rc)
+    for r in range(3):
+        lines = [json.loads(l) for l in open(os.path.join(
+            d, "rank-%d.p2p.jsonl" % r))]
+        head, chans = lines[0], lines[1:]
+        if head.get("uncounted") is not None or len(chans) != 4 or \
+                any(c["count"] != 40 for c in chans):
+            fail("rank %d's messages: %s" % (r, lines))
+elif case == "persistent_lost":
+    f = one("deadlock")
+    if rc != 1 or f["ranks"] != [0]:
+        fail("expected exit 1 and rank 0, got %d and %s" % (rc, f["ranks"]))
+    want = ("rank 0 waits in MPI_Wait for MPI_Send_init (synchronous) to "
+            "rank 1 (tag 4) at persistent_lost.c:24 (main)")
+    if want not in f["message"]:
+        fail("the message does not say %r: %s" % (want, f["message"]))
+    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
+        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+elif case == "buffered_persistent_lost":
+    if rc != 1 or kinds != ["deadlock"]:
+        fail("expected exit 1 and one deadlock, got %d and %s" % (rc, kinds))
+    want = ("rank 0 sent 3 messages to rank 1 (tag 4), the first with "
+            "MPI_Send_init at persistent_lost.c:18 (main), and rank 1 "
+            "received only 2 of them")
+    if want not in fs[0]["message"]:
+        fail("the message does not say %r: %s" % (want, fs[0]["message"]))
 elif case == "f_clean":
     # Fortran (mpi_f08): clean, and its calls were recorded at its own
     # lines (the bindings call PMPI_*: without the routing nothing was).
