@@ -131,6 +131,8 @@
  *                      the wrappers (at load). */
 #include "vqc_mpi_internal.h"
 
+#include <link.h>
+
 /* ---- state (vqc_mpi_internal.h says what each field is) */
 
 vqc_mpi_state g = {.live_fd = -1, .stacks_fd = -1,
@@ -145,26 +147,86 @@ static int open_file(const char *suffix, int flags) {
   return open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0644);
 }
 
+/* The heartbeat's shared mapping (rank-<r>.heartbeat of g.dir, g.rank),
+ * made once: at load (exclusive: a new file only), else at MPI_Init. */
+static void heartbeat_open(bool exclusive) {
+  if (g.hb) return;
+  const int hb = open_file(".heartbeat", O_RDWR | O_CREAT |
+                                             (exclusive ? O_EXCL : O_TRUNC));
+  if (hb >= 0 && ftruncate(hb, HB_SIZE) == 0) {
+    void *m = mmap(NULL, HB_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, hb, 0);
+    if (m != MAP_FAILED) g.hb = m;
+  }
+  if (hb >= 0) close(hb);
+}
+
 /* Loaded into a rank of a watched job (its launcher's rank variable
  * set): rank-<r>.preloaded in the run directory, so that `vqcheck watch`
  * can tell a program whose ranks all ended before MPI_Init (a program
  * bug, such as an MPI call before it) from an interposer that never
- * loaded (an environment problem). The launcher and its daemons, which
- * load it too, have no rank variable. */
+ * loaded (an environment problem). And the rank's heartbeat, in state
+ * "setting up" (HB_SETUP), with the SIGUSR1 stack dump set up first: a
+ * rank that hangs before MPI_Init returns (in the program, or in MPI_Init
+ * itself: a peer that never started, a network that never connects) is
+ * then a hang by the watcher's rule like any other, where before nothing
+ * was watched until MPI_Init returned and such a job hung vqcheck watch
+ * with it. The launcher and its daemons, which load it too, have no rank
+ * variable. */
+/* Whether the program itself (the main executable) links an MPI library:
+ * a process a rank starts (system("cp ..."): the shell, cp) inherits the
+ * preload and the rank variable, and must not take the rank's heartbeat
+ * or stack dump. */
+static int needs_mpi(struct dl_phdr_info *info, size_t size, void *out) {
+  (void)size;
+  const ElfW(Dyn) *dyn = NULL;
+  for (int i = 0; i < info->dlpi_phnum; i++)
+    if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+      dyn = (const ElfW(Dyn) *)(info->dlpi_addr +
+                                info->dlpi_phdr[i].p_vaddr);
+  const char *strtab = NULL;
+  for (const ElfW(Dyn) *d = dyn; d && d->d_tag != DT_NULL; d++)
+    if (d->d_tag == DT_STRTAB) {
+      const uintptr_t p = (uintptr_t)d->d_un.d_ptr;
+      strtab = (const char *)(p < info->dlpi_addr ? info->dlpi_addr + p : p);
+    }
+  for (const ElfW(Dyn) *d = dyn; strtab && d->d_tag != DT_NULL; d++)
+    if (d->d_tag == DT_NEEDED &&
+        strncmp(strtab + d->d_un.d_val, "libmpi", 6) == 0)
+      *(bool *)out = true;
+  return 1; /* the first object is the main program: no further */
+}
+
+static bool program_links_mpi(void) {
+  bool yes = false;
+  dl_iterate_phdr(needs_mpi, &yes);
+  return yes;
+}
+
 __attribute__((constructor)) static void preloaded(void) {
   fortran_route(); /* vqc_mpi_fortran.c: before any Fortran MPI call */
   const char *dir = getenv("VQC_WATCH_DIR");
   const char *r = getenv("OMPI_COMM_WORLD_RANK");
   if (!r) r = getenv("PMIX_RANK");
   if (!r) r = getenv("PMI_RANK");
-  if (!dir || !dir[0] || !r || !r[0] || strlen(r) > 9 ||
-      strspn(r, "0123456789") != strlen(r))
+  if (!dir || !dir[0] || strlen(dir) >= sizeof g.dir || !r || !r[0] ||
+      strlen(r) > 9 || strspn(r, "0123456789") != strlen(r))
     return;
-  char path[4200];
-  snprintf(path, sizeof path, "%s/rank-%s.preloaded", dir, r);
-  const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | O_NOFOLLOW,
-                      0644);
+  snprintf(g.dir, sizeof g.dir, "%s", dir);
+  g.rank = atoi(r); /* MPI_Init tells it again */
+  g.pid = (uint32_t)getpid();
+  const int fd = open_file(".preloaded", O_WRONLY | O_CREAT);
   if (fd >= 0) close(fd);
+  if (!program_links_mpi()) return;
+  /* The heartbeat, exclusively (a second process with this rank number
+   * leaves it to the first); then the stack dump, set up before the
+   * heartbeat's first beat lets the watcher ask for it. */
+  heartbeat_open(true);
+  if (!g.hb) return;
+  void *fr[2];
+  (void)backtrace(fr, 2); /* loads libgcc_s now, not in a handler */
+  g.stacks_fd = open_file(".stacks.txt", O_WRONLY | O_CREAT | O_APPEND);
+  install_stack_signal();
+  beat(HB_SETUP, 0, "");
 }
 
 /* The process ends while MPI is still initialised (a rank that returns
@@ -207,7 +269,14 @@ static void started(int provided) {
   snprintf(g.dir, sizeof g.dir, "%s", dir);
   g.multi = provided == MPI_THREAD_MULTIPLE;
   g.pid = (uint32_t)getpid();
+  const int loaded_as = g.rank;
   PMPI_Comm_rank(MPI_COMM_WORLD, &g.rank);
+  if (g.hb && g.rank != loaded_as) { /* not the launcher's rank number */
+    munmap(g.hb, HB_SIZE);
+    g.hb = NULL;
+    if (g.stacks_fd >= 0) close(g.stacks_fd);
+    g.stacks_fd = -1;
+  }
   PMPI_Comm_size(MPI_COMM_WORLD, &g.size);
   PMPI_Comm_group(MPI_COMM_WORLD, &g.world_group);
   init_basics();
@@ -223,12 +292,7 @@ static void started(int provided) {
     return;
   }
   rec_open();
-  const int hb = open_file(".heartbeat", O_RDWR | O_CREAT | O_TRUNC);
-  if (hb >= 0 && ftruncate(hb, HB_SIZE) == 0) {
-    void *m = mmap(NULL, HB_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, hb, 0);
-    if (m != MAP_FAILED) g.hb = m;
-  }
-  if (hb >= 0) close(hb);
+  heartbeat_open(false); /* unless made at load */
   char host[256] = "", esc[520];
   gethostname(host, sizeof host - 1);
   json_esc(esc, sizeof esc, host);
@@ -250,7 +314,8 @@ static void started(int provided) {
   /* Warm backtrace() up (it loads libgcc_s once) before a handler needs it. */
   void *fr[2];
   (void)backtrace(fr, 2);
-  g.stacks_fd = open_file(".stacks.txt", O_WRONLY | O_CREAT | O_APPEND);
+  if (g.stacks_fd < 0)
+    g.stacks_fd = open_file(".stacks.txt", O_WRONLY | O_CREAT | O_APPEND);
   install_error_handler();
   atexit(at_exit);
   const char *strict = getenv("VQC_MPI_STRICT");
@@ -301,12 +366,16 @@ static void never_completed(const call *c) {
 }
 
 int MPI_Init(int *argc, char ***argv) {
+  /* MPI_Init waits for every rank (a collective over the world, in
+   * effect): a rank stuck in it is told so, not as in the program. */
+  beat(HB_IN_COLLECTIVE, 0, "MPI_Init");
   const int rc = PMPI_Init(argc, argv);
   if (rc == MPI_SUCCESS) started(MPI_THREAD_SINGLE);
   return rc;
 }
 
 int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+  beat(HB_IN_COLLECTIVE, 0, "MPI_Init_thread"); /* as MPI_Init's */
   const int rc = PMPI_Init_thread(argc, argv, required, provided);
   if (rc == MPI_SUCCESS) started(provided ? *provided : required);
   return rc;

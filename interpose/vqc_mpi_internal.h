@@ -38,7 +38,8 @@
 
 /* The heartbeat's size and states (python/vqcheck/_heartbeat.py). */
 #define HB_SIZE 64
-enum { HB_RUNNING = 0, HB_IN_COLLECTIVE = 1, HB_FINISHED = 2 };
+enum { HB_RUNNING = 0, HB_IN_COLLECTIVE = 1, HB_FINISHED = 2,
+       HB_SETUP = 3 /* loaded, MPI_Init not yet returned */ };
 
 /* The wrapper's return address: the call site (a macro, so that it is the
  * MPI_* wrapper's own). */
@@ -401,6 +402,8 @@ VQC_MPI_HIDDEN size_t fmt_int(char *b, long long v);
 VQC_MPI_HIDDEN size_t cat(char *b, size_t k, size_t cap, const char *s);
 /* The handlers for SIGUSR1, the notes and the faults. */
 VQC_MPI_HIDDEN void install_signals(void);
+/* SIGUSR1's stack dump alone (at load, before MPI_Init). */
+VQC_MPI_HIDDEN void install_stack_signal(void);
 
 /* ---- MPI errors (vqc_mpi_errors.c) */
 

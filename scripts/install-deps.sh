@@ -8,6 +8,7 @@ packages=(
   build-essential cmake pkg-config git
   openmpi-bin libopenmpi-dev        # comm: mpi backend, mpiexec for tests
   gfortran                          # tests: Fortran MPI programs (mpifort)
+  libdw1                            # call sites and stacks named file:line (opened at run time)
   libxxhash-dev                     # digests (XXH3)
   libcriterion-dev                  # unit tests
   lcov                              # coverage build

@@ -145,6 +145,14 @@
 #   buffered_persistent_lost  the same with --buffered-sends: no hang, and
 #                   the messages paired: rank 0 sent 3 with MPI_Send_init
 #                   at persistent_lost.c:18, rank 1 received only 2;
+#   init_wait       2 ranks, --timeout 5: rank 1 waits before MPI_Init for
+#                   an input file that never comes, rank 0 in MPI_Init for
+#                   it: a deadlock within the timeout + 5 s naming rank 1
+#                   at init_wait.c:14 (a frame outside any MPI call,
+#                   resolved from the program's debug information) and
+#                   rank 0 "waits in MPI_Init"; the job
+#                   stopped (before, nothing was watched until MPI_Init
+#                   returned, and vqcheck watch hung with the job);
 #   f_clean         4 ranks, Fortran (mpi_f08: MPI_IN_PLACE, a derived type
 #                   broadcast against basic elements, a split communicator,
 #                   a non-blocking all-reduce, a ring of Isend/Irecv): exit
@@ -195,13 +203,14 @@ case $PROG in
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv) np=2 ;;
   f_clean) np=4 ;;
-  f_type_mismatch|persistent_lost) np=2 ;;
+  f_type_mismatch|persistent_lost|init_wait) np=2 ;;
 esac
 case $CASE in
   split_skip|recv_cycle|op_swap|recv_any|neighbor_skip|irecv_cycle)
     timeout=5 ;;
   pingpong) timeout=3 ;;
-  lost_message|send_send|f_recv_cycle|persistent_lost) timeout=5 ;;
+  lost_message|send_send|f_recv_cycle|persistent_lost|init_wait)
+    timeout=5 ;;
 esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
@@ -578,6 +587,20 @@ elif case == "type_mismatch":
                  "MPI_Send at type_mismatch.c:36"):
         if want not in f["message"]:
             fail("the message does not say %r: %s" % (want, f["message"]))
+elif case == "init_wait":
+    f = one("deadlock")
+    if rc != 1 or f["ranks"] != [1]:
+        fail("expected exit 1 and rank 1, got %d and %s" % (rc, f["ranks"]))
+    # (wait_for_input, or main where the compiler inlined it)
+    for want in ("rank 1 is at init_wait.c:14 (",
+                 "rank 0 waits in MPI_Init for every rank to start at "
+                 "init_wait.c:24 (main)"):
+        if want not in f["message"]:
+            fail("the message does not say %r: %s" % (want, f["message"]))
+    if "init_wait.c:14" not in f.get("site", ""):
+        fail("site %r is not init_wait.c:14" % f.get("site"))
+    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
+        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
 elif case == "persistent_halo":
     if rc != 0 or fs:
         fail("a correct persistent exchange: expected exit 0 and no finding, "

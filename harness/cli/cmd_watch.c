@@ -570,9 +570,9 @@ int vqc_cmd_watch(int argc, char **argv) {
                "only up to there", strsignal(interrupt));
     else if (no_bridge && mpi && preloaded > 0)
       snprintf(unchecked, sizeof unchecked, "the MPI interposer loaded in "
-               "%d rank%s, but no rank reached MPI_Init: only how each "
-               "process ended was checked", preloaded,
-               preloaded == 1 ? "" : "s");
+               "%d rank%s, but no rank returned from MPI_Init: only how "
+               "each process ended, and whether it hung, was checked",
+               preloaded, preloaded == 1 ? "" : "s");
     else if (no_bridge && mpi)
       snprintf(unchecked, sizeof unchecked, "no process of the job wrote a "
                "live record into %.2000s: the MPI interposer (%.2000s) did "

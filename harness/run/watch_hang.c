@@ -12,6 +12,7 @@
  * watch_rank_names, watch_proc_of) serve the heartbeats' finding
  * (watch_hb_hang.c) too. */
 #include "watch_job.h"
+#include "watch_symbols.h"
 #include "rundir.h"
 #include "utf8.h"
 #include "watch_heartbeat.h" /* vqc_proc_stopped_text */
@@ -90,6 +91,22 @@ static bool parse_frame(const char *line, vqc_watch_frame *f) {
   if (strncmp(d, " in ", 4) != 0) return false;
   const char *func = d + 4;
   size_t lf = (size_t)(q - path), ln = strcspn(func, "\r\n");
+  /* A native frame the MPI interposer left as an object and an address:
+   * named from the object's debug information where it has some, else
+   * told by its symbol (the address dropped). */
+  uint64_t vaddr = 0;
+  char object[1024];
+  size_t stem = 0;
+  if (n == 0 && vqc_watch_vaddr_parse(func, ln, &vaddr, object,
+                                      sizeof object, &stem)) {
+    if (vqc_watch_symbolize(object, vaddr, f->file, sizeof f->file,
+                            &f->line, f->func, sizeof f->func)) {
+      watch_clean_in_place(f->file);
+      watch_clean_in_place(f->func);
+      return true;
+    }
+    ln = stem;
+  }
   if (lf >= sizeof f->file) { /* keep the path's end, the file's name */
     path += lf - (sizeof f->file - 1);
     lf = sizeof f->file - 1;

@@ -22,6 +22,14 @@
 
 /* ---- a hang from the heartbeats: no progress for --timeout */
 
+/* Whether the MPI interposer loaded into rank r (rank-<r>.preloaded). */
+static bool mpi_preloaded(const char *dir, int r) {
+  char path[4200];
+  struct stat st;
+  snprintf(path, sizeof path, "%s/rank-%d.preloaded", dir, r);
+  return lstat(path, &st) == 0;
+}
+
 /* Where one rank is, from what the watcher knew at the decision and the
  * stack the rank dumped then (watch_hb_finding). */
 enum {
@@ -130,6 +138,9 @@ static void hb_place_text(const hb_place *p, bool plural, double idle,
     if (strcmp(p->r->hb.op, "rendezvous") == 0) /* the bridge's, at init */
       watch_appendf(buf, &k, n, "wait%s in init_process_group's rendezvous",
                     plural ? "" : "s");
+    else if (strncmp(p->r->hb.op, "MPI_Init", 8) == 0) /* the interposer's */
+      watch_appendf(buf, &k, n, "wait%s in %.16s for every rank to start",
+                    plural ? "" : "s", p->r->hb.op);
     else
       watch_appendf(buf, &k, n, "wait%s in %.16s (%s collective #%llu)",
                     plural ? "" : "s",
@@ -414,8 +425,10 @@ void watch_hb_finding(const vqc_watch_ctx *c, vqc_findings *known,
     if (!pl[i].rule.culprit) continue;
     vqc_finding_add_rank(&x, pl[i].r->rank);
     /* An MPI program's rank (libvqcheck_mpi.so) has no steps: its
-     * heartbeat's step field is 0, and the finding carries none (-1). */
-    if (x.step < 0 && pl[i].r->beaten && !pl[i].live.mpi)
+     * heartbeat's step field is 0, and the finding carries none (-1).
+     * Before MPI_Init it has no live record yet, but its marker. */
+    if (x.step < 0 && pl[i].r->beaten && !pl[i].live.mpi &&
+        !mpi_preloaded(c->dir, pl[i].r->rank))
       x.step = (int64_t)(pl[i].r->hb.step < INT64_MAX ? pl[i].r->hb.step
                                                        : INT64_MAX);
     if (!x.site[0] && pl[i].has_stack)

@@ -207,7 +207,9 @@ void vqc_hb_note(vqc_hb_rank *r, const vqc_heartbeat *hb, double now) {
 bool vqc_hb_setting_up(const vqc_hb_rank *r) {
   return r->beaten && (r->hb.state == VQC_HB_SETUP ||
                        (r->hb.state == VQC_HB_IN_COLLECTIVE &&
-                        strcmp(r->hb.op, "rendezvous") == 0));
+                        (strcmp(r->hb.op, "rendezvous") == 0 ||
+                         strcmp(r->hb.op, "MPI_Init") == 0 ||
+                         strcmp(r->hb.op, "MPI_Init_thread") == 0)));
 }
 
 /* A CPU sample shows progress when it used a tenth of a core or more

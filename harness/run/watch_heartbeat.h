@@ -23,7 +23,9 @@
  *     older is hung. A rank slower than --timeout between two signs of
  *     progress is hung by that definition.
  *   - setting up (waiting in init_process_group's rendezvous, or past it
- *     with no collective or step end yet: state 3), or not yet beaten
+ *     with no collective or step end yet: state 3; an MPI program's rank
+ *     from the interposer's load until MPI_Init returns, state 3 and then
+ *     state 1 with op "MPI_Init" or "MPI_Init_thread"), or not yet beaten
  *     with its process known, a rank whose process used at least a tenth
  *     of a core over the last second is making progress (it imports,
  *     builds its model, compiles); and a rank setting up is hung only when

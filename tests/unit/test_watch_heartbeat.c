@@ -368,6 +368,27 @@ Test(heartbeat, setup_waits_on_the_job_not_on_itself) {
   cr_expect(ranks[0].stalled && ranks[1].stalled);
 }
 
+Test(heartbeat, mpi_init_is_setting_up) {
+  /* An MPI rank waits in MPI_Init (the interposer's heartbeat: state 1,
+   * op "MPI_Init") since 100 for a rank that is still busy starting (its
+   * own heartbeat from the interposer's load, state 3): not hung while
+   * that rank is busy; both hung once nobody made progress for 5 s. A
+   * rank in a real collective stays hung by its own clock. */
+  setting_up(0, 100.0, VQC_HB_IN_COLLECTIVE, "MPI_Init");
+  setting_up(1, 100.0, VQC_HB_SETUP, "");
+  cr_expect(vqc_hb_setting_up(&ranks[0]));
+  setting_up(2, 100.0, VQC_HB_IN_COLLECTIVE, "MPI_Init_thread");
+  cr_expect(vqc_hb_setting_up(&ranks[2]));
+  setting_up(2, 100.0, VQC_HB_IN_COLLECTIVE, "all_reduce");
+  cr_expect_not(vqc_hb_setting_up(&ranks[2]));
+  vqc_hb_note_cpu(&ranks[1], 10.0, 107.0);
+  vqc_hb_note_cpu(&ranks[1], 10.9, 108.0); /* 0.9 of a core */
+  cr_expect_eq(vqc_hb_stalled(ranks, 2, 110.0, 5.0, 100.0, NULL), -1);
+  cr_expect_not(ranks[0].stalled, "MPI_Init waits for a busy rank");
+  cr_expect_neq(vqc_hb_stalled(ranks, 2, 113.0, 5.0, 100.0, NULL), -1);
+  cr_expect(ranks[0].stalled && ranks[1].stalled);
+}
+
 Test(heartbeat, cpu_samples_a_second_apart_and_a_tenth_of_a_core) {
   rank_at(0, true, 100.0, VQC_HB_SETUP);
   vqc_hb_note_cpu(&ranks[0], -1.0, 100.0); /* unknown: nothing */
