@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 bool vqc_watch_vaddr_parse(const char *text, size_t n, uint64_t *vaddr,
                            char *path, size_t path_n, size_t *stem) {
@@ -102,6 +103,10 @@ static Dwfl_Module *module_of(const char *path) {
   struct object *o = &objects[nobjects++];
   snprintf(o->path, sizeof o->path, "%s", path);
   o->mod = NULL;
+  /* Only a regular file (a stack file can name anything: a FIFO would
+   * block the watcher, a device would be read). */
+  struct stat st;
+  if (stat(path, &st) != 0 || !S_ISREG(st.st_mode)) return NULL;
   Dwfl *d = dw.begin(&dw.cb); /* one per object: kept with it */
   if (!d) return NULL;
   dw.report_begin(d);

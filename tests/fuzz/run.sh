@@ -61,7 +61,7 @@ case "$target" in
              $src/checkers/jsonl.c $src/checkers/ledger_record.c
              $src/checkers/checker_kinds.c
              $src/harness/run/watch_job.c $src/harness/run/watch_hang.c
-             $src/harness/run/watch_hb_hang.c
+             $src/harness/run/watch_hb_hang.c $src/harness/run/watch_symbols.c
              $src/harness/run/bridge_findings.c
              $src/harness/run/watch_heartbeat.c
              $src/harness/run/offline.c $src/reports/*.c

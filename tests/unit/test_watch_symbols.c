@@ -9,7 +9,10 @@
 #include <criterion/criterion.h>
 #include <dlfcn.h>
 #include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "watch_symbols.h"
@@ -35,6 +38,7 @@ Test(watch_symbols, parses_the_interposers_suffix) {
 }
 
 /* A function of this file to look up (not inlined: its address taken). */
+static const long resolved_line = __LINE__ + 1;
 static __attribute__((noinline)) int resolved_here(int x) { return x * 3 + 1; }
 
 Test(watch_symbols, resolves_this_executable) {
@@ -54,8 +58,18 @@ Test(watch_symbols, resolves_this_executable) {
                                 sizeof func),
             "libdw.so.1 missing (scripts/install-deps.sh installs libdw1)?");
   cr_expect(strstr(file, "test_watch_symbols.c") != NULL, "file %s", file);
-  cr_expect_eq(line, 38, "line %ld", line);
+  cr_expect_eq(line, resolved_line, "line %ld", line);
   cr_expect_str_eq(func, "resolved_here");
+  /* a FIFO (a stack file can name anything): refused, never opened */
+  char fifo[] = "/tmp/vqc-symbols-fifo-XXXXXX";
+  cr_assert(mkdtemp(fifo) != NULL);
+  char fp[64];
+  snprintf(fp, sizeof fp, "%s/p", fifo);
+  cr_assert_eq(mkfifo(fp, 0600), 0);
+  cr_expect_not(vqc_watch_symbolize(fp, 0x1000, file, sizeof file, &line,
+                                    func, sizeof func));
+  unlink(fp);
+  rmdir(fifo);
   /* an object that is not there: false, nothing written */
   strcpy(func, "kept");
   cr_expect_not(vqc_watch_symbolize("/nonexistent/prog", 0x1000, file,
