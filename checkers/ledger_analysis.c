@@ -550,15 +550,26 @@ static vqc_status emit_deadlock(const analysis *a, verdict *v, int64_t step,
     long j = d->present ? find_seq(d, seq) : -1;
     if (j >= 0) odd = &d->recs[j];
   }
+  /* MPI_Ibcast against MPI_Bcast: the same collective, but MPI never
+   * matches a non-blocking call with a blocking one. */
+  bool nb_apart = false;
+  if (odd) {
+    const char *on = record_ops[odd->op].name, *xn = record_ops[x->op].name;
+    nb_apart = (on[0] == 'i' && strcmp(on + 1, xn) == 0) ||
+               (xn[0] == 'i' && strcmp(xn + 1, on) == 0);
+  }
+  static const char nb_text[] =
+      " (MPI never matches a non-blocking collective with a blocking one)";
   if (returned_apart && odd) {
     char odesc[128], otext[512];
     describe_rec(odd, odesc, sizeof odesc);
     vqc_site_text(site_of(&a->sites, odd->site), otext, sizeof otext);
     appendf(msg, &k, sizeof msg, "collective #%" PRIu64 " differs across "
             "ranks: rank%s %s called %s at %s where rank%s %s called %s at "
-            "%s; %s",
+            "%s%s; %s",
             seq, nmissing == 1 ? "" : "s", mis, odesc, otext,
             nentered == 1 ? "" : "s", ent, desc, stext,
+            nb_apart ? nb_text : "",
             refused_apart
                 ? "vqcheck's strict mode stopped it before any data moved "
                   "(every call failed VQC_EINVAL)"
@@ -616,6 +627,8 @@ static vqc_status emit_deadlock(const analysis *a, verdict *v, int64_t step,
     appendf(msg, &k, sizeof msg, "; every rank entered it and none "
             "completed it");
   }
+
+  if (nb_apart && !returned_apart) appendf(msg, &k, sizeof msg, "%s", nb_text);
 
   int64_t fstep = step;
   if (fstep < 0 && nentered > 0 && a->dumps[entered[0]].has_status)

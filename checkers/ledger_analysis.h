@@ -299,6 +299,8 @@ typedef struct vqc_live_info {
   bool finished;        /* a "finished" line */
   bool mpi;             /* the start line says "mpi": true (an unmodified
                            MPI program, interpose/vqc_mpi.c) */
+  bool sync_sends;      /* and "sync_sends": true (its sends synchronous,
+                           its rooted collectives synchronising) */
   char status[24];      /* its "status" */
   int signal;           /* a "signal" line's signal; 0 if none */
   uint64_t signal_t_ns; /* its "t_ns": when the rank noted it, on the

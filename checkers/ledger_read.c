@@ -144,6 +144,30 @@ const record_op record_ops[] = {
     {"neighbor_all_to_all", false, false},
     {"neighbor_all_to_allv", false, false},
     {"neighbor_all_to_allw", false, false},
+    /* MPI's non-blocking collectives, under their own names: MPI never
+     * matches one with a blocking call (MPI 4.1, 6.12), so a rank's
+     * MPI_Ibcast where another called MPI_Bcast is an op mismatch. */
+    {"ibarrier", false, false},
+    {"ibroadcast", false, true},
+    {"ireduce", true, true},
+    {"iall_reduce", true, false},
+    {"iscan", true, false},
+    {"iexscan", true, false},
+    {"ireduce_scatter", true, false},
+    {"igather", false, true},
+    {"igatherv", false, true},
+    {"iscatter", false, true},
+    {"iscatterv", false, true},
+    {"iall_gather", false, false},
+    {"iall_gatherv", false, false},
+    {"iall_to_all", false, false},
+    {"iall_to_allv", false, false},
+    {"iall_to_allw", false, false},
+    {"ineighbor_all_gather", false, false},
+    {"ineighbor_all_gatherv", false, false},
+    {"ineighbor_all_to_all", false, false},
+    {"ineighbor_all_to_allv", false, false},
+    {"ineighbor_all_to_allw", false, false},
 };
 #define NRECORD_OPS ((int)(sizeof record_ops / sizeof record_ops[0]))
 
@@ -162,20 +186,23 @@ static int name_index(const char *const *names, int n, const char *s) {
   return -1;
 }
 
-/* MPI's v- and w-forms and neighbourhood collectives: each rank's count
- * may differ, so it is not compared. */
-static bool varcount_op(const char *name) {
-  return strcmp(name, "gatherv") == 0 || strcmp(name, "scatterv") == 0 ||
-         strcmp(name, "all_to_allv") == 0 ||
-         strcmp(name, "all_to_allw") == 0 ||
-         strncmp(name, "neighbor_", 9) == 0;
-}
-
 static int record_op_index(const char *s) {
   for (int k = 0; k < NRECORD_OPS; k++)
     if (strcmp(s, record_ops[k].name) == 0) return k;
   return -1;
 }
+
+/* MPI's v- and w-forms and neighbourhood collectives: each rank's count
+ * may differ, so it is not compared. */
+static bool varcount_op(const char *name) {
+  if (name[0] == 'i' && record_op_index(name) >= 0) name++; /* "igatherv" */
+  return strcmp(name, "gatherv") == 0 || strcmp(name, "scatterv") == 0 ||
+         strcmp(name, "all_gatherv") == 0 ||
+         strcmp(name, "all_to_allv") == 0 ||
+         strcmp(name, "all_to_allw") == 0 ||
+         strncmp(name, "neighbor_", 9) == 0;
+}
+
 
 /* Element type names: the digest's (vqcheck's dtypes and every other
  * framework's, lib/include/vqc/digest.h), by code; 0 is "" (no data). */

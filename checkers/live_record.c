@@ -375,6 +375,7 @@ void live_event(const json_t *j, vqc_live_info *info) {
     if (json_is_string(v = json_object_get(j, "host")))
       snprintf(info->host, sizeof info->host, "%s", json_string_value(v));
     info->mpi = json_is_true(json_object_get(j, "mpi"));
+    info->sync_sends = json_is_true(json_object_get(j, "sync_sends"));
     if (json_is_number(v = json_object_get(j, "timeout_s")) &&
         json_number_value(v) > 0)
       info->timeout_s = json_number_value(v);

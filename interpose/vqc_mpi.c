@@ -320,7 +320,7 @@ static void started(int provided) {
   atexit(at_exit);
   const char *strict = getenv("VQC_MPI_STRICT");
   g.strict = strict && strcmp(strict, "1") == 0;
-  if (g.strict &&
+  if ((g.strict || g.sync_sends) &&
       PMPI_Comm_dup(MPI_COMM_WORLD, &world_info.shadow) != MPI_SUCCESS)
     world_info.shadow = MPI_COMM_NULL;
   install_signals();
@@ -347,7 +347,7 @@ static void never_completed(const call *c) {
       "%.300s:%d) never completed: no MPI_Wait or MPI_Test completed its "
       "request\",\"detail\":{\"op\":\"%s\",\"seq\":%llu,"
       "\"never_completed\":true",
-      g.rank, file, c->s->line, func, g.rank, c->op,
+      g.rank, file, c->s->line, func, g.rank, op_base(c),
       (unsigned long long)c->seq, world ? "" : " on communicator ",
       world ? "" : name, "", file, c->s->line, c->op,
       (unsigned long long)c->seq);

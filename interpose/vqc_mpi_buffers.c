@@ -95,7 +95,7 @@ void check_overlap(const call *c, const char *fn, const void *sb,
   if (lo >= hi || !site_first(c->s, REPORTED_OVERLAP)) return;
   /* Where MPI_IN_PLACE goes for this kind of call. */
   const char *advice =
-      strncmp(c->op, "scatter", 7) == 0
+      strncmp(op_base(c), "scatter", 7) == 0
           ? "Pass MPI_IN_PLACE as the receive buffer at the root (its "
             "share stays in the send buffer)"
       : strstr(c->op, "reduce") || strstr(c->op, "scan")

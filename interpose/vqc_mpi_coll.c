@@ -459,7 +459,7 @@ int MPI_Neighbor_alltoallw(const void *sendbuf, const int sendcounts[],
 
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "barrier", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  begin_nb(&c, comm, "ibarrier", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Ibarrier(comm, request);
   posted(&c, rc, request);
   return rc;
@@ -468,7 +468,7 @@ int MPI_Ibarrier(MPI_Comm comm, MPI_Request *request) {
 int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root,
                MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "broadcast", "", datatype, count, root, RA);
+  begin_nb(&c, comm, "ibroadcast", "", datatype, count, root, RA);
   const int rc = PMPI_Ibcast(buffer, count, datatype, root, comm, request);
   posted(&c, rc, request);
   return rc;
@@ -478,7 +478,7 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
                 MPI_Datatype datatype, MPI_Op op, int root, MPI_Comm comm,
                 MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "reduce", redop_name(op), datatype, count, root, RA);
+  begin_nb(&c, comm, "ireduce", redop_name(op), datatype, count, root, RA);
   if (c.ci && my_rank(comm) == root)
     check_overlap(&c, "MPI_Ireduce", sendbuf, count, datatype, recvbuf, count,
                   datatype);
@@ -492,7 +492,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
                    MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                    MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "all_reduce", redop_name(op), datatype, count, -1, RA);
+  begin_nb(&c, comm, "iall_reduce", redop_name(op), datatype, count, -1, RA);
   check_overlap(&c, "MPI_Iallreduce", sendbuf, count, datatype, recvbuf, count,
                 datatype);
   const int rc = PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm,
@@ -505,7 +505,7 @@ int MPI_Iscan(const void *sendbuf, void *recvbuf, int count,
               MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
               MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "scan", redop_name(op), datatype, count, -1, RA);
+  begin_nb(&c, comm, "iscan", redop_name(op), datatype, count, -1, RA);
   check_overlap(&c, "MPI_Iscan", sendbuf, count, datatype, recvbuf, count,
                 datatype);
   const int rc = PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm,
@@ -518,7 +518,7 @@ int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
                 MPI_Datatype datatype, MPI_Op op, MPI_Comm comm,
                 MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "exscan", redop_name(op), datatype, count, -1, RA);
+  begin_nb(&c, comm, "iexscan", redop_name(op), datatype, count, -1, RA);
   check_overlap(&c, "MPI_Iexscan", sendbuf, count, datatype, recvbuf, count,
                 datatype);
   const int rc = PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm,
@@ -531,7 +531,7 @@ int MPI_Ireduce_scatter(const void *sendbuf, void *recvbuf,
                         const int recvcounts[], MPI_Datatype datatype,
                         MPI_Op op, MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "reduce_scatter", redop_name(op), datatype,
+  begin_nb(&c, comm, "ireduce_scatter", redop_name(op), datatype,
         g.on ? sum_counts(recvcounts, comm) : 0, -1, RA);
   if (c.ci && recvcounts)
     check_overlap(&c, "MPI_Ireduce_scatter", sendbuf,
@@ -550,7 +550,7 @@ int MPI_Ireduce_scatter_block(const void *sendbuf, void *recvbuf,
   call c;
   int n = 0;
   if (g.on) PMPI_Comm_size(comm, &n);
-  begin_nb(&c, comm, "reduce_scatter", redop_name(op), datatype,
+  begin_nb(&c, comm, "ireduce_scatter", redop_name(op), datatype,
         (long long)recvcount * n, -1, RA);
   if (c.ci)
     check_overlap(&c, "MPI_Ireduce_scatter_block", sendbuf,
@@ -566,7 +566,7 @@ int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                 void *recvbuf, int recvcount, MPI_Datatype recvtype, int root,
                 MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+  begin_nb(&c, comm, "igather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                           recvcount, recvtype), root, RA);
   if (c.ci && my_rank(comm) == root && sendbuf != MPI_IN_PLACE) {
     check_overlap(&c, "MPI_Igather", sendbuf, sendcount, sendtype, recvbuf,
@@ -586,7 +586,7 @@ int MPI_Igatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   call c;
   const int own = g.on && sendbuf == MPI_IN_PLACE && recvcounts
                       ? recvcounts[my_rank(comm)] : 0;
-  begin_nb(&c, comm, "gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype, own,
+  begin_nb(&c, comm, "igatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype, own,
                                            recvtype), root, RA);
   if (c.ci && my_rank(comm) == root && sendbuf != MPI_IN_PLACE && recvcounts) {
     check_overlap(&c, "MPI_Igatherv", sendbuf, sendcount, sendtype, recvbuf,
@@ -606,7 +606,7 @@ int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                  int root, MPI_Comm comm, MPI_Request *request) {
   call c;
   const bool in = recvbuf == MPI_IN_PLACE;
-  begin_nb(&c, comm, "scatter", "", in ? sendtype : recvtype,
+  begin_nb(&c, comm, "iscatter", "", in ? sendtype : recvtype,
         in ? sendcount : recvcount, root, RA);
   if (c.ci && my_rank(comm) == root && recvbuf != MPI_IN_PLACE) {
     check_overlap(&c, "MPI_Iscatter", sendbuf,
@@ -627,7 +627,7 @@ int MPI_Iscatterv(const void *sendbuf, const int sendcounts[],
   call c;
   const bool in = recvbuf == MPI_IN_PLACE;
   const int own = g.on && in && sendcounts ? sendcounts[my_rank(comm)] : 0;
-  begin_nb(&c, comm, "scatterv", "", in ? sendtype : recvtype,
+  begin_nb(&c, comm, "iscatterv", "", in ? sendtype : recvtype,
         in ? own : recvcount, root, RA);
   if (c.ci && my_rank(comm) == root && recvbuf != MPI_IN_PLACE && sendcounts) {
     check_overlap(&c, "MPI_Iscatterv", sendbuf,
@@ -646,7 +646,7 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                    void *recvbuf, int recvcount, MPI_Datatype recvtype,
                    MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "all_gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+  begin_nb(&c, comm, "iall_gather", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                               recvcount, recvtype), -1, RA);
   if (c.ci && sendbuf != MPI_IN_PLACE) {
     check_overlap(&c, "MPI_Iallgather", sendbuf, sendcount, sendtype, recvbuf,
@@ -666,7 +666,7 @@ int MPI_Iallgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
   call c;
   const int own = g.on && sendbuf == MPI_IN_PLACE && recvcounts
                       ? recvcounts[my_rank(comm)] : 0;
-  begin_nb(&c, comm, "all_gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+  begin_nb(&c, comm, "iall_gatherv", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                                own, recvtype), -1, RA);
   if (c.ci && sendbuf != MPI_IN_PLACE && recvcounts) {
     check_overlap(&c, "MPI_Iallgatherv", sendbuf, sendcount, sendtype, recvbuf,
@@ -684,7 +684,7 @@ int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   void *recvbuf, int recvcount, MPI_Datatype recvtype,
                   MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "all_to_all", "", SEND_SIDE(sendbuf, sendcount, sendtype,
+  begin_nb(&c, comm, "iall_to_all", "", SEND_SIDE(sendbuf, sendcount, sendtype,
                                               recvcount, recvtype), -1, RA);
   if (c.ci && sendbuf != MPI_IN_PLACE) {
     check_overlap(&c, "MPI_Ialltoall", sendbuf,
@@ -705,7 +705,7 @@ int MPI_Ialltoallv(const void *sendbuf, const int sendcounts[],
                    MPI_Request *request) {
   call c;
   const bool in = sendbuf == MPI_IN_PLACE;
-  begin_nb(&c, comm, "all_to_allv", "", in ? recvtype : sendtype,
+  begin_nb(&c, comm, "iall_to_allv", "", in ? recvtype : sendtype,
         g.on ? sum_counts(in ? recvcounts : sendcounts, comm) : 0, -1, RA);
   if (c.ci && sendbuf != MPI_IN_PLACE && sendcounts && recvcounts) {
     check_overlap(&c, "MPI_Ialltoallv", sendbuf,
@@ -737,7 +737,7 @@ int MPI_Ialltoallw(const void *sendbuf, const int sendcounts[],
     const long long n = w_info(in ? recvcounts : sendcounts,
                                in ? recvtypes : sendtypes, comm_size(comm),
                                &t);
-    record_t(&c, false, comm, "all_to_allw", "", &t, n, -1, RA);
+    record_t(&c, false, comm, "iall_to_allw", "", &t, n, -1, RA);
   }
   const int rc = PMPI_Ialltoallw(sendbuf, sendcounts, sdispls, sendtypes,
                                  recvbuf, recvcounts, rdispls, recvtypes,
@@ -751,7 +751,7 @@ int MPI_Ineighbor_allgather(const void *sendbuf, int sendcount,
                             int recvcount, MPI_Datatype recvtype,
                             MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "neighbor_all_gather", "", sendtype, sendcount, -1, RA);
+  begin_nb(&c, comm, "ineighbor_all_gather", "", sendtype, sendcount, -1, RA);
   const int rc = PMPI_Ineighbor_allgather(sendbuf, sendcount, sendtype,
                                           recvbuf, recvcount, recvtype, comm,
                                           request);
@@ -765,7 +765,7 @@ int MPI_Ineighbor_allgatherv(const void *sendbuf, int sendcount,
                              MPI_Datatype recvtype, MPI_Comm comm,
                              MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "neighbor_all_gatherv", "", sendtype, sendcount, -1,
+  begin_nb(&c, comm, "ineighbor_all_gatherv", "", sendtype, sendcount, -1,
            RA);
   const int rc = PMPI_Ineighbor_allgatherv(sendbuf, sendcount, sendtype,
                                            recvbuf, recvcounts, displs,
@@ -779,7 +779,7 @@ int MPI_Ineighbor_alltoall(const void *sendbuf, int sendcount,
                            int recvcount, MPI_Datatype recvtype,
                            MPI_Comm comm, MPI_Request *request) {
   call c;
-  begin_nb(&c, comm, "neighbor_all_to_all", "", sendtype, sendcount, -1, RA);
+  begin_nb(&c, comm, "ineighbor_all_to_all", "", sendtype, sendcount, -1, RA);
   const int rc = PMPI_Ineighbor_alltoall(sendbuf, sendcount, sendtype,
                                          recvbuf, recvcount, recvtype, comm,
                                          request);
@@ -796,7 +796,7 @@ int MPI_Ineighbor_alltoallv(const void *sendbuf, const int sendcounts[],
   long long n = 0;
   for (int i = 0, d = g.on && sendcounts ? out_degree(comm) : 0; i < d; i++)
     n += sendcounts[i];
-  begin_nb(&c, comm, "neighbor_all_to_allv", "", sendtype, n, -1, RA);
+  begin_nb(&c, comm, "ineighbor_all_to_allv", "", sendtype, n, -1, RA);
   const int rc = PMPI_Ineighbor_alltoallv(sendbuf, sendcounts, sdispls,
                                           sendtype, recvbuf, recvcounts,
                                           rdispls, recvtype, comm, request);
@@ -815,7 +815,7 @@ int MPI_Ineighbor_alltoallw(const void *sendbuf, const int sendcounts[],
   if (g.on) {
     tinfo t;
     const long long n = w_info(sendcounts, sendtypes, out_degree(comm), &t);
-    record_t(&c, false, comm, "neighbor_all_to_allw", "", &t, n, -1, RA);
+    record_t(&c, false, comm, "ineighbor_all_to_allw", "", &t, n, -1, RA);
   }
   const int rc = PMPI_Ineighbor_alltoallw(sendbuf, sendcounts, sdispls,
                                           sendtypes, recvbuf, recvcounts,

@@ -130,9 +130,10 @@ void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
   if (PMPI_Comm_get_attr(*nc, g.keyval, &v, &flag) == MPI_SUCCESS && flag)
     PMPI_Comm_delete_attr(*nc, g.keyval);
   comm_info *ci = attach(*nc, name);
-  /* Strict mode: the new communicator's duplicate, made by every member
-   * now (they are all in this call). */
-  if (g.strict && ci && !ci->skip &&
+  /* Strict mode and synchronous collectives (record.c): the new
+   * communicator's duplicate, made by every member now (they are all in
+   * this call). */
+  if ((g.strict || g.sync_sends) && ci && !ci->skip &&
       PMPI_Comm_dup(*nc, &ci->shadow) != MPI_SUCCESS)
     ci->shadow = MPI_COMM_NULL;
 }

@@ -319,6 +319,14 @@ VQC_MPI_HIDDEN void record_t(call *c, bool blocking, MPI_Comm comm,
                              const tinfo *tp, long long count, int root,
                              uintptr_t pc);
 
+/* A collective's name without the 'i' of a non-blocking one ("igather":
+ * "gather"). Non-blocking collectives are recorded under their own names:
+ * MPI never matches one with a blocking call (MPI 4.1, 6.12), so a rank's
+ * MPI_Igather against another's MPI_Gather is a mismatch of the op. */
+static inline const char *op_base(const call *c) {
+  return c->blocking ? c->op : c->op + 1;
+}
+
 static inline void begin(call *c, MPI_Comm comm, const char *op,
                          const char *redop, MPI_Datatype dt, long long count,
                          int root, uintptr_t pc) {

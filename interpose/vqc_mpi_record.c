@@ -245,8 +245,29 @@ static struct last_head {
   size_t n;             /* its length; 0: none kept */
 } last_head;
 
+/* Whether MPI may let blocking collective op return on a member before
+ * every member entered it: a root that sends (broadcast, scatter), a
+ * member that only sends to a root (reduce, gather), the first ranks of a
+ * scan. The others (barrier, the all- forms, reduce_scatter) wait for
+ * every member by their nature. */
+static bool may_return_early(const char *op) {
+  static const char *const early[] = {"broadcast", "reduce", "gather",
+                                      "gatherv", "scatter", "scatterv",
+                                      "scan", "exscan"};
+  for (size_t i = 0; i < sizeof early / sizeof early[0]; i++)
+    if (strcmp(op, early[i]) == 0) return true;
+  return false;
+}
+
 /* The entered line of call c (its head made), the heartbeat, and in
- * strict mode the agreement on a blocking one. */
+ * strict mode the agreement on a blocking one. Under synchronous sends
+ * (vqcheck watch's default) a blocking collective that MPI may let return
+ * early waits for every member first (a barrier on the communicator's
+ * duplicate): MPI lets a collective synchronise or not, a correct program
+ * works either way, and one that needs it not to (a root's MPI_Bcast, then
+ * an MPI_Recv its peer answers only after a send of its own before the
+ * broadcast) hangs here at once, as it would with larger messages or
+ * another MPI, and is reported. */
 static void enter(call *c, comm_info *ci, bool blocking, const char *dtype,
                   long long count, int root, const char *redop) {
   c->ci = ci;
@@ -256,8 +277,11 @@ static void enter(call *c, comm_info *ci, bool blocking, const char *dtype,
   c->tn = (size_t)(to.p - c->t_enter_s);
   call_line(c, 0, "entered", "");
   beat_at(HB_IN_COLLECTIVE, c->seq, c->op, c->t_enter);
-  if (g.strict && blocking && ci->shadow != MPI_COMM_NULL)
-    agree(c, dtype, count, root, redop);
+  if (!blocking || ci->shadow == MPI_COMM_NULL) return;
+  if (g.strict)
+    agree(c, dtype, count, root, redop); /* an all-gather: synchronising */
+  else if (g.sync_sends && may_return_early(c->op))
+    PMPI_Barrier(ci->shadow);
 }
 
 /* Records a collective as entered; a blocking one (and communicator

@@ -119,6 +119,17 @@
 #                   MPI_FLOAT (line 26): one collective_mismatch at
 #                   coll_types.c:26 naming int32 (MPI_INT) and float32
 #                   (MPI_FLOAT), every rank; its correct twins none;
+#   bcast_recv      3 ranks, --timeout 5: rank 0 in MPI_Bcast (line 25)
+#                   while ranks 1 and 2 send to it first (line 35): a
+#                   deadlock naming all three, saying rooted collectives
+#                   wait for every member, in time; buffered_bcast_recv
+#                   (--buffered-sends: MPI's early return kept) exit 0;
+#   nb_blocking     3 ranks, --timeout 5: MPI_Iallreduce on ranks 0 and 1,
+#                   MPI_Allreduce on rank 2 (line 17), which MPI never
+#                   matches: one finding naming rank 2 at nb_blocking.c:14
+#                   that says so (a deadlock where the MPI hangs, a
+#                   collective_mismatch where it pairs them); the
+#                   MPI_Ibcast every rank calls before it, nothing;
 #   overlap_type    2 ranks: a receive into an hvector of floats with a
 #                   3-byte stride (elements overlap; line 28): one
 #                   lost_inplace at overlap_type.c:28; the same type sent,
@@ -211,6 +222,7 @@ case $CASE in
   pingpong) timeout=3 ;;
   lost_message|send_send|f_recv_cycle|persistent_lost|init_wait)
     timeout=5 ;;
+  nb_blocking|bcast_recv|buffered_bcast_recv) timeout=5 ;;
 esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
@@ -312,7 +324,8 @@ elif case in ("neighbor_clean", "strict_neighbor_clean"):
     if rc != 0 or fs:
         fail("a correct program: expected exit 0 and no finding, got %d" % rc)
     # op -> (communicator, dtype, count): each blocking and non-blocking
-    # (two calls), entered and done; counts are the type signature's
+    # (one call each: the non-blocking one under its own name, "ineighbor_
+    # all_gather"), entered and done; counts are the type signature's
     # length of what the rank sends (per neighbour for the gather and
     # all-to-all, summed over both neighbours for the v and w forms).
     want = {"neighbor_all_gather": ("world/cart1", "int32", 1),
@@ -327,12 +340,14 @@ elif case in ("neighbor_clean", "strict_neighbor_clean"):
         led = [json.loads(l) for l in text.splitlines()
                if l.strip() and '"seq"' in l]
         for op, (comm, dtype, count) in want.items():
-            calls = [l for l in led if l["op"] == op]
-            states = sorted(l["state"] for l in calls)
-            ncalls = 1 if op == "all_to_allw" else 2
-            if states != ["done"] * ncalls + ["entered"] * ncalls:
-                fail("rank %d: %s recorded %s, expected %d entered and "
-                     "done" % (r, op, states, ncalls))
+            calls = [l for l in led if l["op"] in (op, "i" + op)]
+            for name in (op, "i" + op):
+                states = sorted(l["state"] for l in calls if l["op"] == name)
+                if name == "iall_to_allw":
+                    continue  # only the blocking one is called
+                if states != ["done", "entered"]:
+                    fail("rank %d: %s recorded %s, expected entered and "
+                         "done" % (r, name, states))
             for l in calls:
                 got = (l.get("group_name", "world"), l["dtype"], l["count"])
                 if got != (comm, dtype, count):
@@ -536,6 +551,35 @@ elif case == "overlap_type":
             "of data in a span of 49 bytes)" not in f["message"]:
         fail("expected rank 1 at overlap_type.c:28: %s %s %s"
              % (f["ranks"], f.get("site"), f["message"]))
+elif case == "bcast_recv":
+    f = one("deadlock")
+    if rc != 1 or len(fs) != 1:
+        fail("expected exit 1 and one deadlock, got %d and %s" % (rc, kinds))
+    for want in ["rank 0 waits in broadcast (its collective #1) at "
+                 "bcast_recv.c:25 (main)",
+                 "MPI_Send (synchronous) to rank 0 (tag 3) at "
+                 "bcast_recv.c:35 (main)",
+                 "rooted collectives wait for every member"]:
+        if want not in f["message"]:
+            fail("the deadlock does not say %r: %s" % (want, f["message"]))
+    if wall > timeout + 5 + 2:
+        fail("reported after %.1f s, past --timeout + 5 s" % wall)
+elif case == "buffered_bcast_recv":
+    if rc != 0 or fs:
+        fail("with --buffered-sends the broadcast returns at the root: "
+             "expected exit 0 and no finding, got %d" % rc)
+elif case == "nb_blocking":
+    if rc != 1 or len(fs) != 1 \
+            or kinds[0] not in ("deadlock", "collective_mismatch"):
+        fail("expected exit 1 and one deadlock or collective_mismatch, got "
+             "%d and %s" % (rc, kinds))
+    f = fs[0]
+    if f["ranks"] != [2] or "nb_blocking.c:14" not in f.get("site", "") \
+            or "nb_blocking.c:17" not in f["message"] \
+            or "MPI never matches a non-blocking collective with a " \
+            "blocking one" not in f["message"]:
+        fail("expected rank 2 at nb_blocking.c:14 and 17, told why: %s %s %s"
+             % (f["ranks"], f.get("site"), f["message"]))
 elif case == "coll_types":
     if rc != 1 or kinds != ["collective_mismatch"]:
         fail("expected exit 1 and one collective_mismatch, got %d and %s"
@@ -643,7 +687,7 @@ elif case == "f_clean":
         for want in (("all_reduce", "float64", "f_clean.f90", 23),
                      ("broadcast", "float64", "f_clean.f90", 33),
                      ("all_reduce", "int32", "f_clean.f90", 40),
-                     ("all_reduce", "float64", "f_clean.f90", 46)):
+                     ("iall_reduce", "float64", "f_clean.f90", 46)):
             if want[:3] == ("broadcast", "float64", "f_clean.f90") and \
                     path.endswith("rank-0.live.jsonl"):
                 want = ("broadcast", "float64", "f_clean.f90", 31)  # the pair

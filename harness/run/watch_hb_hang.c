@@ -390,6 +390,27 @@ static const char hb_sync_text[] =
     " vqcheck runs MPI_Send as MPI_Ssend: a send that completes without it "
     "only because MPI buffered it waits here (--buffered-sends).";
 
+/* Said when a rank waits in a collective the MPI interposer made wait for
+ * every member (interpose/vqc_mpi_record.c, docs/mpi.md). */
+static const char hb_sync_coll_text[] =
+    " vqcheck makes rooted collectives wait for every member, as MPI may "
+    "(--buffered-sends).";
+/* Both at once, in one sentence. */
+static const char hb_sync_both_text[] =
+    " vqcheck runs MPI_Send as MPI_Ssend and makes rooted collectives wait "
+    "for every member, as MPI may (--buffered-sends).";
+
+/* Whether heartbeat op names a collective MPI may let return before every
+ * member entered it (vqc_mpi_record.c's may_return_early). */
+static bool early_op(const char *op) {
+  static const char *const early[] = {"broadcast", "reduce", "gather",
+                                      "gatherv", "scatter", "scatterv",
+                                      "scan", "exscan"};
+  for (size_t i = 0; i < sizeof early / sizeof early[0]; i++)
+    if (strcmp(op, early[i]) == 0) return true;
+  return false;
+}
+
 /* The rule, told in every such finding (docs/pytorch.md "Hangs"). */
 static const char hb_rule_text[] =
     " A rank slower than --timeout between two signs of progress (a "
@@ -442,10 +463,19 @@ void watch_hb_finding(const vqc_watch_ctx *c, vqc_findings *known,
    * rule always fits at its end. */
   size_t k = 0;
   bool sync = false; /* a rank waits in a send made synchronous */
-  for (int i = 0; i < n; i++)
+  bool sync_coll = false; /* one waits in a collective made synchronising */
+  for (int i = 0; i < n; i++) {
     sync = sync || (pl[i].p2p[0] && strstr(pl[i].p2p, "(synchronous)"));
+    sync_coll = sync_coll || (pl[i].live.sync_sends &&
+                              pl[i].r->hb.state == VQC_HB_IN_COLLECTIVE &&
+                              early_op(pl[i].r->hb.op));
+  }
+  const char *sync_text = sync && sync_coll ? hb_sync_both_text
+                          : sync              ? hb_sync_text
+                          : sync_coll         ? hb_sync_coll_text
+                                              : "";
   const size_t room = sizeof x.message - sizeof hb_rule_text -
-                      (sync ? sizeof hb_sync_text : 0);
+                      strlen(sync_text);
   watch_appendf(x.message, &k, room, "no progress for %g s (the --timeout):",
                 c->o->timeout);
   bool first = true;
@@ -480,7 +510,7 @@ void watch_hb_finding(const vqc_watch_ctx *c, vqc_findings *known,
     watch_appendf(x.message, &k, room, "; %d more rank%s (see the detail)",
                   untold, untold == 1 ? "" : "s");
   watch_appendf(x.message, &k, room, ".");
-  if (sync) watch_appendf(x.message, &k, sizeof x.message, "%s", hb_sync_text);
+  watch_appendf(x.message, &k, sizeof x.message, "%s", sync_text);
   watch_appendf(x.message, &k, sizeof x.message, "%s", hb_rule_text);
   watch_clean_in_place(x.message);
 
