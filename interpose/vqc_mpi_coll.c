@@ -469,6 +469,8 @@ int MPI_Ibcast(void *buffer, int count, MPI_Datatype datatype, int root,
                MPI_Comm comm, MPI_Request *request) {
   call c;
   begin_nb(&c, comm, "ibroadcast", "", datatype, count, root, RA);
+  if (c.ci && my_rank(comm) == root)
+    race_note_coll(&c, "MPI_Ibcast", buffer, count, datatype);
   const int rc = PMPI_Ibcast(buffer, count, datatype, root, comm, request);
   posted(&c, rc, request);
   return rc;
@@ -482,6 +484,7 @@ int MPI_Ireduce(const void *sendbuf, void *recvbuf, int count,
   if (c.ci && my_rank(comm) == root)
     check_overlap(&c, "MPI_Ireduce", sendbuf, count, datatype, recvbuf, count,
                   datatype);
+  race_note_coll(&c, "MPI_Ireduce", sendbuf, count, datatype);
   const int rc = PMPI_Ireduce(sendbuf, recvbuf, count, datatype, op, root,
                               comm, request);
   posted(&c, rc, request);
@@ -495,6 +498,7 @@ int MPI_Iallreduce(const void *sendbuf, void *recvbuf, int count,
   begin_nb(&c, comm, "iall_reduce", redop_name(op), datatype, count, -1, RA);
   check_overlap(&c, "MPI_Iallreduce", sendbuf, count, datatype, recvbuf, count,
                 datatype);
+  race_note_coll(&c, "MPI_Iallreduce", sendbuf, count, datatype);
   const int rc = PMPI_Iallreduce(sendbuf, recvbuf, count, datatype, op, comm,
                                  request);
   posted(&c, rc, request);
@@ -508,6 +512,7 @@ int MPI_Iscan(const void *sendbuf, void *recvbuf, int count,
   begin_nb(&c, comm, "iscan", redop_name(op), datatype, count, -1, RA);
   check_overlap(&c, "MPI_Iscan", sendbuf, count, datatype, recvbuf, count,
                 datatype);
+  race_note_coll(&c, "MPI_Iscan", sendbuf, count, datatype);
   const int rc = PMPI_Iscan(sendbuf, recvbuf, count, datatype, op, comm,
                             request);
   posted(&c, rc, request);
@@ -521,6 +526,7 @@ int MPI_Iexscan(const void *sendbuf, void *recvbuf, int count,
   begin_nb(&c, comm, "iexscan", redop_name(op), datatype, count, -1, RA);
   check_overlap(&c, "MPI_Iexscan", sendbuf, count, datatype, recvbuf, count,
                 datatype);
+  race_note_coll(&c, "MPI_Iexscan", sendbuf, count, datatype);
   const int rc = PMPI_Iexscan(sendbuf, recvbuf, count, datatype, op, comm,
                               request);
   posted(&c, rc, request);
@@ -573,6 +579,7 @@ int MPI_Igather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   (long long)recvcount * comm_size(comm), recvtype);
     check_fits(&c, "MPI_Igather", sendcount, sendtype, recvcount, recvtype);
   }
+  race_note_coll(&c, "MPI_Igather", sendbuf, sendcount, sendtype);
   const int rc = PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf,
                               recvcount, recvtype, root, comm, request);
   posted(&c, rc, request);
@@ -614,6 +621,9 @@ int MPI_Iscatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   recvcount, recvtype);
     check_fits(&c, "MPI_Iscatter", sendcount, sendtype, recvcount, recvtype);
   }
+  if (c.ci && my_rank(comm) == root)
+    race_note_coll(&c, "MPI_Iscatter", sendbuf,
+                   (long long)sendcount * comm_size(comm), sendtype);
   const int rc = PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf,
                                recvcount, recvtype, root, comm, request);
   posted(&c, rc, request);
@@ -653,6 +663,7 @@ int MPI_Iallgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   (long long)recvcount * comm_size(comm), recvtype);
     check_fits(&c, "MPI_Iallgather", sendcount, sendtype, recvcount, recvtype);
   }
+  race_note_coll(&c, "MPI_Iallgather", sendbuf, sendcount, sendtype);
   const int rc = PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf,
                                  recvcount, recvtype, comm, request);
   posted(&c, rc, request);
@@ -692,6 +703,9 @@ int MPI_Ialltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype,
                   (long long)recvcount * comm_size(comm), recvtype);
     check_fits(&c, "MPI_Ialltoall", sendcount, sendtype, recvcount, recvtype);
   }
+  if (c.ci)
+    race_note_coll(&c, "MPI_Ialltoall", sendbuf,
+                   (long long)sendcount * comm_size(comm), sendtype);
   const int rc = PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf,
                                 recvcount, recvtype, comm, request);
   posted(&c, rc, request);

@@ -291,6 +291,12 @@ typedef struct call {
   char t_enter_s[24];    /* t_enter's digits, for both of its lines */
   size_t tn;
   bool blocking;
+  /* A non-blocking collective's send buffer, hashed at its I-call
+   * (race_note_coll; compared when a wait or test completes it). */
+  const char *fn;        /* its MPI call: "MPI_Ibcast" */
+  uintptr_t slo, shi;
+  uint64_t shash;
+  bool shashed;
 } call;
 
 /* JSON string contents of s into out (n bytes, NUL-terminated; cut short
@@ -479,6 +485,15 @@ VQC_MPI_HIDDEN void race_recv_type(const char *fn, MPI_Datatype dt,
 /* Send request q completed (by a wait or test whose wrapper returns to
  * pc): a finding when its buffer changed since its I-call. */
 VQC_MPI_HIDDEN void race_completed(const vqc_p2p_req *q, uintptr_t pc);
+/* A persistent send's buffer (its span from race_note) hashed again as an
+ * MPI_Start leaves it. */
+VQC_MPI_HIDDEN void race_restart(vqc_p2p_req *v);
+/* A non-blocking collective's send side (count items of dt at buf) hashed
+ * at its I-call into c; compared by race_coll_completed when a wait or
+ * test at pc completes it: a buffer changed in flight is a finding. */
+VQC_MPI_HIDDEN void race_note_coll(call *c, const char *fn, const void *buf,
+                                   long long count, MPI_Datatype dt);
+VQC_MPI_HIDDEN void race_coll_completed(const call *c, uintptr_t pc);
 VQC_MPI_HIDDEN int p2p_leave(int rc);
 
 /* ---- messages counted per channel (vqc_mpi_msgs.c) */

@@ -17,8 +17,10 @@
  * synchronous sends (g.sync_sends), MPI_Send_init is made as
  * MPI_Ssend_init, as MPI_Send runs as MPI_Ssend.
  *
- * Not followed: the buffers of a started request (the races of
- * vqc_mpi_races.c are checked for the non-blocking calls only). */
+ * A started send's buffer is hashed at each start and compared when a
+ * wait or test completes it, as a non-blocking send's is
+ * (vqc_mpi_races.c: a buffer changed in flight); the overlap checks of
+ * other calls against it are not made. */
 #include "vqc_mpi_internal.h"
 
 /* Every persistent request made and not freed, by handle, under lock();
@@ -28,8 +30,8 @@ static vqc_reqs kept_persistent;
 
 /* After an _init call that returned rc with *req: the request kept. */
 static void persist_made(const char *name, int rc, const MPI_Request *req,
-                         MPI_Comm comm, int peer, int tag, MPI_Datatype dt,
-                         bool recv, uintptr_t pc) {
+                         const void *buf, int count, MPI_Comm comm, int peer,
+                         int tag, MPI_Datatype dt, bool recv, uintptr_t pc) {
   if (!g.on || rc != MPI_SUCCESS || !req || *req == MPI_REQUEST_NULL) return;
   comm_info *ci = info_of(comm);
   if (!ci) return;
@@ -38,6 +40,7 @@ static void persist_made(const char *name, int rc, const MPI_Request *req,
   vqc_p2p_req v = {.call = name, .ci = ci, .peer = peer, .tag = tag,
                    .recv = recv, .site = site_of(pc), .dtype = sig.dtype,
                    .tname = sig.name, .persistent = true};
+  race_note(&v, buf, count, dt); /* its span: hashed again at each start */
   vqc_p2p_req old;
   bool replaced = false;
   lock();
@@ -69,6 +72,7 @@ static void started(MPI_Request r) {
    * vqcheck watch; the entry's own reference on its comm_info */
   if (g.sync_sends && strcmp(v.call, "MPI_Send_init") == 0)
     v.call = "MPI_Send_init (synchronous)";
+  race_restart(&v); /* the send's bytes as this start leaves them */
   comm_info *ci = v.ci;
   if (ci != &world_info) __atomic_add_fetch(&ci->refs, 1, __ATOMIC_RELAXED);
   vqc_p2p_req old;
@@ -119,7 +123,8 @@ int MPI_Send_init(const void *buf, int count, MPI_Datatype datatype,
   const int rc =
       sync ? PMPI_Ssend_init(buf, count, datatype, dest, tag, comm, request)
            : PMPI_Send_init(buf, count, datatype, dest, tag, comm, request);
-  persist_made("MPI_Send_init", rc, request, comm, dest, tag, datatype,
+  persist_made("MPI_Send_init", rc, request, buf, count, comm, dest, tag,
+               datatype,
                false, RA);
   return rc;
 }
@@ -128,7 +133,8 @@ int MPI_Bsend_init(const void *buf, int count, MPI_Datatype datatype,
                    int dest, int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc =
       PMPI_Bsend_init(buf, count, datatype, dest, tag, comm, request);
-  persist_made("MPI_Bsend_init", rc, request, comm, dest, tag, datatype,
+  persist_made("MPI_Bsend_init", rc, request, buf, count, comm, dest, tag,
+               datatype,
                false, RA);
   return rc;
 }
@@ -137,7 +143,8 @@ int MPI_Ssend_init(const void *buf, int count, MPI_Datatype datatype,
                    int dest, int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc =
       PMPI_Ssend_init(buf, count, datatype, dest, tag, comm, request);
-  persist_made("MPI_Ssend_init", rc, request, comm, dest, tag, datatype,
+  persist_made("MPI_Ssend_init", rc, request, buf, count, comm, dest, tag,
+               datatype,
                false, RA);
   return rc;
 }
@@ -146,7 +153,8 @@ int MPI_Rsend_init(const void *buf, int count, MPI_Datatype datatype,
                    int dest, int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc =
       PMPI_Rsend_init(buf, count, datatype, dest, tag, comm, request);
-  persist_made("MPI_Rsend_init", rc, request, comm, dest, tag, datatype,
+  persist_made("MPI_Rsend_init", rc, request, buf, count, comm, dest, tag,
+               datatype,
                false, RA);
   return rc;
 }
@@ -155,7 +163,8 @@ int MPI_Recv_init(void *buf, int count, MPI_Datatype datatype, int source,
                   int tag, MPI_Comm comm, MPI_Request *request) {
   const int rc =
       PMPI_Recv_init(buf, count, datatype, source, tag, comm, request);
-  persist_made("MPI_Recv_init", rc, request, comm, source, tag, datatype,
+  persist_made("MPI_Recv_init", rc, request, buf, count, comm, source, tag,
+               datatype,
                true, RA);
   return rc;
 }

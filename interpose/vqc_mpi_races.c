@@ -26,6 +26,7 @@
  * may use meanwhile. */
 #include "vqc_mpi_internal.h" /* first: it defines _GNU_SOURCE */
 
+#include <limits.h>
 #include <sys/uio.h> /* process_vm_readv */
 
 #define SCAN_MAX 256         /* requests in flight scanned per call */
@@ -100,6 +101,9 @@ void race_note(vqc_p2p_req *v, const void *buf, int count, MPI_Datatype dt) {
     v->hashed = hash_span(v->lo, v->hi, &v->hash);
 }
 
+void race_restart(vqc_p2p_req *v) {
+  v->hashed = !v->recv && v->hi > v->lo && hash_span(v->lo, v->hi, &v->hash);
+}
 
 static void finding(const site *s, const char *msg, const char *detail) {
   char file[1100], func[520], m[2800];
@@ -193,6 +197,38 @@ void race_completed(const vqc_p2p_req *q, uintptr_t pc) {
            "\"changed_in_flight\":true", q->call, done,
            (unsigned long long)(q->hi - q->lo));
   finding(s, msg, detail);
+}
+
+void race_note_coll(call *c, const char *fn, const void *buf,
+                    long long count, MPI_Datatype dt) {
+  c->shashed = false;
+  c->fn = fn;
+  if (!c->ci || count <= 0 || count > INT_MAX ||
+      !solid_span(buf, (int)count, dt, &c->slo, &c->shi) || c->shi <= c->slo)
+    return;
+  c->shashed = hash_span(c->slo, c->shi, &c->shash);
+}
+
+void race_coll_completed(const call *c, uintptr_t pc) {
+  if (!g.on || !c->shashed || c->shi <= c->slo) return;
+  uint64_t now;
+  if (!hash_span(c->slo, c->shi, &now) || now == c->shash) return;
+  if (!site_first(c->s, REPORTED_CHANGED)) return;
+  char here[600], done[600], msg[2600], detail[800];
+  at(c->s, here, sizeof here);
+  at(site_of(pc), done, sizeof done);
+  snprintf(msg, sizeof msg,
+           "rank %d changed the send buffer of its %s (%llu bytes) at %s "
+           "before the request completed (completed at %s): MPI may use "
+           "the old bytes, the new ones or a mix (a non-blocking "
+           "collective's buffers must not change until a wait or test "
+           "completes it)",
+           g.rank, c->fn, (unsigned long long)(c->shi - c->slo), here, done);
+  snprintf(detail, sizeof detail,
+           "\"mpi_call\":\"%s\",\"completed_at\":\"%.300s\",\"bytes\":%llu,"
+           "\"changed_in_flight\":true", c->fn, done,
+           (unsigned long long)(c->shi - c->slo));
+  finding(c->s, msg, detail);
 }
 
 /* A receive into a derived type whose elements overlap (more bytes of data

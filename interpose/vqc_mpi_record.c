@@ -291,6 +291,7 @@ void record(call *c, bool blocking, MPI_Comm comm, const char *op,
             int root, uintptr_t pc) {
   c->ci = NULL;
   c->blocking = blocking;
+  c->shashed = false;
   if (!g.on) return;
   tinfo t;
   type_info(dt, &t);
@@ -304,6 +305,7 @@ void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
               int root, uintptr_t pc) {
   c->ci = NULL;
   c->blocking = blocking;
+  c->shashed = false;
   if (!g.on) return;
   comm_info *ci = info_of(comm);
   if (!ci || ci->skip) return;

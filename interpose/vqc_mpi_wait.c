@@ -78,9 +78,12 @@ static bool is_pending(MPI_Request r, const char **op, uint64_t *seq) {
   return found;
 }
 
-static void completed(MPI_Request r, int rc) {
+/* Request r's collective completed (rc) by a call returning to pc (0: let
+ * go with MPI_Request_free, its buffers not compared). */
+static void completed(MPI_Request r, int rc, uintptr_t pc) {
   call c;
   if (!take(r, &c)) return;
+  if (rc == MPI_SUCCESS && pc) race_coll_completed(&c, pc);
   call_line(&c, now_ns(), rc == MPI_SUCCESS ? "done" : "failed",
             rc == MPI_SUCCESS ? "VQC_OK" : "VQC_ECOMM");
   info_unref(c.ci);
@@ -140,7 +143,7 @@ int MPI_Wait(MPI_Request *request, MPI_Status *status) {
   (void)wait_begins(rc0.r, 1);
   MPI_Status *st = statuses(&rc0, status, status == MPI_STATUS_IGNORE, 1);
   const int rc = PMPI_Wait(request, st);
-  completed(rc0.r[0], rc);
+  completed(rc0.r[0], rc, RA);
   p2p_done(&rc0, request, 1, rc, st == MPI_STATUS_IGNORE ? NULL : st, NULL,
            0, true, RA);
   (void)p2p_leave(rc); /* progress, collective or not */
@@ -159,7 +162,7 @@ int MPI_Waitall(int count, MPI_Request array_of_requests[],
   MPI_Status *st = statuses(&rc0, array_of_statuses,
                             array_of_statuses == MPI_STATUSES_IGNORE, count);
   const int rc = PMPI_Waitall(count, array_of_requests, st);
-  for (int i = 0; i < count; i++) completed(rc0.r[i], rc);
+  for (int i = 0; i < count; i++) completed(rc0.r[i], rc, RA);
   p2p_done(&rc0, array_of_requests, count, rc,
            st == MPI_STATUSES_IGNORE ? NULL : st, NULL, 0, true, RA);
   (void)p2p_leave(rc); /* progress, collective or not */
@@ -177,7 +180,7 @@ int MPI_Waitany(int count, MPI_Request array_of_requests[], int *index,
   MPI_Status *st = statuses(&rc0, status, status == MPI_STATUS_IGNORE, 1);
   const int rc = PMPI_Waitany(count, array_of_requests, index, st);
   if (*index != MPI_UNDEFINED && *index >= 0 && *index < count)
-    completed(rc0.r[*index], rc);
+    completed(rc0.r[*index], rc, RA);
   p2p_done(&rc0, array_of_requests, count, rc,
            st == MPI_STATUS_IGNORE ? NULL : st, index, 1, false, RA);
   (void)p2p_leave(rc); /* progress, collective or not */
@@ -199,7 +202,7 @@ int MPI_Waitsome(int incount, MPI_Request array_of_requests[], int *outcount,
                                array_of_indices, st);
   for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
     if (array_of_indices[i] >= 0 && array_of_indices[i] < incount)
-      completed(rc0.r[array_of_indices[i]], rc);
+      completed(rc0.r[array_of_indices[i]], rc, RA);
   p2p_done(&rc0, array_of_requests, incount, rc,
            st == MPI_STATUSES_IGNORE ? NULL : st, array_of_indices,
            *outcount == MPI_UNDEFINED ? 0 : *outcount, false, RA);
@@ -213,7 +216,7 @@ int MPI_Test(MPI_Request *request, int *flag, MPI_Status *status) {
   if (!copy_reqs(&rc0, request, 1)) return PMPI_Test(request, flag, status);
   MPI_Status *st = statuses(&rc0, status, status == MPI_STATUS_IGNORE, 1);
   const int rc = PMPI_Test(request, flag, st);
-  if (*flag) completed(rc0.r[0], rc);
+  if (*flag) completed(rc0.r[0], rc, RA);
   p2p_done(&rc0, request, 1, rc,
            *flag && st != MPI_STATUS_IGNORE ? st : NULL, NULL, 0, *flag != 0,
            RA);
@@ -229,7 +232,7 @@ int MPI_Testall(int count, MPI_Request array_of_requests[], int *flag,
   MPI_Status *st = statuses(&rc0, array_of_statuses,
                             array_of_statuses == MPI_STATUSES_IGNORE, count);
   const int rc = PMPI_Testall(count, array_of_requests, flag, st);
-  for (int i = 0; *flag && i < count; i++) completed(rc0.r[i], rc);
+  for (int i = 0; *flag && i < count; i++) completed(rc0.r[i], rc, RA);
   p2p_done(&rc0, array_of_requests, count, rc,
            *flag && st != MPI_STATUSES_IGNORE ? st : NULL, NULL, 0,
            *flag != 0, RA);
@@ -245,7 +248,7 @@ int MPI_Testany(int count, MPI_Request array_of_requests[], int *index,
   MPI_Status *st = statuses(&rc0, status, status == MPI_STATUS_IGNORE, 1);
   const int rc = PMPI_Testany(count, array_of_requests, index, flag, st);
   if (*flag && *index != MPI_UNDEFINED && *index >= 0 && *index < count)
-    completed(rc0.r[*index], rc);
+    completed(rc0.r[*index], rc, RA);
   p2p_done(&rc0, array_of_requests, count, rc,
            *flag && st != MPI_STATUS_IGNORE ? st : NULL, *flag ? index : NULL,
            *flag ? 1 : 0, false, RA);
@@ -265,7 +268,7 @@ int MPI_Testsome(int incount, MPI_Request array_of_requests[], int *outcount,
                                array_of_indices, st);
   for (int i = 0; *outcount != MPI_UNDEFINED && i < *outcount; i++)
     if (array_of_indices[i] >= 0 && array_of_indices[i] < incount)
-      completed(rc0.r[array_of_indices[i]], rc);
+      completed(rc0.r[array_of_indices[i]], rc, RA);
   p2p_done(&rc0, array_of_requests, incount, rc,
            st == MPI_STATUSES_IGNORE ? NULL : st, array_of_indices,
            *outcount == MPI_UNDEFINED ? 0 : *outcount, false, RA);
@@ -281,7 +284,7 @@ int MPI_Request_free(MPI_Request *request) {
   const MPI_Request r = request ? *request : MPI_REQUEST_NULL;
   const int rc = PMPI_Request_free(request);
   if (g.on && rc == MPI_SUCCESS) {
-    completed(r, rc);
+    completed(r, rc, 0);
     p2p_forget(r, RA);
     persist_freed(r);
   }

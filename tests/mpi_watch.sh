@@ -124,6 +124,12 @@
 #                   deadlock naming all three, saying rooted collectives
 #                   wait for every member, in time; buffered_bcast_recv
 #                   (--buffered-sends: MPI's early return kept) exit 0;
+#   inflight_change 2 ranks: rank 0 changes the buffer of its MPI_Ibcast
+#                   (line 20) before the wait, rank 1 the buffer of a
+#                   started persistent send (MPI_Send_init, line 34): two
+#                   lost_inplace findings, one per rank at those lines; the
+#                   MPI_Iallreduce and the rounds that refill after their
+#                   wait, nothing;
 #   nb_blocking     3 ranks, --timeout 5: MPI_Iallreduce on ranks 0 and 1,
 #                   MPI_Allreduce on rank 2 (line 17), which MPI never
 #                   matches: one finding naming rank 2 at nb_blocking.c:14
@@ -212,7 +218,7 @@ case $PROG in
   clean|split_skip|neighbor_clean) np=4 ;;
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
-  overlap_type|truncated|freed_recv) np=2 ;;
+  overlap_type|truncated|freed_recv|inflight_change) np=2 ;;
   f_clean) np=4 ;;
   f_type_mismatch|persistent_lost|init_wait) np=2 ;;
 esac
@@ -568,6 +574,21 @@ elif case == "buffered_bcast_recv":
     if rc != 0 or fs:
         fail("with --buffered-sends the broadcast returns at the root: "
              "expected exit 0 and no finding, got %d" % rc)
+elif case == "inflight_change":
+    if rc != 1 or kinds != ["lost_inplace", "lost_inplace"]:
+        fail("expected exit 1 and two lost_inplace, got %d and %s"
+             % (rc, kinds))
+    by_rank = {f["ranks"][0]: f for f in fs if len(f["ranks"]) == 1}
+    want = {0: ("inflight_change.c:20", "rank 0 changed the send buffer of "
+                "its MPI_Ibcast (32 bytes) at inflight_change.c:20 (main) "
+                "before the request completed"),
+            1: ("inflight_change.c:34", "rank 1 changed the buffer of its "
+                "MPI_Send_init (synchronous) (8 bytes) at "
+                "inflight_change.c:34 (main) before the request completed")}
+    for r, (site, text) in want.items():
+        f = by_rank.get(r)
+        if not f or site not in f.get("site", "") or text not in f["message"]:
+            fail("expected rank %d at %s saying %r" % (r, site, text))
 elif case == "nb_blocking":
     if rc != 1 or len(fs) != 1 \
             or kinds[0] not in ("deadlock", "collective_mismatch"):
