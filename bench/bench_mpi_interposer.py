@@ -6,7 +6,7 @@ Run by hand (never a timed test), after building (cmake --build build):
 
     /usr/bin/python3 bench/bench_mpi_interposer.py [--build DIR]
         [--ranks 1,2] [--calls N] [--reps N] [--json]
-        [--program allreduce_loop|p2p_loop]
+        [--program allreduce_loop|bcast_loop|p2p_loop]
 
 The program is tests/mpi_programs/allreduce_loop.c: N all-reduces of one
 double on MPI_COMM_WORLD, timed by the program itself with MPI_Wtime
@@ -14,7 +14,10 @@ double on MPI_COMM_WORLD, timed by the program itself with MPI_Wtime
 --program p2p_loop, tests/mpi_programs/p2p_loop.c: N rounds of one-double
 messages around a ring (MPI_Irecv, MPI_Send, MPI_Wait on each rank; one
 rank sends to itself), ns per round: the messages' counting
-(interpose/vqc_mpi_msgs.c) and the request table.
+(interpose/vqc_mpi_msgs.c) and the request table. With --program
+bcast_loop, tests/mpi_programs/bcast_loop.c: N broadcasts of one double
+from rank 0, ns per call: what making rooted collectives wait for every
+member costs (mode synchronous against recording).
 Modes, each started by mpiexec -n RANKS:
   plain      no preload (the baseline);
   idle       LD_PRELOAD=libvqcheck_mpi.so, no VQC_WATCH_DIR (preloaded by
@@ -23,8 +26,10 @@ Modes, each started by mpiexec -n RANKS:
   recording  the interposer writing the live record and the heartbeat
              into a temporary run directory, as under vqcheck watch;
   synchronous  recording with VQC_MPI_SYNC_SENDS=1, as under vqcheck watch
-             (MPI_Send as MPI_Ssend, MPI_Isend as MPI_Issend): with
-             --program p2p_loop, what waiting for each receive costs;
+             (MPI_Send as MPI_Ssend, MPI_Isend as MPI_Issend, rooted
+             collectives wait for every member): with --program p2p_loop,
+             what waiting for each receive costs; with bcast_loop, what
+             the barrier before each broadcast costs;
   strict     recording with VQC_MPI_STRICT=1: each collective agreed on
              first (one 64-byte all-gather per rank on a duplicate of the
              communicator);
@@ -164,12 +169,13 @@ def main() -> int:
                     help="also time recording through this build of the "
                     "interposer (mode baseline), interleaved")
     ap.add_argument("--program", default="allreduce_loop",
-                    choices=("allreduce_loop", "p2p_loop"))
+                    choices=("allreduce_loop", "bcast_loop", "p2p_loop"))
     a = ap.parse_args()
     other = Path(a.compare) if a.compare else None
     if other and not other.is_file():
         sys.exit(f"bench_mpi_interposer: --compare {other}: no such file")
-    modes = MODES + (("synchronous",) if a.program == "p2p_loop" else ()) \
+    modes = MODES + (("synchronous",) if a.program != "allreduce_loop"
+                     else ()) \
         + (("baseline",) if other else ())
     build = Path(a.build)
     prog = build / "tests" / "mpi_programs" / a.program

@@ -484,18 +484,101 @@ int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype datatype,
   return sent(rc, "MPI_Sendrecv_replace", comm, dest, sendtag, datatype, s);
 }
 
-/* Matched receives (MPI_Mprobe's message): not paired with their sends
- * here, so this rank's counts are incomplete (vqc_mpi_msgs.c). */
+/* ---- matched probes: MPI_Mprobe and MPI_Improbe take a message out of
+ * matching; MPI_Mrecv and MPI_Imrecv receive it by its handle. Each
+ * message matched and not yet received is kept with the communicator,
+ * source and tag the probe found, so that its receive is counted like any
+ * other (vqc_mpi_msgs.c); past MATCHED_MAX at once, or a handle not seen
+ * probed, this rank's counts are incomplete. */
+
+#define MATCHED_MAX 64
+static struct matched {
+  MPI_Message m;
+  MPI_Comm comm;
+  int source, tag;
+} matched[MATCHED_MAX];
+static int nmatched;
+
+static void matched_keep(MPI_Message m, MPI_Comm comm, const MPI_Status *st) {
+  if (!g.on || m == MPI_MESSAGE_NULL || m == MPI_MESSAGE_NO_PROC) return;
+  lock();
+  const bool room = nmatched < MATCHED_MAX;
+  if (room)
+    matched[nmatched++] = (struct matched){m, comm, st->MPI_SOURCE,
+                                           st->MPI_TAG};
+  unlock();
+  if (!room)
+    msgs_uncounted("more than 64 matched messages (MPI_Mprobe) at once");
+}
+
+/* Message m's entry taken out into *out; false when it has none. */
+static bool matched_take(MPI_Message m, struct matched *out) {
+  bool found = false;
+  lock();
+  for (int i = 0; i < nmatched && !found; i++)
+    if (matched[i].m == m) {
+      *out = matched[i];
+      matched[i] = matched[--nmatched];
+      found = true;
+    }
+  unlock();
+  return found;
+}
+
+int MPI_Mprobe(int source, int tag, MPI_Comm comm, MPI_Message *message,
+               MPI_Status *status) {
+  p2p_enter("MPI_Mprobe", comm, P2P_NONE, P2P_NONE, source, tag, RA);
+  MPI_Status mine;
+  MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+  const int rc = PMPI_Mprobe(source, tag, comm, message, st);
+  if (rc == MPI_SUCCESS) matched_keep(*message, comm, st);
+  return p2p_leave(rc);
+}
+
+int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag,
+                MPI_Message *message, MPI_Status *status) {
+  MPI_Status mine;
+  MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+  const int rc = PMPI_Improbe(source, tag, comm, flag, message, st);
+  if (rc == MPI_SUCCESS && *flag) matched_keep(*message, comm, st);
+  return rc;
+}
+
 int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype,
               MPI_Message *message, MPI_Status *status) {
-  msgs_uncounted("it receives matched messages (MPI_Mrecv)");
-  return PMPI_Mrecv(buf, count, datatype, message, status);
+  struct matched mt;
+  const MPI_Message m = message ? *message : MPI_MESSAGE_NULL;
+  const bool known = g.on && m != MPI_MESSAGE_NO_PROC &&
+                     matched_take(m, &mt);
+  if (g.on && !known && m != MPI_MESSAGE_NO_PROC)
+    msgs_uncounted("it receives a matched message it was not seen probe "
+                   "(MPI_Mrecv)");
+  if (!known) return PMPI_Mrecv(buf, count, datatype, message, status);
+  const site *s = site_of(RA);
+  race_recv_type("MPI_Mrecv", datatype, s);
+  MPI_Status mine;
+  MPI_Status *st = status == MPI_STATUS_IGNORE ? &mine : status;
+  const int rc = PMPI_Mrecv(buf, count, datatype, message, st);
+  received(rc, "MPI_Mrecv", mt.comm, datatype, st, s);
+  return rc;
 }
 
 int MPI_Imrecv(void *buf, int count, MPI_Datatype datatype,
                MPI_Message *message, MPI_Request *request) {
-  msgs_uncounted("it receives matched messages (MPI_Imrecv)");
-  return PMPI_Imrecv(buf, count, datatype, message, request);
+  struct matched mt;
+  const MPI_Message m = message ? *message : MPI_MESSAGE_NULL;
+  const bool known = g.on && m != MPI_MESSAGE_NO_PROC &&
+                     matched_take(m, &mt);
+  if (g.on && !known && m != MPI_MESSAGE_NO_PROC)
+    msgs_uncounted("it receives a matched message it was not seen probe "
+                   "(MPI_Imrecv)");
+  const int rc = PMPI_Imrecv(buf, count, datatype, message, request);
+  /* in flight like an MPI_Irecv from the probed source and tag: a wait
+   * names it, its completion counts the message from its status */
+  if (known)
+    p2p_posted("MPI_Imrecv", rc, request, buf, count, mt.comm, mt.source,
+               mt.tag, datatype, true, RA);
+  return rc;
 }
 
 int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {

@@ -130,6 +130,13 @@
 #                   lost_inplace findings, one per rank at those lines; the
 #                   MPI_Iallreduce and the rounds that refill after their
 #                   wait, nothing;
+#   mprobe_lost     2 ranks, --timeout 5: rank 0 receives with MPI_Mprobe +
+#                   MPI_Mrecv and MPI_Improbe + MPI_Imrecv 2 of the 3
+#                   messages rank 1 sends: a deadlock in rank 1's third
+#                   (synchronous) MPI_Send at mprobe_lost.c:40, in time;
+#                   buffered_mprobe_lost (--buffered-sends): the message
+#                   never received, 3 sent and 2 received (matched
+#                   receives counted, not "uncounted");
 #   nb_blocking     3 ranks, --timeout 5: MPI_Iallreduce on ranks 0 and 1,
 #                   MPI_Allreduce on rank 2 (line 17), which MPI never
 #                   matches: one finding naming rank 2 at nb_blocking.c:14
@@ -218,7 +225,7 @@ case $PROG in
   clean|split_skip|neighbor_clean) np=4 ;;
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
-  overlap_type|truncated|freed_recv|inflight_change) np=2 ;;
+  overlap_type|truncated|freed_recv|inflight_change|mprobe_lost) np=2 ;;
   f_clean) np=4 ;;
   f_type_mismatch|persistent_lost|init_wait) np=2 ;;
 esac
@@ -229,6 +236,7 @@ case $CASE in
   lost_message|send_send|f_recv_cycle|persistent_lost|init_wait)
     timeout=5 ;;
   nb_blocking|bcast_recv|buffered_bcast_recv) timeout=5 ;;
+  mprobe_lost|buffered_mprobe_lost) timeout=5 ;;
 esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
@@ -589,6 +597,26 @@ elif case == "inflight_change":
         f = by_rank.get(r)
         if not f or site not in f.get("site", "") or text not in f["message"]:
             fail("expected rank %d at %s saying %r" % (r, site, text))
+elif case == "mprobe_lost":
+    f = one("deadlock")
+    if rc != 1 or len(fs) != 1 or f["ranks"] != [1] \
+            or "rank 1 waits in MPI_Send (synchronous) to rank 0 (tag 9) at " \
+            "mprobe_lost.c:40 (main)" not in f["message"]:
+        fail("expected exit 1 and one deadlock in rank 1's MPI_Send at "
+             "mprobe_lost.c:40: %d %s" % (rc, f["message"]))
+    if wall > timeout + 5 + 2:
+        fail("reported after %.1f s, past --timeout + 5 s" % wall)
+elif case == "buffered_mprobe_lost":
+    if rc != 1 or kinds != ["deadlock"]:
+        fail("expected exit 1 and one deadlock, got %d and %s" % (rc, kinds))
+    f = fs[0]
+    dt = f.get("detail", {})
+    if dt.get("sent") != 3 or dt.get("received") != 2 or \
+            dt.get("tag") != 9 or dt.get("p2p") != "never_received":
+        fail("expected 3 sent and 2 received on tag 9: %s" % f["message"])
+    head = json.loads(open(os.path.join(d, "rank-0.p2p.jsonl")).readline())
+    if head.get("uncounted") is not None or head.get("messages") != 2:
+        fail("rank 0's matched receives not counted: %s" % head)
 elif case == "nb_blocking":
     if rc != 1 or len(fs) != 1 \
             or kinds[0] not in ("deadlock", "collective_mismatch"):
