@@ -66,7 +66,10 @@ void describe_rec_redop(const drec *r, bool every_redop, char *buf,
   const record_op *kind = &record_ops[r->op];
   size_t k = 0;
   appendf(buf, &k, n, "%s(", kind->name);
-  if (r->op == VQC_COLL_BARRIER) {
+  /* a barrier, and MPI's calls that carry no data (ibarrier, comm_split,
+   * win_fence, ...): "()" */
+  if (r->op == VQC_COLL_BARRIER ||
+      (r->dtype == 0 && r->count == 0 && !kind->root && !kind->redop)) {
     appendf(buf, &k, n, ")");
     return;
   }

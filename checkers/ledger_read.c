@@ -134,6 +134,11 @@ const record_op record_ops[] = {
     {"comm_split", false, false},
     {"comm_dup", false, false},
     {"comm_create", false, false},
+    /* RMA windows (interpose/vqc_mpi_rma.c): made on a communicator, then
+     * fenced and freed by the window's own group */
+    {"win_create", false, false},
+    {"win_fence", false, false},
+    {"win_free", false, false},
     /* MPI_Alltoallw (a type per peer) and the neighbourhood collectives of
      * a communicator with a topology (cart, graph, dist graph): each rank
      * exchanges only with its neighbours, so its counts need not equal a

@@ -444,6 +444,7 @@ int MPI_Finalize(void) {
     vqc_reqs_clear(&p2p_reqs);
     unlock();
     persist_clear();
+    rma_finalize(); /* windows never freed: operations never completed */
     /* Non-blocking collectives never completed: a finding. */
     call c;
     while (pending_pop(&c)) {

@@ -30,6 +30,26 @@ typedef struct anon { uint32_t hash; unsigned n; } anon;
 static anon anons[256];
 static int nanons;
 
+/* ci->group_json for world ranks out[0..n) and ci->name; ci->skip when
+ * there is no memory for it. */
+static void set_group(comm_info *ci, const int *out, int n) {
+  char esc[sizeof ci->name * 2];
+  json_esc(esc, sizeof esc, ci->name);
+  const size_t cap = (size_t)n * 12 + strlen(esc) + 48;
+  ci->group_json = malloc(cap);
+  if (!ci->group_json) {
+    ci->skip = true;
+    return;
+  }
+  size_t k = (size_t)snprintf(ci->group_json, cap, "\"group\":[");
+  for (int i = 0; i < n; i++)
+    k += (size_t)snprintf(ci->group_json + k, cap - k, "%s%d",
+                          i ? "," : "", out[i]);
+  k += (size_t)snprintf(ci->group_json + k, cap - k,
+                        "],\"group_name\":\"%s\",", esc);
+  ci->group_len = k;
+}
+
 static comm_info *attach(MPI_Comm c, const char *name) {
   comm_info *ci = calloc(1, sizeof *ci);
   if (!ci) return NULL;
@@ -72,21 +92,7 @@ static comm_info *attach(MPI_Comm c, const char *name) {
       unlock();
       snprintf(ci->name, sizeof ci->name, "comm-%08x.%u", h, k);
     }
-    char esc[sizeof ci->name * 2];
-    json_esc(esc, sizeof esc, ci->name);
-    const size_t cap = (size_t)n * 12 + strlen(esc) + 48;
-    ci->group_json = malloc(cap);
-    if (!ci->group_json) {
-      ci->skip = true;
-    } else {
-      size_t k = (size_t)snprintf(ci->group_json, cap, "\"group\":[");
-      for (int i = 0; i < n; i++)
-        k += (size_t)snprintf(ci->group_json + k, cap - k, "%s%d",
-                              i ? "," : "", out[i]);
-      k += (size_t)snprintf(ci->group_json + k, cap - k,
-                            "],\"group_name\":\"%s\",", esc);
-      ci->group_len = k;
-    }
+    set_group(ci, out, n);
   }
   free(in);
   if (!ci->skip) ci->world = out; /* kept: vqc_mpi_p2p.c's peers */
@@ -105,6 +111,35 @@ comm_info *info_lookup(MPI_Comm c) {
   if (PMPI_Comm_get_attr(c, g.keyval, &v, &flag) == MPI_SUCCESS && flag)
     return v;
   return attach(c, NULL);
+}
+
+/* (vqc_mpi_internal.h) */
+comm_info *info_derived(comm_info *parent, const char *what) {
+  if (!parent || parent->skip) return NULL;
+  const int n = parent == &world_info ? g.size : parent->size;
+  comm_info *ci = calloc(1, sizeof *ci);
+  int *world = malloc(sizeof *world * (size_t)(n > 0 ? n : 1));
+  if (!ci || !world) {
+    free(ci);
+    free(world);
+    return NULL;
+  }
+  for (int i = 0; i < n; i++)
+    world[i] = parent == &world_info ? i : parent->world[i];
+  ci->refs = 1;
+  ci->size = n;
+  ci->shadow = MPI_COMM_NULL;
+  ci->world = world;
+  const unsigned long long k =
+      __atomic_add_fetch(&parent->windows, 1, __ATOMIC_RELAXED);
+  snprintf(ci->name, sizeof ci->name, "%.150s/%s%llu", parent->name, what, k);
+  set_group(ci, world, n);
+  if (ci->skip) {
+    free(world);
+    free(ci);
+    return NULL;
+  }
+  return ci;
 }
 
 /* After a communicator-making call on parent that returned rc: the

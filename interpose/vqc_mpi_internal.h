@@ -248,6 +248,7 @@ typedef struct comm_info {
   int size;
   uint64_t seq;          /* its collectives so far */
   uint64_t children;     /* communicators made from it so far */
+  uint64_t windows;      /* RMA windows made on it so far */
   char name[200];
   char *group_json;      /* "group":[...],"group_name":"...", or "" */
   size_t group_len;
@@ -264,6 +265,11 @@ VQC_MPI_HIDDEN void info_unref(comm_info *ci);
 /* The keyval's delete function: gives the attribute's reference back. */
 VQC_MPI_HIDDEN int info_delete(MPI_Comm c, int keyval, void *attr,
                                void *extra);
+/* A new comm_info with parent's members, named "<parent>/<what><k>" (the
+ * k-th so made from parent): an RMA window's group, whose collectives are
+ * numbered apart from the communicator's. NULL: none (parent skipped, no
+ * memory). The caller holds its one reference. */
+VQC_MPI_HIDDEN comm_info *info_derived(comm_info *parent, const char *what);
 /* info_of past MPI_COMM_WORLD: the attribute, or a new one. */
 VQC_MPI_HIDDEN comm_info *info_lookup(MPI_Comm c);
 
@@ -324,6 +330,12 @@ VQC_MPI_HIDDEN void record_t(call *c, bool blocking, MPI_Comm comm,
                              const char *op, const char *redop,
                              const tinfo *tp, long long count, int root,
                              uintptr_t pc);
+/* record_t() on a comm_info without a communicator of its own (an RMA
+ * window's group, vqc_mpi_rma.c). */
+VQC_MPI_HIDDEN void record_ci(call *c, bool blocking, comm_info *ci,
+                              const char *op, const char *redop,
+                              const tinfo *tp, long long count, int root,
+                              uintptr_t pc);
 
 /* A collective's name without the 'i' of a non-blocking one ("igather":
  * "gather"). Non-blocking collectives are recorded under their own names:
@@ -455,6 +467,12 @@ VQC_MPI_HIDDEN void p2p_done(const req_copy *was, const MPI_Request *reqs,
                              int n, int rc, const MPI_Status *st,
                              const int *idx, int nidx, bool all,
                              uintptr_t pc);
+
+/* ---- RMA windows (vqc_mpi_rma.c) */
+
+/* MPI_Finalize: the windows never freed let go, an operation of theirs
+ * never completed told as a finding. */
+VQC_MPI_HIDDEN void rma_finalize(void);
 
 /* ---- persistent requests (vqc_mpi_persist.c) */
 

@@ -307,8 +307,16 @@ void record_t(call *c, bool blocking, MPI_Comm comm, const char *op,
   c->blocking = blocking;
   c->shashed = false;
   if (!g.on) return;
-  comm_info *ci = info_of(comm);
-  if (!ci || ci->skip) return;
+  record_ci(c, blocking, info_of(comm), op, redop, tp, count, root, pc);
+}
+
+void record_ci(call *c, bool blocking, comm_info *ci, const char *op,
+               const char *redop, const tinfo *tp, long long count,
+               int root, uintptr_t pc) {
+  c->ci = NULL;
+  c->blocking = blocking;
+  c->shashed = false;
+  if (!g.on || !ci || ci->skip) return;
   const tinfo t = *tp;
   c->seq = __atomic_add_fetch(&ci->seq, 1, __ATOMIC_RELAXED);
   c->op = op;

@@ -137,6 +137,14 @@
 #                   buffered_mprobe_lost (--buffered-sends): the message
 #                   never received, 3 sent and 2 received (matched
 #                   receives counted, not "uncounted");
+#   rma_unlock      3 ranks: puts between fences (correct), then rank 0's
+#                   MPI_Put in a lock epoch never unlocked before
+#                   MPI_Win_free: one "never completed" deadlock finding at
+#                   rma_unlock.c:30 naming rank 0 and the MPI_Win_free line;
+#   rma_fence_skip  3 ranks, --timeout 5: rank 2 skips its last closing
+#                   MPI_Win_fence: a deadlock in process group world/win1
+#                   naming rank 2 at the fence (rma_fence_skip.c:28) and
+#                   its MPI_Win_free (line 31) instead, in time;
 #   nb_blocking     3 ranks, --timeout 5: MPI_Iallreduce on ranks 0 and 1,
 #                   MPI_Allreduce on rank 2 (line 17), which MPI never
 #                   matches: one finding naming rank 2 at nb_blocking.c:14
@@ -236,7 +244,7 @@ case $CASE in
   lost_message|send_send|f_recv_cycle|persistent_lost|init_wait)
     timeout=5 ;;
   nb_blocking|bcast_recv|buffered_bcast_recv) timeout=5 ;;
-  mprobe_lost|buffered_mprobe_lost) timeout=5 ;;
+  mprobe_lost|buffered_mprobe_lost|rma_fence_skip) timeout=5 ;;
 esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
@@ -617,6 +625,30 @@ elif case == "buffered_mprobe_lost":
     head = json.loads(open(os.path.join(d, "rank-0.p2p.jsonl")).readline())
     if head.get("uncounted") is not None or head.get("messages") != 2:
         fail("rank 0's matched receives not counted: %s" % head)
+elif case == "rma_unlock":
+    f = one("deadlock")
+    if rc != 1 or len(fs) != 1 or f["ranks"] != [0] \
+            or "rma_unlock.c:30" not in f.get("site", ""):
+        fail("expected exit 1 and one deadlock naming rank 0 at "
+             "rma_unlock.c:30: %d %s" % (rc, kinds))
+    for want in ["rank 0's MPI_Put to rank 1 at rma_unlock.c:30 (main) on "
+                 "window world/win1 never completed",
+                 "before MPI_Win_free at rma_unlock.c:34 (main)"]:
+        if want not in f["message"]:
+            fail("the finding does not say %r: %s" % (want, f["message"]))
+elif case == "rma_fence_skip":
+    f = one("deadlock")
+    if rc != 1 or len(fs) != 1 or f["ranks"] != [2] \
+            or "rma_fence_skip.c:28" not in f.get("site", ""):
+        fail("expected exit 1 and one deadlock naming rank 2 at "
+             "rma_fence_skip.c:28: %d %s %s" % (rc, kinds, f.get("site")))
+    for want in ["in process group world/win1 (ranks 0-2)",
+                 "win_fence() at", "never by rank 2",
+                 "win_free() at", "rma_fence_skip.c:31"]:
+        if want not in f["message"]:
+            fail("the deadlock does not say %r: %s" % (want, f["message"]))
+    if wall > timeout + 5 + 2:
+        fail("reported after %.1f s, past --timeout + 5 s" % wall)
 elif case == "nb_blocking":
     if rc != 1 or len(fs) != 1 \
             or kinds[0] not in ("deadlock", "collective_mismatch"):
