@@ -544,15 +544,24 @@ int MPI_Improbe(int source, int tag, MPI_Comm comm, int *flag,
   return rc;
 }
 
+/* The probe of the message *message, taken out into *mt, for a matched
+ * receive; false when none (MPI_MESSAGE_NO_PROC, or a message not
+ * seen probed: this rank's counts are then incomplete). */
+static bool matched_receive(const MPI_Message *message, const char *why,
+                            struct matched *mt) {
+  const MPI_Message m = message ? *message : MPI_MESSAGE_NULL;
+  if (!g.on || m == MPI_MESSAGE_NO_PROC) return false;
+  if (matched_take(m, mt)) return true;
+  msgs_uncounted(why);
+  return false;
+}
+
 int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype,
               MPI_Message *message, MPI_Status *status) {
   struct matched mt;
-  const MPI_Message m = message ? *message : MPI_MESSAGE_NULL;
-  const bool known = g.on && m != MPI_MESSAGE_NO_PROC &&
-                     matched_take(m, &mt);
-  if (g.on && !known && m != MPI_MESSAGE_NO_PROC)
-    msgs_uncounted("it receives a matched message it was not seen probe "
-                   "(MPI_Mrecv)");
+  const bool known = matched_receive(
+      message, "it receives a matched message it was not seen probe "
+               "(MPI_Mrecv)", &mt);
   if (!known) return PMPI_Mrecv(buf, count, datatype, message, status);
   const site *s = site_of(RA);
   race_recv_type("MPI_Mrecv", datatype, s);
@@ -566,12 +575,9 @@ int MPI_Mrecv(void *buf, int count, MPI_Datatype datatype,
 int MPI_Imrecv(void *buf, int count, MPI_Datatype datatype,
                MPI_Message *message, MPI_Request *request) {
   struct matched mt;
-  const MPI_Message m = message ? *message : MPI_MESSAGE_NULL;
-  const bool known = g.on && m != MPI_MESSAGE_NO_PROC &&
-                     matched_take(m, &mt);
-  if (g.on && !known && m != MPI_MESSAGE_NO_PROC)
-    msgs_uncounted("it receives a matched message it was not seen probe "
-                   "(MPI_Imrecv)");
+  const bool known = matched_receive(
+      message, "it receives a matched message it was not seen probe "
+               "(MPI_Imrecv)", &mt);
   const int rc = PMPI_Imrecv(buf, count, datatype, message, request);
   /* in flight like an MPI_Irecv from the probed source and tag: a wait
    * names it, its completion counts the message from its status */
