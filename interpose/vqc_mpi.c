@@ -147,6 +147,16 @@ static int open_file(const char *suffix, int flags) {
   return open(path, flags | O_CLOEXEC | O_NOFOLLOW, 0644);
 }
 
+static void unlink_file(const char *suffix) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/rank-%d%s", g.dir, g.rank, suffix);
+  (void)unlink(path);
+}
+
+/* Whether the constructor made rank-<r>.preloaded (no process of this
+ * rank number had). */
+static bool made_marker;
+
 /* The heartbeat's shared mapping (rank-<r>.heartbeat of g.dir, g.rank),
  * made once: at load (exclusive: a new file only), else at MPI_Init. */
 static void heartbeat_open(bool exclusive) {
@@ -214,7 +224,9 @@ __attribute__((constructor)) static void preloaded(void) {
   snprintf(g.dir, sizeof g.dir, "%s", dir);
   g.rank = atoi(r); /* MPI_Init tells it again */
   g.pid = (uint32_t)getpid();
-  const int fd = open_file(".preloaded", O_WRONLY | O_CREAT);
+  int fd = open_file(".preloaded", O_WRONLY | O_CREAT | O_EXCL);
+  made_marker = fd >= 0;
+  if (fd < 0) fd = open_file(".preloaded", O_WRONLY | O_CREAT);
   if (fd >= 0) close(fd);
   if (!program_links_mpi()) return;
   /* The heartbeat, exclusively (a second process with this rank number
@@ -260,12 +272,39 @@ int MPI_Abort(MPI_Comm comm, int errorcode) {
   return PMPI_Abort(comm, errorcode);
 }
 
+/* A process started by MPI_Comm_spawn (or _multiple) has an
+ * MPI_COMM_WORLD of its own, whose rank numbers the job's ranks have too:
+ * its record would overwrite theirs (the watcher then read a corrupt
+ * record and wrote no report). It is not recorded, and what its loading
+ * made under its rank number (a heartbeat, a stack file, the marker: only
+ * where no rank of the job had that number) is taken back. */
+static void spawned_unwatched(void) {
+  if (g.stacks_fd >= 0) close(g.stacks_fd);
+  g.stacks_fd = -1;
+  if (g.hb) { /* made at load, exclusively: no rank of the job has it */
+    munmap(g.hb, HB_SIZE);
+    g.hb = NULL;
+    unlink_file(".heartbeat");
+    unlink_file(".stacks.txt");
+  }
+  if (made_marker) unlink_file(".preloaded");
+  fprintf(stderr, "libvqcheck_mpi: pid %ld was started by MPI_Comm_spawn: "
+          "it is not checked (its MPI_COMM_WORLD is not the job's)\n",
+          (long)getpid());
+}
+
 static void started(int provided) {
   const char *dir = getenv("VQC_WATCH_DIR");
   if (!dir || !dir[0] || strlen(dir) >= sizeof g.dir) return;
   int init = 0;
   PMPI_Initialized(&init);
   if (!init) return;
+  MPI_Comm parent = MPI_COMM_NULL;
+  if (PMPI_Comm_get_parent(&parent) == MPI_SUCCESS &&
+      parent != MPI_COMM_NULL) {
+    if (g.dir[0]) spawned_unwatched(); /* g.dir: set at load */
+    return;
+  }
   snprintf(g.dir, sizeof g.dir, "%s", dir);
   g.multi = provided == MPI_THREAD_MULTIPLE;
   g.pid = (uint32_t)getpid();

@@ -145,6 +145,12 @@
 #                   MPI_Win_fence: a deadlock in process group world/win1
 #                   naming rank 2 at the fence (rma_fence_skip.c:28) and
 #                   its MPI_Win_free (line 31) instead, in time;
+#   spawn_clean     2 ranks that MPI_Comm_spawn 3 workers (ranks 0-2 of a
+#                   world of their own) and talk to them: exit 0, no
+#                   finding, the workers said to be unchecked, and the run
+#                   directory holds the job's 2 ranks only (a worker's
+#                   record overwrote rank 0's, and its truncation crashed a
+#                   rank with SIGBUS; worker 2 posed as a third rank);
 #   nb_blocking     3 ranks, --timeout 5: MPI_Iallreduce on ranks 0 and 1,
 #                   MPI_Allreduce on rank 2 (line 17), which MPI never
 #                   matches: one finding naming rank 2 at nb_blocking.c:14
@@ -234,6 +240,7 @@ case $PROG in
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv|inflight_change|mprobe_lost) np=2 ;;
+  spawn_clean) np=2 ;;
   f_clean) np=4 ;;
   f_type_mismatch|persistent_lost|init_wait) np=2 ;;
 esac
@@ -649,6 +656,17 @@ elif case == "rma_fence_skip":
             fail("the deadlock does not say %r: %s" % (want, f["message"]))
     if wall > timeout + 5 + 2:
         fail("reported after %.1f s, past --timeout + 5 s" % wall)
+elif case == "spawn_clean":
+    if rc != 0 or fs:
+        fail("a correct program: expected exit 0 and no finding, got %d" % rc)
+    names = sorted(os.listdir(d))
+    strays = [n for n in names if n.startswith("rank-")
+              and not n.startswith(("rank-0.", "rank-1."))]
+    if strays:
+        fail("files of a spawned worker in the run directory: %s" % strays)
+    out = open(os.path.join(os.path.dirname(d), case + ".out")).read()
+    if out.count("was started by MPI_Comm_spawn: it is not checked") != 3:
+        fail("the 3 workers are not said to be unchecked")
 elif case == "nb_blocking":
     if rc != 1 or len(fs) != 1 \
             or kinds[0] not in ("deadlock", "collective_mismatch"):
