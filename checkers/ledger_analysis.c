@@ -728,8 +728,13 @@ static vqc_status emit_rank_failure(const analysis *a, const verdict *v,
      * words on stderr say what went wrong in its own terms. */
     char words[200] = "";
     last_words_text(d->live.last_words, words, 160);
-    /* An MPI program has no steps: it ended before MPI_Finalize. */
-    if (d->live.mpi)
+    /* An MPI program has no steps: it ended before MPI_Finalize, or
+     * reached it and something after made its record incomplete (another
+     * job's rank of its number, interpose/vqc_mpi.c record_taken). */
+    if (d->live.mpi && d->live.finished && d->live.lost)
+      appendf(msg, kk, sizeof msg, "rank %d reached MPI_Finalize, but %s",
+              failed[i], why);
+    else if (d->live.mpi)
       appendf(msg, kk, sizeof msg, "rank %d never reached MPI_Finalize "
               "(%s%s%s)", failed[i], why,
               words[0] ? "; its stderr ended: " : "", words);

@@ -293,6 +293,44 @@ static void spawned_unwatched(void) {
           (long)getpid());
 }
 
+/* This rank's live record exists already (the watcher starts from an
+ * empty run directory): another process of the job wrote it. An MPI
+ * program's rank of the same number (a second mpiexec under the same
+ * vqcheck watch, one after the other: its record would have replaced the
+ * first job's, and a bug found only there was green) leaves that record
+ * as it is and adds a "lost" line to it, so that the verdict is never
+ * green and says why; the Python bridge's record (--mpi on a torch job)
+ * is left alone. Either way this process is not recorded. */
+static void record_taken(void) {
+  char head[512] = "";
+  const int fd = open_file(".live.jsonl", O_RDONLY);
+  if (fd >= 0) {
+    const ssize_t n = pread(fd, head, sizeof head - 1, 0);
+    head[n > 0 ? n : 0] = '\0';
+    close(fd);
+  }
+  if (!strstr(head, "\"mpi\":true")) {
+    fprintf(stderr, "libvqcheck_mpi: rank %d: its live record is the "
+            "Python bridge's; the MPI interposer does not record this "
+            "rank\n", g.rank);
+    return;
+  }
+  char line[600];
+  const int k = snprintf(line, sizeof line,
+      "{\"event\":\"lost\",\"by\":\"libvqcheck_mpi\",\"why\":\"another MPI "
+      "job's rank %d (pid %ld) started under the same vqcheck watch after "
+      "this one; it was not checked (run each mpiexec under a vqcheck "
+      "watch of its own)\"}\n", g.rank, (long)getpid());
+  const int out = open_file(".live.jsonl", O_WRONLY | O_APPEND);
+  if (out >= 0 && k > 0 && (size_t)k < sizeof line)
+    (void)!write(out, line, (size_t)k);
+  if (out >= 0) close(out);
+  fprintf(stderr, "libvqcheck_mpi: rank %d (pid %ld) of another MPI job "
+          "under the same vqcheck watch: it is not checked (run each "
+          "mpiexec under a vqcheck watch of its own)\n", g.rank,
+          (long)getpid());
+}
+
 static void started(int provided) {
   const char *dir = getenv("VQC_WATCH_DIR");
   if (!dir || !dir[0] || strlen(dir) >= sizeof g.dir) return;
@@ -323,7 +361,11 @@ static void started(int provided) {
   if (PMPI_Comm_create_keyval(MPI_COMM_NULL_COPY_FN, info_delete, &g.keyval,
                               NULL) != MPI_SUCCESS)
     g.keyval = MPI_KEYVAL_INVALID;
-  g.live_fd = open_file(".live.jsonl", O_RDWR | O_CREAT | O_TRUNC);
+  g.live_fd = open_file(".live.jsonl", O_RDWR | O_CREAT | O_EXCL);
+  if (g.live_fd < 0 && errno == EEXIST) { /* the run directory was empty */
+    record_taken();
+    return;
+  }
   if (g.live_fd < 0) {
     fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write its live record "
             "into %s: %s; this rank is not recorded\n", g.rank, g.dir,
