@@ -85,6 +85,18 @@
  *                                   collective deadline, when it has one);
  *     a ledger line (the dump's format, no "event") when a collective is
  *       entered and again when it ends (the later line for a seq wins);
+ *     {"same":SEQ,"in":DT} / {"same":SEQ,"out":DT}  short lines
+ *                                   (libvqcheck_mpi.so's, for a loop's
+ *                                   blocking collectives): collective SEQ
+ *                                   with every other field of the last full
+ *                                   "entered" line before it, entered DT ns
+ *                                   after the last collective entered (full
+ *                                   or short line) / done (VQC_OK) DT ns
+ *                                   after it entered; read as those full
+ *                                   lines (ledger_read.c read_short), and
+ *                                   refused (VQC_EPARSE) where no full
+ *                                   entered line, or for "out" no entered
+ *                                   SEQ, comes before;
  *     {"event":"step","step"}       step `step` is complete;
  *     {"event":"finding","finding":{...}}  a finding this rank made, as it
  *                                   made it (findings.h's JSON; checker.h

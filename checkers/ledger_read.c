@@ -323,6 +323,9 @@ static vqc_status push_record(rank_dump *d, const drec *r) {
   return VQC_OK;
 }
 
+/* The most heads a live record's start line may say it keeps. */
+#define LIVE_HEADS_MAX 64
+
 /* What a reader of one rank's ledger lines works on. */
 typedef struct ledger_reading {
   int rank;
@@ -330,6 +333,21 @@ typedef struct ledger_reading {
   rank_dump *d;         /* the world's records */
   proc_groups *groups;  /* NULL: lines naming a group are the world's */
   vqc_live_info *info;  /* a live record's events; NULL for a dump */
+  /* Short lines of a live record ({"same":..}: libvqcheck_mpi.so's for a
+   * loop's collectives; read_short): the kept heads (the k-th full
+   * "entered" line's record, and where it went, in slot k % nheads), the
+   * last entered line's time, and the short call not yet done. */
+  int nheads;           /* the start line's "heads"; 0: no short lines */
+  uint64_t nfull;       /* full entered lines read */
+  struct {
+    bool has;
+    drec r;
+    rank_dump *into;
+  } heads[LIVE_HEADS_MAX];
+  uint64_t last_t_enter;
+  bool open;
+  uint64_t open_seq;
+  rank_dump *open_into;
 } ledger_reading;
 
 /* One line of a dump (jsonl.h). */
@@ -360,7 +378,7 @@ vqc_status read_ledger(const char *path, int rank, site_table *sites,
                               rank_dump *d) {
   /* Bounded lines (jsonl.h): a dump that is not one cannot make this hold
    * a gigabyte line. */
-  ledger_reading rd = {rank, sites, d, NULL, NULL};
+  ledger_reading rd = {.rank = rank, .sites = sites, .d = d};
   const vqc_jsonl_opts opts = {0, JSON_REJECT_DUPLICATES, NULL, NULL};
   bool present = false; /* no dump: d->present stays false */
   vqc_status s = vqc_jsonl_read(path, &opts, dump_line, &rd, &present);
@@ -532,6 +550,68 @@ static vqc_status group_line(const vqc_ledger_line *l, int rank,
   return VQC_OK;
 }
 
+/* A non-negative integer field of a short line, or -1 when absent or not
+ * one. */
+static long long short_field(const json_t *j, const char *key) {
+  const json_t *v = json_object_get(j, key);
+  if (!json_is_integer(v) || json_integer_value(v) < 0) return -1;
+  return (long long)json_integer_value(v);
+}
+
+/* A short line (ledger_analysis.h "The live record"):
+ *   {"same":SEQ,"as":K,"in":DT}  collective SEQ entered, DT ns after the
+ *                                last collective entered; every other
+ *                                field is slot K's (the full entered line
+ *                                read when nfull % nheads was K);
+ *   {"same":SEQ,"out":DT}        that call returned MPI_SUCCESS, DT ns
+ *                                after it entered.
+ * VQC_EPARSE naming path:line for one that is not such a line, names an
+ * empty slot (or the start line keeps none), or is done without being
+ * the short call entered last. */
+static vqc_status read_short(ledger_reading *rd, const vqc_jsonl_line *l) {
+  const json_t *j = l->json;
+  const long long seq = short_field(j, "same"), k = short_field(j, "as");
+  const long long in = short_field(j, "in"), out = short_field(j, "out");
+  const bool is_in = in >= 0 && k >= 0 && out < 0 && json_object_size(j) == 3;
+  const bool is_out = out >= 0 && in < 0 && k < 0 && json_object_size(j) == 2;
+  if (seq < 1 || (!is_in && !is_out))
+    return vqc_error(VQC_EPARSE, "%s:%ld: a short collective line is "
+                     "{\"same\":SEQ,\"as\":K,\"in\":NS} or {\"same\":SEQ,"
+                     "\"out\":NS}, with SEQ >= 1, K >= 0 and NS >= 0", l->path,
+                     l->lineno);
+  if (is_in) {
+    if (k >= rd->nheads || !rd->heads[k].has)
+      return vqc_error(VQC_EPARSE, "%s:%ld: a short collective line "
+                       "(\"same\":%lld) takes its fields from kept head %lld, "
+                       "but %s", l->path, l->lineno, seq, k,
+                       rd->nheads == 0 ? "the start line keeps none "
+                       "(\"heads\")" : k >= rd->nheads ? "the start line "
+                       "keeps fewer" : "no full \"entered\" line before it "
+                       "went there");
+    drec r = rd->heads[k].r;
+    r.seq = (uint64_t)seq;
+    r.state = VQC_REC_ENTERED;
+    r.status[0] = '\0';
+    r.t_enter_ns = rd->last_t_enter + (uint64_t)in;
+    rd->last_t_enter = r.t_enter_ns;
+    rd->open = true;
+    rd->open_seq = r.seq;
+    rd->open_into = rd->heads[k].into;
+    return merge_record(rd->open_into, &r);
+  }
+  const long i = rd->open && rd->open_seq == (uint64_t)seq
+                     ? find_seq(rd->open_into, rd->open_seq) : -1;
+  if (i < 0)
+    return vqc_error(VQC_EPARSE, "%s:%ld: collective %lld is done (\"out\") "
+                     "but was not the short call entered last", l->path,
+                     l->lineno, seq);
+  drec *r = &rd->open_into->recs[i];
+  r->state = VQC_REC_DONE;
+  snprintf(r->status, sizeof r->status, "VQC_OK");
+  rd->open = false;
+  return VQC_OK;
+}
+
 /* One line of a live record (jsonl.h). */
 static vqc_status live_line(const vqc_jsonl_line *l, void *user) {
   ledger_reading *rd = user;
@@ -541,12 +621,25 @@ static vqc_status live_line(const vqc_jsonl_line *l, void *user) {
                      l->lineno, l->json ? "" : ": ",
                      l->json ? "" : l->err->text);
   }
-  if (json_object_get(l->json, "event")) {
+  const json_t *event = json_object_get(l->json, "event");
+  if (event) {
     live_event(l->json, rd->info);
+    /* "heads": how many full entered lines' heads short lines name */
+    const json_t *h = json_object_get(l->json, "heads");
+    if (json_is_string(event) && strcmp(json_string_value(event), "start")
+        == 0 && json_is_integer(h)) {
+      const json_int_t n = json_integer_value(h);
+      if (rd->d && (n < 0 || n > LIVE_HEADS_MAX))
+        return vqc_error(VQC_EPARSE, "%s:%ld: field 'heads': %lld (expected "
+                         "0 to %d)", l->path, l->lineno, (long long)n,
+                         LIVE_HEADS_MAX);
+      rd->nheads = n < 0 || n > LIVE_HEADS_MAX ? 0 : (int)n;
+    }
     return VQC_OK;
   }
   rd->info->records++;
   if (!rd->d) return VQC_OK;
+  if (json_object_get(l->json, "same")) return read_short(rd, l);
   drec r;
   rank_dump *into = rd->d; /* the world's, or a process group's */
   vqc_ledger_line ll; /* ledger_record.h */
@@ -557,6 +650,17 @@ static vqc_status live_line(const vqc_jsonl_line *l, void *user) {
   if (s == VQC_OK) s = parse_record(&ll, l->path, l->lineno, rd->sites, &r);
   vqc_ledger_line_release(&ll);
   if (s == VQC_OK) s = merge_record(into, &r);
+  if (s == VQC_OK && r.state == VQC_REC_ENTERED) {
+    /* a head later short lines may name (read_short) */
+    if (rd->nheads > 0) {
+      const int k = (int)(rd->nfull % (uint64_t)rd->nheads);
+      rd->heads[k].has = true;
+      rd->heads[k].r = r;
+      rd->heads[k].into = into;
+    }
+    rd->nfull++;
+    rd->last_t_enter = r.t_enter_ns;
+  }
   return s;
 }
 
@@ -568,7 +672,8 @@ vqc_status read_live(const char *path, int rank, site_table *sites,
                             rank_dump *d, proc_groups *groups,
                             vqc_live_info *info) {
   memset(info, 0, sizeof *info);
-  ledger_reading rd = {rank, sites, d, groups, info};
+  ledger_reading rd = {.rank = rank, .sites = sites, .d = d,
+                       .groups = groups, .info = info};
   /* Without d only the events are read: the ledger lines (those without
    * "event") are counted, not parsed (a long run holds millions). */
   unsigned long ledger_lines = 0;

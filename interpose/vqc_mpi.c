@@ -387,9 +387,9 @@ static void started(int provided) {
   g.sync_sends = sync && strcmp(sync, "1") == 0;
   int n = snprintf(line, sizeof line, "{\"event\":\"start\",\"rank\":%d,"
                    "\"size\":%d,\"pid\":%ld,\"host\":\"%s\","
-                   "\"mpi\":true%s,\"sync_sends\":%s}\n", g.rank, g.size,
-                   (long)getpid(), esc, tmo,
-                   g.sync_sends ? "true" : "false");
+                   "\"mpi\":true%s,\"sync_sends\":%s,\"heads\":%d}\n",
+                   g.rank, g.size, (long)getpid(), esc, tmo,
+                   g.sync_sends ? "true" : "false", g.multi ? 0 : rec_heads());
   if (n > 0 && (size_t)n < sizeof line) live_write(line, (size_t)n);
   beat(HB_RUNNING, 0, "");
   /* Warm backtrace() up (it loads libgcc_s once) before a handler needs it. */

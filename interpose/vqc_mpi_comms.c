@@ -13,6 +13,7 @@ void info_unref(comm_info *ci) {
   if (!ci || ci == &world_info) return;
   if (__atomic_sub_fetch(&ci->refs, 1, __ATOMIC_ACQ_REL) == 0) {
     if (ci->shadow != MPI_COMM_NULL) PMPI_Comm_free(&ci->shadow);
+    rec_forget_comm(ci);
     free(ci->world);
     free(ci->group_json);
     free(ci);

@@ -295,7 +295,9 @@ typedef struct call {
   char head[512];        /* {"seq":..,"rank":..,...,"group_size":N, */
   size_t hn;
   char t_enter_s[24];    /* t_enter's digits, for both of its lines */
-  size_t tn;
+  size_t tn;             /* 0: entered as a short line (its done is one
+                          * too), its head in slot `slot` (hn 0) */
+  int slot;
   bool blocking;
   /* A non-blocking collective's send buffer, hashed at its I-call
    * (race_note_coll; compared when a wait or test completes it). */
@@ -319,6 +321,15 @@ VQC_MPI_HIDDEN void rec_lost(int err);
 /* Call c's line at t_exit in state ("entered", "done", "failed"). */
 VQC_MPI_HIDDEN void call_line(const call *c, uint64_t t_exit,
                               const char *state, const char *status);
+/* Blocking call c's line as it returns rc at t: done (a short line when
+ * it was entered as one) or failed. */
+VQC_MPI_HIDDEN void call_end_line(const call *c, uint64_t t, int rc);
+/* comm_info ci is being freed: no kept head may stand for a later call
+ * (a new one can have its address). */
+VQC_MPI_HIDDEN void rec_forget_comm(const comm_info *ci);
+/* How many heads of full entered lines are kept ("heads" of the start
+ * line: vqc_mpi_record.c, short lines). */
+VQC_MPI_HIDDEN int rec_heads(void);
 /* Records a collective as entered (c->ci NULL: not recorded); a blocking
  * one is, in strict mode, agreed on before it runs. */
 VQC_MPI_HIDDEN void record(call *c, bool blocking, MPI_Comm comm,
@@ -362,8 +373,7 @@ static inline void begin_nb(call *c, MPI_Comm comm, const char *op,
 static inline void end(call *c, int rc) {
   if (!c->ci) return;
   const uint64_t t = now_ns(); /* one clock read: the line's and the beat's */
-  call_line(c, t, rc == MPI_SUCCESS ? "done" : "failed",
-            rc == MPI_SUCCESS ? "VQC_OK" : "VQC_ECOMM");
+  call_end_line(c, t, rc);
   beat_at(HB_RUNNING, c->seq, "", t);
 }
 

@@ -209,12 +209,81 @@ static void put_i64(line_out *o, long long v) {
   }
 }
 
+/* ---- heads kept, and short lines for a loop's collectives
+ *
+ * A collective's line is its head ({"seq":..,"rank":..,"op":.. up to
+ * "any_site":true and "mpi_type"), its communicator's group, its call
+ * site and its times. With single-threaded MPI the heads of the last
+ * NHEADS full "entered" lines are kept: the k-th such line of the record
+ * (counted from 0) goes to slot k % NHEADS, which the start line says
+ * ("heads":NHEADS). A loop calls the same few collectives with the same
+ * arguments from the same lines, so:
+ *   - a blocking call whose head, communicator and site are a slot's is
+ *     written as two short lines, about 50 bytes where its two full lines
+ *     take about 570 (the kernel's share of a recorded call, providing
+ *     the record's pages, grows with the bytes):
+ *       {"same":SEQ,"as":K,"in":DT}  entered: collective SEQ with every
+ *                                    other field of slot K's line, DT ns
+ *                                    after the collective entered before
+ *                                    it (full or short line);
+ *       {"same":SEQ,"out":DT}        that call done (MPI_SUCCESS), DT ns
+ *                                    after it entered;
+ *     a failed one's last line is a full one (checkers/ledger_read.c reads
+ *     them: ledger_analysis.h "The live record");
+ *   - another call with a slot's head copies it instead of formatting it.
+ * With MPI_THREAD_MULTIPLE every line is a full one (threads' lines
+ * interleave in any order). */
+#define NHEADS 8
+
+typedef struct head_slot {
+  const comm_info *ci;  /* NULL: empty */
+  const site *s;
+  const char *op, *redop, *dtype;
+  long long count, elems;
+  int root, gsize;
+  char extra[200];      /* the type's "mpi_type":.., compared as text */
+  char rest[480];       /* ,"rank":..,...,"any_site":true,<mpi_type> */
+  size_t n;             /* rest's length */
+} head_slot;
+
+static struct {
+  head_slot slot[NHEADS];
+  uint64_t nfull;       /* full entered lines written */
+  uint64_t t_enter;     /* the last entered line's (full or short) */
+} heads;
+
+int rec_heads(void) { return NHEADS; }
+
+void rec_forget_comm(const comm_info *ci) {
+  for (int k = 0; k < NHEADS; k++)
+    if (heads.slot[k].ci == ci) heads.slot[k].ci = NULL;
+}
+
+/* The slot holding the head of a call with these arguments at site s;
+ * -1: none. */
+static int head_find(const comm_info *ci, const site *s, const char *op,
+                     const char *redop, const tinfo *tp, long long count,
+                     int root, int gsize) {
+  for (int k = 0; k < NHEADS; k++) {
+    const head_slot *h = &heads.slot[k];
+    if (h->ci == ci && h->s == s && h->op == op && h->redop == redop &&
+        h->dtype == tp->dtype && h->count == count &&
+        h->elems == tp->elems && h->root == root && h->gsize == gsize &&
+        strcmp(h->extra, tp->extra) == 0)
+      return k;
+  }
+  return -1;
+}
+
 void call_line(const call *c, uint64_t t_exit, const char *state,
                const char *status) {
   char tail[160];
   line_out o = {tail, tail + sizeof tail, false};
   PUT(&o, "\"t_enter_ns\":");
-  put(&o, c->t_enter_s, c->tn);
+  if (c->tn > 0)
+    put(&o, c->t_enter_s, c->tn);
+  else
+    put_u64(&o, c->t_enter); /* entered as a short line */
   PUT(&o, ",\"t_exit_ns\":");
   put_u64(&o, t_exit);
   PUT(&o, ",\"state\":\"");
@@ -223,27 +292,77 @@ void call_line(const call *c, uint64_t t_exit, const char *state,
   put_str(&o, status);
   PUT(&o, "\"}\n");
   if (o.full) return;
-  struct iovec iov[4] = {{(void *)c->head, c->hn},
+  /* A call entered as a short line has its head made here (hn 0): its
+   * slot holds it until the call returns (one thread, a blocking call). */
+  char head[sizeof c->head];
+  const char *h = c->head;
+  size_t hn = c->hn;
+  if (hn == 0) {
+    line_out ho = {head, head + sizeof head, false};
+    PUT(&ho, "{\"seq\":");
+    put_u64(&ho, c->seq);
+    put(&ho, heads.slot[c->slot].rest, heads.slot[c->slot].n);
+    if (ho.full) return;
+    h = head;
+    hn = (size_t)(ho.p - head);
+  }
+  struct iovec iov[4] = {{(void *)h, hn},
                          {c->ci->group_json, c->ci->group_len},
                          {(void *)c->s->json, c->s->len},
                          {tail, (size_t)(o.p - tail)}};
   rec_append(iov, 4, false);
 }
 
+/* v's decimal digits ending at end; returns where they start. */
+static char *u64_back(char *end, uint64_t v) {
+  while (v >= 100) {
+    const unsigned d = (unsigned)(v % 100);
+    v /= 100;
+    *--end = digit_pairs[2 * d + 1];
+    *--end = digit_pairs[2 * d];
+  }
+  if (v >= 10) {
+    *--end = digit_pairs[2 * v + 1];
+    *--end = digit_pairs[2 * v];
+  } else {
+    *--end = (char)('0' + v);
+  }
+  return end;
+}
 
-/* The head after "seq" of the last collective recorded (single-threaded
- * MPI only): a loop calls the same collective with the same arguments, so
- * its next head is a copy, not a formatting. Keyed by every argument the
- * head says; "extra" (mpi_type) by its text. */
-static struct last_head {
-  const comm_info *ci;
-  const char *op, *redop, *dtype;
-  long long count, elems;
-  int root, gsize;
-  char extra[200];
-  char rest[480];       /* ,"rank":..,...,"any_site":true,<mpi_type> */
-  size_t n;             /* its length; 0: none kept */
-} last_head;
+/* {"same":seq,"as":k,"in":dt}\n (k >= 0) or {"same":seq,"out":dt}\n
+ * appended, made from its end backwards: no length to check (three
+ * numbers of 20 digits at most). */
+static void short_line(uint64_t seq, int k, uint64_t dt) {
+  char b[96];
+  char *p = b + sizeof b;
+  *--p = '\n';
+  *--p = '}';
+  p = u64_back(p, dt);
+  if (k >= 0) {
+    p -= 6;
+    memcpy(p, ",\"in\":", 6);
+    p = u64_back(p, (uint64_t)k);
+    p -= 6;
+    memcpy(p, ",\"as\":", 6);
+  } else {
+    p -= 7;
+    memcpy(p, ",\"out\":", 7);
+  }
+  p = u64_back(p, seq);
+  p -= 8;
+  memcpy(p, "{\"same\":", 8);
+  live_write(p, (size_t)(b + sizeof b - p));
+}
+
+void call_end_line(const call *c, uint64_t t, int rc) {
+  if (c->tn == 0 && rc == MPI_SUCCESS && t >= c->t_enter) {
+    short_line(c->seq, -1, t - c->t_enter);
+    return;
+  }
+  call_line(c, t, rc == MPI_SUCCESS ? "done" : "failed",
+            rc == MPI_SUCCESS ? "VQC_OK" : "VQC_ECOMM");
+}
 
 /* Whether MPI may let blocking collective op return on a member before
  * every member entered it: a root that sends (broadcast, scatter), a
@@ -259,23 +378,18 @@ static bool may_return_early(const char *op) {
   return false;
 }
 
-/* The entered line of call c (its head made), the heartbeat, and in
- * strict mode the agreement on a blocking one. Under synchronous sends
- * (vqcheck watch's default) a blocking collective that MPI may let return
- * early waits for every member first (a barrier on the communicator's
- * duplicate): MPI lets a collective synchronise or not, a correct program
- * works either way, and one that needs it not to (a root's MPI_Bcast, then
- * an MPI_Recv its peer answers only after a send of its own before the
- * broadcast) hangs here at once, as it would with larger messages or
- * another MPI, and is reported. */
-static void enter(call *c, comm_info *ci, bool blocking, const char *dtype,
-                  long long count, int root, const char *redop) {
-  c->ci = ci;
-  c->t_enter = now_ns();
-  line_out to = {c->t_enter_s, c->t_enter_s + sizeof c->t_enter_s, false};
-  put_u64(&to, c->t_enter);
-  c->tn = (size_t)(to.p - c->t_enter_s);
-  call_line(c, 0, "entered", "");
+/* The heartbeat, and in strict mode the agreement on a blocking call c
+ * (its entered line written). Under synchronous sends (vqcheck watch's
+ * default) a blocking collective that MPI may let return early waits for
+ * every member first (a barrier on the communicator's duplicate): MPI
+ * lets a collective synchronise or not, a correct program works either
+ * way, and one that needs it not to (a root's MPI_Bcast, then an MPI_Recv
+ * its peer answers only after a send of its own before the broadcast)
+ * hangs here at once, as it would with larger messages or another MPI,
+ * and is reported. */
+static void entered(call *c, comm_info *ci, bool blocking, const char *dtype,
+                    long long count, int root, const char *redop) {
+  heads.t_enter = c->t_enter;
   beat_at(HB_IN_COLLECTIVE, c->seq, c->op, c->t_enter);
   if (!blocking || ci->shadow == MPI_COMM_NULL) return;
   if (g.strict)
@@ -317,71 +431,84 @@ void record_ci(call *c, bool blocking, comm_info *ci, const char *op,
   c->blocking = blocking;
   c->shashed = false;
   if (!g.on || !ci || ci->skip) return;
-  const tinfo t = *tp;
   c->seq = __atomic_add_fetch(&ci->seq, 1, __ATOMIC_RELAXED);
   c->op = op;
   c->s = site_of(pc);
+  c->ci = ci;
+  c->tn = 0;
+  const int gsize = ci == &world_info ? g.size : ci->size;
+  const bool negative = count < 0;
+  const int k = g.multi || negative ? -1
+                : head_find(ci, c->s, op, redop, tp, count, root, gsize);
+  c->t_enter = now_ns();
+  if (k >= 0 && blocking && c->t_enter >= heads.t_enter) {
+    c->slot = k;
+    c->hn = 0; /* made if a full line needs it (call_line) */
+    short_line(c->seq, k, c->t_enter - heads.t_enter);
+    entered(c, ci, blocking, tp->dtype, count * tp->elems, root, redop);
+    return;
+  }
   /* {"seq":..,"rank":..,"op":"..","redop":"..","dtype":"..","count":..,
    * "root":..,"group_size":..,"any_site":true,<mpi_type>,<mpi_count>, */
   line_out o = {c->head, c->head + sizeof c->head, false};
   PUT(&o, "{\"seq\":");
   put_u64(&o, c->seq);
-  const int gsize = ci == &world_info ? g.size : ci->size;
-  const bool negative = count < 0;
-  const bool same = !g.multi && !negative && last_head.n > 0 &&
-                    last_head.ci == ci && last_head.op == op &&
-                    last_head.redop == redop && last_head.dtype == t.dtype &&
-                    last_head.count == count && last_head.elems == t.elems &&
-                    last_head.root == root && last_head.gsize == gsize &&
-                    strcmp(last_head.extra, t.extra) == 0;
-  if (same) {
-    put(&o, last_head.rest, last_head.n);
-    if (o.full) return;
-    c->hn = (size_t)(o.p - c->head);
-    enter(c, ci, blocking, t.dtype, count * t.elems, root, redop);
+  char *const rest = o.p;
+  if (k >= 0) {
+    put(&o, heads.slot[k].rest, heads.slot[k].n);
+  } else {
+    PUT(&o, ",\"rank\":");
+    put_i64(&o, g.rank);
+    PUT(&o, ",\"op\":\"");
+    put_str(&o, op);
+    PUT(&o, "\",\"redop\":\"");
+    put_str(&o, redop);
+    PUT(&o, "\",\"dtype\":\"");
+    put_str(&o, tp->dtype);
+    PUT(&o, "\",\"count\":");
+    /* A negative count is an invalid argument (MPI fails the call with
+     * MPI_ERR_COUNT): the record keeps a valid count, 0, and the
+     * program's in "mpi_count". */
+    put_i64(&o, negative ? 0 : count * tp->elems);
+    PUT(&o, ",\"root\":");
+    put_i64(&o, root);
+    PUT(&o, ",\"group_size\":");
+    put_i64(&o, gsize);
+    PUT(&o, ",\"any_site\":true,");
+    put_str(&o, tp->extra);
+    if (negative) {
+      PUT(&o, "\"mpi_count\":");
+      put_i64(&o, count);
+      PUT(&o, ",");
+    }
+  }
+  if (o.full) {
+    c->ci = NULL;
     return;
   }
-  char *const rest = o.p;
-  PUT(&o, ",\"rank\":");
-  put_i64(&o, g.rank);
-  PUT(&o, ",\"op\":\"");
-  put_str(&o, op);
-  PUT(&o, "\",\"redop\":\"");
-  put_str(&o, redop);
-  PUT(&o, "\",\"dtype\":\"");
-  put_str(&o, t.dtype);
-  PUT(&o, "\",\"count\":");
-  /* A negative count is an invalid argument (MPI fails the call with
-   * MPI_ERR_COUNT): the record keeps a valid count, 0, and the program's
-   * in "mpi_count". */
-  put_i64(&o, count < 0 ? 0 : count * t.elems);
-  PUT(&o, ",\"root\":");
-  put_i64(&o, root);
-  PUT(&o, ",\"group_size\":");
-  put_i64(&o, gsize);
-  PUT(&o, ",\"any_site\":true,");
-  put_str(&o, t.extra);
-  if (count < 0) {
-    PUT(&o, "\"mpi_count\":");
-    put_i64(&o, count);
-    PUT(&o, ",");
-    count = 0;
-  }
-  if (o.full) return;
   c->hn = (size_t)(o.p - c->head);
-  /* kept for the next call; never a negative count's (its head has
-   * "mpi_count", and count is 0 from here) */
-  const size_t rn = (size_t)(o.p - rest);
-  last_head.n = 0;
-  if (!g.multi && !negative && rn <= sizeof last_head.rest) {
-    last_head = (struct last_head){.ci = ci, .op = op, .redop = redop,
-                                   .dtype = t.dtype, .count = count,
-                                   .elems = t.elems, .root = root,
-                                   .gsize = gsize, .n = rn};
-    snprintf(last_head.extra, sizeof last_head.extra, "%s", t.extra);
-    memcpy(last_head.rest, rest, rn);
+  line_out to = {c->t_enter_s, c->t_enter_s + sizeof c->t_enter_s, false};
+  put_u64(&to, c->t_enter);
+  c->tn = (size_t)(to.p - c->t_enter_s);
+  call_line(c, 0, "entered", "");
+  if (!g.multi) {
+    /* This full entered line's slot: kept for the next calls; never a
+     * negative count's (its head has "mpi_count"). */
+    head_slot *h = &heads.slot[heads.nfull++ % NHEADS];
+    const size_t rn = (size_t)(o.p - rest);
+    h->ci = NULL;
+    if (!negative && rn <= sizeof h->rest &&
+        strlen(tp->extra) < sizeof h->extra) {
+      *h = (head_slot){.ci = ci, .s = c->s, .op = op, .redop = redop,
+                       .dtype = tp->dtype, .count = count,
+                       .elems = tp->elems, .root = root, .gsize = gsize,
+                       .n = rn};
+      memcpy(h->rest, rest, rn);
+      memcpy(h->extra, tp->extra, strlen(tp->extra) + 1);
+    }
   }
-  enter(c, ci, blocking, t.dtype, count * t.elems, root, redop);
+  if (negative) count = 0;
+  entered(c, ci, blocking, tp->dtype, count * tp->elems, root, redop);
 }
 
 /* A line of the live record could not be written (a full disk, most

@@ -151,6 +151,21 @@
 #                   directory holds the job's 2 ranks only (a worker's
 #                   record overwrote rank 0's, and its truncation crashed a
 #                   rank with SIGBUS; worker 2 posed as a third rank);
+#   loop_mismatch   3 ranks, 500 steps of two all-reduces (short lines past
+#                   the first step, the interposer's for a loop's calls);
+#                   rank 1 reduces 3 gradient values at step 300:
+#                   collective_mismatch naming rank 1, collective #601 and
+#                   loop_mismatch.c:18; rank 0's 600 calls before read back
+#                   from short lines at lines 18 and 19;
+#   comm_churn      3 ranks, 50 steps of MPI_Comm_dup, an all-reduce on
+#                   the copy, MPI_Comm_free: exit 0, no finding, each
+#                   all-reduce recorded on its own copy, world/dup1 to
+#                   world/dup50 (a freed copy's memory is reused: its kept
+#                   head must not stand for the next copy's call);
+#   loop_exit       3 ranks, --timeout 5, rank 2 leaves the loop at step
+#                   200 (a rank-local early stop): a deadlock at collective
+#                   #201 naming rank 2 at loop_exit.c:18; ranks 0 and 1's
+#                   records end in #201 entered, as a short line;
 #   two_jobs        two MPI jobs one after the other under one vqcheck
 #                   watch (sh -c "mpiexec -n 3 count_mismatch; mpiexec -n
 #                   3 allreduce_loop 10"): the first job's mismatch found
@@ -259,6 +274,7 @@ case $CASE in
     timeout=5 ;;
   nb_blocking|bcast_recv|buffered_bcast_recv) timeout=5 ;;
   mprobe_lost|buffered_mprobe_lost|rma_fence_skip) timeout=5 ;;
+  loop_exit) timeout=5 ;;
 esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
@@ -302,6 +318,46 @@ def one(kind):
     if not got:
         fail("no %s finding" % kind)
     return got[0]
+def ledger(path):
+    """The collective lines of a live record, each a full line's fields:
+    a short line (the interposer's for a loop's calls: {"same":SEQ,"as":K,
+    "in":DT} entered with the fields of kept head K, the full entered
+    line read when their count modulo the start line's "heads" was K;
+    {"same":SEQ,"out":DT} done) read as checkers/ledger_read.c reads it.
+    With the number of short lines."""
+    text = open(path, "rb").read().rstrip(b"\0").decode()
+    out, heads, nheads, nfull, last_t, nshort, open_ = [], {}, 0, 0, 0, 0, None
+    for l in text.splitlines():
+        if not l.strip():
+            continue
+        j = json.loads(l)
+        if j.get("event") == "start":
+            nheads = j.get("heads", 0)
+        if "same" in j:
+            nshort += 1
+            if "in" in j:
+                if j["as"] not in heads:
+                    fail("%s: a short line names head %s, never filled"
+                         % (path, j["as"]))
+                last_t += j["in"]
+                open_ = dict(heads[j["as"]], seq=j["same"], t_enter_ns=last_t,
+                             t_exit_ns=0, state="entered", status="")
+                out.append(open_)
+            else:
+                if open_ is None or open_["seq"] != j["same"]:
+                    fail("%s: %s done but not the short call entered last"
+                         % (path, j["same"]))
+                out.append(dict(open_, t_exit_ns=last_t + j["out"],
+                                state="done", status="VQC_OK"))
+                open_ = None
+        elif "seq" in j:
+            out.append(j)
+            if j["state"] == "entered":
+                if nheads:
+                    heads[nfull % nheads] = j
+                nfull += 1
+                last_t = j["t_enter_ns"]
+    return out, nshort
 if run.get("exit_code") != rc:
     fail("run.json says exit %s, watch exited %d" % (run.get("exit_code"), rc))
 # No steps in an MPI program: no finding has one, and none is told.
@@ -351,7 +407,7 @@ if case in ("clean", "strict_clean"):
     for path in sorted(glob.glob(os.path.join(d, "rank-*.live.jsonl"))):
         r = int(os.path.basename(path).split("-")[1].split(".")[0])
         lines = [json.loads(l) for l in open(path) if l.strip()]
-        led = [l for l in lines if "seq" in l]
+        led = ledger(path)[0]
         groups = {(l.get("group_name"), tuple(l["group"]))
                   for l in led if "group" in l}
         want = ("world/split1", tuple(range(r % 2, 4, 2)))
@@ -380,9 +436,7 @@ elif case in ("neighbor_clean", "strict_neighbor_clean"):
             "all_to_allw": ("world", "int32", 4)}
     for path in sorted(glob.glob(os.path.join(d, "rank-*.live.jsonl"))):
         r = int(os.path.basename(path).split("-")[1].split(".")[0])
-        text = open(path, "rb").read().rstrip(b"\0").decode()
-        led = [json.loads(l) for l in text.splitlines()
-               if l.strip() and '"seq"' in l]
+        led = ledger(path)[0]
         for op, (comm, dtype, count) in want.items():
             calls = [l for l in led if l["op"] in (op, "i" + op)]
             for name in (op, "i" + op):
@@ -693,6 +747,54 @@ elif case == "two_jobs":
     if f["ranks"] != [0, 1, 2] or "rank 0 reached MPI_Finalize, but " \
             "another MPI job's rank 0" not in f["message"]:
         fail("the second job not told: %s %s" % (f["ranks"], f["message"]))
+elif case == "loop_mismatch":
+    if rc != 1 or kinds != ["collective_mismatch"]:
+        fail("expected exit 1 and one collective_mismatch, got %d and %s"
+             % (rc, kinds))
+    f = fs[0]
+    if f["ranks"] != [1] or "loop_mismatch.c:18" not in f.get("site", "") \
+            or "collective #601 all_reduce" not in f["message"] \
+            or "rank 1 all_reduce(float64, count 3)" not in f["message"]:
+        fail("expected rank 1's count 3 at collective #601, loop_mismatch.c:"
+             "18: %s %s %s" % (f["ranks"], f.get("site"), f["message"]))
+    # the 600 calls before were written as short lines, and read as the
+    # calls at their two lines
+    led, nshort = ledger(os.path.join(d, "rank-0.live.jsonl"))
+    done = {l["seq"]: l["line"] for l in led if l["state"] == "done"}
+    if nshort < 2 * 598 or [done.get(q) for q in range(1, 601)] != \
+            [18, 19] * 300:
+        fail("rank 0: %d short lines, calls done %s..." %
+             (nshort, sorted(done.items())[:4]))
+elif case == "comm_churn":
+    if rc != 0 or fs:
+        fail("a correct program: expected exit 0 and no finding, got %d" % rc)
+    # each all-reduce on its own copy (a freed copy's memory reused for
+    # the next one's must not make the call a short line of the old one)
+    want = [("world/dup%d" % k, 1, st) for k in range(1, 51)
+            for st in ("entered", "done")]
+    for r in range(3):
+        led = ledger(os.path.join(d, "rank-%d.live.jsonl" % r))[0]
+        got = [(l.get("group_name"), l["seq"], l["state"]) for l in led
+               if l["op"] == "all_reduce"]
+        if got != want:
+            fail("rank %d: all-reduces recorded on %s..., expected %s..."
+                 % (r, got[:6], want[:6]))
+elif case == "loop_exit":
+    if rc != 1 or kinds != ["deadlock"]:
+        fail("expected exit 1 and one deadlock, got %d and %s" % (rc, kinds))
+    f = fs[0]
+    if f["ranks"] != [2] or "loop_exit.c:18" not in f.get("site", "") \
+            or "collective #201" not in f["message"]:
+        fail("expected rank 2 named at collective #201, loop_exit.c:18: %s "
+             "%s %s" % (f["ranks"], f.get("site"), f["message"]))
+    # ranks 0 and 1 wait in #201, entered as a short line
+    for r in (0, 1):
+        led, nshort = ledger(os.path.join(d, "rank-%d.live.jsonl" % r))
+        last = led[-1]
+        if nshort < 2 * 199 or (last["seq"], last["state"]) != \
+                (201, "entered"):
+            fail("rank %d: %d short lines, its last call %s %s" %
+                 (r, nshort, last["seq"], last["state"]))
 elif case == "nb_blocking":
     if rc != 1 or len(fs) != 1 \
             or kinds[0] not in ("deadlock", "collective_mismatch"):
@@ -806,7 +908,7 @@ elif case == "f_clean":
         fail("a clean Fortran program: expected exit 0 and no finding, got "
              "%d" % rc)
     for path in sorted(glob.glob(os.path.join(d, "rank-*.live.jsonl"))):
-        led = [json.loads(l) for l in open(path) if '"seq"' in l]
+        led = ledger(path)[0]
         done = [(l["op"], l["dtype"], os.path.basename(l["file"]), l["line"])
                 for l in led if l.get("state") == "done"]
         for want in (("all_reduce", "float64", "f_clean.f90", 23),
