@@ -526,6 +526,7 @@ int MPI_Finalize(void) {
     unlock();
     persist_clear();
     rma_finalize(); /* windows never freed: operations never completed */
+    io_finalize();
     /* Non-blocking collectives never completed: a finding. */
     call c;
     while (pending_pop(&c)) {

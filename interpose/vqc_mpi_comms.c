@@ -132,7 +132,7 @@ comm_info *info_derived(comm_info *parent, const char *what) {
   ci->shadow = MPI_COMM_NULL;
   ci->world = world;
   const unsigned long long k =
-      __atomic_add_fetch(&parent->windows, 1, __ATOMIC_RELAXED);
+      __atomic_add_fetch(&parent->derived, 1, __ATOMIC_RELAXED);
   snprintf(ci->name, sizeof ci->name, "%.150s/%s%llu", parent->name, what, k);
   set_group(ci, world, n);
   if (ci->skip) {

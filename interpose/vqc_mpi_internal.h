@@ -248,7 +248,8 @@ typedef struct comm_info {
   int size;
   uint64_t seq;          /* its collectives so far */
   uint64_t children;     /* communicators made from it so far */
-  uint64_t windows;      /* RMA windows made on it so far */
+  uint64_t derived;      /* groups made from it so far: RMA windows,
+                          * open files (info_derived) */
   char name[200];
   char *group_json;      /* "group":[...],"group_name":"...", or "" */
   size_t group_len;
@@ -483,6 +484,11 @@ VQC_MPI_HIDDEN void p2p_done(const req_copy *was, const MPI_Request *reqs,
 /* MPI_Finalize: the windows never freed let go, an operation of theirs
  * never completed told as a finding. */
 VQC_MPI_HIDDEN void rma_finalize(void);
+
+/* ---- MPI-IO (vqc_mpi_io.c) */
+
+/* MPI_Finalize: the files never closed let go. */
+VQC_MPI_HIDDEN void io_finalize(void);
 
 /* ---- persistent requests (vqc_mpi_persist.c) */
 

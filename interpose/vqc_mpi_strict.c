@@ -30,8 +30,13 @@ typedef struct agreement {
 static bool varcount(const char *op) {
   return strcmp(op, "gatherv") == 0 || strcmp(op, "scatterv") == 0 ||
          strcmp(op, "all_to_allv") == 0 || strcmp(op, "all_gatherv") == 0 ||
-         strcmp(op, "all_to_allw") == 0 || strncmp(op, "neighbor_", 9) == 0;
+         strcmp(op, "all_to_allw") == 0 || strncmp(op, "neighbor_", 9) == 0 ||
+         strncmp(op, "file_", 5) == 0;
 }
+
+/* Whether ranks may call op with other element types: MPI-IO's reads and
+ * writes (each rank its own data, vqc_mpi_io.c). */
+static bool vartype(const char *op) { return strncmp(op, "file_", 5) == 0; }
 
 static bool agree_same(const agreement *a, const agreement *b) {
   return strcmp(a->op, b->op) == 0 && strcmp(a->redop, b->redop) == 0 &&
@@ -47,7 +52,7 @@ void agree(const call *c, const char *dtype, long long count,
   if (!all) return;
   memset(&mine, 0, sizeof mine);
   snprintf(mine.op, sizeof mine.op, "%s", c->op);
-  snprintf(mine.dtype, sizeof mine.dtype, "%s", dtype);
+  snprintf(mine.dtype, sizeof mine.dtype, "%s", vartype(c->op) ? "" : dtype);
   snprintf(mine.redop, sizeof mine.redop, "%s", redop);
   mine.count = varcount(c->op) ? 0 : count;
   mine.root = root;

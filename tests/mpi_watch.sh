@@ -157,6 +157,19 @@
 #                   collective_mismatch naming rank 1, collective #601 and
 #                   loop_mismatch.c:18; rank 0's 600 calls before read back
 #                   from short lines at lines 18 and 19;
+#   io_clean        3 ranks, a checkpoint written and read back with MPI-IO
+#                   collectives (MPI_File_open, set_view, write_at_all of
+#                   rank + 2 doubles, read_at_all as one item of a type of
+#                   that length, sync, close): exit 0, no finding (counts
+#                   and types differ by rank, which MPI-IO allows), each
+#                   call recorded on the file's group world/file1 with the
+#                   rank's own count; strict_io_clean the same in strict
+#                   mode;
+#   io_skip         3 ranks, --timeout 5: rank 2, with nothing to write,
+#                   leaves MPI_File_write_at_all out and closes the file:
+#                   one finding naming rank 2 at io_skip.c:30, on
+#                   world/file1, and its close at line 32 (outside any
+#                   collective, all three ranks named, before);
 #   comm_churn      3 ranks, 50 steps of MPI_Comm_dup, an all-reduce on
 #                   the copy, MPI_Comm_free: exit 0, no finding, each
 #                   all-reduce recorded on its own copy, world/dup1 to
@@ -274,7 +287,13 @@ case $CASE in
     timeout=5 ;;
   nb_blocking|bcast_recv|buffered_bcast_recv) timeout=5 ;;
   mprobe_lost|buffered_mprobe_lost|rma_fence_skip) timeout=5 ;;
-  loop_exit) timeout=5 ;;
+  loop_exit|io_skip) timeout=5 ;;
+esac
+# The MPI-IO programs write their file under $TMPDIR: one of the case's
+# own, gone at the end (a job stopped at a hang leaves its file).
+case $PROG in
+  io_*) export TMPDIR="$OUT/$CASE.tmp"; rm -rf "$TMPDIR"; mkdir -p "$TMPDIR"
+        trap 'rm -rf "$TMPDIR"' EXIT ;;
 esac
 start=$(date +%s.%N)
 # shellcheck disable=SC2086 # FLAGS is a list of words
@@ -775,6 +794,36 @@ elif case == "loop_mismatch":
             [18, 19] * 300:
         fail("rank 0: %d short lines, calls done %s..." %
              (nshort, sorted(done.items())[:4]))
+elif case in ("io_clean", "strict_io_clean"):
+    if rc != 0 or fs:
+        fail("a correct program: expected exit 0 and no finding, got %d" % rc)
+    # MPI-IO's collectives recorded on the file's group, each rank with
+    # its own count (rank + 2 doubles) and, reading, its own type
+    for r in range(3):
+        led = ledger(os.path.join(d, "rank-%d.live.jsonl" % r))[0]
+        got = [(l["op"], l.get("group_name"), l["count"]) for l in led
+               if l["op"].startswith("file_") and l["state"] == "done"]
+        want = [("file_open", None, 0), ("file_set_view", "world/file1", 0),
+                ("file_write_at_all", "world/file1", r + 2),
+                ("file_read_at_all", "world/file1", r + 2),
+                ("file_sync", "world/file1", 0),
+                ("file_close", "world/file1", 0)]
+        if got != want:
+            fail("rank %d: MPI-IO calls recorded as %s, expected %s"
+                 % (r, got, want))
+elif case == "io_skip":
+    if rc != 1 or len(fs) != 1 \
+            or kinds[0] not in ("deadlock", "collective_mismatch"):
+        fail("expected exit 1 and one deadlock or collective_mismatch, got "
+             "%d and %s" % (rc, kinds))
+    f = fs[0]
+    if f["ranks"] != [2] or "io_skip.c:30" not in f.get("site", "") \
+            or "file_write_at_all" not in f["message"] \
+            or "world/file1" not in f["message"] \
+            or "io_skip.c:32" not in f["message"]:
+        fail("expected rank 2 named, the write at io_skip.c:30 on world/"
+             "file1 and its close at line 32: %s %s %s"
+             % (f["ranks"], f.get("site"), f["message"]))
 elif case == "comm_churn":
     if rc != 0 or fs:
         fail("a correct program: expected exit 0 and no finding, got %d" % rc)
