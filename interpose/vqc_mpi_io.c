@@ -17,10 +17,10 @@
  * while the others write is a deadlock or a mismatch naming it, like any
  * other collective's, and a rank waiting in one is placed there.
  *
- * Not followed: the non-blocking collectives (MPI_File_iwrite_all, ...),
- * files past FILES_MAX open at once, and the Fortran bindings' file calls
- * (they are recorded from C programs). Independent reads and writes are
- * not collective and are not recorded. */
+ * Not followed: the non-blocking collectives (MPI_File_iwrite_all, ...)
+ * and files past FILES_MAX open at once. Independent reads and writes are
+ * not collective and are not recorded. Fortran programs' file calls reach
+ * these wrappers as their other calls do (vqc_mpi_fortran.c). */
 #include "vqc_mpi_internal.h"
 
 #define FILES_MAX 64

@@ -170,6 +170,9 @@
 #                   one finding naming rank 2 at io_skip.c:30, on
 #                   world/file1, and its close at line 32 (outside any
 #                   collective, all three ranks named, before);
+#   f_io_skip       io_skip in Fortran (mpi_f08; the bindings' PMPI_File_*
+#                   calls routed to the wrappers): rank 2 named at
+#                   f_io_skip.f90:25, its close at line 27;
 #   comm_churn      3 ranks, 50 steps of MPI_Comm_dup, an all-reduce on
 #                   the copy, MPI_Comm_free: exit 0, no finding, each
 #                   all-reduce recorded on its own copy, world/dup1 to
@@ -287,12 +290,12 @@ case $CASE in
     timeout=5 ;;
   nb_blocking|bcast_recv|buffered_bcast_recv) timeout=5 ;;
   mprobe_lost|buffered_mprobe_lost|rma_fence_skip) timeout=5 ;;
-  loop_exit|io_skip) timeout=5 ;;
+  loop_exit|io_skip|f_io_skip) timeout=5 ;;
 esac
 # The MPI-IO programs write their file under $TMPDIR: one of the case's
 # own, gone at the end (a job stopped at a hang leaves its file).
 case $PROG in
-  io_*) export TMPDIR="$OUT/$CASE.tmp"; rm -rf "$TMPDIR"; mkdir -p "$TMPDIR"
+  io_*|f_io_*) export TMPDIR="$OUT/$CASE.tmp"; rm -rf "$TMPDIR"; mkdir -p "$TMPDIR"
         trap 'rm -rf "$TMPDIR"' EXIT ;;
 esac
 start=$(date +%s.%N)
@@ -811,19 +814,20 @@ elif case in ("io_clean", "strict_io_clean"):
         if got != want:
             fail("rank %d: MPI-IO calls recorded as %s, expected %s"
                  % (r, got, want))
-elif case == "io_skip":
+elif case in ("io_skip", "f_io_skip"):
     if rc != 1 or len(fs) != 1 \
             or kinds[0] not in ("deadlock", "collective_mismatch"):
         fail("expected exit 1 and one deadlock or collective_mismatch, got "
              "%d and %s" % (rc, kinds))
     f = fs[0]
-    if f["ranks"] != [2] or "io_skip.c:30" not in f.get("site", "") \
+    write, close = (("io_skip.c:30", "io_skip.c:32") if case == "io_skip"
+                    else ("f_io_skip.f90:25", "f_io_skip.f90:27"))
+    if f["ranks"] != [2] or write not in f.get("site", "") \
             or "file_write_at_all" not in f["message"] \
-            or "world/file1" not in f["message"] \
-            or "io_skip.c:32" not in f["message"]:
-        fail("expected rank 2 named, the write at io_skip.c:30 on world/"
-             "file1 and its close at line 32: %s %s %s"
-             % (f["ranks"], f.get("site"), f["message"]))
+            or "world/file1" not in f["message"] or close not in f["message"]:
+        fail("expected rank 2 named, the write at %s on world/file1 and its "
+             "close at %s: %s %s %s" % (write, close, f["ranks"],
+                                        f.get("site"), f["message"]))
 elif case == "comm_churn":
     if rc != 0 or fs:
         fail("a correct program: expected exit 0 and no finding, got %d" % rc)
