@@ -185,6 +185,10 @@ const record_op record_ops[] = {
     {"file_read_at_all_end", false, false},
     {"file_write_at_all_begin", false, false},
     {"file_write_at_all_end", false, false},
+    {"ifile_read_all", false, false},
+    {"ifile_write_all", false, false},
+    {"ifile_read_at_all", false, false},
+    {"ifile_write_at_all", false, false},
     {"ireduce_scatter", true, false},
     {"igather", false, true},
     {"igatherv", false, true},
@@ -238,6 +242,7 @@ static bool varcount_op(const char *name) {
 /* Whether ranks may legitimately call op with other element types:
  * MPI-IO's reads and writes, each rank with its own data. */
 static bool vartype_op(const char *name) {
+  if (name[0] == 'i' && record_op_index(name) >= 0) name++; /* "ifile_" */
   return strncmp(name, "file_", 5) == 0;
 }
 

@@ -17,8 +17,9 @@
  * while the others write is a deadlock or a mismatch naming it, like any
  * other collective's, and a rank waiting in one is placed there.
  *
- * Not followed: the non-blocking collectives (MPI_File_iwrite_all, ...)
- * and files past FILES_MAX open at once. Independent reads and writes are
+ * The non-blocking collective reads and writes (MPI_File_iwrite_all, ...)
+ * are followed as the other non-blocking collectives are. Not followed:
+ * files past FILES_MAX open at once. Independent reads and writes are
  * not collective and are not recorded. Fortran programs' file calls reach
  * these wrappers as their other calls do (vqc_mpi_fortran.c). */
 #include "vqc_mpi_internal.h"
@@ -284,6 +285,73 @@ int MPI_File_write_at_all_end(MPI_File fh, const void *buf,
   begin_file(&c, fh, &ci, "file_write_at_all_end", MPI_DATATYPE_NULL, 0,
              RA);
   return end_file(&c, ci, PMPI_File_write_at_all_end(fh, buf, status));
+}
+
+/* ---- non-blocking collective reads and writes (MPI 3.1): recorded at
+ * the I-call under their own names ("ifile_write_all": MPI never matches
+ * one with a blocking call), done when a wait or test completes them
+ * (vqc_mpi_wait.c); a write's buffer is hashed at the I-call and again at
+ * completion (a buffer changed in flight: vqc_mpi_races.c). */
+
+/* A non-blocking collective of file fh's group, recorded as op; its group
+ * (a reference: give it back) in *ci. */
+static void begin_file_nb(call *c, MPI_File fh, comm_info **ci,
+                          const char *op, MPI_Datatype dt, long long count,
+                          uintptr_t pc) {
+  c->ci = NULL;
+  *ci = group_of(fh);
+  if (!*ci) return;
+  tinfo t;
+  type_info(dt, &t);
+  record_ci(c, false, *ci, op, "", &t, count, -1, pc);
+}
+
+static int posted_file(call *c, comm_info *ci, int rc, MPI_Request *req) {
+  posted(c, rc, req);
+  info_unref(ci);
+  return rc;
+}
+
+int MPI_File_iread_all(MPI_File fh, void *buf, int count,
+                       MPI_Datatype datatype, MPI_Request *request) {
+  call c;
+  comm_info *ci;
+  begin_file_nb(&c, fh, &ci, "ifile_read_all", datatype, count, RA);
+  return posted_file(&c, ci, PMPI_File_iread_all(fh, buf, count, datatype,
+                                                 request), request);
+}
+
+int MPI_File_iwrite_all(MPI_File fh, const void *buf, int count,
+                        MPI_Datatype datatype, MPI_Request *request) {
+  call c;
+  comm_info *ci;
+  begin_file_nb(&c, fh, &ci, "ifile_write_all", datatype, count, RA);
+  race_note_coll(&c, "MPI_File_iwrite_all", buf, count, datatype);
+  return posted_file(&c, ci, PMPI_File_iwrite_all(fh, buf, count, datatype,
+                                                  request), request);
+}
+
+int MPI_File_iread_at_all(MPI_File fh, MPI_Offset offset, void *buf,
+                          int count, MPI_Datatype datatype,
+                          MPI_Request *request) {
+  call c;
+  comm_info *ci;
+  begin_file_nb(&c, fh, &ci, "ifile_read_at_all", datatype, count, RA);
+  return posted_file(&c, ci, PMPI_File_iread_at_all(fh, offset, buf, count,
+                                                    datatype, request),
+                     request);
+}
+
+int MPI_File_iwrite_at_all(MPI_File fh, MPI_Offset offset, const void *buf,
+                           int count, MPI_Datatype datatype,
+                           MPI_Request *request) {
+  call c;
+  comm_info *ci;
+  begin_file_nb(&c, fh, &ci, "ifile_write_at_all", datatype, count, RA);
+  race_note_coll(&c, "MPI_File_iwrite_at_all", buf, count, datatype);
+  return posted_file(&c, ci, PMPI_File_iwrite_at_all(fh, offset, buf, count,
+                                                     datatype, request),
+                     request);
 }
 
 /* MPI_Finalize: files never closed let go (MPI requires them closed; not

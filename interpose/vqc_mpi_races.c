@@ -218,12 +218,14 @@ void race_coll_completed(const call *c, uintptr_t pc) {
   at(c->s, here, sizeof here);
   at(site_of(pc), done, sizeof done);
   snprintf(msg, sizeof msg,
-           "rank %d changed the send buffer of its %s (%llu bytes) at %s "
+           "rank %d changed the %s of its %s (%llu bytes) at %s "
            "before the request completed (completed at %s): MPI may use "
            "the old bytes, the new ones or a mix (a non-blocking "
            "collective's buffers must not change until a wait or test "
            "completes it)",
-           g.rank, c->fn, (unsigned long long)(c->shi - c->slo), here, done);
+           g.rank, strncmp(c->fn, "MPI_File_", 9) == 0 ? "buffer"
+                                                       : "send buffer",
+           c->fn, (unsigned long long)(c->shi - c->slo), here, done);
   snprintf(detail, sizeof detail,
            "\"mpi_call\":\"%s\",\"completed_at\":\"%.300s\",\"bytes\":%llu,"
            "\"changed_in_flight\":true", c->fn, done,

@@ -160,7 +160,8 @@
 #   io_clean        3 ranks, a checkpoint written and read back with MPI-IO
 #                   collectives (MPI_File_open, set_view, write_at_all of
 #                   rank + 2 doubles, read_at_all as one item of a type of
-#                   that length, sync, close): exit 0, no finding (counts
+#                   that length, iread_at_all and MPI_Wait, sync, close):
+#                   exit 0, no finding (counts
 #                   and types differ by rank, which MPI-IO allows), each
 #                   call recorded on the file's group world/file1 with the
 #                   rank's own count; strict_io_clean the same in strict
@@ -173,6 +174,9 @@
 #   f_io_skip       io_skip in Fortran (mpi_f08; the bindings' PMPI_File_*
 #                   calls routed to the wrappers): rank 2 named at
 #                   f_io_skip.f90:25, its close at line 27;
+#   io_inflight     3 ranks: an MPI_File_iwrite_at_all whose buffer the
+#                   program changes before MPI_Wait: lost_inplace naming
+#                   ranks 0-2 at io_inflight.c:30, completed at line 32;
 #   comm_churn      3 ranks, 50 steps of MPI_Comm_dup, an all-reduce on
 #                   the copy, MPI_Comm_free: exit 0, no finding, each
 #                   all-reduce recorded on its own copy, world/dup1 to
@@ -805,10 +809,12 @@ elif case in ("io_clean", "strict_io_clean"):
     for r in range(3):
         led = ledger(os.path.join(d, "rank-%d.live.jsonl" % r))[0]
         got = [(l["op"], l.get("group_name"), l["count"]) for l in led
-               if l["op"].startswith("file_") and l["state"] == "done"]
+               if l["op"].startswith(("file_", "ifile_"))
+               and l["state"] == "done"]
         want = [("file_open", None, 0), ("file_set_view", "world/file1", 0),
                 ("file_write_at_all", "world/file1", r + 2),
                 ("file_read_at_all", "world/file1", r + 2),
+                ("ifile_read_at_all", "world/file1", r + 2),
                 ("file_sync", "world/file1", 0),
                 ("file_close", "world/file1", 0)]
         if got != want:
@@ -828,6 +834,18 @@ elif case in ("io_skip", "f_io_skip"):
         fail("expected rank 2 named, the write at %s on world/file1 and its "
              "close at %s: %s %s %s" % (write, close, f["ranks"],
                                         f.get("site"), f["message"]))
+elif case == "io_inflight":
+    if rc != 1 or kinds != ["lost_inplace"]:
+        fail("expected exit 1 and one lost_inplace, got %d and %s"
+             % (rc, kinds))
+    f = fs[0]
+    if f["ranks"] != [0, 1, 2] or "io_inflight.c:30" not in f.get("site", "") \
+            or "changed the buffer of its MPI_File_iwrite_at_all (512 " \
+            "bytes)" not in f["message"] \
+            or "completed at io_inflight.c:32" not in f["message"]:
+        fail("expected ranks 0-2, the write at io_inflight.c:30 and its "
+             "wait at line 32: %s %s %s" % (f["ranks"], f.get("site"),
+                                             f["message"]))
 elif case == "comm_churn":
     if rc != 0 or fs:
         fail("a correct program: expected exit 0 and no finding, got %d" % rc)

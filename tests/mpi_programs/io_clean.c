@@ -4,7 +4,8 @@
  * doubles after the blocks of the ranks before it (MPI_File_write_at_all:
  * each rank its own count), reads it back as one item of a contiguous
  * type of its block's length (MPI_File_read_at_all: each rank its own
- * type), syncs and closes; rank 0 deletes the file. Correct: `vqcheck
+ * type) and again with MPI_File_iread_at_all and MPI_Wait, syncs and
+ * closes; rank 0 deletes the file. Correct: `vqcheck
  * watch` must be clean (counts and types may differ by rank in MPI-IO's
  * reads and writes) and record each call on the file's group
  * ("world/file1"). */
@@ -39,9 +40,14 @@ int main(int argc, char **argv) {
   MPI_Type_commit(&block);
   MPI_File_read_at_all(fh, at, back, 1, block, MPI_STATUS_IGNORE);
   MPI_Type_free(&block);
+  double again[8];
+  MPI_Request req;
+  MPI_File_iread_at_all(fh, at, again, n, MPI_DOUBLE, &req);
+  MPI_Wait(&req, MPI_STATUS_IGNORE);
   MPI_File_sync(fh);
   MPI_File_close(&fh);
-  const int same = memcmp(state, back, (size_t)n * sizeof *state) == 0;
+  const int same = memcmp(state, back, (size_t)n * sizeof *state) == 0 &&
+                   memcmp(state, again, (size_t)n * sizeof *state) == 0;
   int all = 0;
   MPI_Allreduce(&same, &all, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD);
   if (rank == 0) {
