@@ -156,7 +156,9 @@
 #                   rank 1 reduces 3 gradient values at step 300:
 #                   collective_mismatch naming rank 1, collective #601 and
 #                   loop_mismatch.c:18; rank 0's 600 calls before read back
-#                   from short lines at lines 18 and 19;
+#                   from short lines at lines 18 and 19; strict_loop_mismatch
+#                   the same in strict mode, rank 0's #601 (entered as a
+#                   short line) failed (VQC_EINVAL) at line 18;
 #   io_clean        3 ranks, a checkpoint written and read back with MPI-IO
 #                   collectives (MPI_File_open, set_view, write_at_all of
 #                   rank + 2 doubles, read_at_all as one item of a type of
@@ -783,7 +785,7 @@ elif case == "two_jobs":
     if f["ranks"] != [0, 1, 2] or "rank 0 reached MPI_Finalize, but " \
             "another MPI job's rank 0" not in f["message"]:
         fail("the second job not told: %s %s" % (f["ranks"], f["message"]))
-elif case == "loop_mismatch":
+elif case in ("loop_mismatch", "strict_loop_mismatch"):
     if rc != 1 or kinds != ["collective_mismatch"]:
         fail("expected exit 1 and one collective_mismatch, got %d and %s"
              % (rc, kinds))
@@ -801,6 +803,13 @@ elif case == "loop_mismatch":
             [18, 19] * 300:
         fail("rank 0: %d short lines, calls done %s..." %
              (nshort, sorted(done.items())[:4]))
+    # strict mode stopped every rank in #601, entered as a short line on
+    # ranks 0 and 2: their failed line is a full one, made from its head
+    if case.startswith("strict_"):
+        last = [l for l in led if l["seq"] == 601][-1]
+        if (last["state"], last["status"], last["count"], last["line"]) != \
+                ("failed", "VQC_EINVAL", 4, 18):
+            fail("rank 0's #601 ends %s" % last)
 elif case in ("io_clean", "strict_io_clean"):
     if rc != 0 or fs:
         fail("a correct program: expected exit 0 and no finding, got %d" % rc)
