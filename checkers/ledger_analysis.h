@@ -125,7 +125,12 @@
  *                                   "line","func"}]: the point-to-point
  *                                   requests it waits on (MPI_Irecv, ...,
  *                                   the first 4, each with its I-call's
- *                                   site);
+ *                                   site); under MPI_THREAD_MULTIPLE
+ *                                   "threads": how many of its threads
+ *                                   are in such a call (the call above is
+ *                                   the first's) and "other_threads":
+ *                                   [{"call",..,"file","line","func"}]
+ *                                   the next 4 threads' calls;
  *     {"event":"lost"|"killed","by","why"}  appended by whoever supervised
  *                                   the job (`vqcheck run --backend mpi`
  *                                   without a launcher, harness/cli/supervise.h):
@@ -348,6 +353,16 @@ typedef struct vqc_live_info {
     char file[256];     /* its I-call's site; "" unknown */
     int line;
   } p2p_req[4];
+  /* Under MPI_THREAD_MULTIPLE ("threads" in the line): how many of the
+   * rank's threads were in a blocking point-to-point call (0: not said,
+   * a rank with one thread in MPI), the call above being the first's, at
+   * p2p_file:p2p_line, and the next p2p_nother of them ("other_threads",
+   * at most VQC_P2P_REQS), each as a request above (its call's peers, tags
+   * and site). */
+  int p2p_threads, p2p_nother;
+  char p2p_file[256];
+  int p2p_line;
+  struct vqc_live_p2p_req p2p_other[4];
 } vqc_live_info;
 #define VQC_P2P_REQS 4
 #define VQC_P2P_ANY (-1)

@@ -361,6 +361,26 @@ static int live_peer(const json_t *v) {
   return VQC_P2P_NONE;
 }
 
+/* A point-to-point call of a "p2p_wait" line (a wait's request, another
+ * thread's call) into *o. */
+static void live_p2p_call(const json_t *q, struct vqc_live_p2p_req *o) {
+  const json_t *v;
+  memset(o, 0, sizeof *o);
+  if (json_is_string(v = json_object_get(q, "call")))
+    snprintf(o->call, sizeof o->call, "%s", json_string_value(v));
+  if (json_is_string(v = json_object_get(q, "communicator")))
+    snprintf(o->comm, sizeof o->comm, "%s", json_string_value(v));
+  if (json_is_string(v = json_object_get(q, "file")))
+    snprintf(o->file, sizeof o->file, "%s", json_string_value(v));
+  if (json_is_integer(v = json_object_get(q, "line")) &&
+      json_integer_value(v) >= 0 && json_integer_value(v) <= INT32_MAX)
+    o->line = (int)json_integer_value(v);
+  o->to = live_peer(json_object_get(q, "to"));
+  o->send_tag = live_peer(json_object_get(q, "send_tag"));
+  o->from = live_peer(json_object_get(q, "from"));
+  o->recv_tag = live_peer(json_object_get(q, "recv_tag"));
+}
+
 /* Applies event line j (it has "event") to *info. */
 void live_event(const json_t *j, vqc_live_info *info) {
   const char *ev = json_string_value(json_object_get(j, "event"));
@@ -414,27 +434,26 @@ void live_event(const json_t *j, vqc_live_info *info) {
         json_integer_value(v) > 0 && json_integer_value(v) <= INT32_MAX)
       info->p2p_nreq = (int)json_integer_value(v);
     const json_t *reqs = json_object_get(j, "requests");
-    for (size_t i = 0; i < json_array_size(reqs) && i < VQC_P2P_REQS; i++) {
-      const json_t *q = json_array_get(reqs, i);
-      struct vqc_live_p2p_req *o = &info->p2p_req[i];
-      memset(o, 0, sizeof *o);
-      if (json_is_string(v = json_object_get(q, "call")))
-        snprintf(o->call, sizeof o->call, "%s", json_string_value(v));
-      if (json_is_string(v = json_object_get(q, "communicator")))
-        snprintf(o->comm, sizeof o->comm, "%s", json_string_value(v));
-      if (json_is_string(v = json_object_get(q, "file")))
-        snprintf(o->file, sizeof o->file, "%s", json_string_value(v));
-      if (json_is_integer(v = json_object_get(q, "line")) &&
-          json_integer_value(v) >= 0 && json_integer_value(v) <= INT32_MAX)
-        o->line = (int)json_integer_value(v);
-      o->to = live_peer(json_object_get(q, "to"));
-      o->send_tag = live_peer(json_object_get(q, "send_tag"));
-      o->from = live_peer(json_object_get(q, "from"));
-      o->recv_tag = live_peer(json_object_get(q, "recv_tag"));
-    }
+    for (size_t i = 0; i < json_array_size(reqs) && i < VQC_P2P_REQS; i++)
+      live_p2p_call(json_array_get(reqs, i), &info->p2p_req[i]);
     info->p2p_nkept = json_array_size(reqs) < VQC_P2P_REQS
                           ? (int)json_array_size(reqs) : VQC_P2P_REQS;
     if (info->p2p_nreq < info->p2p_nkept) info->p2p_nreq = info->p2p_nkept;
+    /* MPI_THREAD_MULTIPLE: the call's own site, and the other threads' */
+    struct vqc_live_p2p_req self;
+    live_p2p_call(j, &self);
+    snprintf(info->p2p_file, sizeof info->p2p_file, "%s", self.file);
+    info->p2p_line = self.line;
+    info->p2p_threads = info->p2p_nother = 0;
+    if (json_is_integer(v = json_object_get(j, "threads")) &&
+        json_integer_value(v) > 0 && json_integer_value(v) <= INT32_MAX)
+      info->p2p_threads = (int)json_integer_value(v);
+    const json_t *others = json_object_get(j, "other_threads");
+    for (size_t i = 0; i < json_array_size(others) && i < VQC_P2P_REQS; i++)
+      live_p2p_call(json_array_get(others, i),
+                    &info->p2p_other[info->p2p_nother++]);
+    if (info->p2p_threads < 1 + info->p2p_nother && info->p2p_call[0])
+      info->p2p_threads = info->p2p_threads ? 1 + info->p2p_nother : 0;
   } else if (strcmp(ev, "lost") == 0 || strcmp(ev, "killed") == 0) {
     bool lost = ev[0] == 'l';
     if (lost) info->lost = true;

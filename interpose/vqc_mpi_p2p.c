@@ -12,19 +12,22 @@ vqc_reqs p2p_reqs;
 
 /* ---- where a rank waits in point-to-point (for SIGUSR1) */
 
-/* The blocking point-to-point call this process is in, kept for SIGUSR1:
- * at a hang, on_usr1 writes it into the live record as a "p2p_wait" line
+/* The blocking point-to-point call a thread is in, kept for SIGUSR1: at a
+ * hang, on_usr1 writes it into the live record as a "p2p_wait" line
  * (p2p_wait_line), so the deadlock names the call and its peers ("rank 0
  * waits in MPI_Recv from rank 1 (tag 7) at ring.c:31"). Set on the way in
  * and cleared on the way out: plain stores, no system call (its fields
  * first, then `call`, which the handler reads first). One slot per
- * process: under MPI_THREAD_MULTIPLE it holds the latest thread's call.
- * Peers are the communicator's ranks as the program passed them
- * (MPI_ANY_SOURCE, MPI_ANY_TAG as such; P2P_NONE: the call has no such
- * side); the handler turns them into world ranks with ci->world. */
+ * process, and under MPI_THREAD_MULTIPLE one per thread that calls MPI
+ * (the first P2P_THREADS of them; later threads share the process's), so
+ * a thread's wait is not hidden by another thread's calls. Peers are the
+ * communicator's ranks as the program passed them (MPI_ANY_SOURCE,
+ * MPI_ANY_TAG as such; P2P_NONE: the call has no such side); the handler
+ * turns them into world ranks with ci->world. */
 #define P2P_NONE (-1000)
 #define P2P_REQS 4 /* a wait's requests told by name; the rest counted */
-static struct {
+#define P2P_THREADS 64
+typedef struct p2p_slot {
   const char *call;     /* "MPI_Recv", ...; NULL: in none */
   const comm_info *ci;  /* its communicator; NULL: not known */
   int to, send_tag;     /* where it sends, or P2P_NONE */
@@ -35,7 +38,33 @@ static struct {
    * held by the table's entries, alive while the wait is in MPI). */
   int nreq;
   vqc_p2p_req req[P2P_REQS];
-} p2p;
+} p2p_slot;
+
+static p2p_slot process_slot;
+/* Threads' slots (MPI_THREAD_MULTIPLE), never freed: a handler may read
+ * one while its thread ends. */
+static p2p_slot *thread_slots[P2P_THREADS];
+static int nthread_slots;
+static __thread p2p_slot *my_slot;
+
+/* The calling thread's slot. */
+static p2p_slot *slot_mine(void) {
+  if (!g.multi) return &process_slot;
+  if (my_slot) return my_slot;
+  p2p_slot *s = &process_slot;
+  lock();
+  if (nthread_slots < P2P_THREADS) {
+    p2p_slot *t = calloc(1, sizeof *t);
+    if (t) {
+      thread_slots[nthread_slots] = t;
+      __atomic_store_n(&nthread_slots, nthread_slots + 1, __ATOMIC_RELEASE);
+      s = t;
+    }
+  }
+  unlock();
+  my_slot = s;
+  return s;
+}
 
 /* A peer as text: "rank 3" (a world rank), "any rank". */
 static void peer_text(char *b, size_t n, const comm_info *ci, int r) {
@@ -84,13 +113,14 @@ static size_t put_tag(char *b, size_t k, size_t cap, const char *key,
  * "recv_tag":7,"file","line","func"},...] (the first P2P_REQS; a send's
  * "to", "to_comm_rank", "send_tag"; "file" and the rest: its I-call's
  * site). Async-signal-safe (plain memory reads). */
-static size_t put_requests(char *b, size_t k, size_t cap) {
-  const int n = p2p.nreq < P2P_REQS ? p2p.nreq : P2P_REQS;
+static size_t put_requests(const p2p_slot *p, char *b, size_t k,
+                           size_t cap) {
+  const int n = p->nreq < P2P_REQS ? p->nreq : P2P_REQS;
   k = cat(b, k, cap, ",\"nrequests\":");
-  if (k + 24 < cap) k += fmt_int(b + k, p2p.nreq);
+  if (k + 24 < cap) k += fmt_int(b + k, p->nreq);
   k = cat(b, k, cap, ",\"requests\":[");
   for (int i = 0; i < n; i++) {
-    const vqc_p2p_req *q = &p2p.req[i];
+    const vqc_p2p_req *q = &p->req[i];
     const comm_info *ci = q->ci;
     const site *s = q->site;
     k = cat(b, k, cap, i ? ",{\"call\":\"" : "{\"call\":\"");
@@ -116,50 +146,89 @@ static size_t put_requests(char *b, size_t k, size_t cap) {
   return cat(b, k, cap, "]");
 }
 
+/* The fields of slot p's call (in `name`) after "call": "MPI_Recv",
+ * "communicator", peers, a wait's requests, the site's "file":..,"func":..,
+ * (with its trailing comma). Async-signal-safe (plain memory reads). */
+static size_t put_call(const p2p_slot *p, const char *name, char *b,
+                       size_t k, size_t cap) {
+  const comm_info *ci = p->ci;
+  k = cat(b, k, cap, "\"");
+  k = cat(b, k, cap, name);
+  k = cat(b, k, cap, "\"");
+  if (ci && !ci->skip) { /* names are vqcheck's own: no escapes needed */
+    k = cat(b, k, cap, ",\"communicator\":\"");
+    k = cat(b, k, cap, ci->name);
+    k = cat(b, k, cap, "\"");
+  }
+  if (p->to != P2P_NONE) {
+    k = put_peer(b, k, cap, "to", ci, p->to);
+    k = put_peer(b, k, cap, "to_comm_rank", NULL, p->to);
+    k = put_tag(b, k, cap, "send_tag", p->send_tag);
+  }
+  if (p->from != P2P_NONE) {
+    k = put_peer(b, k, cap, "from", ci, p->from);
+    k = put_peer(b, k, cap, "from_comm_rank", NULL, p->from);
+    k = put_tag(b, k, cap, "recv_tag", p->recv_tag);
+  }
+  if (p->nreq > 0) k = put_requests(p, b, k, cap);
+  k = cat(b, k, cap, ",");
+  if (p->s && k + p->s->len + 64 < cap) {
+    memcpy(b + k, p->s->json, p->s->len); /* "file":..,"func":.., */
+    k += p->s->len;
+  }
+  return k;
+}
+
 /* At SIGUSR1: {"event":"p2p_wait","call":"MPI_Recv","communicator":"world",
  * "from":1,"from_comm_rank":1,"recv_tag":7,"file","line","func","t_ns"}
  * (sends: "to", "to_comm_rank", "send_tag"; the waits: the call and the
  * point-to-point requests it waits on, put_requests;
  * "call": null when the rank is in no blocking point-to-point call), so
  * the analysis names the call and its peers. Peers are world ranks ("any":
- * MPI_ANY_SOURCE, MPI_ANY_TAG). Async-signal-safe: pwrite only. */
+ * MPI_ANY_SOURCE, MPI_ANY_TAG). Under MPI_THREAD_MULTIPLE, "threads": how
+ * many threads are in one; the call is the first's found, and the others'
+ * follow in "other_threads": [{"call":..,...},...] (the next P2P_REQS).
+ * Async-signal-safe: pwrite only. */
 void p2p_wait_line(void) {
-  char b[8192];
-  size_t k = cat(b, 0, sizeof b, "{\"event\":\"p2p_wait\",\"call\":");
-  const char *name = __atomic_load_n(&p2p.call, __ATOMIC_ACQUIRE);
-  if (!name) {
-    k = cat(b, k, sizeof b, "null,");
-  } else {
-    const comm_info *ci = p2p.ci;
-    k = cat(b, k, sizeof b, "\"");
-    k = cat(b, k, sizeof b, name);
-    k = cat(b, k, sizeof b, "\"");
-    if (ci && !ci->skip) { /* names are vqcheck's own: no escapes needed */
-      k = cat(b, k, sizeof b, ",\"communicator\":\"");
-      k = cat(b, k, sizeof b, ci->name);
-      k = cat(b, k, sizeof b, "\"");
-    }
-    if (p2p.to != P2P_NONE) {
-      k = put_peer(b, k, sizeof b, "to", ci, p2p.to);
-      k = put_peer(b, k, sizeof b, "to_comm_rank", NULL, p2p.to);
-      k = put_tag(b, k, sizeof b, "send_tag", p2p.send_tag);
-    }
-    if (p2p.from != P2P_NONE) {
-      k = put_peer(b, k, sizeof b, "from", ci, p2p.from);
-      k = put_peer(b, k, sizeof b, "from_comm_rank", NULL, p2p.from);
-      k = put_tag(b, k, sizeof b, "recv_tag", p2p.recv_tag);
-    }
-    if (p2p.nreq > 0) k = put_requests(b, k, sizeof b);
-    k = cat(b, k, sizeof b, ",");
-    if (p2p.s && k + p2p.s->len + 64 < sizeof b) {
-      memcpy(b + k, p2p.s->json, p2p.s->len); /* "file":..,"func":.., */
-      k += p2p.s->len;
-    }
+  char b[16384];
+  const size_t cap = sizeof b;
+  size_t k = cat(b, 0, cap, "{\"event\":\"p2p_wait\",\"call\":");
+  const p2p_slot *in[P2P_THREADS + 1];
+  const char *names[P2P_THREADS + 1];
+  int n = 0;
+  const int nt = __atomic_load_n(&nthread_slots, __ATOMIC_ACQUIRE);
+  for (int i = -1; i < nt; i++) {
+    const p2p_slot *p = i < 0 ? &process_slot : thread_slots[i];
+    const char *name = p ? __atomic_load_n(&p->call, __ATOMIC_ACQUIRE) : NULL;
+    if (!name) continue;
+    in[n] = p;
+    names[n++] = name;
   }
-  k = cat(b, k, sizeof b, "\"t_ns\":");
-  if (k + 24 < sizeof b) k += fmt_int(b + k, (long long)now_ns());
-  k = cat(b, k, sizeof b, "}\n");
-  if (k + 1 < sizeof b) live_write_signal(b, k);
+  if (n == 0) {
+    k = cat(b, k, cap, "null,");
+  } else {
+    k = put_call(in[0], names[0], b, k, cap);
+  }
+  if (g.multi) { /* the call may be another thread's than the stack's */
+    k = cat(b, k, cap, "\"threads\":");
+    if (k + 24 < cap) k += fmt_int(b + k, n);
+    k = cat(b, k, cap, ",");
+  }
+  if (n > 1) {
+    k = cat(b, k, cap, "\"other_threads\":[");
+    for (int i = 1; i < n && i <= P2P_REQS; i++) {
+      k = cat(b, k, cap, i > 1 ? ",{\"call\":" : "{\"call\":");
+      const size_t before = k;
+      k = put_call(in[i], names[i], b, k, cap);
+      if (k > before && b[k - 1] == ',') k--; /* the site's comma */
+      k = cat(b, k, cap, "}");
+    }
+    k = cat(b, k, cap, "],");
+  }
+  k = cat(b, k, cap, "\"t_ns\":");
+  if (k + 24 < cap) k += fmt_int(b + k, (long long)now_ns());
+  k = cat(b, k, cap, "}\n");
+  if (k + 1 < cap) live_write_signal(b, k);
 }
 
 /* ---- point-to-point: where a rank waits
@@ -182,14 +251,15 @@ static const site *p2p_enter(const char *name, MPI_Comm comm, int to,
                              uintptr_t pc) {
   if (!g.on) return NULL;
   const site *s = site_of(pc);
-  p2p.s = s;
-  p2p.ci = comm == MPI_COMM_NULL ? NULL : info_of(comm);
-  p2p.to = to;
-  p2p.send_tag = send_tag;
-  p2p.from = from;
-  p2p.recv_tag = recv_tag;
-  p2p.nreq = 0;
-  __atomic_store_n(&p2p.call, name, __ATOMIC_RELEASE);
+  p2p_slot *p = slot_mine();
+  p->s = s;
+  p->ci = comm == MPI_COMM_NULL ? NULL : info_of(comm);
+  p->to = to;
+  p->send_tag = send_tag;
+  p->from = from;
+  p->recv_tag = recv_tag;
+  p->nreq = 0;
+  __atomic_store_n(&p->call, name, __ATOMIC_RELEASE);
   return s;
 }
 
@@ -199,43 +269,45 @@ static const site *p2p_enter(const char *name, MPI_Comm comm, int to,
 void p2p_enter_wait(const char *name, const MPI_Request *reqs, int n,
                     uintptr_t pc) {
   if (!g.on) return;
-  p2p.s = site_of(pc);
-  p2p.ci = NULL;
-  p2p.to = p2p.send_tag = p2p.from = p2p.recv_tag = P2P_NONE;
-  p2p.nreq = 0;
+  p2p_slot *p = slot_mine();
+  p->s = site_of(pc);
+  p->ci = NULL;
+  p->to = p->send_tag = p->from = p->recv_tag = P2P_NONE;
+  p->nreq = 0;
   if (__atomic_load_n(&p2p_reqs.n, __ATOMIC_RELAXED) > 0 && reqs) {
     lock();
     for (int i = 0; i < n; i++) {
       const vqc_p2p_req *q = vqc_reqs_find(&p2p_reqs, reqs[i]);
       if (!q) continue;
-      if (p2p.nreq < P2P_REQS) p2p.req[p2p.nreq] = *q;
-      p2p.nreq++;
+      if (p->nreq < P2P_REQS) p->req[p->nreq] = *q;
+      p->nreq++;
     }
     unlock();
   }
-  __atomic_store_n(&p2p.call, name, __ATOMIC_RELEASE);
+  __atomic_store_n(&p->call, name, __ATOMIC_RELEASE);
 }
 
 /* (vqc_mpi_internal.h) */
 void p2p_where(char *b, size_t n) {
   b[0] = '\0';
-  const char *fn = __atomic_load_n(&p2p.call, __ATOMIC_ACQUIRE);
+  const p2p_slot *p = slot_mine();
+  const char *fn = __atomic_load_n(&p->call, __ATOMIC_ACQUIRE);
   if (!fn) return;
   char to[80] = "", from[80] = "", at[800] = "";
-  if (p2p.to != P2P_NONE) {
+  if (p->to != P2P_NONE) {
     char who[32];
-    peer_text(who, sizeof who, p2p.ci, p2p.to);
-    snprintf(to, sizeof to, " to %s (tag %d)", who, p2p.send_tag);
+    peer_text(who, sizeof who, p->ci, p->to);
+    snprintf(to, sizeof to, " to %s (tag %d)", who, p->send_tag);
   }
-  if (p2p.from != P2P_NONE) {
+  if (p->from != P2P_NONE) {
     char who[32], tag[24];
-    peer_text(who, sizeof who, p2p.ci, p2p.from);
-    tag_text(tag, sizeof tag, p2p.recv_tag);
+    peer_text(who, sizeof who, p->ci, p->from);
+    tag_text(tag, sizeof tag, p->recv_tag);
     snprintf(from, sizeof from, " from %s (%s)", who, tag);
   }
-  if (p2p.s && p2p.s->file[0])
-    snprintf(at, sizeof at, " at %.400s:%d (%.200s)", base_name(p2p.s->file),
-             p2p.s->line, p2p.s->func);
+  if (p->s && p->s->file[0])
+    snprintf(at, sizeof at, " at %.400s:%d (%.200s)", base_name(p->s->file),
+             p->s->line, p->s->func);
   snprintf(b, n, "in %s%s%s%s", fn, to, from, at);
 }
 
@@ -371,7 +443,7 @@ void p2p_done(const req_copy *was, const MPI_Request *reqs, int n,
 /* The call returned: progress. */
 int p2p_leave(int rc) {
   if (!g.on) return rc;
-  __atomic_store_n(&p2p.call, NULL, __ATOMIC_RELEASE);
+  __atomic_store_n(&slot_mine()->call, NULL, __ATOMIC_RELEASE);
   beat(HB_RUNNING, 0, "");
   return rc;
 }

@@ -179,6 +179,13 @@
 #   io_inflight     3 ranks: an MPI_File_iwrite_at_all whose buffer the
 #                   program changes before MPI_Wait: lost_inplace naming
 #                   ranks 0-2 at io_inflight.c:30, completed at line 32;
+#   thread_recv     2 ranks, MPI_THREAD_MULTIPLE, --timeout 5: rank 0's
+#                   receiver thread waits in MPI_Recv (tag 5) that rank 1
+#                   never sends (it sends tag 6) while the main thread
+#                   pings rank 1 and joins it: a deadlock saying rank 0
+#                   waits in MPI_Recv from rank 1 (tag 5) at
+#                   thread_recv.c:17 in a thread (the pings' calls hid it:
+#                   "outside any collective" at the join);
 #   comm_churn      3 ranks, 50 steps of MPI_Comm_dup, an all-reduce on
 #                   the copy, MPI_Comm_free: exit 0, no finding, each
 #                   all-reduce recorded on its own copy, world/dup1 to
@@ -284,7 +291,7 @@ case $PROG in
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv|inflight_change|mprobe_lost) np=2 ;;
-  spawn_clean) np=2 ;;
+  spawn_clean|thread_recv) np=2 ;;
   f_clean) np=4 ;;
   f_type_mismatch|persistent_lost|init_wait) np=2 ;;
 esac
@@ -296,7 +303,7 @@ case $CASE in
     timeout=5 ;;
   nb_blocking|bcast_recv|buffered_bcast_recv) timeout=5 ;;
   mprobe_lost|buffered_mprobe_lost|rma_fence_skip) timeout=5 ;;
-  loop_exit|io_skip|f_io_skip) timeout=5 ;;
+  loop_exit|io_skip|f_io_skip|thread_recv) timeout=5 ;;
 esac
 # The MPI-IO programs write their file under $TMPDIR: one of the case's
 # own, gone at the end (a job stopped at a hang leaves its file).
@@ -855,6 +862,19 @@ elif case == "io_inflight":
         fail("expected ranks 0-2, the write at io_inflight.c:30 and its "
              "wait at line 32: %s %s %s" % (f["ranks"], f.get("site"),
                                              f["message"]))
+elif case == "thread_recv":
+    if rc != 1 or kinds != ["deadlock"]:
+        fail("expected exit 1 and one deadlock, got %d and %s" % (rc, kinds))
+    f = fs[0]
+    want = "rank 0 waits in MPI_Recv from rank 1 (tag 5) at " \
+           "thread_recv.c:17 in a thread"
+    places = {p["rank"]: p for p in f["detail"].get("places", [])}
+    text = places.get(0, {}).get("p2p", {}).get("text", "")
+    if want not in f["message"] or 0 not in f["ranks"] or \
+            text != "MPI_Recv from rank 1 (tag 5) at thread_recv.c:17 in " \
+            "a thread":
+        fail("expected %r, rank 0's p2p text %r: %s %s"
+             % (want, text, f["ranks"], f["message"]))
 elif case == "comm_churn":
     if rc != 0 or fs:
         fail("a correct program: expected exit 0 and no finding, got %d" % rc)

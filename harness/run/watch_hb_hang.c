@@ -54,7 +54,7 @@ typedef struct hb_place {
   char stack_file[4200];
   char why[160];         /* NO_STACK: why; ENDED: how */
   vqc_live_info live;    /* its live record (live.exists false: none) */
-  char p2p[400];         /* p2p_text of it: "" when in no p2p call */
+  char p2p[1000];        /* p2p_text of it: "" when in no p2p call */
   vqc_hb_place rule;     /* vqc_hb_culprits's view */
   char key[1400];        /* places told together share it */
   bool told;
@@ -85,6 +85,12 @@ static void p2p_side_text(const char *dir, int peer, int tag, char *buf,
     watch_appendf(buf, k, n, " (any tag)");
   else if (tag != VQC_P2P_NONE)
     watch_appendf(buf, k, n, " (tag %d)", tag);
+}
+
+/* The last part of path (after its last '/'). */
+static const char *file_base(const char *path) {
+  const char *slash = strrchr(path, '/');
+  return slash ? slash + 1 : path;
 }
 
 /* "MPI_Recv from rank 1 (tag 7)", "MPI_Sendrecv to rank 1 (tag 7) and
@@ -119,6 +125,30 @@ static void p2p_text(const vqc_live_info *l, char *buf, size_t n) {
   if (l->p2p_nreq > told)
     watch_appendf(buf, &k, n, " and %d more request%s", l->p2p_nreq - told,
                   l->p2p_nreq - told == 1 ? "" : "s");
+  /* MPI_THREAD_MULTIPLE: the call may be another thread's than the stack
+   * the rank is placed at, so its own line is said, and the other
+   * threads' calls: "MPI_Recv from rank 1 (tag 5) at t.c:20 in a thread;
+   * another thread in MPI_Send to rank 2 (tag 0) at t.c:31" */
+  if (l->p2p_threads <= 0) return;
+  if (l->p2p_file[0])
+    watch_appendf(buf, &k, n, " at %s:%d", file_base(l->p2p_file),
+                  l->p2p_line);
+  watch_appendf(buf, &k, n, " in a thread");
+  for (int i = 0; i < l->p2p_nother; i++) {
+    const struct vqc_live_p2p_req *q = &l->p2p_other[i];
+    watch_appendf(buf, &k, n, "; another thread in %s", q->call);
+    p2p_side_text("to", q->to, q->send_tag, buf, &k, n);
+    if (q->to != VQC_P2P_NONE && q->from != VQC_P2P_NONE)
+      watch_appendf(buf, &k, n, " and");
+    p2p_side_text("from", q->from, q->recv_tag, buf, &k, n);
+    if (q->comm[0] && strcmp(q->comm, "world") != 0)
+      watch_appendf(buf, &k, n, " on communicator %s", q->comm);
+    if (q->file[0])
+      watch_appendf(buf, &k, n, " at %s:%d", file_base(q->file), q->line);
+  }
+  if (l->p2p_threads > 1 + l->p2p_nother)
+    watch_appendf(buf, &k, n, "; %d more threads in one",
+                  l->p2p_threads - 1 - l->p2p_nother);
 }
 
 /* What follows "rank R " / "ranks R, S " for place p; idle: the group's
@@ -160,8 +190,12 @@ static void hb_place_text(const hb_place *p, bool plural, double idle,
        * peers and the program's line (short: a cycle of 3 fits the
        * message; the seconds are in the detail) */
       watch_short_site(&p->st.where, true, at, sizeof at);
-      watch_appendf(buf, &k, n, "wait%s in %s at %s", plural ? "" : "s",
-                    p->p2p, at);
+      if (p->live.p2p_threads > 0) /* a thread's call, at its own line */
+        watch_appendf(buf, &k, n, "wait%s in %s (the stack taken is at %s)",
+                      plural ? "" : "s", p->p2p, at);
+      else
+        watch_appendf(buf, &k, n, "wait%s in %s at %s", plural ? "" : "s",
+                      p->p2p, at);
       break;
     }
     if (p->st.where.line != p->st.top.line ||
