@@ -637,8 +637,11 @@ static vqc_status read_short(ledger_reading *rd, const vqc_jsonl_line *l) {
     rd->open_into = rd->heads[k].into;
     return merge_record(rd->open_into, &r);
   }
-  const long i = rd->open && rd->open_seq == (uint64_t)seq
-                     ? find_seq(rd->open_into, rd->open_seq) : -1;
+  const rank_dump *d = rd->open_into;
+  long i = -1;
+  if (rd->open && rd->open_seq == (uint64_t)seq) /* most often the last */
+    i = d->n > 0 && d->recs[d->n - 1].seq == rd->open_seq
+            ? (long)d->n - 1 : find_seq(d, rd->open_seq);
   if (i < 0)
     return vqc_error(VQC_EPARSE, "%s:%ld: collective %lld is done (\"out\") "
                      "but was not the short call entered last", l->path,
