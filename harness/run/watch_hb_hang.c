@@ -56,7 +56,7 @@ typedef struct hb_place {
   vqc_live_info live;    /* its live record (live.exists false: none) */
   char p2p[1000];        /* p2p_text of it: "" when in no p2p call */
   vqc_hb_place rule;     /* vqc_hb_culprits's view */
-  char key[1400];        /* places told together share it */
+  char key[2600];        /* places told together share it */
   bool told;
 } hb_place;
 
