@@ -440,10 +440,14 @@ void live_event(const json_t *j, vqc_live_info *info) {
                           ? (int)json_array_size(reqs) : VQC_P2P_REQS;
     if (info->p2p_nreq < info->p2p_nkept) info->p2p_nreq = info->p2p_nkept;
     /* MPI_THREAD_MULTIPLE: the call's own site, and the other threads' */
-    struct vqc_live_p2p_req self;
-    live_p2p_call(j, &self);
-    snprintf(info->p2p_file, sizeof info->p2p_file, "%s", self.file);
-    info->p2p_line = self.line;
+    info->p2p_file[0] = '\0';
+    info->p2p_line = 0;
+    if (json_is_string(v = json_object_get(j, "file")))
+      snprintf(info->p2p_file, sizeof info->p2p_file, "%s",
+               json_string_value(v));
+    if (json_is_integer(v = json_object_get(j, "line")) &&
+        json_integer_value(v) >= 0 && json_integer_value(v) <= INT32_MAX)
+      info->p2p_line = (int)json_integer_value(v);
     info->p2p_threads = info->p2p_nother = 0;
     if (json_is_integer(v = json_object_get(j, "threads")) &&
         json_integer_value(v) > 0 && json_integer_value(v) <= INT32_MAX)

@@ -46,18 +46,23 @@ static comm_info *group_of(MPI_File fh) {
   return ci;
 }
 
-/* A blocking collective of file fh's group, recorded as op with count
- * items of dt (MPI_DATATYPE_NULL and 0 for a call without data); its
+/* A collective of file fh's group (blocking or not), recorded as op with
+ * count items of dt (MPI_DATATYPE_NULL and 0 for a call without data); its
  * group (a reference: give it back with info_unref) in *ci. */
-static void begin_file(call *c, MPI_File fh, comm_info **ci, const char *op,
-                       MPI_Datatype dt, long long count, uintptr_t pc) {
+static void record_file(call *c, bool blocking, MPI_File fh, comm_info **ci,
+                        const char *op, MPI_Datatype dt, long long count,
+                        uintptr_t pc) {
   c->ci = NULL;
   *ci = group_of(fh);
   if (!*ci) return;
   tinfo t;
   type_info(dt, &t);
-  record_ci(c, true, *ci, op, "", &t, count, -1, pc);
+  record_ci(c, blocking, *ci, op, "", &t, count, -1, pc);
 }
+#define begin_file(c, fh, ci, op, dt, n, pc) \
+  record_file(c, true, fh, ci, op, dt, n, pc)
+#define begin_file_nb(c, fh, ci, op, dt, n, pc) \
+  record_file(c, false, fh, ci, op, dt, n, pc)
 
 static int end_file(call *c, comm_info *ci, int rc) {
   end(c, rc);
@@ -292,19 +297,6 @@ int MPI_File_write_at_all_end(MPI_File fh, const void *buf,
  * one with a blocking call), done when a wait or test completes them
  * (vqc_mpi_wait.c); a write's buffer is hashed at the I-call and again at
  * completion (a buffer changed in flight: vqc_mpi_races.c). */
-
-/* A non-blocking collective of file fh's group, recorded as op; its group
- * (a reference: give it back) in *ci. */
-static void begin_file_nb(call *c, MPI_File fh, comm_info **ci,
-                          const char *op, MPI_Datatype dt, long long count,
-                          uintptr_t pc) {
-  c->ci = NULL;
-  *ci = group_of(fh);
-  if (!*ci) return;
-  tinfo t;
-  type_info(dt, &t);
-  record_ci(c, false, *ci, op, "", &t, count, -1, pc);
-}
 
 static int posted_file(call *c, comm_info *ci, int rc, MPI_Request *req) {
   posted(c, rc, req);
