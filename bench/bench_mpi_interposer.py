@@ -6,7 +6,7 @@ Run by hand (never a timed test), after building (cmake --build build):
 
     /usr/bin/python3 bench/bench_mpi_interposer.py [--build DIR]
         [--ranks 1,2] [--calls N] [--reps N] [--json]
-        [--program allreduce_loop|bcast_loop|p2p_loop]
+        [--program allreduce_loop|bcast_loop|p2p_loop|rma_loop]
 
 The program is tests/mpi_programs/allreduce_loop.c: N all-reduces of one
 double on MPI_COMM_WORLD, timed by the program itself with MPI_Wtime
@@ -17,7 +17,11 @@ rank sends to itself), ns per round: the messages' counting
 (interpose/vqc_mpi_msgs.c) and the request table. With --program
 bcast_loop, tests/mpi_programs/bcast_loop.c: N broadcasts of one double
 from rank 0, ns per call: what making rooted collectives wait for every
-member costs (mode synchronous against recording).
+member costs (mode synchronous against recording). With --program
+rma_loop, tests/mpi_programs/rma_loop.c: N one-double MPI_Puts into the
+right neighbour's window in fence epochs of 100, ns per put (its share of
+the fences included): the RMA checks (interpose/vqc_mpi_rma.c: the origin
+buffer hashed and compared, the access written to rank-<r>.rma.jsonl).
 Modes, each started by mpiexec -n RANKS:
   plain      no preload (the baseline);
   idle       LD_PRELOAD=libvqcheck_mpi.so, no VQC_WATCH_DIR (preloaded by
@@ -44,7 +48,9 @@ What it does:
      mode exits 0 and prints its figure; recording and strict write one
      entered and one done ledger line per all-reduce of every rank (warm-up
      included) and no finding; for p2p_loop, each rank's
-     rank-<r>.p2p.jsonl counts every message sent and received, complete.
+     rank-<r>.p2p.jsonl counts every message sent and received, complete;
+     for rma_loop, each rank's rank-<r>.rma.jsonl holds one access per
+     put and the live record no finding.
   2. times the modes interleaved (plain, idle, recording, strict, plain,
      ...) over --reps rounds, per rank count. Printed: the median ns/call
      of each mode (min-max) and its ratio to plain, the median of the
@@ -136,6 +142,23 @@ def validate_messages(work: Path, ranks: int, calls: int) -> Optional[str]:
     return None
 
 
+def validate_accesses(work: Path, ranks: int, calls: int) -> Optional[str]:
+    """rma_loop: what is wrong with a recording run's RMA accesses."""
+    want = calls + WARMUP
+    for r in range(ranks):
+        path = work / f"rank-{r}.rma.jsonl"
+        if not path.is_file():
+            return f"no {path.name}"
+        puts = sum(1 for x in path.read_text().splitlines()
+                   if json.loads(x).get("call") == "MPI_Put")
+        if puts != want:
+            return f"{path.name}: {puts} puts, expected {want}"
+        live = (work / f"rank-{r}.live.jsonl").read_text()
+        if '"event":"finding"' in live:
+            return f"rank-{r}.live.jsonl has a finding"
+    return None
+
+
 def validate_record(work: Path, ranks: int, calls: int) -> Optional[str]:
     """What is wrong with the run directory of a recording run, or None."""
     want = calls + WARMUP + 1  # + the barrier before the timed loop
@@ -171,18 +194,20 @@ def main() -> int:
                     help="also time recording through this build of the "
                     "interposer (mode baseline), interleaved")
     ap.add_argument("--program", default="allreduce_loop",
-                    choices=("allreduce_loop", "bcast_loop", "p2p_loop"))
+                    choices=("allreduce_loop", "bcast_loop", "p2p_loop",
+                             "rma_loop"))
     a = ap.parse_args()
     other = Path(a.compare) if a.compare else None
     if other and not other.is_file():
         sys.exit(f"bench_mpi_interposer: --compare {other}: no such file")
-    modes = MODES + (("synchronous",) if a.program != "allreduce_loop"
-                     else ()) \
+    modes = MODES + (("synchronous",) if a.program not in (
+        "allreduce_loop", "rma_loop") else ()) \
         + (("baseline",) if other else ())
     build = Path(a.build)
     prog = build / "tests" / "mpi_programs" / a.program
-    validate = validate_messages if a.program == "p2p_loop" \
-        else validate_record
+    validate = {"p2p_loop": validate_messages,
+                "rma_loop": validate_accesses}.get(a.program,
+                                                   validate_record)
     lib = build / "interpose" / "libvqcheck_mpi.so"
     for f in (prog, lib):
         if not f.is_file():
@@ -200,7 +225,8 @@ def main() -> int:
                     return 1
                 # (a --compare build may predate the message counts)
                 if mode in ("recording", "strict", "synchronous") or (
-                        mode == "baseline" and a.program != "p2p_loop"):
+                        mode == "baseline" and a.program not in (
+                        "p2p_loop", "rma_loop")):
                     why = validate(work / "v", ranks, small)
                     if why:
                         print(f"validation failed ({mode} x{ranks}): {why}",
@@ -210,6 +236,9 @@ def main() -> int:
                 print(f"validated x{ranks}: every mode ran; each rank "
                       f"counted {small + WARMUP} messages sent and "
                       "received, no finding")
+            elif not a.json and a.program == "rma_loop":
+                print(f"validated x{ranks}: every mode ran; each rank "
+                      f"recorded {small + WARMUP} puts, no finding")
             elif not a.json:
                 print(f"validated x{ranks}: every mode ran; the records "
                       f"hold {small + WARMUP + 1} collectives per rank, "

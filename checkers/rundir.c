@@ -61,7 +61,7 @@ static const char *const rank_suffixes[] = {"trace.jsonl", "ledger.jsonl",
                                             "findings.jsonl", "hang", "stacks.txt",
                                             "status.json", "live.jsonl",
                                             "heartbeat", "p2p.jsonl",
-                                            "preloaded"};
+                                            "rma.jsonl", "preloaded"};
 
 /* The length of the plain decimal number at s ("0", "17"; not "01", not
  * "+1"), 0 when s does not start with one. */
@@ -309,8 +309,8 @@ static vqc_status mark(const char *dir) {
       "report.html, junit.xml, rank-<r>.trace.jsonl, rank-<r>.ledger.jsonl,\n"
       "rank-<r>.status.json, rank-<r>.live.jsonl, rank-<r>.findings.jsonl,\n"
       "rank-<r>.stacks.txt, rank-<r>.hang, rank-<r>.heartbeat,\n"
-      "rank-<r>.p2p.jsonl, rank-<r>.preloaded); everything else here is\n"
-      "left alone.\n",
+      "rank-<r>.p2p.jsonl, rank-<r>.rma.jsonl, rank-<r>.preloaded);\n"
+      "everything else here is left alone.\n",
       VQC_VERSION_STRING, holder);
   bool made = false;
   return vqc_write_file_new(path, text, (size_t)(k > 0 ? k : 0), &made);

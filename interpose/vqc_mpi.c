@@ -127,6 +127,12 @@
  *                      analysis to pair sends with receives;
  *   vqc_mpi_persist.c  persistent point-to-point requests (_init,
  *                      MPI_Start): kept, and in flight from each start;
+ *   vqc_mpi_rma.c      RMA windows: their collectives, their operations
+ *                      kept until completed, origin buffers checked;
+ *   vqc_mpi_rma_record.c  rank-<r>.rma.jsonl, each completed operation's
+ *                      accesses, for the analysis to find races across
+ *                      ranks (harness/run/rma_races.h);
+ *   vqc_mpi_io.c       MPI-IO: a file's collectives;
  *   vqc_mpi_fortran.c  the Fortran bindings' PMPI_* calls routed through
  *                      the wrappers (at load). */
 #include "vqc_mpi_internal.h"

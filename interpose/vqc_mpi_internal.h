@@ -485,6 +485,49 @@ VQC_MPI_HIDDEN void p2p_done(const req_copy *was, const MPI_Request *reqs,
  * never completed told as a finding. */
 VQC_MPI_HIDDEN void rma_finalize(void);
 
+/* One RMA operation of this rank, from its call until a synchronisation
+ * completes it (vqc_mpi_rma.c keeps them per window). */
+typedef struct rma_op {
+  const char *call;      /* "MPI_Put" */
+  const site *s;
+  uint64_t id;           /* this rank's k-th operation (from 1) */
+  int target;            /* the target's rank in the window's group */
+  char access;           /* at the target: 'w' MPI_Put, 'r' MPI_Get, 'a' an
+                            accumulate (atomic against the others) */
+  long long disp;        /* target_disp, in the target's disp units */
+  long long off, bytes;  /* the target type's true lower bound and the
+                            bytes it covers; bytes 0: a type with holes
+                            (or none): not recorded */
+  uintptr_t rlo, rhi;    /* origin bytes it reads (a Put's, an
+                            accumulate's operand; rhi 0: none) ... */
+  uint64_t rhash;        /* ... hashed when issued (rhashed) */
+  bool rhashed;
+  uintptr_t wlo, whi;    /* origin bytes it writes (a Get's, a result
+                            buffer; whi 0: none) */
+  uint64_t t0;           /* issued (now_ns) */
+  uint64_t epoch;        /* the window's fences returned before it */
+  bool excl;             /* under this rank's exclusive lock on target */
+  bool unrecorded;       /* its accesses not recorded: an MPI_Rget, whose
+                            MPI_Wait ends its read before any unlock */
+} rma_op;
+
+/* ---- the record of RMA accesses (vqc_mpi_rma_record.c) */
+
+/* A window named name made with this rank's disp_unit. */
+VQC_MPI_HIDDEN void rma_record_window(const char *name, int disp_unit);
+/* One access of operation o on window win, completed at t1 (by a fence:
+ * fence): bytes [disp*unit + off, + bytes) of world rank target's window
+ * memory (unit 0: the target's disp_unit), access 'w', 'r' or 'a'. */
+VQC_MPI_HIDDEN void rma_record_access(const char *win, const rma_op *o,
+                                      char access, int target,
+                                      long long disp, int unit,
+                                      long long off, long long bytes,
+                                      bool fence, uint64_t t1);
+/* The lines kept so far written out (at each synchronisation). */
+VQC_MPI_HIDDEN void rma_record_flush(void);
+/* MPI_Finalize: the rest written, the file closed. */
+VQC_MPI_HIDDEN void rma_record_close(void);
+
 /* ---- MPI-IO (vqc_mpi_io.c) */
 
 /* MPI_Finalize: the files never closed let go. */
@@ -500,6 +543,21 @@ VQC_MPI_HIDDEN void persist_freed(MPI_Request r);
 VQC_MPI_HIDDEN void persist_clear(void);
 
 /* ---- buffers of requests in flight (vqc_mpi_races.c) */
+
+/* The bytes count items of dt at buf cover, [*lo, *hi), when they are all
+ * the span's bytes (a basic type or a contiguous derived one); false for
+ * a type with holes, or no buffer. */
+VQC_MPI_HIDDEN bool solid_span(const void *buf, int count, MPI_Datatype dt,
+                               uintptr_t *lo, uintptr_t *hi);
+/* The hash of the bytes [lo, hi) (sampled past 64 KiB); false when they
+ * cannot be read. */
+VQC_MPI_HIDDEN bool hash_span(uintptr_t lo, uintptr_t hi, uint64_t *out);
+/* A lost_inplace finding of this rank at s on the live record: message
+ * msg, detail the JSON members of its "detail" object. */
+VQC_MPI_HIDDEN void race_finding(const site *s, const char *msg,
+                                 const char *detail);
+/* "file:line (func)" of s into b (n bytes). */
+VQC_MPI_HIDDEN void site_at(const site *s, char *b, size_t n);
 
 /* Sets v's buffer span (and, for a send, the hash of its bytes) for the
  * request of an I-call on count items of dt at buf. */

@@ -55,7 +55,7 @@ static uint64_t hash_bytes(uint64_t h, const unsigned char *p, size_t n) {
 }
 
 /* The hash of [lo, hi); false when it cannot be read (not mapped). */
-static bool hash_span(uintptr_t lo, uintptr_t hi, uint64_t *out) {
+bool hash_span(uintptr_t lo, uintptr_t hi, uint64_t *out) {
   const size_t n = hi - lo;
   if (n <= FULL_MAX) {
     *out = hash_bytes(0x5bd1e995u, (const unsigned char *)lo, n);
@@ -83,8 +83,8 @@ static bool hash_span(uintptr_t lo, uintptr_t hi, uint64_t *out) {
  * otherwise. Halo exchanges send and receive columns of one array with
  * vector types whose spans interleave but whose bytes do not, and compute
  * in the holes meanwhile: neither check applies to them. */
-static bool solid_span(const void *buf, int count, MPI_Datatype dt,
-                       uintptr_t *lo, uintptr_t *hi) {
+bool solid_span(const void *buf, int count, MPI_Datatype dt, uintptr_t *lo,
+                uintptr_t *hi) {
   if (!buf_span(buf, count, dt, lo, hi)) return false;
   const basic *b = basic_of(dt);
   if (b) return b->extents && b->true_extent == b->extent;
@@ -105,7 +105,7 @@ void race_restart(vqc_p2p_req *v) {
   v->hashed = !v->recv && v->hi > v->lo && hash_span(v->lo, v->hi, &v->hash);
 }
 
-static void finding(const site *s, const char *msg, const char *detail) {
+void race_finding(const site *s, const char *msg, const char *detail) {
   char file[1100], func[520], m[2800];
   json_esc(file, sizeof file, s->file);
   json_esc(func, sizeof func, s->func);
@@ -122,7 +122,7 @@ static void finding(const site *s, const char *msg, const char *detail) {
 }
 
 /* "file:line (func)" of s. */
-static void at(const site *s, char *b, size_t n) {
+void site_at(const site *s, char *b, size_t n) {
   if (s->file[0]) snprintf(b, n, "%.300s:%d (%.200s)", base_name(s->file),
                            s->line, s->func);
   else snprintf(b, n, "%.200s", s->func);
@@ -155,8 +155,8 @@ void race_check(const char *fn, const void *buf, int count, MPI_Datatype dt,
   if (!tell) return;
   const site *os = other.site ? other.site : &overflow_site;
   char here[600], there[600], msg[2600], detail[800];
-  at(s, here, sizeof here);
-  at(os, there, sizeof there);
+  site_at(s, here, sizeof here);
+  site_at(os, there, sizeof there);
   snprintf(msg, sizeof msg,
            "rank %d's %s at %s %s %llu bytes of the buffer of its %s at %s, "
            "which no wait or test has completed yet: %s",
@@ -174,7 +174,7 @@ void race_check(const char *fn, const void *buf, int count, MPI_Datatype dt,
            "\"mpi_call\":\"%s\",\"in_flight\":\"%s\",\"in_flight_site\":"
            "\"%.300s\",\"overlap_bytes\":%llu,\"race\":true",
            fn, other.call, there, (unsigned long long)shared);
-  finding(s, msg, detail);
+  race_finding(s, msg, detail);
 }
 
 void race_completed(const vqc_p2p_req *q, uintptr_t pc) {
@@ -184,8 +184,8 @@ void race_completed(const vqc_p2p_req *q, uintptr_t pc) {
   const site *s = q->site ? q->site : &overflow_site;
   if (!site_first(s, REPORTED_CHANGED)) return;
   char here[600], done[600], msg[2600], detail[800];
-  at(s, here, sizeof here);
-  at(site_of(pc), done, sizeof done);
+  site_at(s, here, sizeof here);
+  site_at(site_of(pc), done, sizeof done);
   snprintf(msg, sizeof msg,
            "rank %d changed the buffer of its %s (%llu bytes) at %s before "
            "the request completed (completed at %s): MPI may send the old "
@@ -196,7 +196,7 @@ void race_completed(const vqc_p2p_req *q, uintptr_t pc) {
            "\"mpi_call\":\"%s\",\"completed_at\":\"%.300s\",\"bytes\":%llu,"
            "\"changed_in_flight\":true", q->call, done,
            (unsigned long long)(q->hi - q->lo));
-  finding(s, msg, detail);
+  race_finding(s, msg, detail);
 }
 
 void race_note_coll(call *c, const char *fn, const void *buf,
@@ -215,8 +215,8 @@ void race_coll_completed(const call *c, uintptr_t pc) {
   if (!hash_span(c->slo, c->shi, &now) || now == c->shash) return;
   if (!site_first(c->s, REPORTED_CHANGED)) return;
   char here[600], done[600], msg[2600], detail[800];
-  at(c->s, here, sizeof here);
-  at(site_of(pc), done, sizeof done);
+  site_at(c->s, here, sizeof here);
+  site_at(site_of(pc), done, sizeof done);
   snprintf(msg, sizeof msg,
            "rank %d changed the %s of its %s (%llu bytes) at %s "
            "before the request completed (completed at %s): MPI may use "
@@ -230,7 +230,7 @@ void race_coll_completed(const call *c, uintptr_t pc) {
            "\"mpi_call\":\"%s\",\"completed_at\":\"%.300s\",\"bytes\":%llu,"
            "\"changed_in_flight\":true", c->fn, done,
            (unsigned long long)(c->shi - c->slo));
-  finding(c->s, msg, detail);
+  race_finding(c->s, msg, detail);
 }
 
 /* A receive into a derived type whose elements overlap (more bytes of data
@@ -248,7 +248,7 @@ void race_recv_type(const char *fn, MPI_Datatype dt, const site *s) {
     return;
   if (!site_first(s, REPORTED_OVERLAID)) return;
   char here[600], msg[1400], detail[300];
-  at(s, here, sizeof here);
+  site_at(s, here, sizeof here);
   snprintf(msg, sizeof msg,
            "rank %d's %s at %s receives into a datatype whose elements "
            "overlap (%d bytes of data in a span of %ld bytes): MPI forbids "
@@ -258,5 +258,5 @@ void race_recv_type(const char *fn, MPI_Datatype dt, const site *s) {
   snprintf(detail, sizeof detail,
            "\"mpi_call\":\"%s\",\"type_size\":%d,\"true_extent\":%ld,"
            "\"overlapping_type\":true", fn, size, (long)text);
-  finding(s, msg, detail);
+  race_finding(s, msg, detail);
 }

@@ -11,37 +11,59 @@
  * other collective's, and a rank waiting in a fence is told so.
  *
  * Each rank's RMA operations (MPI_Put, MPI_Get, the accumulates, and their
- * request forms) are followed until a synchronisation completes them:
+ * request forms) are kept until a synchronisation completes them:
  * MPI_Win_fence, MPI_Win_unlock (those to its target), MPI_Win_unlock_all,
- * MPI_Win_flush(_local)(_all), MPI_Win_complete. One still incomplete when
- * the window is freed, or at MPI_Finalize, never happened as far as the
- * program can know (MPI requires every epoch closed before MPI_Win_free):
- * a "never completed" finding at the operation, like a request's.
+ * MPI_Win_flush(_local)(_all), MPI_Win_complete. Three checks, each a
+ * finding on the live record:
+ *   never completed  one still incomplete when the window is freed, or at
+ *                    MPI_Finalize, never happened as far as the program
+ *                    can know (MPI requires every epoch closed before
+ *                    MPI_Win_free): a deadlock finding at the operation,
+ *                    like a request's;
+ *   origin overlap   an operation whose origin buffer shares bytes with
+ *                    an incomplete one's, one of the two writing them (a
+ *                    Get into the buffer a Put sends, two Gets into one
+ *                    buffer): lost_inplace, once per call site;
+ *   origin changed   the bytes a Put or an accumulate sends, hashed when
+ *                    it is issued, differ when it completes: the program
+ *                    wrote into them meanwhile (lost_inplace, once per
+ *                    site).
+ * And every completed operation's access to its target's window memory
+ * (and its origin buffer's, when that lies in this rank's own window
+ * memory) goes to rank-<r>.rma.jsonl (vqc_mpi_rma_record.c), where the
+ * analysis finds two ranks' conflicting accesses to one location
+ * (harness/run/rma_races.h).
  *
- * Not checked: races between RMA operations and loads or stores of the
- * window's memory, and the epoch rules (a lock inside a fence epoch, ...).
- * Windows past WINDOWS_MAX at once are not followed. */
+ * Not checked: loads and stores of the window's memory (only MPI calls are
+ * seen), and the epoch rules (a lock inside a fence epoch, ...). Origin
+ * buffers and target types with holes are not compared. Windows past
+ * WINDOWS_MAX at once, and operations past OPS_MAX incomplete on one
+ * window, are not followed (never a finding that may be wrong). */
 #include "vqc_mpi_internal.h"
 
-#define WINDOWS_MAX 64
-#define OPS_KEPT 8 /* incomplete operations kept per window (by target) */
+#include <limits.h>
 
-typedef struct rma_op {
-  const char *call; /* "MPI_Put" */
-  const site *s;
-  int target;       /* the target's rank in the window's group */
-} rma_op;
+#define WINDOWS_MAX 64
+#define OPS_MAX 4096 /* incomplete operations kept per window */
+#define EXCL_MAX 16  /* exclusive locks held at once per window */
+#define SCAN_MAX 256 /* a window's latest operations a new one's origin
+                        buffer is compared with */
 
 typedef struct window {
   MPI_Win win;
-  comm_info *ci;    /* its group: one reference */
-  rma_op ops[OPS_KEPT];
-  int nops;         /* kept in ops */
-  long long more;   /* incomplete past OPS_KEPT (their targets unknown) */
+  comm_info *ci;      /* its group: one reference */
+  uintptr_t base, size; /* this rank's window memory (size 0: unknown) */
+  uint64_t fences;    /* MPI_Win_fence calls returned */
+  int excl[EXCL_MAX]; /* targets this rank holds an exclusive lock on */
+  int nexcl;
+  rma_op *ops;        /* incomplete, in issue order (owned) */
+  size_t nops, cap;
+  long long more;     /* incomplete past OPS_MAX (their targets unknown) */
 } window;
 
 static window windows[WINDOWS_MAX];
 static int nwindows;
+static uint64_t ops_issued; /* this rank's, numbering them */
 
 /* Window w's entry (under lock()); NULL when not followed. */
 static window *find(MPI_Win w) {
@@ -68,48 +90,245 @@ static void begin_win(call *c, comm_info *ci, const char *op, uintptr_t pc) {
   record_ci(c, true, ci, op, "", &t, 0, -1, pc);
 }
 
-/* After a window-making call on comm that returned rc with *win. */
-static void win_made(MPI_Comm comm, const MPI_Win *win, int rc) {
+/* After a window-making call on comm that returned rc with *win, this
+ * rank's memory [base, base + size) in units of disp_unit. */
+static void win_made(MPI_Comm comm, const MPI_Win *win, int rc,
+                     const void *base, MPI_Aint size, int disp_unit) {
   if (!g.on || rc != MPI_SUCCESS || !win || *win == MPI_WIN_NULL) return;
   comm_info *ci = info_derived(info_of(comm), "win");
   if (!ci) return;
   lock();
   const bool room = nwindows < WINDOWS_MAX;
-  if (room) windows[nwindows++] = (window){.win = *win, .ci = ci};
+  if (room) {
+    windows[nwindows++] = (window){
+        .win = *win, .ci = ci, .base = (uintptr_t)base,
+        .size = base && size > 0 ? (uintptr_t)size : 0};
+    rma_record_window(ci->name, disp_unit);
+  }
   unlock();
   if (!room) info_unref(ci);
 }
 
-/* An RMA operation on w to target issued at pc: incomplete until a
- * synchronisation completes it. */
-static void issued(MPI_Win w, const char *fn, int target, int rc,
-                   uintptr_t pc) {
-  if (!g.on || rc != MPI_SUCCESS || target == MPI_PROC_NULL) return;
-  const site *s = site_of(pc);
-  lock();
-  window *x = find(w);
-  if (x && x->nops < OPS_KEPT)
-    x->ops[x->nops++] = (rma_op){.call = fn, .s = s, .target = target};
-  else if (x)
-    x->more++;
-  unlock();
+/* The world rank of rank r of ci's group. */
+static int world_of(const comm_info *ci, int r) {
+  return r >= 0 && r < ci->size && ci->world ? ci->world[r] : r;
 }
 
-/* w's operations to target complete (target < 0: all of them). A
- * target's completion with operations past OPS_KEPT completes them all:
- * never a finding that may be wrong. */
-static void synced(MPI_Win w, int target) {
-  if (!g.on) return;
+/* ---- an operation's bytes */
+
+/* The bytes count items of target type dt cover at the target: *off from
+ * the displacement, *bytes of them; false for a type with holes (its span
+ * covers bytes it does not touch, which another rank may use). */
+static bool target_span(int count, MPI_Datatype dt, long long *off,
+                        long long *bytes) {
+  MPI_Aint tlb = 0, text = 0, lb = 0, ext = 0;
+  int size = 0;
+  if (count <= 0 || dt == MPI_DATATYPE_NULL ||
+      PMPI_Type_get_true_extent(dt, &tlb, &text) != MPI_SUCCESS ||
+      PMPI_Type_get_extent(dt, &lb, &ext) != MPI_SUCCESS ||
+      PMPI_Type_size(dt, &size) != MPI_SUCCESS || size <= 0 || text <= 0)
+    return false;
+  const long long span = (long long)(count - 1) * (long long)ext + text;
+  if ((long long)size * count != span) return false;
+  *off = (long long)tlb;
+  *bytes = span;
+  return true;
+}
+
+/* An operation fn issued at pc: access at the target, target_count items
+ * of target_dt at target_disp of target. Origin spans are added by the
+ * caller (reads, writes). */
+static rma_op op_new(const char *fn, char access, int target,
+                     MPI_Aint target_disp, int target_count,
+                     MPI_Datatype target_dt, uintptr_t pc) {
+  rma_op o = {.call = fn, .s = site_of(pc), .target = target,
+              .access = access, .disp = (long long)target_disp,
+              .t0 = now_ns()};
+  if (!target_span(target_count, target_dt, &o.off, &o.bytes)) o.bytes = 0;
+  return o;
+}
+
+/* o reads count items of dt at buf (hashed now). */
+static void reads(rma_op *o, const void *buf, int count, MPI_Datatype dt) {
+  if (solid_span(buf, count, dt, &o->rlo, &o->rhi) && o->rhi > o->rlo)
+    o->rhashed = hash_span(o->rlo, o->rhi, &o->rhash);
+  else
+    o->rlo = o->rhi = 0;
+}
+
+/* o writes count items of dt at buf. */
+static void writes(rma_op *o, void *buf, int count, MPI_Datatype dt) {
+  if (!solid_span(buf, count, dt, &o->wlo, &o->whi) || o->whi <= o->wlo)
+    o->wlo = o->whi = 0;
+}
+
+/* Bytes [alo, ahi) and [blo, bhi) share: how many (0: none). */
+static uintptr_t shared(uintptr_t alo, uintptr_t ahi, uintptr_t blo,
+                        uintptr_t bhi) {
+  const uintptr_t lo = alo > blo ? alo : blo, hi = ahi < bhi ? ahi : bhi;
+  return ahi > alo && bhi > blo && lo < hi ? hi - lo : 0;
+}
+
+/* ---- the checks */
+
+/* New operation o against the incomplete ones (under lock(); the last
+ * SCAN_MAX of each window): the first whose origin bytes o's share, one
+ * of the two writing them, into *other with how many bytes; 0 when none. */
+static uintptr_t origin_conflict(const rma_op *o, rma_op *other) {
+  for (int i = 0; i < nwindows; i++)
+    for (size_t k = windows[i].nops > SCAN_MAX ? windows[i].nops - SCAN_MAX
+                                               : 0;
+         k < windows[i].nops; k++) {
+      const rma_op *q = &windows[i].ops[k];
+      uintptr_t n = shared(o->wlo, o->whi, q->rlo, q->rhi);
+      if (!n) n = shared(o->wlo, o->whi, q->wlo, q->whi);
+      if (!n) n = shared(o->rlo, o->rhi, q->wlo, q->whi);
+      if (n) {
+        *other = *q;
+        return n;
+      }
+    }
+  return 0;
+}
+
+static void tell_origin_conflict(const rma_op *o, const rma_op *q,
+                                 uintptr_t n) {
+  char here[600], there[600], msg[2600], detail[900];
+  site_at(o->s, here, sizeof here);
+  site_at(q->s ? q->s : &overflow_site, there, sizeof there);
+  const bool o_writes = o->whi > o->wlo &&
+                        shared(o->wlo, o->whi, q->rlo, q->rhi) +
+                        shared(o->wlo, o->whi, q->wlo, q->whi) > 0;
+  snprintf(msg, sizeof msg,
+           "rank %d's %s at %s %s %llu bytes of the origin buffer of its %s "
+           "at %s, which no synchronisation has completed yet: %s (complete "
+           "the first with MPI_Win_fence, MPI_Win_flush or MPI_Win_unlock, "
+           "or use another buffer)",
+           g.rank, o->call, here, o_writes ? "writes" : "reads",
+           (unsigned long long)n, q->call, there,
+           q->whi > q->wlo
+               ? "MPI writes an RMA result into its origin buffer at a moment "
+                 "the program does not know, so these bytes may be "
+                 "overwritten or half written"
+               : "MPI may still be reading that operation's origin buffer, "
+                 "so it may carry the old bytes, the new ones or a mix");
+  snprintf(detail, sizeof detail,
+           "\"mpi_call\":\"%s\",\"in_flight\":\"%s\",\"in_flight_site\":"
+           "\"%.300s\",\"overlap_bytes\":%llu,\"race\":true,\"rma\":true",
+           o->call, q->call, there, (unsigned long long)n);
+  race_finding(o->s, msg, detail);
+}
+
+/* o completed by `how` at pc: a finding when the bytes it reads changed
+ * since it was issued (under lock()). */
+static void check_changed(const rma_op *o, const char *how, uintptr_t pc) {
+  uint64_t now;
+  if (!o->rhashed || !hash_span(o->rlo, o->rhi, &now) || now == o->rhash ||
+      !o->s || !site_first_locked(o->s, REPORTED_CHANGED))
+    return;
+  char here[600], done[600], msg[2600], detail[800];
+  site_at(o->s, here, sizeof here);
+  site_at(site_of(pc), done, sizeof done);
+  snprintf(msg, sizeof msg,
+           "rank %d changed the origin buffer of its %s (%llu bytes) at %s "
+           "before the operation completed (completed by %s at %s): MPI may "
+           "send the old bytes, the new ones or a mix (an RMA operation's "
+           "origin buffer must not change until a fence, unlock, flush or "
+           "complete ends it)",
+           g.rank, o->call, (unsigned long long)(o->rhi - o->rlo), here, how,
+           done);
+  snprintf(detail, sizeof detail,
+           "\"mpi_call\":\"%s\",\"completed_at\":\"%.300s\",\"bytes\":%llu,"
+           "\"changed_in_flight\":true,\"rma\":true", o->call, done,
+           (unsigned long long)(o->rhi - o->rlo));
+  race_finding(o->s, msg, detail);
+}
+
+/* Operation o of window x complete at t1 (by a fence: fence): its
+ * accesses recorded (under lock()). */
+static void record_accesses(const window *x, const rma_op *o, bool fence,
+                            uint64_t t1) {
+  if (o->unrecorded) return;
+  if (o->bytes > 0)
+    rma_record_access(x->ci->name, o, o->access, world_of(x->ci, o->target),
+                      o->disp, 0, o->off, o->bytes, fence, t1);
+  /* Its origin buffer inside this rank's own window memory: an access of
+   * that memory too (a Get into it writes it). */
+  const uintptr_t lo = x->base, hi = x->base + x->size;
+  if (x->size > 0 && o->whi > o->wlo && o->wlo >= lo && o->whi <= hi)
+    rma_record_access(x->ci->name, o, 'w', g.rank, (long long)(o->wlo - lo),
+                      1, 0, (long long)(o->whi - o->wlo), fence, t1);
+  else if (x->size > 0 && o->rhi > o->rlo && o->rlo >= lo && o->rhi <= hi)
+    rma_record_access(x->ci->name, o, 'r', g.rank, (long long)(o->rlo - lo),
+                      1, 0, (long long)(o->rhi - o->rlo), fence, t1);
+}
+
+/* ---- issued and completed */
+
+/* Operation o on w issued (its call returned rc): kept until a
+ * synchronisation completes it. */
+static void issued(MPI_Win w, rma_op o, int rc) {
+  if (!g.on || rc != MPI_SUCCESS || o.target == MPI_PROC_NULL) return;
+  rma_op other;
+  uintptr_t n = 0;
   lock();
   window *x = find(w);
-  if (x && (target < 0 || x->more > 0)) {
-    x->nops = 0;
-    x->more = 0;
-  } else if (x) {
-    int k = 0;
-    for (int i = 0; i < x->nops; i++)
-      if (x->ops[i].target != target) x->ops[k++] = x->ops[i];
+  if (x) {
+    o.id = ++ops_issued;
+    o.epoch = x->fences;
+    for (int i = 0; i < x->nexcl && !o.excl; i++)
+      o.excl = x->excl[i] == o.target;
+    n = origin_conflict(&o, &other);
+    if (n && !site_first_locked(o.s, REPORTED_RACE)) n = 0;
+    if (x->nops == x->cap && x->cap < OPS_MAX) {
+      const size_t c = x->cap ? 2 * x->cap : 8;
+      rma_op *grown = realloc(x->ops, c * sizeof *grown);
+      if (grown) {
+        x->ops = grown;
+        x->cap = c;
+      }
+    }
+    if (x->nops < x->cap)
+      x->ops[x->nops++] = o;
+    else
+      x->more++;
+  }
+  unlock();
+  if (n) tell_origin_conflict(&o, &other, n);
+}
+
+/* How a synchronisation completes operations, for their record. */
+enum { BY_FENCE, BY_PASSIVE /* unlock, flush */, BY_COMPLETE };
+
+/* w's operations to target complete (target < 0: all of them), by the
+ * call `how` returning to pc. A target's completion with operations past
+ * OPS_MAX completes them all: never a finding that may be wrong.
+ * MPI_Win_complete's are not recorded: a generalized active-target
+ * epoch's next access may be issued (MPI_Win_start need not wait for the
+ * target's post) before the last epoch's MPI_Win_complete returns, so
+ * their times do not order them (rma_races.h). */
+static void synced(MPI_Win w, int target, const char *how, int by,
+                   uintptr_t pc) {
+  const bool fence = by == BY_FENCE;
+  if (!g.on) return;
+  const uint64_t t1 = now_ns();
+  lock();
+  window *x = find(w);
+  if (x) {
+    const bool all = target < 0 || x->more > 0;
+    size_t k = 0;
+    for (size_t i = 0; i < x->nops; i++) {
+      const rma_op *o = &x->ops[i];
+      if (!all && o->target != target) {
+        x->ops[k++] = *o;
+        continue;
+      }
+      check_changed(o, how, pc);
+      if (by != BY_COMPLETE) record_accesses(x, o, fence, t1);
+    }
     x->nops = k;
+    if (all) x->more = 0;
+    rma_record_flush();
   }
   unlock();
 }
@@ -118,12 +337,10 @@ static void synced(MPI_Win w, int target) {
  * ("MPI_Win_free at x.c:30 (main)", "MPI_Finalize"); x under lock(). */
 static void never_completed(const window *x, const char *when) {
   if (x->nops == 0 && x->more == 0) return;
-  const rma_op *o = &x->ops[0];
-  const site *s = x->nops > 0 && o->s ? o->s : &overflow_site;
+  const rma_op *o = x->nops > 0 ? &x->ops[0] : NULL;
+  const site *s = o && o->s ? o->s : &overflow_site;
   const comm_info *ci = x->ci;
-  const int target = x->nops > 0 ? o->target : -1;
-  const int wt = target >= 0 && target < ci->size && ci->world
-                     ? ci->world[target] : target;
+  const int wt = o ? world_of(ci, o->target) : -1;
   char file[1100], func[520], name[420], at[700], whenj[800], more[96] = "";
   json_esc(file, sizeof file, s->file);
   json_esc(func, sizeof func, s->func);
@@ -131,7 +348,7 @@ static void never_completed(const window *x, const char *when) {
   json_esc(whenj, sizeof whenj, when);
   snprintf(at, sizeof at, "%.300s:%d (%.200s)", base_name(file), s->line,
            func);
-  const long long n = x->nops + x->more;
+  const long long n = (long long)x->nops + x->more;
   if (n > 1) snprintf(more, sizeof more, " (and %lld more)", n - 1);
   char b[4096];
   const int k = snprintf(b, sizeof b,
@@ -144,21 +361,28 @@ static void never_completed(const window *x, const char *when) {
       "access epoch closed before MPI_Win_free)\",\"detail\":{\"call\":"
       "\"%s\",\"target\":%d,\"window\":\"%s\",\"incomplete\":%lld,"
       "\"never_completed\":true,\"rma\":true}}}\n",
-      g.rank, file, s->line, func, g.rank, x->nops > 0 ? o->call : "RMA",
-      x->nops > 0 && (strcmp(o->call, "MPI_Get") == 0 ||
-                      strcmp(o->call, "MPI_Rget") == 0) ? "from" : "to", wt,
-      at, name, more, whenj, x->nops > 0 ? o->call : "", wt, name, n);
+      g.rank, file, s->line, func, g.rank, o ? o->call : "RMA",
+      o && o->access == 'r' ? "from" : "to", wt, at, name, more, whenj,
+      o ? o->call : "", wt, name, n);
   if (k > 0 && (size_t)k < sizeof b) live_write(b, (size_t)k);
+}
+
+/* Window x let go (under lock()): its group's reference, to give back. */
+static comm_info *let_go(window *x) {
+  comm_info *own = x->ci;
+  free(x->ops);
+  *x = windows[--nwindows];
+  return own;
 }
 
 /* MPI_Finalize: windows never freed, their incomplete operations told. */
 void rma_finalize(void) {
   lock();
-  for (int i = 0; i < nwindows; i++) {
-    never_completed(&windows[i], "MPI_Finalize");
-    info_unref(windows[i].ci);
+  while (nwindows > 0) {
+    never_completed(&windows[0], "MPI_Finalize");
+    info_unref(let_go(&windows[0]));
   }
-  nwindows = 0;
+  rma_record_close();
   unlock();
 }
 
@@ -170,7 +394,7 @@ int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info,
   begin(&c, comm, "win_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Win_create(base, size, disp_unit, info, comm, win);
   end(&c, rc);
-  win_made(comm, win, rc);
+  win_made(comm, win, rc, base, size, disp_unit);
   return rc;
 }
 
@@ -180,7 +404,8 @@ int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info,
   begin(&c, comm, "win_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
   end(&c, rc);
-  win_made(comm, win, rc);
+  win_made(comm, win, rc, rc == MPI_SUCCESS ? *(void **)baseptr : NULL, size,
+           disp_unit);
   return rc;
 }
 
@@ -191,7 +416,8 @@ int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info,
   const int rc =
       PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
   end(&c, rc);
-  win_made(comm, win, rc);
+  win_made(comm, win, rc, rc == MPI_SUCCESS ? *(void **)baseptr : NULL, size,
+           disp_unit);
   return rc;
 }
 
@@ -200,7 +426,8 @@ int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
   begin(&c, comm, "win_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Win_create_dynamic(info, comm, win);
   end(&c, rc);
-  win_made(comm, win, rc);
+  /* Displacements are addresses (MPI_Win_attach): unit 1, no memory. */
+  win_made(comm, win, rc, NULL, 0, 1);
   return rc;
 }
 
@@ -225,11 +452,7 @@ int MPI_Win_free(MPI_Win *win) {
   if (ci && rc == MPI_SUCCESS) {
     lock();
     window *x = find(w);
-    comm_info *own = NULL;
-    if (x) {
-      own = x->ci;
-      *x = windows[--nwindows];
-    }
+    comm_info *own = x ? let_go(x) : NULL;
     unlock();
     info_unref(own);
   }
@@ -246,50 +469,79 @@ int MPI_Win_fence(int assert, MPI_Win win) {
   if (ci) begin_win(&c, ci, "win_fence", RA);
   const int rc = PMPI_Win_fence(assert, win);
   end(&c, rc);
-  if (rc == MPI_SUCCESS) synced(win, -1);
+  if (rc == MPI_SUCCESS) {
+    synced(win, -1, "MPI_Win_fence", BY_FENCE, RA);
+    lock();
+    window *x = g.on ? find(win) : NULL;
+    if (x) x->fences++;
+    unlock();
+  }
   info_unref(ci);
+  return rc;
+}
+
+int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win) {
+  const int rc = PMPI_Win_lock(lock_type, rank, assert, win);
+  if (rc == MPI_SUCCESS && lock_type == MPI_LOCK_EXCLUSIVE && g.on) {
+    lock();
+    window *x = find(win);
+    if (x && x->nexcl < EXCL_MAX) x->excl[x->nexcl++] = rank;
+    unlock();
+  }
   return rc;
 }
 
 int MPI_Win_unlock(int rank, MPI_Win win) {
   const int rc = PMPI_Win_unlock(rank, win);
-  if (rc == MPI_SUCCESS) synced(win, rank);
+  if (rc == MPI_SUCCESS) {
+    synced(win, rank, "MPI_Win_unlock", BY_PASSIVE, RA);
+    lock();
+    window *x = g.on ? find(win) : NULL;
+    for (int i = 0; x && i < x->nexcl; i++)
+      if (x->excl[i] == rank) {
+        x->excl[i] = x->excl[--x->nexcl];
+        break;
+      }
+    unlock();
+  }
   return rc;
 }
 
 int MPI_Win_unlock_all(MPI_Win win) {
   const int rc = PMPI_Win_unlock_all(win);
-  if (rc == MPI_SUCCESS) synced(win, -1);
+  if (rc == MPI_SUCCESS) synced(win, -1, "MPI_Win_unlock_all", BY_PASSIVE, RA);
   return rc;
 }
 
 int MPI_Win_flush(int rank, MPI_Win win) {
   const int rc = PMPI_Win_flush(rank, win);
-  if (rc == MPI_SUCCESS) synced(win, rank);
+  if (rc == MPI_SUCCESS) synced(win, rank, "MPI_Win_flush", BY_PASSIVE, RA);
   return rc;
 }
 
 int MPI_Win_flush_all(MPI_Win win) {
   const int rc = PMPI_Win_flush_all(win);
-  if (rc == MPI_SUCCESS) synced(win, -1);
+  if (rc == MPI_SUCCESS) synced(win, -1, "MPI_Win_flush_all", BY_PASSIVE, RA);
   return rc;
 }
 
 int MPI_Win_flush_local(int rank, MPI_Win win) {
   const int rc = PMPI_Win_flush_local(rank, win);
-  if (rc == MPI_SUCCESS) synced(win, rank);
+  if (rc == MPI_SUCCESS)
+    synced(win, rank, "MPI_Win_flush_local", BY_PASSIVE, RA);
   return rc;
 }
 
 int MPI_Win_flush_local_all(MPI_Win win) {
   const int rc = PMPI_Win_flush_local_all(win);
-  if (rc == MPI_SUCCESS) synced(win, -1);
+  if (rc == MPI_SUCCESS)
+    synced(win, -1, "MPI_Win_flush_local_all", BY_PASSIVE, RA);
   return rc;
 }
 
 int MPI_Win_complete(MPI_Win win) {
   const int rc = PMPI_Win_complete(win);
-  if (rc == MPI_SUCCESS) synced(win, -1);
+  if (rc == MPI_SUCCESS) synced(win, -1, "MPI_Win_complete", BY_COMPLETE, RA);
   return rc;
 }
 
@@ -302,7 +554,11 @@ int MPI_Put(const void *origin_addr, int origin_count,
   const int rc = PMPI_Put(origin_addr, origin_count, origin_datatype,
                           target_rank, target_disp, target_count,
                           target_datatype, win);
-  issued(win, "MPI_Put", target_rank, rc, RA);
+  if (!g.on || rc != MPI_SUCCESS) return rc;
+  rma_op o = op_new("MPI_Put", 'w', target_rank, target_disp, target_count,
+                    target_datatype, RA);
+  reads(&o, origin_addr, origin_count, origin_datatype);
+  issued(win, o, rc);
   return rc;
 }
 
@@ -313,7 +569,11 @@ int MPI_Get(void *origin_addr, int origin_count,
   const int rc = PMPI_Get(origin_addr, origin_count, origin_datatype,
                           target_rank, target_disp, target_count,
                           target_datatype, win);
-  issued(win, "MPI_Get", target_rank, rc, RA);
+  if (!g.on || rc != MPI_SUCCESS) return rc;
+  rma_op o = op_new("MPI_Get", 'r', target_rank, target_disp, target_count,
+                    target_datatype, RA);
+  writes(&o, origin_addr, origin_count, origin_datatype);
+  issued(win, o, rc);
   return rc;
 }
 
@@ -324,7 +584,11 @@ int MPI_Accumulate(const void *origin_addr, int origin_count,
   const int rc = PMPI_Accumulate(origin_addr, origin_count, origin_datatype,
                                  target_rank, target_disp, target_count,
                                  target_datatype, op, win);
-  issued(win, "MPI_Accumulate", target_rank, rc, RA);
+  if (!g.on || rc != MPI_SUCCESS) return rc;
+  rma_op o = op_new("MPI_Accumulate", 'a', target_rank, target_disp,
+                    target_count, target_datatype, RA);
+  reads(&o, origin_addr, origin_count, origin_datatype);
+  issued(win, o, rc);
   return rc;
 }
 
@@ -338,7 +602,12 @@ int MPI_Get_accumulate(const void *origin_addr, int origin_count,
       origin_addr, origin_count, origin_datatype, result_addr, result_count,
       result_datatype, target_rank, target_disp, target_count,
       target_datatype, op, win);
-  issued(win, "MPI_Get_accumulate", target_rank, rc, RA);
+  if (!g.on || rc != MPI_SUCCESS) return rc;
+  rma_op o = op_new("MPI_Get_accumulate", 'a', target_rank, target_disp,
+                    target_count, target_datatype, RA);
+  if (op != MPI_NO_OP) reads(&o, origin_addr, origin_count, origin_datatype);
+  writes(&o, result_addr, result_count, result_datatype);
+  issued(win, o, rc);
   return rc;
 }
 
@@ -347,7 +616,12 @@ int MPI_Fetch_and_op(const void *origin_addr, void *result_addr,
                      MPI_Aint target_disp, MPI_Op op, MPI_Win win) {
   const int rc = PMPI_Fetch_and_op(origin_addr, result_addr, datatype,
                                    target_rank, target_disp, op, win);
-  issued(win, "MPI_Fetch_and_op", target_rank, rc, RA);
+  if (!g.on || rc != MPI_SUCCESS) return rc;
+  rma_op o = op_new("MPI_Fetch_and_op", 'a', target_rank, target_disp, 1,
+                    datatype, RA);
+  if (op != MPI_NO_OP) reads(&o, origin_addr, 1, datatype);
+  writes(&o, result_addr, 1, datatype);
+  issued(win, o, rc);
   return rc;
 }
 
@@ -358,7 +632,12 @@ int MPI_Compare_and_swap(const void *origin_addr, const void *compare_addr,
   const int rc = PMPI_Compare_and_swap(origin_addr, compare_addr,
                                        result_addr, datatype, target_rank,
                                        target_disp, win);
-  issued(win, "MPI_Compare_and_swap", target_rank, rc, RA);
+  if (!g.on || rc != MPI_SUCCESS) return rc;
+  rma_op o = op_new("MPI_Compare_and_swap", 'a', target_rank, target_disp, 1,
+                    datatype, RA);
+  reads(&o, origin_addr, 1, datatype);
+  writes(&o, result_addr, 1, datatype);
+  issued(win, o, rc);
   return rc;
 }
 
@@ -370,7 +649,12 @@ int MPI_Rput(const void *origin_addr, int origin_count,
   const int rc = PMPI_Rput(origin_addr, origin_count, origin_datatype,
                            target_rank, target_disp, target_count,
                            target_datatype, win, request);
-  issued(win, "MPI_Rput", target_rank, rc, RA);
+  if (!g.on || rc != MPI_SUCCESS) return rc;
+  /* Its origin buffer is the program's again when MPI_Wait completes the
+   * request (before any unlock): not hashed, not compared. */
+  const rma_op o = op_new("MPI_Rput", 'w', target_rank, target_disp,
+                          target_count, target_datatype, RA);
+  issued(win, o, rc);
   return rc;
 }
 
@@ -382,6 +666,12 @@ int MPI_Rget(void *origin_addr, int origin_count,
   const int rc = PMPI_Rget(origin_addr, origin_count, origin_datatype,
                            target_rank, target_disp, target_count,
                            target_datatype, win, request);
-  issued(win, "MPI_Rget", target_rank, rc, RA);
+  if (!g.on || rc != MPI_SUCCESS) return rc;
+  /* MPI_Wait on its request ends its read and fills its origin buffer
+   * (before any unlock): neither its buffer nor its access is compared. */
+  rma_op o = op_new("MPI_Rget", 'r', target_rank, target_disp, target_count,
+                    target_datatype, RA);
+  o.unrecorded = true;
+  issued(win, o, rc);
   return rc;
 }

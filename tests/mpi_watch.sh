@@ -145,6 +145,24 @@
 #                   MPI_Win_fence: a deadlock in process group world/win1
 #                   naming rank 2 at the fence (rma_fence_skip.c:28) and
 #                   its MPI_Win_free (line 31) instead, in time;
+#   rma_put_race    3 ranks: ranks 1 and 2 put into one cell of rank 0's
+#                   window in one fence epoch: one lost_inplace naming ranks
+#                   1 and 2, both lines (33, 35), the bytes, the window and
+#                   the fence; the puts into each rank's own slot before are
+#                   clean;
+#   rma_lock_race   3 ranks, lock_all: rank 0's put still in flight across
+#                   a barrier while rank 2 puts into the same cell:
+#                   lost_inplace naming ranks 0 and 2 at lines 28 and 33;
+#                   rma_lock_flush the same program flushing before the
+#                   barrier: clean, its accesses recorded;
+#   rma_origin      2 ranks: a put from the buffer a get in flight writes
+#                   (line 24), and a put's buffer changed before its fence
+#                   (line 31): two lost_inplace findings naming rank 0;
+#   rma_clean       3 ranks: disjoint puts, accumulates and fetch-and-ops
+#                   into one counter, gets of one cell, fence-ordered and
+#                   flush-ordered puts to one cell, exclusive locks in
+#                   turn: exit 0, no finding, every rank's accesses
+#                   recorded;
 #   spawn_clean     2 ranks that MPI_Comm_spawn 3 workers (ranks 0-2 of a
 #                   world of their own) and talk to them: exit 0, no
 #                   finding, the workers said to be unchecked, and the run
@@ -270,8 +288,11 @@ case $CASE in
   strict_*) PROG=${CASE#strict_}; STRICT=--strict ;;
   buffered_*) PROG=${CASE#buffered_}; STRICT=--buffered-sends ;;
   two_jobs) PROG=count_mismatch; STRICT= ;;
+  rma_lock_flush) PROG=rma_lock_race; STRICT= ;;
   *) STRICT= ;;
 esac
+ARGS=
+[ "$CASE" = rma_lock_flush ] && ARGS=flush
 unset VQC_MPI_STRICT
 if [ ! -x "$PROGS/$PROG" ]; then
   case $PROG in
@@ -291,7 +312,7 @@ case $PROG in
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv|inflight_change|mprobe_lost) np=2 ;;
-  spawn_clean|thread_recv) np=2 ;;
+  spawn_clean|thread_recv|rma_origin) np=2 ;;
   f_clean) np=4 ;;
   f_type_mismatch|persistent_lost|init_wait) np=2 ;;
 esac
@@ -321,7 +342,7 @@ if [ "$CASE" = two_jobs ]; then
     >"$OUT/$CASE.out" 2>&1
 else
   "$VQCHECK" watch $STRICT --timeout $timeout --out "$OUT/$CASE" -- \
-    "$MPIEXEC" $FLAGS -n $np "$PROGS/$PROG" >"$OUT/$CASE.out" 2>&1
+    "$MPIEXEC" $FLAGS -n $np "$PROGS/$PROG" $ARGS >"$OUT/$CASE.out" 2>&1
 fi
 rc=$?
 wall=$($PY -c "import time; print(f'{time.time() - $start:.1f}')")
@@ -421,6 +442,8 @@ for name in (case + ".out", os.path.join(case, "report.md")):
 md = open(os.path.join(d, "report.md")).read()
 head = md.split("## ")[0]
 prog = run.get("job", {}).get("command", [""])[-1].rsplit("/", 1)[-1]
+if case == "rma_lock_flush":  # the program's argument comes last
+    prog = "rma_lock_race"
 if not head.startswith("# vqcheck report: "):
     fail("report.md does not start with its title: %r" % head[:80])
 title = head.splitlines()[0][len("# vqcheck report: "):]
@@ -757,6 +780,53 @@ elif case == "rma_unlock":
                  "before MPI_Win_free at rma_unlock.c:34 (main)"]:
         if want not in f["message"]:
             fail("the finding does not say %r: %s" % (want, f["message"]))
+elif case in ("rma_put_race", "rma_lock_race"):
+    f = one("lost_inplace")
+    here, there, ranks, cell = {
+        "rma_put_race": (33, 35, [1, 2], "bytes 28-31 of rank 0's memory"),
+        "rma_lock_race": (28, 33, [0, 2], "bytes 16-23 of rank 1's memory"),
+    }[case]
+    if rc != 1 or len(fs) != 1 or f["ranks"] != ranks \
+            or "%s.c:%d" % (case, here) not in f.get("site", ""):
+        fail("expected exit 1 and one lost_inplace naming ranks %s at "
+             "line %d: %d %s" % (ranks, here, rc, kinds))
+    want = [cell, "in window world/win1 with no order between them",
+            "rank %d's MPI_Put at %s.c:%d (main) writes them" % (
+                ranks[0], case, here),
+            "rank %d's MPI_Put at %s.c:%d (main) writes them" % (
+                ranks[1], case, there)]
+    want.append("fence #3 opened" if case == "rma_put_race" else
+                "both in flight at once")
+    for w in want:
+        if w not in f["message"]:
+            fail("the race does not say %r: %s" % (w, f["message"]))
+    if f["detail"].get("race") is not True or f["detail"].get("target") \
+            != (0 if case == "rma_put_race" else 1):
+        fail("detail: %s" % f["detail"])
+elif case in ("rma_lock_flush", "rma_clean"):
+    if rc != 0 or fs:
+        fail("expected exit 0 and no finding: %d %s" % (rc, kinds))
+    # The accesses were recorded and compared, not skipped.
+    n = 0
+    for path in glob.glob(os.path.join(d, "rank-*.rma.jsonl")):
+        n += sum(1 for line in open(path) if '"access"' in line)
+    least = 2 if case == "rma_lock_flush" else 40
+    if n < least:
+        fail("only %d RMA accesses recorded (expected %d or more)"
+             % (n, least))
+elif case == "rma_origin":
+    got = sorted((f["kind"], f["ranks"], f.get("site", "").split("/")[-1])
+                 for f in fs)
+    if rc != 1 or got != [("lost_inplace", [0], "rma_origin.c:24 main"),
+                          ("lost_inplace", [0], "rma_origin.c:31 main")]:
+        fail("expected exit 1 and lost_inplace at lines 24 and 31: %d %s"
+             % (rc, got))
+    for f in fs:
+        w = ("of the origin buffer of its MPI_Get at rma_origin.c:23"
+             if "c:24" in f["site"] else
+             "changed the origin buffer of its MPI_Put (8 bytes)")
+        if w not in f["message"]:
+            fail("the finding does not say %r: %s" % (w, f["message"]))
 elif case == "rma_fence_skip":
     f = one("deadlock")
     if rc != 1 or len(fs) != 1 or f["ranks"] != [2] \

@@ -79,6 +79,7 @@
 #include "report.h"
 #include "trace_compare.h"
 #include "p2p_messages.h"
+#include "rma_races.h"
 #include "uneven_ends.h"
 #include "utf8.h"
 #include "watch_checks.h"
@@ -560,6 +561,11 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
   if (nlivef > 0)
     vqc_p2p_messages(dir, ranks > 0 ? ranks : max_live + 1, &fresh, warnings,
                      NULL);
+  /* Its one-sided accesses: two ranks' unordered conflicting accesses to
+   * one window location (rank-<r>.rma.jsonl, written as they complete). */
+  if (nlivef > 0)
+    vqc_rma_races(dir, ranks > 0 ? ranks : max_live + 1, &fresh, warnings,
+                  NULL);
 
   /* The tensors the bridge could not digest: told in the reports, never a
    * verdict, so a record that cannot be read here is a warning only. */
