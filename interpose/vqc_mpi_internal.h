@@ -135,7 +135,8 @@ enum {
   REPORTED_CHANGED = 8,    /* a send's buffer changed in flight (races.c) */
   REPORTED_TYPES = 16,     /* two sides of other element types (buffers.c) */
   REPORTED_FREED = 32,     /* an active receive request freed (p2p.c) */
-  REPORTED_OVERLAID = 64   /* a receive type writing a byte twice (races.c) */
+  REPORTED_OVERLAID = 64,  /* a receive type writing a byte twice (races.c) */
+  REPORTED_EPOCH = 128     /* RMA epochs of two kinds at once (rma.c) */
 };
 
 #define NSITES 1024

@@ -45,7 +45,7 @@
 
 #define WINDOWS_MAX 64
 #define OPS_MAX 4096 /* incomplete operations kept per window */
-#define EXCL_MAX 16  /* exclusive locks held at once per window */
+#define LOCKS_MAX 16 /* locks (MPI_Win_lock) held at once per window */
 #define SCAN_MAX 256 /* a window's latest operations a new one's origin
                         buffer is compared with */
 
@@ -54,8 +54,23 @@ typedef struct window {
   comm_info *ci;      /* its group: one reference */
   uintptr_t base, size; /* this rank's window memory (size 0: unknown) */
   uint64_t fences;    /* MPI_Win_fence calls returned */
-  int excl[EXCL_MAX]; /* targets this rank holds an exclusive lock on */
-  int nexcl;
+  /* This rank's epochs on the window (the epoch rules below). */
+  struct held_lock {
+    int target;
+    bool excl;
+    const site *s;    /* its MPI_Win_lock */
+  } locks[LOCKS_MAX]; /* held (MPI_Win_lock, not yet unlocked) */
+  int nlocks;
+  const site *lock_all; /* MPI_Win_lock_all held: its site; NULL: none */
+  bool fence_open;    /* the last fence may begin an epoch (it did not
+                         assert MPI_MODE_NOSUCCEED) ... */
+  const site *fence_site; /* ... at this call */
+  const site *inside; /* a passive-target epoch opened since (its lock's
+                         site): inside the fence epoch if another fence
+                         comes and it made an operation ... */
+  const char *inside_call;
+  const site *mixed;  /* ... which it did: told at the next fence */
+  const char *mixed_call;
   rma_op *ops;        /* incomplete, in issue order (owned) */
   size_t nops, cap;
   long long more;     /* incomplete past OPS_MAX (their targets unknown) */
@@ -276,8 +291,12 @@ static void issued(MPI_Win w, rma_op o, int rc) {
   if (x) {
     o.id = ++ops_issued;
     o.epoch = x->fences;
-    for (int i = 0; i < x->nexcl && !o.excl; i++)
-      o.excl = x->excl[i] == o.target;
+    for (int i = 0; i < x->nlocks && !o.excl; i++)
+      o.excl = x->locks[i].excl && x->locks[i].target == o.target;
+    if (x->inside && !x->mixed) {
+      x->mixed = x->inside;
+      x->mixed_call = x->inside_call;
+    }
     n = origin_conflict(&o, &other);
     if (n && !site_first_locked(o.s, REPORTED_RACE)) n = 0;
     if (x->nops == x->cap && x->cap < OPS_MAX) {
@@ -462,18 +481,160 @@ int MPI_Win_free(MPI_Win *win) {
 
 /* ---- synchronisation */
 
+/* ---- the epoch rules
+ *
+ * MPI keeps a window's synchronisations apart: an epoch of one kind must
+ * not begin inside another's. Told once per call site, each a deadlock
+ * finding (an MPI may refuse the call, hang, or let the operations land
+ * at no defined time: the program's own rma_clean.c hung this way when a
+ * window was locked while exposed):
+ *   - MPI_Win_fence while this rank holds a lock (MPI_Win_lock or
+ *     MPI_Win_lock_all) on the window;
+ *   - MPI_Win_lock on a target this rank has locked already, or while its
+ *     MPI_Win_lock_all holds; MPI_Win_lock_all while it holds a lock;
+ *   - a passive-target epoch (a lock, then operations) between two fences,
+ *     when the first did not assert MPI_MODE_NOSUCCEED: the fence epoch
+ *     holds it (told at the second fence, which proves the fence epoch). */
+
+/* A finding of this rank at s: message msg (JSON-escaped here), detail
+ * the members of its "detail". */
+static void epoch_finding(const site *s, const char *msg,
+                          const char *detail) {
+  char file[1100], func[520], m[9000], b[12000];
+  json_esc(file, sizeof file, s->file);
+  json_esc(func, sizeof func, s->func);
+  json_esc(m, sizeof m, msg);
+  const int k = snprintf(b, sizeof b,
+      "{\"event\":\"finding\",\"finding\":{\"kind\":\"deadlock\","
+      "\"step\":-1,\"ranks\":[%d],\"site\":{\"file\":\"%.400s\","
+      "\"line\":%d,\"func\":\"%.200s\"},\"message\":\"%s\",\"detail\":"
+      "{%s,\"epochs_mixed\":true,\"rma\":true}}}\n",
+      g.rank, file, s->line, func, m, detail);
+  if (k > 0 && (size_t)k < sizeof b) live_write(b, (size_t)k);
+}
+
+/* The window name and a lock's description for a finding (x under
+ * lock()): "MPI_Win_lock of rank 1 at a.c:12 (main)". */
+static void held_text(const window *x, char *b, size_t n) {
+  char at[600];
+  if (x->lock_all) {
+    site_at(x->lock_all, at, sizeof at);
+    snprintf(b, n, "its MPI_Win_lock_all at %s", at);
+  } else if (x->nlocks > 0) {
+    site_at(x->locks[0].s, at, sizeof at);
+    snprintf(b, n, "its MPI_Win_lock of rank %d at %s",
+             world_of(x->ci, x->locks[0].target), at);
+  } else {
+    snprintf(b, n, "a lock");
+  }
+}
+
+/* MPI_Win_fence at pc entered on w: the rules above (under lock()). */
+static void fence_rules(window *x, uintptr_t pc) {
+  const site *s = site_of(pc);
+  char here[600], held[800], msg[4400], det[900], name[420];
+  site_at(s, here, sizeof here);
+  json_esc(name, sizeof name, x->ci->name);
+  if ((x->nlocks > 0 || x->lock_all) &&
+      site_first_locked(s, REPORTED_EPOCH)) {
+    held_text(x, held, sizeof held);
+    snprintf(msg, sizeof msg,
+             "rank %d calls MPI_Win_fence at %s on window %s while %s "
+             "still holds: a fence epoch must not begin inside a "
+             "passive-target one (call MPI_Win_unlock first)",
+             g.rank, here, x->ci->name, held);
+    snprintf(det, sizeof det, "\"call\":\"MPI_Win_fence\",\"window\":"
+             "\"%s\"", name);
+    epoch_finding(s, msg, det);
+  }
+  if (x->mixed && site_first_locked(x->mixed, REPORTED_EPOCH)) {
+    char lk[600], opened[600];
+    site_at(x->mixed, lk, sizeof lk);
+    site_at(x->fence_site ? x->fence_site : &overflow_site, opened,
+            sizeof opened);
+    snprintf(msg, sizeof msg,
+             "rank %d's %s at %s opens a passive-target epoch, and makes RMA "
+             "operations in it, inside the fence epoch on window %s that "
+             "MPI_Win_fence at %s opened and MPI_Win_fence at %s closes: "
+             "MPI forbids two kinds of epoch at once on one window, so "
+             "those operations complete at no defined time (pass "
+             "MPI_MODE_NOSUCCEED to the fence at %s when no fence epoch "
+             "follows it, and MPI_MODE_NOPRECEDE to the next)",
+             g.rank, x->mixed_call, lk, x->ci->name, opened, here, opened);
+    snprintf(det, sizeof det, "\"call\":\"%s\",\"window\":\"%s\","
+             "\"fence_site\":\"%.300s\"", x->mixed_call, name, opened);
+    epoch_finding(x->mixed, msg, det);
+  }
+}
+
+/* A lock (fn: "MPI_Win_lock" of target, or "MPI_Win_lock_all" when
+ * target < 0) taken at s on x: the rules above, then kept (under
+ * lock()). */
+static void lock_rules(window *x, const char *fn, int target, bool excl,
+                       const site *s) {
+  char here[600], held[800], msg[2400], det[900], name[420];
+  bool again_target = false;
+  for (int i = 0; target >= 0 && i < x->nlocks; i++)
+    again_target |= x->locks[i].target == target;
+  if ((x->lock_all || (target < 0 && x->nlocks > 0) || again_target) &&
+      site_first_locked(s, REPORTED_EPOCH)) {
+    site_at(s, here, sizeof here);
+    held_text(x, held, sizeof held);
+    json_esc(name, sizeof name, x->ci->name);
+    snprintf(msg, sizeof msg,
+             "rank %d's %s at %s on window %s comes while %s still holds: "
+             "MPI forbids a second lock on a window a rank has locked "
+             "(unlock first, or lock every target once with "
+             "MPI_Win_lock_all)",
+             g.rank, fn, here, x->ci->name, held);
+    snprintf(det, sizeof det, "\"call\":\"%s\",\"window\":\"%s\"",
+             fn, name);
+    epoch_finding(s, msg, det);
+  }
+  if (target < 0)
+    x->lock_all = s;
+  else if (x->nlocks < LOCKS_MAX)
+    x->locks[x->nlocks++] = (struct held_lock){target, excl, s};
+  if (x->fence_open && !x->inside) {
+    x->inside = s;
+    x->inside_call = fn;
+  }
+}
+
+/* A lock let go (target < 0: MPI_Win_unlock_all) (under lock()). */
+static void unlock_rules(window *x, int target) {
+  if (target < 0) x->lock_all = NULL;
+  for (int i = 0; target >= 0 && i < x->nlocks; i++)
+    if (x->locks[i].target == target) {
+      x->locks[i] = x->locks[--x->nlocks];
+      break;
+    }
+  if (x->nlocks == 0 && !x->lock_all) x->inside = NULL;
+}
+
 int MPI_Win_fence(int assert, MPI_Win win) {
   comm_info *ci = group_of(win);
   call c;
   c.ci = NULL;
-  if (ci) begin_win(&c, ci, "win_fence", RA);
+  if (ci) {
+    lock();
+    window *x = find(win);
+    if (x) fence_rules(x, RA);
+    unlock();
+    begin_win(&c, ci, "win_fence", RA);
+  }
   const int rc = PMPI_Win_fence(assert, win);
   end(&c, rc);
   if (rc == MPI_SUCCESS) {
     synced(win, -1, "MPI_Win_fence", BY_FENCE, RA);
     lock();
     window *x = g.on ? find(win) : NULL;
-    if (x) x->fences++;
+    if (x) {
+      x->fences++;
+      x->fence_open = !(assert & MPI_MODE_NOSUCCEED);
+      x->fence_site = site_of(RA);
+      x->inside = x->mixed = NULL;
+    }
     unlock();
   }
   info_unref(ci);
@@ -482,10 +643,25 @@ int MPI_Win_fence(int assert, MPI_Win win) {
 
 int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win) {
   const int rc = PMPI_Win_lock(lock_type, rank, assert, win);
-  if (rc == MPI_SUCCESS && lock_type == MPI_LOCK_EXCLUSIVE && g.on) {
+  if (rc == MPI_SUCCESS && g.on) {
+    const site *s = site_of(RA);
     lock();
     window *x = find(win);
-    if (x && x->nexcl < EXCL_MAX) x->excl[x->nexcl++] = rank;
+    if (x)
+      lock_rules(x, "MPI_Win_lock", rank, lock_type == MPI_LOCK_EXCLUSIVE,
+                 s);
+    unlock();
+  }
+  return rc;
+}
+
+int MPI_Win_lock_all(int assert, MPI_Win win) {
+  const int rc = PMPI_Win_lock_all(assert, win);
+  if (rc == MPI_SUCCESS && g.on) {
+    const site *s = site_of(RA);
+    lock();
+    window *x = find(win);
+    if (x) lock_rules(x, "MPI_Win_lock_all", -1, false, s);
     unlock();
   }
   return rc;
@@ -497,11 +673,7 @@ int MPI_Win_unlock(int rank, MPI_Win win) {
     synced(win, rank, "MPI_Win_unlock", BY_PASSIVE, RA);
     lock();
     window *x = g.on ? find(win) : NULL;
-    for (int i = 0; x && i < x->nexcl; i++)
-      if (x->excl[i] == rank) {
-        x->excl[i] = x->excl[--x->nexcl];
-        break;
-      }
+    if (x) unlock_rules(x, rank);
     unlock();
   }
   return rc;
@@ -509,7 +681,13 @@ int MPI_Win_unlock(int rank, MPI_Win win) {
 
 int MPI_Win_unlock_all(MPI_Win win) {
   const int rc = PMPI_Win_unlock_all(win);
-  if (rc == MPI_SUCCESS) synced(win, -1, "MPI_Win_unlock_all", BY_PASSIVE, RA);
+  if (rc == MPI_SUCCESS) {
+    synced(win, -1, "MPI_Win_unlock_all", BY_PASSIVE, RA);
+    lock();
+    window *x = g.on ? find(win) : NULL;
+    if (x) unlock_rules(x, -1);
+    unlock();
+  }
   return rc;
 }
 

@@ -158,6 +158,12 @@
 #   rma_origin      2 ranks: a put from the buffer a get in flight writes
 #                   (line 24), and a put's buffer changed before its fence
 #                   (line 31): two lost_inplace findings naming rank 0;
+#   rma_epochs      2 ranks: a lock epoch with a put between a fence phase
+#                   whose last fence does not assert MPI_MODE_NOSUCCEED and
+#                   the next fence: one deadlock finding (two kinds of epoch
+#                   at once) naming rank 0 at the lock (line 32) and both
+#                   fences (lines 28, 39); rma_epochs_nosucceed the same
+#                   program with the asserts: clean;
 #   rma_clean       3 ranks: disjoint puts, accumulates and fetch-and-ops
 #                   into one counter, gets of one cell, fence-ordered and
 #                   flush-ordered puts to one cell, exclusive locks in
@@ -289,10 +295,12 @@ case $CASE in
   buffered_*) PROG=${CASE#buffered_}; STRICT=--buffered-sends ;;
   two_jobs) PROG=count_mismatch; STRICT= ;;
   rma_lock_flush) PROG=rma_lock_race; STRICT= ;;
+  rma_epochs_nosucceed) PROG=rma_epochs; STRICT= ;;
   *) STRICT= ;;
 esac
 ARGS=
 [ "$CASE" = rma_lock_flush ] && ARGS=flush
+[ "$CASE" = rma_epochs_nosucceed ] && ARGS=nosucceed
 unset VQC_MPI_STRICT
 if [ ! -x "$PROGS/$PROG" ]; then
   case $PROG in
@@ -312,7 +320,7 @@ case $PROG in
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv|inflight_change|mprobe_lost) np=2 ;;
-  spawn_clean|thread_recv|rma_origin) np=2 ;;
+  spawn_clean|thread_recv|rma_origin|rma_epochs) np=2 ;;
   f_clean) np=4 ;;
   f_type_mismatch|persistent_lost|init_wait) np=2 ;;
 esac
@@ -442,8 +450,9 @@ for name in (case + ".out", os.path.join(case, "report.md")):
 md = open(os.path.join(d, "report.md")).read()
 head = md.split("## ")[0]
 prog = run.get("job", {}).get("command", [""])[-1].rsplit("/", 1)[-1]
-if case == "rma_lock_flush":  # the program's argument comes last
-    prog = "rma_lock_race"
+if case in ("rma_lock_flush", "rma_epochs_nosucceed"):  # its argument last
+    prog = {"rma_lock_flush": "rma_lock_race",
+            "rma_epochs_nosucceed": "rma_epochs"}[case]
 if not head.startswith("# vqcheck report: "):
     fail("report.md does not start with its title: %r" % head[:80])
 title = head.splitlines()[0][len("# vqcheck report: "):]
@@ -803,6 +812,22 @@ elif case in ("rma_put_race", "rma_lock_race"):
     if f["detail"].get("race") is not True or f["detail"].get("target") \
             != (0 if case == "rma_put_race" else 1):
         fail("detail: %s" % f["detail"])
+elif case == "rma_epochs":
+    f = one("deadlock")
+    if rc != 1 or len(fs) != 1 or f["ranks"] != [0] \
+            or "rma_epochs.c:32" not in f.get("site", ""):
+        fail("expected exit 1 and one deadlock naming rank 0 at "
+             "rma_epochs.c:32: %d %s" % (rc, kinds))
+    for w in ["rank 0's MPI_Win_lock at rma_epochs.c:32 (main) opens a "
+              "passive-target epoch", "inside the fence epoch on window "
+              "world/win1 that MPI_Win_fence at rma_epochs.c:28 (main) "
+              "opened and MPI_Win_fence at rma_epochs.c:39 (main) closes",
+              "MPI_MODE_NOSUCCEED"]:
+        if w not in f["message"]:
+            fail("the finding does not say %r: %s" % (w, f["message"]))
+elif case == "rma_epochs_nosucceed":
+    if rc != 0 or fs:
+        fail("expected exit 0 and no finding: %d %s" % (rc, kinds))
 elif case in ("rma_lock_flush", "rma_clean"):
     if rc != 0 or fs:
         fail("expected exit 0 and no finding: %d %s" % (rc, kinds))
