@@ -68,8 +68,16 @@ void describe_rec_redop(const drec *r, bool every_redop, char *buf,
   appendf(buf, &k, n, "%s(", kind->name);
   /* a barrier, and MPI's calls that carry no data (ibarrier, comm_split,
    * win_fence, ...): "()" */
-  if (r->op == VQC_COLL_BARRIER ||
-      (r->dtype == 0 && r->count == 0 && !kind->root && !kind->redop)) {
+  const bool no_data = r->dtype == 0 && r->count == 0;
+  if (r->op == VQC_COLL_BARRIER || (no_data && !kind->root && !kind->redop)) {
+    appendf(buf, &k, n, ")");
+    return;
+  }
+  /* No data told (an MPI intercommunicator's collective: only its op and
+   * reduction are compared): "all_reduce(sum)", "broadcast()". */
+  if (no_data) {
+    if (kind->redop && r->redop > 0)
+      appendf(buf, &k, n, "%s", record_redops[r->redop]);
     appendf(buf, &k, n, ")");
     return;
   }

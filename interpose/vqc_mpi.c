@@ -64,8 +64,13 @@
  *            otherwise (MPI_Comm_create_group, MPI_Intercomm_merge,
  *            MPI_Comm_idup) is named when first seen, by a hash of its
  *            ranks and how many such this rank saw before. "seq" counts
- *            that communicator's collectives. Intercommunicators and
- *            communicators of one rank are not recorded;
+ *            that communicator's collectives. An intercommunicator's
+ *            group is both of its groups (world ranks ascending), its
+ *            name "inter-<hash of them>.<k>" (MPI_Intercomm_create is
+ *            collective over each side's own communicator, named apart),
+ *            and only the op and reduction of its collectives are
+ *            recorded (the groups' counts, types and roots differ by
+ *            design). Communicators of one rank are not recorded;
  *   any_site true: MPI pairs calls by their order on the communicator, and
  *            a program may call one collective from different lines on
  *            different ranks (the root's branch and the others'), so the
@@ -481,10 +486,8 @@ static void p2p_never_completed(const vqc_p2p_req *q) {
   json_esc(func, sizeof func, s->func);
   if (ci && ci != &world_info && !ci->skip)
     json_esc(name, sizeof name, ci->name);
-  int world_peer = q->peer;
-  if (q->peer >= 0 && ci && ci != &world_info && ci->world &&
-      q->peer < ci->size)
-    world_peer = ci->world[q->peer];
+  int world_peer = peer_world(ci, q->peer);
+  if (world_peer < 0) world_peer = q->peer;
   if (q->peer == MPI_ANY_SOURCE)
     snprintf(peer, sizeof peer, "any rank");
   else if (q->peer == MPI_PROC_NULL)

@@ -15,6 +15,7 @@ void info_unref(comm_info *ci) {
     if (ci->shadow != MPI_COMM_NULL) PMPI_Comm_free(&ci->shadow);
     rec_forget_comm(ci);
     free(ci->world);
+    free(ci->remote);
     free(ci->group_json);
     free(ci);
   }
@@ -51,6 +52,63 @@ static void set_group(comm_info *ci, const int *out, int n) {
   ci->group_len = k;
 }
 
+/* The world ranks of group grp's n ranks, in its rank order (malloc'd);
+ * NULL when a rank is not of this world (a spawned one) or no memory. */
+static int *world_ranks(MPI_Group grp, int n) {
+  int *in = calloc((size_t)(n > 0 ? n : 1), sizeof *in);
+  int *out = malloc(sizeof *out * (size_t)(n > 0 ? n : 1));
+  bool ok = in && out;
+  for (int i = 0; ok && i < n; i++) in[i] = i;
+  ok = ok && PMPI_Group_translate_ranks(grp, n, in, g.world_group, out) ==
+                 MPI_SUCCESS;
+  for (int i = 0; ok && i < n; i++) ok = out[i] != MPI_UNDEFINED;
+  free(in);
+  if (!ok) {
+    free(out);
+    return NULL;
+  }
+  return out;
+}
+
+static int cmp_int(const void *a, const void *b) {
+  const int x = *(const int *)a, y = *(const int *)b;
+  return (x > y) - (x < y);
+}
+
+/* An intercommunicator's groups into ci (remote, remote_size, size) and
+ * *out: the world ranks of both, ascending (the same list on every member
+ * of either group: its name and "group"). False: not recorded. */
+static bool inter_groups(MPI_Comm c, comm_info *ci, int **out) {
+  int nl = 0, nr = 0;
+  MPI_Group lg, rg;
+  if (PMPI_Comm_size(c, &nl) != MPI_SUCCESS ||
+      PMPI_Comm_remote_size(c, &nr) != MPI_SUCCESS)
+    return false;
+  if (PMPI_Comm_group(c, &lg) != MPI_SUCCESS) return false;
+  int *local = world_ranks(lg, nl);
+  PMPI_Group_free(&lg);
+  if (PMPI_Comm_remote_group(c, &rg) != MPI_SUCCESS) {
+    free(local);
+    return false;
+  }
+  int *remote = world_ranks(rg, nr);
+  PMPI_Group_free(&rg);
+  int *both = malloc(sizeof *both * (size_t)(nl + nr));
+  if (!local || !remote || !both) {
+    free(local), free(remote), free(both);
+    return false;
+  }
+  memcpy(both, local, sizeof *both * (size_t)nl);
+  memcpy(both + nl, remote, sizeof *both * (size_t)nr);
+  qsort(both, (size_t)(nl + nr), sizeof *both, cmp_int);
+  free(local);
+  ci->remote = remote;
+  ci->remote_size = nr;
+  ci->size = nl + nr;
+  *out = both;
+  return true;
+}
+
 static comm_info *attach(MPI_Comm c, const char *name) {
   comm_info *ci = calloc(1, sizeof *ci);
   if (!ci) return NULL;
@@ -60,23 +118,19 @@ static comm_info *attach(MPI_Comm c, const char *name) {
   PMPI_Comm_test_inter(c, &inter);
   PMPI_Comm_size(c, &n);
   ci->size = n;
-  ci->skip = inter || n <= 1;
-  int *in = NULL, *out = NULL;
-  if (!ci->skip) {
-    in = malloc(sizeof *in * (size_t)n);
-    out = malloc(sizeof *out * (size_t)n);
+  ci->inter = inter;
+  int *out = NULL;
+  if (inter) {
+    ci->skip = !inter_groups(c, ci, &out);
+    n = ci->size;
+  } else {
+    ci->skip = n <= 1;
     MPI_Group grp;
-    if (!in || !out || PMPI_Comm_group(c, &grp) != MPI_SUCCESS) {
-      ci->skip = true;
-    } else {
-      for (int i = 0; i < n; i++) in[i] = i;
-      if (PMPI_Group_translate_ranks(grp, n, in, g.world_group, out) !=
-          MPI_SUCCESS)
-        ci->skip = true;
+    if (!ci->skip && PMPI_Comm_group(c, &grp) == MPI_SUCCESS) {
+      out = world_ranks(grp, n);
       PMPI_Group_free(&grp);
-      for (int i = 0; !ci->skip && i < n; i++)
-        ci->skip = out[i] == MPI_UNDEFINED;
     }
+    ci->skip = ci->skip || !out;
   }
   if (!ci->skip) {
     if (name) {
@@ -91,11 +145,11 @@ static comm_info *attach(MPI_Comm c, const char *name) {
       if (i < nanons) k = ++anons[i].n;
       else if (nanons < 256) anons[nanons++] = (anon){h, k = 1};
       unlock();
-      snprintf(ci->name, sizeof ci->name, "comm-%08x.%u", h, k);
+      snprintf(ci->name, sizeof ci->name, "%s-%08x.%u",
+               inter ? "inter" : "comm", h, k);
     }
     set_group(ci, out, n);
   }
-  free(in);
   if (!ci->skip) ci->world = out; /* kept: vqc_mpi_p2p.c's peers */
   else free(out);
   if (!ci->group_json) ci->group_json = strdup("");
@@ -116,7 +170,7 @@ comm_info *info_lookup(MPI_Comm c) {
 
 /* (vqc_mpi_internal.h) */
 comm_info *info_derived(comm_info *parent, const char *what) {
-  if (!parent || parent->skip) return NULL;
+  if (!parent || parent->skip || parent->inter) return NULL;
   const int n = parent == &world_info ? g.size : parent->size;
   comm_info *ci = calloc(1, sizeof *ci);
   int *world = malloc(sizeof *world * (size_t)(n > 0 ? n : 1));
@@ -169,7 +223,7 @@ void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
   /* Strict mode and synchronous collectives (record.c): the new
    * communicator's duplicate, made by every member now (they are all in
    * this call). */
-  if ((g.strict || g.sync_sends) && ci && !ci->skip &&
+  if ((g.strict || g.sync_sends) && ci && !ci->skip && !ci->inter &&
       PMPI_Comm_dup(*nc, &ci->shadow) != MPI_SUCCESS)
     ci->shadow = MPI_COMM_NULL;
 }
@@ -280,5 +334,47 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *new_comm) {
   const int rc = PMPI_Cart_sub(comm, remain_dims, new_comm);
   end(&c, rc);
   made(comm, new_comm, "sub", rc);
+  return rc;
+}
+
+/* ---- intercommunicators
+ *
+ * MPI_Intercomm_create is collective over each side's local communicator
+ * (recorded there). The two sides name their local communicators
+ * differently, so the intercommunicator is named by its two groups
+ * ("inter-<hash of their world ranks>.<k>", k counting such on this
+ * process: every member makes them in the same order), made now, not at
+ * first use. What is made from it (MPI_Comm_dup, MPI_Intercomm_merge)
+ * is named after it as usual. */
+
+int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader,
+                         MPI_Comm peer_comm, int remote_leader, int tag,
+                         MPI_Comm *newintercomm) {
+  call c;
+  begin(&c, local_comm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Intercomm_create(local_comm, local_leader, peer_comm,
+                                       remote_leader, tag, newintercomm);
+  end(&c, rc);
+  if (!g.on || rc != MPI_SUCCESS) return rc;
+  comm_info *p = info_of(local_comm);
+  if (p) __atomic_add_fetch(&p->children, 1, __ATOMIC_RELAXED);
+  if (newintercomm && *newintercomm != MPI_COMM_NULL &&
+      g.keyval != MPI_KEYVAL_INVALID) {
+    void *v = NULL;
+    int flag = 0;
+    if (PMPI_Comm_get_attr(*newintercomm, g.keyval, &v, &flag) ==
+            MPI_SUCCESS && flag)
+      PMPI_Comm_delete_attr(*newintercomm, g.keyval);
+    (void)attach(*newintercomm, NULL);
+  }
+  return rc;
+}
+
+int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm) {
+  call c;
+  begin(&c, intercomm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
+  const int rc = PMPI_Intercomm_merge(intercomm, high, newintracomm);
+  end(&c, rc);
+  made(intercomm, newintracomm, "merge", rc);
   return rc;
 }

@@ -244,7 +244,13 @@ VQC_MPI_HIDDEN const char *redop_name(MPI_Op op);
 /* What the interposer keeps on a communicator (its attribute). Freed by
  * info_unref when the last reference goes; world_info never is. */
 typedef struct comm_info {
-  bool skip;             /* intercommunicator, or of one rank */
+  bool skip;             /* not recorded: of one rank, or its group could
+                            not be told */
+  bool inter;            /* an intercommunicator: its "group" is both
+                            groups (world ranks in ascending order), its
+                            collectives are compared by op alone, and a
+                            point-to-point peer is a rank of the remote
+                            group (remote) */
   int refs;              /* the attribute + pending requests */
   int size;
   uint64_t seq;          /* its collectives so far */
@@ -256,6 +262,9 @@ typedef struct comm_info {
   size_t group_len;
   int *world;            /* its ranks' world ranks, size of them (owned);
                           * NULL when skipped or for the world itself */
+  int *remote;           /* an intercommunicator's remote group's world
+                          * ranks, remote_size of them (owned); NULL else */
+  int remote_size;
   MPI_Comm shadow;       /* strict mode: its duplicate for the agreement */
   uint64_t msgs_key;     /* its name's hash for vqc_mpi_msgs.c; 0 until
                           * its first message */
@@ -274,6 +283,17 @@ VQC_MPI_HIDDEN int info_delete(MPI_Comm c, int keyval, void *attr,
 VQC_MPI_HIDDEN comm_info *info_derived(comm_info *parent, const char *what);
 /* info_of past MPI_COMM_WORLD: the attribute, or a new one. */
 VQC_MPI_HIDDEN comm_info *info_lookup(MPI_Comm c);
+
+/* The world rank of point-to-point peer r of ci (a rank of its group, or
+ * of an intercommunicator's remote group); -1 when there is no map for it
+ * (ci NULL or skipped, r negative or past the group). Async-signal-safe
+ * (plain memory reads). */
+static inline int peer_world(const comm_info *ci, int r) {
+  if (!ci || r < 0) return -1;
+  if (ci == &world_info) return r < g.size ? r : -1;
+  if (ci->inter) return ci->remote && r < ci->remote_size ? ci->remote[r] : -1;
+  return ci->world && r < ci->size ? ci->world[r] : -1;
+}
 
 /* c's comm_info (made and attached when first seen); NULL: none. The
  * attribute holds the reference: take one to keep it past the call. */

@@ -182,13 +182,8 @@ static chan *channel(comm_info *ci, int peer, int tag, bool recv) {
 static void count(comm_info *ci, int peer, int tag, bool recv,
                   const char *fn, msg_sig sig, const site *s) {
   if (!ci || ci->skip || peer < 0) return;
-  if (ci == &world_info) {
-    if (peer >= g.size) return;
-  } else if (ci->world && peer < ci->size) {
-    peer = ci->world[peer];
-  } else {
-    return; /* no map: cannot pair it */
-  }
+  peer = peer_world(ci, peer);
+  if (peer < 0) return; /* no map: cannot pair it */
   lock();
   chan *c = channel(ci, peer, tag, recv);
   if (!c) {
@@ -240,10 +235,7 @@ static int n_pending;
 
 void msgs_pending_recv(const comm_info *ci, int peer, int tag) {
   if (!g.on || !ci || ci->skip || n_pending == MAX_PENDING) return;
-  if (peer >= 0 && ci != &world_info && ci->world && peer < ci->size)
-    peer = ci->world[peer];
-  else if (peer < 0 || ci != &world_info)
-    peer = -1; /* any, or not told */
+  peer = peer_world(ci, peer); /* -1: any, or not told */
   pending[n_pending].comm = intern(ci == &world_info ? "world" : ci->name);
   pending[n_pending].peer = peer;
   pending[n_pending].tag = tag == MPI_ANY_TAG ? -1 : tag;

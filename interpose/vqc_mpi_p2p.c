@@ -72,9 +72,8 @@ static void peer_text(char *b, size_t n, const comm_info *ci, int r) {
     snprintf(b, n, "any rank");
     return;
   }
-  if (ci && ci != &world_info && ci->world && r >= 0 && r < ci->size)
-    r = ci->world[r];
-  snprintf(b, n, "rank %d", r);
+  const int w = peer_world(ci, r);
+  snprintf(b, n, "rank %d", w >= 0 ? w : r);
 }
 
 /* A tag as text: "tag 7", "any tag". */
@@ -94,8 +93,8 @@ static size_t put_peer(char *b, size_t k, size_t cap, const char *key,
   k = cat(b, k, cap, "\":");
   if (r == MPI_ANY_SOURCE) return cat(b, k, cap, "\"any\"");
   if (r < 0 || k + 24 >= cap) return cat(b, k, cap, "null");
-  if (ci && ci != &world_info && ci->world && r < ci->size) r = ci->world[r];
-  return k + fmt_int(b + k, r);
+  const int w = peer_world(ci, r);
+  return k + fmt_int(b + k, w >= 0 ? w : r);
 }
 
 static size_t put_tag(char *b, size_t k, size_t cap, const char *key,

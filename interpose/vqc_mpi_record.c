@@ -431,6 +431,16 @@ void record_ci(call *c, bool blocking, comm_info *ci, const char *op,
   c->blocking = blocking;
   c->shashed = false;
   if (!g.on || !ci || ci->skip) return;
+  if (ci->inter) {
+    /* An intercommunicator's collective: the groups' sides differ by
+     * design (a root group passes MPI_ROOT and MPI_PROC_NULL, the other
+     * the remote root; counts and types pair across the groups), so only
+     * the op and its reduction (the same on every member) are compared. */
+    static const tinfo none = {.dtype = "", .elems = 1};
+    tp = &none;
+    count = 0;
+    root = -1;
+  }
   c->seq = __atomic_add_fetch(&ci->seq, 1, __ATOMIC_RELAXED);
   c->op = op;
   c->s = site_of(pc);

@@ -164,6 +164,18 @@
 #                   at once) naming rank 0 at the lock (line 32) and both
 #                   fences (lines 28, 39); rma_epochs_nosucceed the same
 #                   program with the asserts: clean;
+#   inter_clean     4 ranks, two groups joined by MPI_Intercomm_create: a
+#                   broadcast with MPI_ROOT/MPI_PROC_NULL, an all-reduce, an
+#                   all-gather whose groups send different counts, messages
+#                   across, a barrier, MPI_Intercomm_merge: exit 0, no
+#                   finding, the intercommunicator's collectives recorded
+#                   in one process group "inter-..." of all 4 ranks and its
+#                   messages paired by world rank;
+#   inter_skip      4 ranks, --timeout 5: world rank 3 leaves the groups'
+#                   all-reduce loop early: a deadlock in process group
+#                   inter-... naming rank 3 at inter_skip.c:20 (before,
+#                   intercommunicators were not recorded: the hang was
+#                   "outside any collective");
 #   rma_clean       3 ranks: disjoint puts, accumulates and fetch-and-ops
 #                   into one counter, gets of one cell, fence-ordered and
 #                   flush-ordered puts to one cell, exclusive locks in
@@ -316,7 +328,7 @@ mkdir -p "$OUT"
 np=3
 timeout=20
 case $PROG in
-  clean|split_skip|neighbor_clean) np=4 ;;
+  clean|split_skip|neighbor_clean|inter_clean|inter_skip) np=4 ;;
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv|inflight_change|mprobe_lost) np=2 ;;
@@ -332,7 +344,7 @@ case $CASE in
     timeout=5 ;;
   nb_blocking|bcast_recv|buffered_bcast_recv) timeout=5 ;;
   mprobe_lost|buffered_mprobe_lost|rma_fence_skip) timeout=5 ;;
-  loop_exit|io_skip|f_io_skip|thread_recv) timeout=5 ;;
+  loop_exit|io_skip|f_io_skip|thread_recv|inter_skip) timeout=5 ;;
 esac
 # The MPI-IO programs write their file under $TMPDIR: one of the case's
 # own, gone at the end (a job stopped at a hang leaves its file).
@@ -812,6 +824,41 @@ elif case in ("rma_put_race", "rma_lock_race"):
     if f["detail"].get("race") is not True or f["detail"].get("target") \
             != (0 if case == "rma_put_race" else 1):
         fail("detail: %s" % f["detail"])
+elif case == "inter_clean":
+    if rc != 0 or fs:
+        fail("expected exit 0 and no finding: %d %s" % (rc, kinds))
+    for r in range(4):
+        lines = ledger(os.path.join(d, "rank-%d.live.jsonl" % r))[0]
+        ops = [(x["op"], x.get("group_name", "").split("/")[-1][:6])
+               for x in lines if x.get("state") == "entered"
+               and x.get("group_name", "").startswith("inter-")]
+        if ops != [("broadcast", "inter-"), ("all_reduce", "inter-"),
+                   ("all_gather", "inter-"), ("barrier", "inter-"),
+                   ("comm_create", "inter-"), ("all_reduce", "merge1")]:
+            fail("rank %d's intercommunicator collectives: %s" % (r, ops))
+        groups = {json.dumps(x.get("group")) for x in lines
+                  if x.get("group_name", "").startswith("inter-")
+                  and "/" not in x["group_name"]}
+        if groups != {"[0, 1, 2, 3]"}:
+            fail("rank %d's intercommunicator groups: %s" % (r, groups))
+        p2p = [json.loads(x) for x in
+               open(os.path.join(d, "rank-%d.p2p.jsonl" % r))][1:]
+        peers = {(x["dir"], x["peer"]) for x in p2p}
+        peer = r + 1 if r % 2 == 0 else r - 1
+        if peers != {("send", peer), ("recv", peer)}:
+            fail("rank %d's messages across: %s" % (r, peers))
+elif case == "inter_skip":
+    f = one("deadlock")
+    if rc != 1 or f["ranks"] != [3] \
+            or "inter_skip.c:20" not in f.get("site", ""):
+        fail("expected exit 1 and a deadlock naming rank 3 at "
+             "inter_skip.c:20: %d %s" % (rc, kinds))
+    if "in process group inter-" not in f["message"] \
+            or "never by rank 3" not in f["message"]:
+        fail("the deadlock does not name the intercommunicator and rank "
+             "3: %s" % f["message"])
+    if float(wall) > timeout + 15:
+        fail("reported after %s s" % wall)
 elif case == "rma_epochs":
     f = one("deadlock")
     if rc != 1 or len(fs) != 1 or f["ranks"] != [0] \
