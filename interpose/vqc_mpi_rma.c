@@ -71,6 +71,10 @@ typedef struct window {
   const char *inside_call;
   const site *mixed;  /* ... which it did: told at the next fence */
   const char *mixed_call;
+  const site *made;   /* its MPI_Win_create */
+  bool on_stack;      /* its memory is on the stack of ... */
+  pthread_t stack_of; /* ... this thread */
+  bool memory_told;   /* a finding on its memory made */
   rma_op *ops;        /* incomplete, in issue order (owned) */
   size_t nops, cap;
   long long more;     /* incomplete past OPS_MAX (their targets unknown) */
@@ -105,20 +109,118 @@ static void begin_win(call *c, comm_info *ci, const char *op, uintptr_t pc) {
   record_ci(c, true, ci, op, "", &t, 0, -1, pc);
 }
 
-/* After a window-making call on comm that returned rc with *win, this
- * rank's memory [base, base + size) in units of disp_unit. */
+/* ---- the window's memory
+ *
+ * MPI_Win_create exposes memory the program gives. Two mistakes make the
+ * other ranks' accesses to it land nowhere, or crash this one: a
+ * lost_inplace finding, once per window:
+ *   not mapped  the bytes [base, base + size) are not all this process's
+ *               memory (a NULL or never set pointer): probed at
+ *               MPI_Win_create, a byte in each of up to 256 pages and the
+ *               last, with process_vm_readv (an error, never a fault);
+ *   dead frame  the memory is on the creating thread's stack, in the frame
+ *               of a function that has returned by the time that thread
+ *               fences, locks or frees the window: below the stack pointer
+ *               of the MPI call's caller, where no live frame is. */
+
+/* The lowest address of the frames live in the caller of the MPI_*
+ * wrapper this is written in (a macro: the wrapper's own frame). */
+#define LIVE_STACK ((uintptr_t)__builtin_frame_address(0) + 2 * sizeof(void *))
+
+static bool mapped(uintptr_t lo, uintptr_t n) {
+  enum { PAGES = 256 };
+  char sink[PAGES + 1];
+  struct iovec remote[PAGES + 1], local = {sink, 0};
+  const uintptr_t step = n / PAGES > 4096 ? n / PAGES : 4096;
+  size_t k = 0;
+  for (uintptr_t a = lo; a - lo < n && k < PAGES; a += step)
+    remote[k++] = (struct iovec){(void *)a, 1};
+  remote[k++] = (struct iovec){(void *)(lo + n - 1), 1};
+  local.iov_len = k;
+  return process_vm_readv(getpid(), &local, 1, remote, k, 0) == (ssize_t)k;
+}
+
+/* Whether a is on this thread's stack. */
+static bool on_own_stack(uintptr_t a) {
+  pthread_attr_t at;
+  void *lo = NULL;
+  size_t n = 0;
+  if (pthread_getattr_np(pthread_self(), &at) != 0) return false;
+  const bool ok = pthread_attr_getstack(&at, &lo, &n) == 0;
+  pthread_attr_destroy(&at);
+  return ok && a >= (uintptr_t)lo && a - (uintptr_t)lo < n;
+}
+
+static void memory_finding(const site *s, const char *msg) {
+  char detail[200];
+  snprintf(detail, sizeof detail,
+           "\"mpi_call\":\"MPI_Win_create\",\"window_memory\":true,"
+           "\"rma\":true");
+  race_finding(s, msg, detail);
+}
+
+/* Window x's memory, not all mapped: the finding (under lock()). */
+static void tell_unmapped(window *x, uintptr_t base, uintptr_t size) {
+  char here[600], msg[1600], addr[32] = "NULL";
+  site_at(x->made, here, sizeof here);
+  if (base) snprintf(addr, sizeof addr, "%#llx", (unsigned long long)base);
+  x->memory_told = true;
+  snprintf(msg, sizeof msg,
+           "rank %d's MPI_Win_create at %s exposes %llu bytes at %s as "
+           "window %s, but they are not all this process's memory (%s): "
+           "other ranks' puts into the window land nowhere and their gets "
+           "read nothing, or crash this rank (pass the buffer the window "
+           "should expose, allocated before the call)",
+           g.rank, here, (unsigned long long)size, addr, x->ci->name,
+           base ? "not mapped" : "a NULL pointer");
+  memory_finding(x->made, msg);
+}
+
+/* At call fn (returning to pc) whose caller's live frames start at
+ * live_lo: x's memory in a returned frame is a finding (under lock()). */
+static void check_dead_frame(window *x, uintptr_t live_lo, const char *fn,
+                             uintptr_t pc) {
+  if (!x->on_stack || x->memory_told || x->base >= live_lo ||
+      !pthread_equal(x->stack_of, pthread_self()))
+    return;
+  char here[600], made[600], msg[2000];
+  site_at(site_of(pc), here, sizeof here);
+  site_at(x->made, made, sizeof made);
+  x->memory_told = true;
+  snprintf(msg, sizeof msg,
+           "rank %d's window %s exposes memory on the stack of %s, which "
+           "has returned by the time %s at %s uses the window: the "
+           "window's %llu bytes now hold other calls' locals, so other "
+           "ranks' puts overwrite them and their gets read them (give "
+           "MPI_Win_create memory that lives as long as the window: "
+           "allocate it, or make it in the function that frees the window)",
+           g.rank, x->ci->name, made, fn, here,
+           (unsigned long long)x->size);
+  memory_finding(x->made, msg);
+}
+
+/* After a window-making call at pc on comm that returned rc with *win,
+ * this rank's memory [base, base + size) in units of disp_unit (given:
+ * the program's own, MPI_Win_create's, checked). */
 static void win_made(MPI_Comm comm, const MPI_Win *win, int rc,
-                     const void *base, MPI_Aint size, int disp_unit) {
+                     const void *base, MPI_Aint size, int disp_unit,
+                     bool given, uintptr_t pc) {
   if (!g.on || rc != MPI_SUCCESS || !win || *win == MPI_WIN_NULL) return;
   comm_info *ci = info_derived(info_of(comm), "win");
   if (!ci) return;
+  const site *s = site_of(pc);
+  const uintptr_t b = (uintptr_t)base;
+  const bool bad = given && size > 0 && !mapped(b, (uintptr_t)size);
+  const bool stack = given && size > 0 && !bad && on_own_stack(b);
   lock();
   const bool room = nwindows < WINDOWS_MAX;
   if (room) {
-    windows[nwindows++] = (window){
-        .win = *win, .ci = ci, .base = (uintptr_t)base,
-        .size = base && size > 0 ? (uintptr_t)size : 0};
+    window *x = &windows[nwindows++];
+    *x = (window){.win = *win, .ci = ci, .base = b,
+                  .size = !bad && size > 0 ? (uintptr_t)size : 0,
+                  .made = s, .on_stack = stack, .stack_of = pthread_self()};
     rma_record_window(ci->name, disp_unit);
+    if (bad) tell_unmapped(x, b, (uintptr_t)size);
   }
   unlock();
   if (!room) info_unref(ci);
@@ -413,7 +515,7 @@ int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info,
   begin(&c, comm, "win_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Win_create(base, size, disp_unit, info, comm, win);
   end(&c, rc);
-  win_made(comm, win, rc, base, size, disp_unit);
+  win_made(comm, win, rc, base, size, disp_unit, true, RA);
   return rc;
 }
 
@@ -424,7 +526,7 @@ int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info,
   const int rc = PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
   end(&c, rc);
   win_made(comm, win, rc, rc == MPI_SUCCESS ? *(void **)baseptr : NULL, size,
-           disp_unit);
+           disp_unit, false, RA);
   return rc;
 }
 
@@ -436,7 +538,7 @@ int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info,
       PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
   end(&c, rc);
   win_made(comm, win, rc, rc == MPI_SUCCESS ? *(void **)baseptr : NULL, size,
-           disp_unit);
+           disp_unit, false, RA);
   return rc;
 }
 
@@ -446,7 +548,7 @@ int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
   const int rc = PMPI_Win_create_dynamic(info, comm, win);
   end(&c, rc);
   /* Displacements are addresses (MPI_Win_attach): unit 1, no memory. */
-  win_made(comm, win, rc, NULL, 0, 1);
+  win_made(comm, win, rc, NULL, 0, 1, false, RA);
   return rc;
 }
 
@@ -462,7 +564,10 @@ int MPI_Win_free(MPI_Win *win) {
              base_name(s->file), s->line, s->func);
     lock();
     window *x = find(w);
-    if (x) never_completed(x, when);
+    if (x) {
+      check_dead_frame(x, LIVE_STACK, "MPI_Win_free", RA);
+      never_completed(x, when);
+    }
     unlock();
     begin_win(&c, ci, "win_free", RA);
   }
@@ -619,7 +724,10 @@ int MPI_Win_fence(int assert, MPI_Win win) {
   if (ci) {
     lock();
     window *x = find(win);
-    if (x) fence_rules(x, RA);
+    if (x) {
+      check_dead_frame(x, LIVE_STACK, "MPI_Win_fence", RA);
+      fence_rules(x, RA);
+    }
     unlock();
     begin_win(&c, ci, "win_fence", RA);
   }
@@ -647,6 +755,7 @@ int MPI_Win_lock(int lock_type, int rank, int assert, MPI_Win win) {
     const site *s = site_of(RA);
     lock();
     window *x = find(win);
+    if (x) check_dead_frame(x, LIVE_STACK, "MPI_Win_lock", RA);
     if (x)
       lock_rules(x, "MPI_Win_lock", rank, lock_type == MPI_LOCK_EXCLUSIVE,
                  s);
@@ -661,6 +770,7 @@ int MPI_Win_lock_all(int assert, MPI_Win win) {
     const site *s = site_of(RA);
     lock();
     window *x = find(win);
+    if (x) check_dead_frame(x, LIVE_STACK, "MPI_Win_lock_all", RA);
     if (x) lock_rules(x, "MPI_Win_lock_all", -1, false, s);
     unlock();
   }

@@ -176,6 +176,12 @@
 #                   inter-... naming rank 3 at inter_skip.c:20 (before,
 #                   intercommunicators were not recorded: the hang was
 #                   "outside any collective");
+#   rma_memory      2 ranks: a window made in a function of its own over
+#                   its local array, fenced after it returned: lost_inplace
+#                   at rma_memory.c:16 naming rank 0 (and 1), "has returned
+#                   by the time MPI_Win_fence at rma_memory.c:33";
+#                   rma_memory_null rank 1 exposes a NULL pointer with 64
+#                   bytes: lost_inplace at line 30 naming rank 1 only;
 #   rma_clean       3 ranks: disjoint puts, accumulates and fetch-and-ops
 #                   into one counter, gets of one cell, fence-ordered and
 #                   flush-ordered puts to one cell, exclusive locks in
@@ -308,11 +314,13 @@ case $CASE in
   two_jobs) PROG=count_mismatch; STRICT= ;;
   rma_lock_flush) PROG=rma_lock_race; STRICT= ;;
   rma_epochs_nosucceed) PROG=rma_epochs; STRICT= ;;
+  rma_memory_null) PROG=rma_memory; STRICT= ;;
   *) STRICT= ;;
 esac
 ARGS=
 [ "$CASE" = rma_lock_flush ] && ARGS=flush
 [ "$CASE" = rma_epochs_nosucceed ] && ARGS=nosucceed
+[ "$CASE" = rma_memory_null ] && ARGS=null
 unset VQC_MPI_STRICT
 if [ ! -x "$PROGS/$PROG" ]; then
   case $PROG in
@@ -332,7 +340,7 @@ case $PROG in
   buffer_overlap|recv_too_small|negative_count|pingpong|recv_any) np=2 ;;
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv|inflight_change|mprobe_lost) np=2 ;;
-  spawn_clean|thread_recv|rma_origin|rma_epochs) np=2 ;;
+  spawn_clean|thread_recv|rma_origin|rma_epochs|rma_memory) np=2 ;;
   f_clean) np=4 ;;
   f_type_mismatch|persistent_lost|init_wait) np=2 ;;
 esac
@@ -462,9 +470,10 @@ for name in (case + ".out", os.path.join(case, "report.md")):
 md = open(os.path.join(d, "report.md")).read()
 head = md.split("## ")[0]
 prog = run.get("job", {}).get("command", [""])[-1].rsplit("/", 1)[-1]
-if case in ("rma_lock_flush", "rma_epochs_nosucceed"):  # its argument last
-    prog = {"rma_lock_flush": "rma_lock_race",
-            "rma_epochs_nosucceed": "rma_epochs"}[case]
+if case in ("rma_lock_flush", "rma_epochs_nosucceed", "rma_memory_null"):
+    prog = {"rma_lock_flush": "rma_lock_race",  # (its argument comes last)
+            "rma_epochs_nosucceed": "rma_epochs",
+            "rma_memory_null": "rma_memory"}[case]
 if not head.startswith("# vqcheck report: "):
     fail("report.md does not start with its title: %r" % head[:80])
 title = head.splitlines()[0][len("# vqcheck report: "):]
@@ -859,6 +868,22 @@ elif case == "inter_skip":
              "3: %s" % f["message"])
     if float(wall) > timeout + 15:
         fail("reported after %s s" % wall)
+elif case in ("rma_memory", "rma_memory_null"):
+    f = one("lost_inplace")
+    line, ranks, want = {
+        "rma_memory": (16, [[0], [0, 1]], "has returned by the time "
+                       "MPI_Win_fence at rma_memory.c:33 (main) uses the "
+                       "window"),
+        "rma_memory_null": (30, [[1]], "rank 1's MPI_Win_create at "
+                            "rma_memory.c:30 (main) exposes 64 bytes at NULL "
+                            "as window world/win1"),
+    }[case]
+    if rc != 1 or len(fs) != 1 or f["ranks"] not in ranks \
+            or "rma_memory.c:%d" % line not in f.get("site", ""):
+        fail("expected exit 1 and one lost_inplace at rma_memory.c:%d: "
+             "%d %s %s" % (line, rc, kinds, f.get("ranks")))
+    if want not in f["message"]:
+        fail("the finding does not say %r: %s" % (want, f["message"]))
 elif case == "rma_epochs":
     f = one("deadlock")
     if rc != 1 or len(fs) != 1 or f["ranks"] != [0] \
