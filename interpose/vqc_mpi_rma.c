@@ -82,6 +82,10 @@ typedef struct window {
 
 static window windows[WINDOWS_MAX];
 static int nwindows;
+/* Incomplete operations that write their origin buffer (a Get), on every
+ * window: while there are none, a put's buffer cannot conflict and is not
+ * compared with the others'. */
+static size_t writing;
 static uint64_t ops_issued; /* this rank's, numbering them */
 
 /* Window w's entry (under lock()); NULL when not followed. */
@@ -399,7 +403,7 @@ static void issued(MPI_Win w, rma_op o, int rc) {
       x->mixed = x->inside;
       x->mixed_call = x->inside_call;
     }
-    n = origin_conflict(&o, &other);
+    if (writing > 0 || o.whi > o.wlo) n = origin_conflict(&o, &other);
     if (n && !site_first_locked(o.s, REPORTED_RACE)) n = 0;
     if (x->nops == x->cap && x->cap < OPS_MAX) {
       const size_t c = x->cap ? 2 * x->cap : 8;
@@ -409,10 +413,12 @@ static void issued(MPI_Win w, rma_op o, int rc) {
         x->cap = c;
       }
     }
-    if (x->nops < x->cap)
+    if (x->nops < x->cap) {
       x->ops[x->nops++] = o;
-    else
+      if (o.whi > o.wlo) writing++;
+    } else {
       x->more++;
+    }
   }
   unlock();
   if (n) tell_origin_conflict(&o, &other, n);
@@ -446,6 +452,7 @@ static void synced(MPI_Win w, int target, const char *how, int by,
       }
       check_changed(o, how, pc);
       if (by != BY_COMPLETE) record_accesses(x, o, fence, t1);
+      if (o->whi > o->wlo) writing--;
     }
     x->nops = k;
     if (all) x->more = 0;
@@ -491,6 +498,8 @@ static void never_completed(const window *x, const char *when) {
 /* Window x let go (under lock()): its group's reference, to give back. */
 static comm_info *let_go(window *x) {
   comm_info *own = x->ci;
+  for (size_t i = 0; i < x->nops; i++)
+    if (x->ops[i].whi > x->ops[i].wlo) writing--;
   free(x->ops);
   *x = windows[--nwindows];
   return own;

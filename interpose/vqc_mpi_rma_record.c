@@ -113,49 +113,59 @@ void rma_record_window(const char *name, int disp_unit) {
   rma_record_flush(); /* a window line is rare: out at once */
 }
 
-/* Appends number v at b + k (cap bytes in all: the caller leaves room). */
+/* Appends number v at b + k (the caller leaves room). */
 static size_t num(char *b, size_t k, long long v) {
   return k + fmt_int(b + k, v);
 }
 
+/* Appends string literal s at b + k (the caller leaves room). */
+#define LIT(b, k, s) (memcpy((b) + (k), s, sizeof s - 1), (k) + sizeof s - 1)
+
+/* Appends the n bytes at s. */
+static size_t bytes(char *b, size_t k, const char *s, size_t n) {
+  memcpy(b + k, s, n);
+  return k + n;
+}
+
 void rma_record_access(const char *win, const rma_op *o, char access,
                        int target, long long disp, int unit, long long off,
-                       long long bytes, bool fence, uint64_t t1) {
+                       long long bytes_, bool fence, uint64_t t1) {
   if (!opened()) return;
   /* The window's name escaped once while its accesses come (one window's
    * at a time, most often). */
   static const char *last_win;
   static char esc[420];
+  static size_t esc_n;
   if (win != last_win) {
     json_esc(esc, sizeof esc, win);
+    esc_n = strlen(esc);
     last_win = win;
   }
   const site *s = o->s && o->s->len ? o->s : &overflow_site;
-  /* Formatted by hand: a line per operation, snprintf's share was most of
-   * its cost (bench_mpi_interposer.py --program rma_loop). At most 420 +
-   * 1000 bytes of names and site, 12 numbers of at most 20 digits, 250 of
-   * keys and call: under 2000. */
+  /* Formatted by hand, literals copied whole: a line per operation, and
+   * snprintf's share was most of its cost (bench_mpi_interposer.py
+   * --program rma_loop). At most 420 + 1000 bytes of names and site, 12
+   * numbers of at most 20 digits, 250 of keys and call: under 2000. */
   char b[2400];
-  size_t k = cat(b, 0, sizeof b, "{\"w\":\"");
-  k = cat(b, k, sizeof b, esc);
-  k = num(b, cat(b, k, sizeof b, "\",\"id\":"), (long long)o->id);
-  k = cat(b, k, sizeof b, ",\"call\":\"");
-  k = cat(b, k, sizeof b, o->call);
-  k = cat(b, k, sizeof b, "\",\"access\":\"");
+  size_t k = LIT(b, 0, "{\"w\":\"");
+  k = bytes(b, k, esc, esc_n);
+  k = num(b, LIT(b, k, "\",\"id\":"), (long long)o->id);
+  k = LIT(b, k, ",\"call\":\"");
+  k = bytes(b, k, o->call, strlen(o->call));
+  k = LIT(b, k, "\",\"access\":\"");
   b[k++] = access;
-  k = num(b, cat(b, k, sizeof b, "\",\"target\":"), target);
-  k = num(b, cat(b, k, sizeof b, ",\"disp\":"), disp);
-  k = num(b, cat(b, k, sizeof b, ",\"unit\":"), unit);
-  k = num(b, cat(b, k, sizeof b, ",\"off\":"), off);
-  k = num(b, cat(b, k, sizeof b, ",\"bytes\":"), bytes);
-  k = cat(b, k, sizeof b, fence ? ",\"fence\":true" : ",\"fence\":false");
-  k = num(b, cat(b, k, sizeof b, ",\"epoch\":"), (long long)o->epoch);
-  k = cat(b, k, sizeof b, o->excl ? ",\"excl\":true," : ",\"excl\":false,");
-  memcpy(b + k, s->json, s->len); /* "file":..,"line":..,"func":.., */
-  k += s->len;
-  k = num(b, cat(b, k, sizeof b, "\"t0\":"), (long long)o->t0);
-  k = num(b, cat(b, k, sizeof b, ",\"t1\":"), (long long)t1);
-  k = cat(b, k, sizeof b, "}\n");
+  k = num(b, LIT(b, k, "\",\"target\":"), target);
+  k = num(b, LIT(b, k, ",\"disp\":"), disp);
+  k = num(b, LIT(b, k, ",\"unit\":"), unit);
+  k = num(b, LIT(b, k, ",\"off\":"), off);
+  k = num(b, LIT(b, k, ",\"bytes\":"), bytes_);
+  k = fence ? LIT(b, k, ",\"fence\":true") : LIT(b, k, ",\"fence\":false");
+  k = num(b, LIT(b, k, ",\"epoch\":"), (long long)o->epoch);
+  k = o->excl ? LIT(b, k, ",\"excl\":true,") : LIT(b, k, ",\"excl\":false,");
+  k = bytes(b, k, s->json, s->len); /* "file":..,"line":..,"func":.., */
+  k = num(b, LIT(b, k, "\"t0\":"), (long long)o->t0);
+  k = num(b, LIT(b, k, ",\"t1\":"), (long long)t1);
+  k = LIT(b, k, "}\n");
   add_line(b, k);
 }
 
