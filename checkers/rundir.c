@@ -120,6 +120,14 @@ vqc_status vqc_run_dir_rank_list(const char *dir, const char *suffix,
   return s;
 }
 
+int vqc_run_dir_rank_span(const char *dir, const char *suffix) {
+  int *ranks = NULL, n = 0;
+  if (vqc_run_dir_rank_list(dir, suffix, &ranks, &n) != VQC_OK) return 0;
+  const int span = n > 0 ? ranks[n - 1] + 1 : 0;
+  free(ranks);
+  return span;
+}
+
 /* Whether s is "" or ".tmp.<pid>" (vqc/fsutil.h's temporaries). */
 static bool is_end_or_temp(const char *s) {
   if (s[0] == '\0') return true;

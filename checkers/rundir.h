@@ -230,6 +230,10 @@ bool vqc_run_dir_rank_file(const char *name, const char *suffix, int *rank);
 vqc_status vqc_run_dir_rank_list(const char *dir, const char *suffix,
                                  int **ranks, int *n);
 
+/* The highest rank r with a file "rank-<r><suffix>" in dir, + 1; 0 when
+ * there is none or dir cannot be read. */
+int vqc_run_dir_rank_span(const char *dir, const char *suffix);
+
 /* ---- reading run.json, bounded
  *
  * Every reader of a run.json (the reports, the runner's read-back, `vqcheck

@@ -2,13 +2,13 @@
  * found and why the pairing holds). */
 #include "p2p_messages.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rundir.h"
 #include "trace.h" /* vqc_trace_read_line */
 
 #define MAX_FINDINGS 32 /* findings told; the rest counted in a warning */
@@ -383,25 +383,8 @@ static void mistyped(const char *dir, const ent *s, const ent *r,
   (void)vqc_findings_add(fresh, &x);
 }
 
-/* The highest rank with a file, + 1 (ranks <= 0: not given). */
-static int ranks_in(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return 0;
-  int most = -1;
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    int r;
-    char rest[32];
-    if (sscanf(de->d_name, "rank-%d.p2p.jsonl%31s", &r, rest) == 1 &&
-        r >= 0 && r < (1 << 20) && r > most)
-      most = r;
-  }
-  closedir(d);
-  return most + 1;
-}
-
 int64_t vqc_p2p_messages_recorded(const char *dir, int ranks) {
-  if (ranks <= 0) ranks = ranks_in(dir);
+  if (ranks <= 0) ranks = vqc_run_dir_rank_span(dir, ".p2p.jsonl");
   int64_t total = 0;
   for (int r = 0; r < ranks; r++) {
     char path[4200], line[1024];
@@ -421,7 +404,7 @@ int64_t vqc_p2p_messages_recorded(const char *dir, int ranks) {
 void vqc_p2p_messages(const char *dir, int ranks, vqc_findings *fresh,
                       json_t *warnings, int64_t *messages) {
   if (messages) *messages = 0;
-  if (ranks <= 0) ranks = ranks_in(dir);
+  if (ranks <= 0) ranks = vqc_run_dir_rank_span(dir, ".p2p.jsonl");
   if (ranks <= 0) return;
   rank_file *rf = calloc((size_t)ranks, sizeof *rf);
   if (!rf) return;

@@ -2,12 +2,12 @@
  * why an ordered pair is never told). */
 #include "rma_races.h"
 
-#include <dirent.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "rundir.h"
 #include "trace.h" /* vqc_trace_read_line */
 
 #define MAX_FINDINGS 32 /* findings told; the rest counted in a warning */
@@ -321,23 +321,6 @@ static void tell(const access *a, const access *b, vqc_findings *fresh) {
   (void)vqc_findings_add(fresh, &x);
 }
 
-/* The highest rank with a file, + 1. */
-static int ranks_in(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return 0;
-  int most = -1;
-  struct dirent *de;
-  while ((de = readdir(d))) {
-    int r;
-    char rest[32];
-    if (sscanf(de->d_name, "rank-%d.rma.jsonl%31s", &r, rest) == 1 &&
-        r >= 0 && r < (1 << 20) && r > most)
-      most = r;
-  }
-  closedir(d);
-  return most + 1;
-}
-
 static void free_tables(tables *t, int ranks) {
   for (size_t i = 0; i < t->n_names; i++) free(t->names[i]);
   for (size_t i = 0; i < t->n_sites; i++)
@@ -353,7 +336,7 @@ static void free_tables(tables *t, int ranks) {
 void vqc_rma_races(const char *dir, int ranks, vqc_findings *fresh,
                    json_t *warnings, int64_t *accesses) {
   if (accesses) *accesses = 0;
-  const int in_dir = ranks_in(dir);
+  const int in_dir = vqc_run_dir_rank_span(dir, ".rma.jsonl");
   if (ranks <= 0 || in_dir > ranks) ranks = in_dir;
   if (ranks <= 0) return;
   tables t = {0};
