@@ -27,10 +27,12 @@ typedef struct access {
   const rsite *s;   /* interned */
   int origin, target;
   long long disp, off, bytes, lo, hi;
+  long long n, step;  /* a run of n operations, displacements step apart */
   int unit;         /* 0: the target's */
   char kind;        /* 'w', 'r', 'a' */
   bool fence, excl;
-  uint64_t epoch, t0, t1, id;
+  uint64_t epoch, t0, t1;
+  uint64_t id, id_last; /* the operations it stands for: id..id_last */
 } access;
 
 /* A rank's window and its disp_unit. */
@@ -139,6 +141,8 @@ static bool add_access(tables *t, const json_t *j, int r, char *why,
                 .target = (int)num(j, "target"), .disp = num(j, "disp"),
                 .off = num(j, "off"), .bytes = num(j, "bytes"),
                 .unit = (int)num(j, "unit"), .kind = kind[0],
+                .n = num(j, "n") > 1 ? num(j, "n") : 1,
+                .step = num(j, "step"),
                 .fence = flag(j, "fence"), .excl = flag(j, "excl"),
                 .epoch = (uint64_t)num(j, "epoch"),
                 .t0 = (uint64_t)num(j, "t0"), .t1 = (uint64_t)num(j, "t1"),
@@ -207,22 +211,53 @@ static bool read_rank(const char *dir, int r, tables *t, json_t *warnings) {
 }
 
 /* Every access's bytes from its target's disp_unit, and its site's
- * pointer; accesses with no known unit dropped. */
-static void resolve(tables *t) {
-  size_t k = 0;
-  for (size_t i = 0; i < t->n; i++) {
+ * pointer, into a new array: a run of operations whose cells touch end to
+ * end is one access of all their bytes (ids id..id_last); one with gaps
+ * or overlaps between its cells is its operations, one access each.
+ * Accesses with no known unit are dropped, and expansions past
+ * MAX_ACCESSES (a warning). */
+static void resolve(tables *t, json_t *warnings) {
+  access *out = NULL;
+  size_t n = 0, cap = 0;
+  bool cut = false;
+  for (size_t i = 0; i < t->n && !cut; i++) {
     access a = t->as[i];
     a.s = &t->sites[(intptr_t)a.s];
     int unit = a.unit;
     for (size_t u = 0; unit <= 0 && u < t->n_units; u++)
       if (t->units[u].rank == a.target && t->units[u].win == a.win)
         unit = t->units[u].unit;
-    if (unit <= 0 || a.bytes <= 0) continue;
-    a.lo = a.disp * unit + a.off;
-    a.hi = a.lo + a.bytes;
-    t->as[k++] = a;
+    if (unit <= 0 || a.bytes <= 0 || a.n < 1) continue;
+    const bool solid = a.n == 1 || a.step * unit == a.bytes;
+    const long long parts = solid ? 1 : a.n;
+    for (long long k = 0; k < parts && !cut; k++) {
+      if (n == cap) {
+        const size_t c = cap ? 2 * cap : 256;
+        access *grown = c <= MAX_ACCESSES ? realloc(out, c * sizeof *grown)
+                                          : NULL;
+        if (!grown) {
+          cut = true;
+          break;
+        }
+        out = grown;
+        cap = c;
+      }
+      access *b = &out[n++];
+      *b = a;
+      b->lo = (a.disp + k * a.step) * unit + a.off;
+      b->hi = b->lo + (solid ? a.n * a.bytes : a.bytes);
+      b->id = a.id + (uint64_t)k;
+      b->id_last = solid ? a.id + (uint64_t)a.n - 1 : b->id;
+    }
   }
-  t->n = k;
+  if (cut)
+    json_array_append_new(warnings, json_string(
+        "the ranks' RMA accesses are more than the analysis compares: races "
+        "among the later ones were not checked"));
+  free(t->as);
+  t->as = out;
+  t->n = n;
+  t->cap = cap;
 }
 
 static int cmp_access(const void *pa, const void *pb) {
@@ -237,7 +272,9 @@ static int cmp_access(const void *pa, const void *pb) {
 
 /* Whether a and b (overlapping bytes of one target) race (rma_races.h). */
 static bool race(const tables *t, const access *a, const access *b) {
-  if (a->origin == b->origin && a->id == b->id) return false;
+  /* One operation's own accesses (or a run's) are not compared. */
+  if (a->origin == b->origin && a->id <= b->id_last && b->id <= a->id_last)
+    return false;
   if (a->kind != 'w' && b->kind != 'w') return false;
   if (a->fence != b->fence) return false;
   if (a->fence) return a->epoch == b->epoch;
@@ -343,7 +380,7 @@ void vqc_rma_races(const char *dir, int ranks, vqc_findings *fresh,
   t.hosts = calloc((size_t)ranks, sizeof *t.hosts);
   if (!t.hosts) return;
   for (int r = 0; r < ranks; r++) (void)read_rank(dir, r, &t, warnings);
-  resolve(&t);
+  resolve(&t, warnings);
   for (size_t i = 0; i < t.n; i++) /* a target past the ranks: no host */
     if (t.as[i].target < 0 || t.as[i].target >= ranks) t.as[i].bytes = 0;
   if (t.n > 0) qsort(t.as, t.n, sizeof *t.as, cmp_access);

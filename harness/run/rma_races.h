@@ -25,7 +25,9 @@
  * Accumulates against accumulates are atomic (not told), as are two reads;
  * an access that mixes a fence epoch with a lock is not compared; one
  * operation's own accesses (its target's, its origin buffer's) are not
- * compared with each other. Accesses whose target's disp_unit is unknown
+ * compared with each other, nor are a run's (a line standing for a loop's
+ * operations, "n" and "step": one access when their cells touch end to
+ * end, one per operation otherwise). Accesses whose target's disp_unit is unknown
  * are skipped; past the file's cap (its "truncated" line) the rest are
  * missing, so only races among those written are found. */
 #ifndef VQC_RMA_RACES_H

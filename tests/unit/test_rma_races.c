@@ -12,6 +12,10 @@
  *              before the other was issued is not; an exclusive lock, or
  *              origins on two hosts, or a fence epoch against a lock
  *              epoch: not told;
+ *   runs_*     a line standing for a loop's operations ("n", "step"): one
+ *              span when its cells touch, its cells one by one when they
+ *              leave gaps (interleaved with another rank's: nothing) or
+ *              overlap (its own puts race);
  *   local_*    a get into the origin's own window memory against another
  *              rank's get of it: a race;
  *   bad_*      garbage in a file is a warning, never a finding; a
@@ -195,6 +199,42 @@ Test(rma, lock_ordered_exclusive_or_two_hosts_is_clean) {
   file(0, HEAD(0, "h") WIN(8)
           ACC(1, "MPI_Put", "w", 1, 3, 0, 8, false, 0, false, 28, 100, 900));
   cr_expect_eq(found(&w, &f), 0, "%s", f.count ? f.items[0].message : "");
+  done(w, &f);
+}
+
+/* A run line: ACC's fields with "n" and "step" after "bytes". */
+#define RUN(id, target, disp, bytes, n, step, epoch, line)                 \
+  "{\"w\":\"world/win1\",\"id\":" #id ",\"call\":\"MPI_Put\",\"access\":" \
+  "\"w\",\"target\":" #target ",\"disp\":" #disp ",\"unit\":0,\"off\":0," \
+  "\"bytes\":" #bytes ",\"n\":" #n ",\"step\":" #step ",\"fence\":true,"   \
+  "\"epoch\":" #epoch ",\"excl\":false,\"file\":\"/src/prog.c\",\"line\":" \
+  #line ",\"func\":\"main\",\"t0\":1,\"t1\":2}\n"
+
+Test(rma, runs_touching_or_interleaved) {
+  /* Rank 0's loop put cells 0..99 of rank 1 (one run, cells end to end);
+   * rank 2 puts cell 50 in the same epoch: a race on bytes 400-407. */
+  file(0, HEAD(0, "h") WIN(8) RUN(1, 1, 0, 8, 100, 1, 1, 30));
+  file(1, HEAD(1, "h") WIN(8));
+  file(2, HEAD(2, "h") WIN(8)
+          ACC(1, "MPI_Put", "w", 1, 50, 0, 8, true, 1, false, 40, 1, 2));
+  json_t *w;
+  vqc_findings f;
+  cr_assert_eq(found(&w, &f), 1);
+  cr_expect_not_null(strstr(f.items[0].message, "bytes 400-407 of rank 1's"),
+                     "%s", f.items[0].message);
+  done(w, &f);
+  /* Even cells from rank 0, odd ones from rank 2 (runs with gaps, their
+   * spans interleaved): no cell shared, nothing told; a run never races
+   * with itself. */
+  file(0, HEAD(0, "h") WIN(8) RUN(1, 1, 0, 8, 50, 2, 1, 30));
+  file(2, HEAD(2, "h") WIN(8) RUN(1, 1, 1, 8, 50, 2, 1, 40));
+  cr_expect_eq(found(&w, &f), 0, "%s", f.count ? f.items[0].message : "");
+  done(w, &f);
+  /* A run whose cells overlap one another (16 bytes every 8): its own
+   * puts race. */
+  file(2, HEAD(2, "h") WIN(8));
+  file(0, HEAD(0, "h") WIN(8) RUN(1, 1, 0, 16, 3, 1, 1, 30));
+  cr_expect_eq(found(&w, &f), 1);
   done(w, &f);
 }
 
