@@ -101,8 +101,8 @@
  * It adds no communication of its own (no collective, no message on any
  * communicator), never touches a buffer, and returns what PMPI returned.
  * What it does add per collective: two lines copied into a shared mapping
- * (no system call), two heartbeat stores, two clock reads and a table
- * lookup (docs/mpi.md, "What it costs").
+ * (no system call), two heartbeat stores, two coarse clock reads and a
+ * table lookup (docs/mpi.md, "What it costs").
  * The attribute it keeps on each communicator (a keyval of its own, copied
  * by nobody) holds the communicator's name and counters.
  *

@@ -450,7 +450,7 @@ void record_ci(call *c, bool blocking, comm_info *ci, const char *op,
   const bool negative = count < 0;
   const int k = g.multi || negative ? -1
                 : head_find(ci, c->s, op, redop, tp, count, root, gsize);
-  c->t_enter = now_ns();
+  c->t_enter = now_coarse_ns();
   if (k >= 0 && blocking && c->t_enter >= heads.t_enter) {
     c->slot = k;
     c->hn = 0; /* made if a full line needs it (call_line) */
