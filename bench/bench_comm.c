@@ -39,9 +39,11 @@
  *
  * What limits the block/raw ratio: the layer's fixed cost per call against
  * the call it wraps. In section 3 (a tight loop, everything cached) that is
- * 86-107 ns on the 2-vCPU VM measured, 63-68 ns of it the two clock reads
- * every record needs (t_enter_ns, t_exit_ns: CLOCK_MONOTONIC through the
- * vDSO, whose rdtsc waits for the loads before it). In place it is more
+ * 39-63 ns on the 2-vCPU VM measured, 14-18 ns of it the two clock reads
+ * every record needs (t_enter_ns, t_exit_ns: CLOCK_MONOTONIC_COARSE; with
+ * CLOCK_MONOTONIC through the vDSO, whose rdtsc waits for the loads before
+ * it, they took 70-96 ns of 108-142, the figures below predate the coarse
+ * clock). In place it is more
  * ("block - raw"): between two collectives MPI's copies, and on a shared
  * machine other processes, evict the layer's code and data, so each line
  * it touches can miss. At 4 KiB issue 27 took that from 150-280 ns (median
@@ -312,11 +314,12 @@ static double direct_call(vqc_comm *fake) {
   return (vqc_now_s() - t0) / LAYER_CALLS;
 }
 
-/* Seconds per vqc_now_ns (clock_gettime(CLOCK_MONOTONIC)). */
+/* Seconds per vqc_now_coarse_ns (clock_gettime(CLOCK_MONOTONIC_COARSE)),
+ * the ledger record's clock. */
 static double clock_read(void) {
   volatile uint64_t sink = 0;
   double t0 = vqc_now_s();
-  for (int i = 0; i < LAYER_CALLS; i++) sink += vqc_now_ns();
+  for (int i = 0; i < LAYER_CALLS; i++) sink += vqc_now_coarse_ns();
   (void)sink;
   return (vqc_now_s() - t0) / LAYER_CALLS;
 }

@@ -33,7 +33,7 @@
 #include <sys/mman.h>
 
 #include "comm/ledger_internal.h"
-#include "vqc/clock.h" /* vqc_now_ns */
+#include "vqc/clock.h" /* vqc_now_ns, vqc_now_coarse_ns */
 #include "vqc/fsutil.h"
 #include "vqc/ledger.h"
 

@@ -16,7 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
-#include "vqc/clock.h" /* vqc_now_ns */
+#include "vqc/clock.h" /* vqc_now_coarse_ns */
 #include "vqc/ledger.h"
 #include "vqc/status.h"
 
@@ -112,7 +112,7 @@ static inline void vqc_ledger_open(vqc_ledger *l, vqc_ledger_record *r) {
   uint64_t seq = atomic_load_explicit(&l->next_seq, memory_order_relaxed);
   r->seq = seq;
   r->rank = l->rank;
-  r->t_enter_ns = vqc_now_ns();
+  r->t_enter_ns = vqc_now_coarse_ns();
   r->t_exit_ns = 0;
   r->state = VQC_REC_ENTERED;
   r->status = VQC_OK;
@@ -127,7 +127,7 @@ static inline void vqc_ledger_open(vqc_ledger *l, vqc_ledger_record *r) {
  * *r is the record open was given, unchanged since but for those fields. */
 static inline void vqc_ledger_close(vqc_ledger *l, vqc_ledger_record *r,
                                     vqc_status s) {
-  r->t_exit_ns = vqc_now_ns();
+  r->t_exit_ns = vqc_now_coarse_ns();
   r->status = s;
   r->state = s == VQC_OK ? VQC_REC_DONE : VQC_REC_FAILED;
   /* The slot needs only the fields that changed (event handlers see *r
