@@ -393,10 +393,27 @@ json_t *vqc_findings_to_json(vqc_findings *f) {
   return arr;
 }
 
+bool vqc_finding_same_story(const vqc_finding *a, const vqc_finding *b) {
+  if (a->step >= 0 || b->step >= 0) return true;
+  const char *p = a->message, *q = b->message;
+  for (;;) {
+    const bool dp = *p >= '0' && *p <= '9', dq = *q >= '0' && *q <= '9';
+    if (dp && dq) { /* a number each: skip both */
+      while (*p >= '0' && *p <= '9') p++;
+      while (*q >= '0' && *q <= '9') q++;
+      continue;
+    }
+    if (*p != *q) return false;
+    if (!*p) return true;
+    p++, q++;
+  }
+}
+
 /* The identity of vqc_findings_merge_duplicates (see findings.h). */
 static bool same_finding(const vqc_finding *a, const vqc_finding *b) {
   return a->kind == b->kind && a->step == b->step &&
-         strcmp(a->tensor, b->tensor) == 0 && strcmp(a->site, b->site) == 0;
+         strcmp(a->tensor, b->tensor) == 0 && strcmp(a->site, b->site) == 0 &&
+         vqc_finding_same_story(a, b);
 }
 
 void vqc_findings_merge_duplicates(vqc_findings *f) {

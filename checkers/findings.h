@@ -115,10 +115,18 @@ int vqc_findings_count(vqc_findings *f);
  * dst and src must be different lists. */
 vqc_status vqc_findings_copy(vqc_findings *dst, vqc_findings *src);
 
+/* Whether a and b tell one story, as the merges of several ranks'
+ * findings ask (below, and checkers/findings_record.c, harness/run/
+ * bridge_findings.c): always for findings at a step (each rank words what
+ * it saw from its own side); for findings without one (step < 0: an MPI
+ * program's), only when their messages are the same but for their
+ * numbers ("rank 0's MPI_Put ..." and "rank 1's MPI_Put ..."), so that two
+ * ranks' different mistakes at one call site stay two findings. */
+bool vqc_finding_same_story(const vqc_finding *a, const vqc_finding *b);
+
 /* Merges the findings several ranks recorded once each into one finding.
  * The rule: two findings are the same when kind, step, tensor and site are
- * all equal (the message and detail are not compared: each rank words what
- * it saw from its own side). The first of them in list order is kept, with
+ * all equal and they tell one story (vqc_finding_same_story). The first of them in list order is kept, with
  * its message and detail, and takes the union of every duplicate's ranks
  * (in order of first appearance); the duplicates are dropped and their
  * details freed. The kept findings keep their relative order. In place. */

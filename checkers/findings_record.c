@@ -76,7 +76,9 @@ static void sort_by_step(vqc_findings *all) {
 
 /* lost_inplace.c's rule: one lost_inplace finding per call site, the
  * first (earliest) one keeping its step, message and detail, with every
- * later one's ranks. In place; the dropped ones' details freed. */
+ * later one's ranks, when they tell one story (vqc_finding_same_story:
+ * an MPI program's two different mistakes at one site stay two). In
+ * place; the dropped ones' details freed. */
 static void merge_lost_by_site(vqc_findings *all) {
   int kept = 0;
   for (int i = 0; i < all->count; i++) {
@@ -85,7 +87,8 @@ static void merge_lost_by_site(vqc_findings *all) {
     for (int k = 0; k < kept && into < 0 && x->kind ==
                                    VQC_FINDING_LOST_INPLACE; k++)
       if (all->items[k].kind == VQC_FINDING_LOST_INPLACE &&
-          strcmp(all->items[k].site, x->site) == 0)
+          strcmp(all->items[k].site, x->site) == 0 &&
+          vqc_finding_same_story(&all->items[k], x))
         into = k;
     if (into < 0) {
       if (kept != i) all->items[kept] = *x;

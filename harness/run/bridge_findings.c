@@ -111,7 +111,7 @@ static vqc_status read_file(const char *path, int rank, vqc_findings *all) {
 /* The merge of bridge_findings.h: same kind, site and tensor. */
 static bool same_place(const vqc_finding *a, const vqc_finding *b) {
   return a->kind == b->kind && strcmp(a->site, b->site) == 0 &&
-         strcmp(a->tensor, b->tensor) == 0;
+         strcmp(a->tensor, b->tensor) == 0 && vqc_finding_same_story(a, b);
 }
 
 /* Appends the merged findings of `all` to out; all keeps the details of

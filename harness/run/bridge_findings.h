@@ -24,7 +24,9 @@
  * VQC_TRACE_LINE_MAX bytes (trace.h, read with vqc_trace_read_line).
  *
  * Merging: findings with the same kind, site and tensor (whatever their
- * step, from any rank) are one finding: the one with the lowest step (the
+ * step, from any rank) that tell one story (vqc_finding_same_story: an MPI
+ * program's, without a step, only when their messages are the same but
+ * for numbers) are one finding: the one with the lowest step (the
  * first read among equals, files in rank order) keeps its message and
  * detail, with the union of every duplicate's ranks (increasing). Then the
  * rank_failures that note an exception ending a rank (detail.exception,

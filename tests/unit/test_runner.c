@@ -198,6 +198,39 @@ Test(runner, merge_duplicates_unions_ranks) {
   vqc_findings_free(&f);
 }
 
+/* An MPI program's findings (no step) merge only when they tell one
+ * story: the same message but for numbers. Two ranks' different mistakes
+ * at one call site (a window over a returned frame on rank 0, over a NULL
+ * pointer on rank 1) stay two findings; at a step, each rank's wording
+ * never splits one. */
+Test(runner, merge_keeps_different_stories_apart) {
+  vqc_findings f;
+  vqc_findings_init(&f);
+  static const char *const said[] = {
+      "rank 0's window world/win1 exposes memory on the stack of a.c:16",
+      "rank 1's window world/win1 exposes memory on the stack of a.c:16",
+      "rank 1's MPI_Win_create at a.c:16 exposes 64 bytes at NULL"};
+  for (int i = 0; i < 3; i++) {
+    vqc_finding a;
+    vqc_finding_init(&a, VQC_FINDING_LOST_INPLACE, -1, "%s", said[i]);
+    snprintf(a.site, sizeof a.site, "a.c:16 make_window");
+    vqc_finding_add_rank(&a, i == 0 ? 0 : 1);
+    cr_assert_eq(vqc_findings_add(&f, &a), VQC_OK);
+  }
+  vqc_findings_merge_duplicates(&f);
+  cr_assert_eq(f.count, 2);
+  cr_expect_eq(f.items[0].nranks, 2);
+  cr_expect_eq(f.items[1].nranks, 1);
+  cr_expect_not_null(strstr(f.items[1].message, "at NULL"));
+  vqc_finding x, y;
+  vqc_finding_init(&x, VQC_FINDING_NONFINITE, 3, "NaN in w");
+  vqc_finding_init(&y, VQC_FINDING_NONFINITE, 3, "Inf in w");
+  cr_expect(vqc_finding_same_story(&x, &y));
+  json_decref(x.detail);
+  json_decref(y.detail);
+  vqc_findings_free(&f);
+}
+
 /* ---- the reference gradient */
 
 typedef struct ref_case {
