@@ -158,6 +158,18 @@ static comm_info *attach(MPI_Comm c, const char *name) {
   return ci;
 }
 
+/* A communicator just made: its comm_info named name (NULL: by its
+ * ranks), attached now; NULL when there is no keyval. One set by a lookup
+ * in between is replaced: the name is this one. */
+static comm_info *attach_made(MPI_Comm c, const char *name) {
+  if (g.keyval == MPI_KEYVAL_INVALID) return NULL;
+  void *v = NULL;
+  int flag = 0;
+  if (PMPI_Comm_get_attr(c, g.keyval, &v, &flag) == MPI_SUCCESS && flag)
+    PMPI_Comm_delete_attr(c, g.keyval);
+  return attach(c, name);
+}
+
 comm_info *info_lookup(MPI_Comm c) {
   if (c == MPI_COMM_WORLD) return &world_info;
   if (c == MPI_COMM_NULL || g.keyval == MPI_KEYVAL_INVALID) return NULL;
@@ -213,13 +225,7 @@ void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
     for (const char *s = name; *s; s++) h = (h ^ (unsigned char)*s) * 16777619u;
     snprintf(name, sizeof name, "comm-%08x/%s%llu", h, how, k);
   }
-  if (g.keyval == MPI_KEYVAL_INVALID) return;
-  void *v = NULL;
-  int flag = 0;
-  /* (one set by a lookup in between is replaced: the name is this one) */
-  if (PMPI_Comm_get_attr(*nc, g.keyval, &v, &flag) == MPI_SUCCESS && flag)
-    PMPI_Comm_delete_attr(*nc, g.keyval);
-  comm_info *ci = attach(*nc, name);
+  comm_info *ci = attach_made(*nc, name);
   /* Strict mode and synchronous collectives (record.c): the new
    * communicator's duplicate, made by every member now (they are all in
    * this call). */
@@ -358,15 +364,8 @@ int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader,
   if (!g.on || rc != MPI_SUCCESS) return rc;
   comm_info *p = info_of(local_comm);
   if (p) __atomic_add_fetch(&p->children, 1, __ATOMIC_RELAXED);
-  if (newintercomm && *newintercomm != MPI_COMM_NULL &&
-      g.keyval != MPI_KEYVAL_INVALID) {
-    void *v = NULL;
-    int flag = 0;
-    if (PMPI_Comm_get_attr(*newintercomm, g.keyval, &v, &flag) ==
-            MPI_SUCCESS && flag)
-      PMPI_Comm_delete_attr(*newintercomm, g.keyval);
-    (void)attach(*newintercomm, NULL);
-  }
+  if (newintercomm && *newintercomm != MPI_COMM_NULL)
+    (void)attach_made(*newintercomm, NULL);
   return rc;
 }
 
