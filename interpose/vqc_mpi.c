@@ -13,7 +13,10 @@
  *       when done or failed (copied
  *       into a shared mapping of the file: "the live record" in vqc_mpi_record.c; a kill
  *       leaves every line copied, and zeros after them); {"event":
- *       "finished","status":"VQC_OK","step":-1} in MPI_Finalize; {"event":
+ *       "finished","status":"VQC_OK","step":-1} in MPI_Finalize (status
+ *       "VQC_EIO" and a "why" when a record of its own could not be
+ *       written, rank-<r>.rma.jsonl or .p2p.jsonl: the verdict is then
+ *       incomplete); {"event":
  *       "signal","signal","t_ns"} when SIGTERM, SIGINT or SIGHUP ends it (a
  *       launcher stopping the others after one failed; t_ns on the clock
  *       of t_enter_ns), and {"event":"lost",
@@ -543,9 +546,17 @@ int MPI_Finalize(void) {
       never_completed(&c);
     }
     msgs_write(); /* rank-<r>.p2p.jsonl: the messages, per channel */
-    static const char fin[] = "{\"event\":\"finished\",\"status\":\"VQC_OK\","
-                              "\"step\":-1}\n";
-    live_write(fin, sizeof fin - 1);
+    /* The end line; one that tells a failure when a record of the checks
+     * is not whole, so the verdict says what went unchecked (never
+     * green). */
+    const char *lost = record_incomplete_why();
+    char fin[800], why[700];
+    json_esc(why, sizeof why, lost ? lost : "");
+    const int k = snprintf(fin, sizeof fin, "{\"event\":\"finished\","
+                           "\"status\":\"%s\",\"step\":-1%s%s%s}\n",
+                           lost ? "VQC_EIO" : "VQC_OK",
+                           lost ? ",\"why\":\"" : "", why, lost ? "\"" : "");
+    if (k > 0 && (size_t)k < sizeof fin) live_write(fin, (size_t)k);
     rec_close();
     beat(HB_FINISHED, world_info.seq, "");
     if (world_info.shadow != MPI_COMM_NULL)

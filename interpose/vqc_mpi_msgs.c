@@ -274,9 +274,13 @@ void msgs_write(void) {
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   FILE *f = fopen(tmp, "we");
   if (!f) {
+    const int err = errno;
     fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write %s: %s; its "
             "point-to-point messages are not checked\n", g.rank, tmp,
-            strerror(errno));
+            strerror(err));
+    record_incomplete("its point-to-point messages were not checked: "
+                      "rank-%d.p2p.jsonl could not be written (%s)", g.rank,
+                      strerror(err));
     return;
   }
   lock();
@@ -324,9 +328,13 @@ void msgs_write(void) {
   unlock();
   const bool ok = fflush(f) == 0 && !ferror(f);
   if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
+    const int err = errno;
     fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write %s: %s; its "
             "point-to-point messages are not checked\n", g.rank, path,
-            strerror(errno));
+            strerror(err));
+    record_incomplete("its point-to-point messages were not checked: "
+                      "rank-%d.p2p.jsonl could not be written (%s)", g.rank,
+                      strerror(err));
     unlink(tmp);
   }
 }

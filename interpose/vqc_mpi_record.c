@@ -2,6 +2,7 @@
  * mapping of rank-<r>.live.jsonl, a collective's "entered" and "done"
  * lines put together without printf. */
 #include "vqc_mpi_internal.h"
+#include <stdarg.h>
 
 /* JSON string contents of s into out (n bytes, NUL-terminated; cut short
  * rather than overflow). Control bytes become '?'. */
@@ -541,6 +542,23 @@ void rec_lost(int err) {
           "vqcheck's verdict on this run\n");
   ssize_t w = write(2, b, k);
   (void)w;
+}
+
+static char incomplete_why[400]; /* record_incomplete's first reason */
+
+void record_incomplete(const char *fmt, ...) {
+  pthread_mutex_lock(&rec_lock);
+  if (!incomplete_why[0]) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(incomplete_why, sizeof incomplete_why, fmt, ap);
+    va_end(ap);
+  }
+  pthread_mutex_unlock(&rec_lock);
+}
+
+const char *record_incomplete_why(void) {
+  return incomplete_why[0] ? incomplete_why : NULL;
 }
 
 /* Re-delivers sig to what was there before (OpenMPI's handler, or the

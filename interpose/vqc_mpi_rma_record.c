@@ -51,9 +51,13 @@ static void write_all(const char *b, size_t n) {
     const ssize_t w = write(fd, b, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
+      const int err = w < 0 ? errno : EIO;
       fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write its RMA "
               "accesses: %s; the rest are not checked\n", g.rank,
-              strerror(w < 0 ? errno : EIO));
+              strerror(err));
+      record_incomplete("its RMA accesses could not all be written to "
+                        "rank-%d.rma.jsonl (%s), so they were not all checked "
+                        "against other ranks'", g.rank, strerror(err));
       failed = true;
       return;
     }
@@ -95,9 +99,13 @@ static bool opened(void) {
   fd = open(path, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC |
                       O_NOFOLLOW, 0644);
   if (fd < 0) {
+    const int err = errno;
     fprintf(stderr, "libvqcheck_mpi: rank %d: cannot make %s: %s; its RMA "
             "accesses are not checked against other ranks'\n", g.rank,
-            path, strerror(errno));
+            path, strerror(err));
+    record_incomplete("its RMA accesses were not checked against other "
+                      "ranks': rank-%d.rma.jsonl could not be made (%s)",
+                      g.rank, strerror(err));
     failed = true;
     return false;
   }
@@ -226,6 +234,11 @@ void rma_record_access(const char *win, const rma_op *o, char access,
 
 void rma_record_close(void) {
   rma_record_flush();
-  if (fd >= 0) close(fd);
+  if (fd >= 0 && close(fd) != 0 && !failed) {
+    record_incomplete("its RMA accesses could not all be written to "
+                      "rank-%d.rma.jsonl (%s), so they were not all checked "
+                      "against other ranks'", g.rank, strerror(errno));
+    failed = true;
+  }
   fd = -1;
 }

@@ -283,15 +283,20 @@ static void list_rank(char *buf, size_t n, size_t *k, int r) {
  * record. Ranks that did end cleanly but after fewer steps than another
  * rank's record shows go into `few` ("1 (1 of 3 steps)"), counted in
  * *nfew: every rank of a run trains every step. *most: the most steps a
- * rank's record shows done. */
+ * rank's record shows done. told gets "rank 1: <why>; ..." for each such
+ * rank whose end line tells why it failed (an MPI rank whose RMA record
+ * could not be written: it reached its end, its checks did not), counted
+ * in *ntold. */
 static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
                             size_t n, char *few, size_t nf, int *nfew,
-                            int64_t *most_steps) {
+                            int64_t *most_steps, char *told, size_t nt,
+                            int *ntold) {
   int count = 0;
-  size_t k = 0, kf = 0;
+  size_t k = 0, kf = 0, kt = 0;
   *nlive = 0;
   *nfew = 0;
-  buf[0] = few[0] = '\0';
+  *ntold = 0;
+  buf[0] = few[0] = told[0] = '\0';
   /* Each record read once: the most steps any shows, then each rank. */
   vqc_live_info *infos = calloc(size > 0 ? (size_t)size : 1, sizeof *infos);
   bool *scanned = calloc(size > 0 ? (size_t)size : 1, sizeof *scanned);
@@ -333,6 +338,13 @@ static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
     }
     count++;
     list_rank(buf, n, &k, r);
+    /* An end line that tells its failure's reason: said with the rank. */
+    if (info.finished && !info.lost && !info.killed && info.why[0]) {
+      int w = snprintf(told + kt, kt < nt ? nt - kt : 0, "%srank %d: %s",
+                       kt ? "; " : "", r, info.why);
+      if (w > 0 && kt + (size_t)w < nt) kt += (size_t)w;
+      (*ntold)++;
+    }
   }
   free(infos);
   free(scanned);
@@ -603,12 +615,12 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
     if (doc && ao->duration_s > 0)
       json_object_set_new(doc, "duration_s", json_real(ao->duration_s));
     /* Never clean: a job whose ranks did not all reach their end. */
-    char which[512], few[512];
-    int nlive = 0, nfew = 0;
+    char which[512], few[512], told[800];
+    int nlive = 0, nfew = 0, ntold = 0;
     int64_t live_steps = 0;
     int nun = unfinished_ranks(dir, guess, &nlive, which,
                                sizeof which, few, sizeof few, &nfew,
-                               &live_steps);
+                               &live_steps, told, sizeof told, &ntold);
     /* Uneven clean ends are legal in a watched job (uneven_ends.h); in
      * another, a rank was expected to train every step. */
     if (ao->job) nfew = 0;
@@ -616,12 +628,17 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
       char msg[1400];
       /* A job under watch never writes one; another job's was expected. */
       const char *no_run_json = ao->job ? "" : ", and wrote no run.json";
-      if (nun > 0)
+      if (nun > 0 && ntold == nun) /* every one reached its end */
+        snprintf(msg, sizeof msg, "%s%sthe verdict is incomplete: %s%s",
+                 ao->why ? ao->why : "", ao->why ? ": " : "", told,
+                 no_run_json);
+      else if (nun > 0)
         snprintf(msg, sizeof msg, "%s%sthe job ended before rank%s %s "
                  "reached a clean end (no end record, or one that tells a "
-                 "failure)%s",
+                 "failure)%s%s%s",
                  ao->why ? ao->why : "", ao->why ? ": " : "",
-                 nun == 1 ? "" : "s", which, no_run_json);
+                 nun == 1 ? "" : "s", which, no_run_json, ntold ? "; " : "",
+                 told);
       else
         snprintf(msg, sizeof msg, "%s%srank%s %s ended cleanly but did not "
                  "train every step another rank's record shows%s",
