@@ -327,6 +327,11 @@ typedef struct vqc_live_info {
   bool killed;          /* a "killed" line */
   bool lost;            /* a "lost" line */
   char why[256];        /* the "lost" (else "killed") line's "why" */
+  /* The end line's "unchecked": what the rank's checks could not see
+   * (libvqcheck_mpi.so: a record it could not write, processes it
+   * spawned), and its "unchecked_status" ("VQC_EIO", ...); "" if none. */
+  char unchecked[400];
+  char unchecked_status[24];
   int end_signal;       /* a "lost" line's "signal": what killed the
                            process (vqc_live_mark_end); 0 if none */
   char last_words[VQC_LIVE_LAST_WORDS]; /* a "lost" line's "last_words" */

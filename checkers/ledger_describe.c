@@ -116,15 +116,10 @@ json_t *record_detail(const analysis *a, const drec *r) {
 }
 
 /* Whether rank d reached its end cleanly: a status file, or a live record
- * whose end line, says VQC_OK. An MPI program's end line that says
- * VQC_EIO is a clean end too: the program reached MPI_Finalize, and a
- * record of vqcheck's own could not be written (the verdict is told
- * incomplete elsewhere, harness/run/analyze.c). */
+ * whose end line, says VQC_OK. */
 bool ended_cleanly(const rank_dump *d) {
   if (d->has_status) return strcmp(d->status, "VQC_OK") == 0;
-  return d->live.finished && (strcmp(d->live.status, "VQC_OK") == 0 ||
-                              (d->live.mpi &&
-                               strcmp(d->live.status, "VQC_EIO") == 0));
+  return d->live.finished && strcmp(d->live.status, "VQC_OK") == 0;
 }
 
 /* A process's last stderr lines (a "lost" line's last_words) for a message:
@@ -220,7 +215,7 @@ void where_of(const analysis *a, int r, uint64_t seq, char *buf,
     appendf(buf, &k, n, "; its record stops there (%s)",
             d->live.lost && d->live.why[0] ? d->live.why : "no end record");
   else if (ended_cleanly(d) && d->live.mpi) /* an MPI program's */
-    appendf(buf, &k, n, "; it reached MPI_Finalize (%s)", d->live.status);
+    appendf(buf, &k, n, "; it reached MPI_Finalize (VQC_OK)");
   else if (ended_cleanly(d)) /* a live record only (the Python bridge) */
     appendf(buf, &k, n, "; it left its training loop (VQC_OK) after %" PRId64
             " step%s", d->live.steps_done,

@@ -134,6 +134,7 @@ const record_op record_ops[] = {
     {"comm_split", false, false},
     {"comm_dup", false, false},
     {"comm_create", false, false},
+    {"comm_spawn", false, true}, /* rooted: the root starts the processes */
     /* RMA windows (interpose/vqc_mpi_rma.c): made on a communicator, then
      * fenced and freed by the window's own group */
     {"win_create", false, false},

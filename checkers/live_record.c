@@ -407,10 +407,14 @@ void live_event(const json_t *j, vqc_live_info *info) {
     if (json_is_string(v = json_object_get(j, "status")))
       snprintf(info->status, sizeof info->status, "%s",
                json_string_value(v));
-    /* A failure's reason (libvqcheck_mpi.so: a record it could not
-     * write), unless a "lost" or "killed" line told one. */
-    if (!info->why[0] && json_is_string(v = json_object_get(j, "why")))
-      snprintf(info->why, sizeof info->why, "%s", json_string_value(v));
+    if (json_is_string(v = json_object_get(j, "unchecked"))) {
+      snprintf(info->unchecked, sizeof info->unchecked, "%s",
+               json_string_value(v));
+      utf8_cut(info->unchecked);
+      v = json_object_get(j, "unchecked_status");
+      snprintf(info->unchecked_status, sizeof info->unchecked_status, "%s",
+               json_is_string(v) ? json_string_value(v) : "VQC_EIO");
+    }
   } else if (strcmp(ev, "signal") == 0) {
     if (json_is_integer(v = json_object_get(j, "signal")))
       info->signal = (int)json_integer_value(v);

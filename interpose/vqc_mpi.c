@@ -13,10 +13,11 @@
  *       when done or failed (copied
  *       into a shared mapping of the file: "the live record" in vqc_mpi_record.c; a kill
  *       leaves every line copied, and zeros after them); {"event":
- *       "finished","status":"VQC_OK","step":-1} in MPI_Finalize (status
- *       "VQC_EIO" and a "why" when a record of its own could not be
- *       written, rank-<r>.rma.jsonl or .p2p.jsonl: the verdict is then
- *       incomplete); {"event":
+ *       "finished","status":"VQC_OK","step":-1} in MPI_Finalize (with
+ *       "unchecked":why and "unchecked_status":"VQC_EIO" when a record of
+ *       the checks could not be written, rank-<r>.rma.jsonl or .p2p.jsonl,
+ *       or "VQC_EUNSUPPORTED" when it spawned processes: the verdict is
+ *       then incomplete); {"event":
  *       "signal","signal","t_ns"} when SIGTERM, SIGINT or SIGHUP ends it (a
  *       launcher stopping the others after one failed; t_ns on the clock
  *       of t_enter_ns), and {"event":"lost",
@@ -546,16 +547,18 @@ int MPI_Finalize(void) {
       never_completed(&c);
     }
     msgs_write(); /* rank-<r>.p2p.jsonl: the messages, per channel */
-    /* The end line; one that tells a failure when a record of the checks
-     * is not whole, so the verdict says what went unchecked (never
-     * green). */
-    const char *lost = record_incomplete_why();
-    char fin[800], why[700];
+    /* The end line; with what went unchecked, if anything did (a record
+     * of the checks that could not be written, processes spawned), so
+     * the verdict says so and is never green. */
+    const char *status = NULL;
+    const char *lost = record_incomplete_why(&status);
+    char fin[900], why[700];
     json_esc(why, sizeof why, lost ? lost : "");
     const int k = snprintf(fin, sizeof fin, "{\"event\":\"finished\","
-                           "\"status\":\"%s\",\"step\":-1%s%s%s}\n",
-                           lost ? "VQC_EIO" : "VQC_OK",
-                           lost ? ",\"why\":\"" : "", why, lost ? "\"" : "");
+                           "\"status\":\"VQC_OK\",\"step\":-1%s%s%s%s%s}\n",
+                           lost ? ",\"unchecked\":\"" : "", why,
+                           lost ? "\",\"unchecked_status\":\"" : "",
+                           lost ? status : "", lost ? "\"" : "");
     if (k > 0 && (size_t)k < sizeof fin) live_write(fin, (size_t)k);
     rec_close();
     beat(HB_FINISHED, world_info.seq, "");

@@ -369,6 +369,63 @@ int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader,
   return rc;
 }
 
+/* MPI_Comm_spawn (and _multiple) is collective over comm, rooted: the
+ * ranks must agree on the root, and one that never calls it leaves the
+ * others waiting (recorded as "comm_spawn"). The processes it starts
+ * have an MPI_COMM_WORLD of their own, whose rank numbers the job's ranks
+ * have too: they are not recorded (vqc_mpi.c, spawned_unwatched), so the
+ * root, which started them, says in its end line that they went
+ * unchecked, and the verdict is incomplete, never green: a collective
+ * mismatch among the workers would otherwise pass unseen. */
+static void spawned_unchecked(MPI_Comm comm, int root, int rc, int nprocs,
+                              const char *fn, uintptr_t pc) {
+  int me = -1;
+  if (!g.on || rc != MPI_SUCCESS || PMPI_Comm_rank(comm, &me) != MPI_SUCCESS
+      || me != root)
+    return;
+  char where[600];
+  site_at(site_of(pc), where, sizeof where);
+  record_incomplete("VQC_EUNSUPPORTED", "it started %d process%s with %s "
+                    "at %s, which vqcheck does not check (their "
+                    "MPI_COMM_WORLD is not the job's); the job's own ranks "
+                    "were checked", nprocs, nprocs == 1 ? "" : "es", fn,
+                    where);
+}
+
+int MPI_Comm_spawn(const char *command, char *argv[], int maxprocs,
+                   MPI_Info info, int root, MPI_Comm comm,
+                   MPI_Comm *intercomm, int array_of_errcodes[]) {
+  const uintptr_t pc = RA;
+  call c;
+  begin(&c, comm, "comm_spawn", "", MPI_DATATYPE_NULL, 0, root, pc);
+  const int rc = PMPI_Comm_spawn(command, argv, maxprocs, info, root, comm,
+                                 intercomm, array_of_errcodes);
+  end(&c, rc);
+  spawned_unchecked(comm, root, rc, maxprocs, "MPI_Comm_spawn", pc);
+  return rc;
+}
+
+int MPI_Comm_spawn_multiple(int count, char *array_of_commands[],
+                            char **array_of_argv[],
+                            const int array_of_maxprocs[],
+                            const MPI_Info array_of_info[], int root,
+                            MPI_Comm comm, MPI_Comm *intercomm,
+                            int array_of_errcodes[]) {
+  const uintptr_t pc = RA;
+  call c;
+  begin(&c, comm, "comm_spawn", "", MPI_DATATYPE_NULL, 0, root, pc);
+  const int rc = PMPI_Comm_spawn_multiple(count, array_of_commands,
+                                          array_of_argv, array_of_maxprocs,
+                                          array_of_info, root, comm,
+                                          intercomm, array_of_errcodes);
+  end(&c, rc);
+  int n = 0; /* significant at the root only, which is who counts them */
+  for (int i = 0; array_of_maxprocs && i < count; i++)
+    n += array_of_maxprocs[i];
+  spawned_unchecked(comm, root, rc, n, "MPI_Comm_spawn_multiple", pc);
+  return rc;
+}
+
 int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm) {
   call c;
   begin(&c, intercomm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);

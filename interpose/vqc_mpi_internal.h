@@ -354,15 +354,18 @@ VQC_MPI_HIDDEN void rec_open(void);
 VQC_MPI_HIDDEN void rec_close(void);
 /* A line could not be written: said once on stderr. Async-signal-safe. */
 VQC_MPI_HIDDEN void rec_lost(int err);
-/* A record of this rank's other than the live one (rank-<r>.rma.jsonl,
- * rank-<r>.p2p.jsonl) could not be made or written (a full disk): the
- * checks it feeds did not see everything. The first such reason (printf
- * format, "its RMA accesses ...") goes into the rank's end line, which then
- * tells VQC_EIO, so the verdict is incomplete, never green. */
-VQC_MPI_HIDDEN void record_incomplete(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
-/* The first reason given to record_incomplete; NULL when there was none. */
-VQC_MPI_HIDDEN const char *record_incomplete_why(void);
+/* Something the checks needed is missing: a record of this rank's other
+ * than the live one (rank-<r>.rma.jsonl, rank-<r>.p2p.jsonl) could not be
+ * made or written (a full disk: status "VQC_EIO"), or the rank started
+ * processes that are not checked ("VQC_EUNSUPPORTED"). The first such
+ * reason (printf format, "its RMA accesses ...") goes into the rank's end
+ * line, so the verdict is incomplete, never green. */
+VQC_MPI_HIDDEN void record_incomplete(const char *status, const char *fmt,
+                                      ...)
+    __attribute__((format(printf, 2, 3)));
+/* The first reason given to record_incomplete, and its status; NULL when
+ * there was none. */
+VQC_MPI_HIDDEN const char *record_incomplete_why(const char **status);
 /* Call c's line at t_exit in state ("entered", "done", "failed"). */
 VQC_MPI_HIDDEN void call_line(const call *c, uint64_t t_exit,
                               const char *state, const char *status);

@@ -278,9 +278,9 @@ void msgs_write(void) {
     fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write %s: %s; its "
             "point-to-point messages are not checked\n", g.rank, tmp,
             strerror(err));
-    record_incomplete("its point-to-point messages were not checked: "
-                      "rank-%d.p2p.jsonl could not be written (%s)", g.rank,
-                      strerror(err));
+    record_incomplete("VQC_EIO", "its point-to-point messages were not "
+                      "checked: rank-%d.p2p.jsonl could not be written (%s)",
+                      g.rank, strerror(err));
     return;
   }
   lock();
@@ -332,9 +332,9 @@ void msgs_write(void) {
     fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write %s: %s; its "
             "point-to-point messages are not checked\n", g.rank, path,
             strerror(err));
-    record_incomplete("its point-to-point messages were not checked: "
-                      "rank-%d.p2p.jsonl could not be written (%s)", g.rank,
-                      strerror(err));
+    record_incomplete("VQC_EIO", "its point-to-point messages were not "
+                      "checked: rank-%d.p2p.jsonl could not be written (%s)",
+                      g.rank, strerror(err));
     unlink(tmp);
   }
 }

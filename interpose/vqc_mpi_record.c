@@ -545,19 +545,22 @@ void rec_lost(int err) {
 }
 
 static char incomplete_why[400]; /* record_incomplete's first reason */
+static const char *incomplete_status = "VQC_OK";
 
-void record_incomplete(const char *fmt, ...) {
+void record_incomplete(const char *status, const char *fmt, ...) {
   pthread_mutex_lock(&rec_lock);
   if (!incomplete_why[0]) {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(incomplete_why, sizeof incomplete_why, fmt, ap);
     va_end(ap);
+    incomplete_status = status;
   }
   pthread_mutex_unlock(&rec_lock);
 }
 
-const char *record_incomplete_why(void) {
+const char *record_incomplete_why(const char **status) {
+  *status = incomplete_status;
   return incomplete_why[0] ? incomplete_why : NULL;
 }
 

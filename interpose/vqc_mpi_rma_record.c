@@ -55,9 +55,10 @@ static void write_all(const char *b, size_t n) {
       fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write its RMA "
               "accesses: %s; the rest are not checked\n", g.rank,
               strerror(err));
-      record_incomplete("its RMA accesses could not all be written to "
-                        "rank-%d.rma.jsonl (%s), so they were not all checked "
-                        "against other ranks'", g.rank, strerror(err));
+      record_incomplete("VQC_EIO", "its RMA accesses could not all be "
+                        "written to rank-%d.rma.jsonl (%s), so they were not "
+                        "all checked against other ranks'", g.rank,
+                        strerror(err));
       failed = true;
       return;
     }
@@ -103,9 +104,9 @@ static bool opened(void) {
     fprintf(stderr, "libvqcheck_mpi: rank %d: cannot make %s: %s; its RMA "
             "accesses are not checked against other ranks'\n", g.rank,
             path, strerror(err));
-    record_incomplete("its RMA accesses were not checked against other "
-                      "ranks': rank-%d.rma.jsonl could not be made (%s)",
-                      g.rank, strerror(err));
+    record_incomplete("VQC_EIO", "its RMA accesses were not checked "
+                      "against other ranks': rank-%d.rma.jsonl could not be "
+                      "made (%s)", g.rank, strerror(err));
     failed = true;
     return false;
   }
@@ -235,9 +236,10 @@ void rma_record_access(const char *win, const rma_op *o, char access,
 void rma_record_close(void) {
   rma_record_flush();
   if (fd >= 0 && close(fd) != 0 && !failed) {
-    record_incomplete("its RMA accesses could not all be written to "
-                      "rank-%d.rma.jsonl (%s), so they were not all checked "
-                      "against other ranks'", g.rank, strerror(errno));
+    record_incomplete("VQC_EIO", "its RMA accesses could not all be "
+                      "written to rank-%d.rma.jsonl (%s), so they were not "
+                      "all checked against other ranks'", g.rank,
+                      strerror(errno));
     failed = true;
   }
   fd = -1;

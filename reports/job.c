@@ -104,8 +104,7 @@ bool rep_job_facts_text(const rep_run *r, char *buf, size_t n) {
                   r->steps_done, r->steps_done == 1 ? "" : "s");
   if (k < 0 || (size_t)k >= n) return true;
   if (strcmp(r->training_status, "VQC_OK") != 0 && r->training_message[0])
-    snprintf(buf + k, n - (size_t)k, "; not every rank ended cleanly: %s",
-             r->training_message);
+    snprintf(buf + k, n - (size_t)k, "; %s", r->training_message);
   (void)vqc_utf8_clean(buf, 0); /* a cut may fall inside a character */
   return true;
 }

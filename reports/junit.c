@@ -179,8 +179,12 @@ vqc_status rep_render_junit(const rep_run *r, FILE *f) {
     fprintf(f, "/>\n");
   } else {
     char msg[1200];
-    snprintf(msg, sizeof msg, "training stopped (%s) and no finding explains "
-             "it: %s", r->training_status, r->training_message);
+    if (rep_watched_job(r)) /* no training vqcheck ran: no verdict */
+      snprintf(msg, sizeof msg, "no verdict (%s): %s", r->training_status,
+               r->training_message);
+    else
+      snprintf(msg, sizeof msg, "training stopped (%s) and no finding "
+               "explains it: %s", r->training_status, r->training_message);
     (void)vqc_utf8_clean(msg, 0);
     fprintf(f, ">\n      <error");
     xml_attr(f, "message", msg);

@@ -283,20 +283,20 @@ static void list_rank(char *buf, size_t n, size_t *k, int r) {
  * record. Ranks that did end cleanly but after fewer steps than another
  * rank's record shows go into `few` ("1 (1 of 3 steps)"), counted in
  * *nfew: every rank of a run trains every step. *most: the most steps a
- * rank's record shows done. told gets "rank 1: <why>; ..." for each such
- * rank whose end line tells why it failed (an MPI rank whose RMA record
- * could not be written: it reached its end, its checks did not), counted
- * in *ntold. */
+ * rank's record shows done. Ranks that ended cleanly but whose end line
+ * says what their checks could not see (its "unchecked") go into
+ * `unchecked` ("rank 0: <why>; rank 1: <why>"), the first one's status
+ * into *unchecked_status (NULL when none did). */
 static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
                             size_t n, char *few, size_t nf, int *nfew,
-                            int64_t *most_steps, char *told, size_t nt,
-                            int *ntold) {
+                            int64_t *most_steps, char *unchecked, size_t nu,
+                            const char **unchecked_status) {
   int count = 0;
-  size_t k = 0, kf = 0, kt = 0;
+  size_t k = 0, kf = 0, ku = 0;
   *nlive = 0;
   *nfew = 0;
-  *ntold = 0;
-  buf[0] = few[0] = told[0] = '\0';
+  *unchecked_status = NULL;
+  buf[0] = few[0] = unchecked[0] = '\0';
   /* Each record read once: the most steps any shows, then each rank. */
   vqc_live_info *infos = calloc(size > 0 ? (size_t)size : 1, sizeof *infos);
   bool *scanned = calloc(size > 0 ? (size_t)size : 1, sizeof *scanned);
@@ -324,6 +324,16 @@ static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
      * Python bridge ends with another status when one of its checks had
      * to stop, e.g. on a full disk: the rest of that rank went unchecked). */
     if ((info.finished && strcmp(info.status, "VQC_OK") == 0) || status) {
+      /* A clean end whose checks did not see everything. */
+      if (info.finished && info.unchecked[0]) {
+        int w = snprintf(unchecked + ku, ku < nu ? nu - ku : 0,
+                         "%srank %d: %s", ku ? "; " : "", r, info.unchecked);
+        if (w > 0 && ku + (size_t)w < nu) ku += (size_t)w;
+        if (!*unchecked_status)
+          *unchecked_status =
+              strcmp(info.unchecked_status, "VQC_EUNSUPPORTED") == 0
+                  ? "VQC_EUNSUPPORTED" : "VQC_EIO";
+      }
       if (info.exists && !status && info.steps_done < most) {
         (*nfew)++;
         char one[96];
@@ -338,13 +348,6 @@ static int unfinished_ranks(const char *dir, int size, int *nlive, char *buf,
     }
     count++;
     list_rank(buf, n, &k, r);
-    /* An end line that tells its failure's reason: said with the rank. */
-    if (info.finished && !info.lost && !info.killed && info.why[0]) {
-      int w = snprintf(told + kt, kt < nt ? nt - kt : 0, "%srank %d: %s",
-                       kt ? "; " : "", r, info.why);
-      if (w > 0 && kt + (size_t)w < nt) kt += (size_t)w;
-      (*ntold)++;
-    }
   }
   free(infos);
   free(scanned);
@@ -615,12 +618,14 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
     if (doc && ao->duration_s > 0)
       json_object_set_new(doc, "duration_s", json_real(ao->duration_s));
     /* Never clean: a job whose ranks did not all reach their end. */
-    char which[512], few[512], told[800];
-    int nlive = 0, nfew = 0, ntold = 0;
+    char which[512], few[512], unchecked[1000];
+    const char *unchecked_status = NULL;
+    int nlive = 0, nfew = 0;
     int64_t live_steps = 0;
     int nun = unfinished_ranks(dir, guess, &nlive, which,
                                sizeof which, few, sizeof few, &nfew,
-                               &live_steps, told, sizeof told, &ntold);
+                               &live_steps, unchecked, sizeof unchecked,
+                               &unchecked_status);
     /* Uneven clean ends are legal in a watched job (uneven_ends.h); in
      * another, a rank was expected to train every step. */
     if (ao->job) nfew = 0;
@@ -628,17 +633,12 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
       char msg[1400];
       /* A job under watch never writes one; another job's was expected. */
       const char *no_run_json = ao->job ? "" : ", and wrote no run.json";
-      if (nun > 0 && ntold == nun) /* every one reached its end */
-        snprintf(msg, sizeof msg, "%s%sthe verdict is incomplete: %s%s",
-                 ao->why ? ao->why : "", ao->why ? ": " : "", told,
-                 no_run_json);
-      else if (nun > 0)
+      if (nun > 0)
         snprintf(msg, sizeof msg, "%s%sthe job ended before rank%s %s "
                  "reached a clean end (no end record, or one that tells a "
-                 "failure)%s%s%s",
+                 "failure)%s",
                  ao->why ? ao->why : "", ao->why ? ": " : "",
-                 nun == 1 ? "" : "s", which, no_run_json, ntold ? "; " : "",
-                 told);
+                 nun == 1 ? "" : "s", which, no_run_json);
       else
         snprintf(msg, sizeof msg, "%s%srank%s %s ended cleanly but did not "
                  "train every step another rank's record shows%s",
@@ -647,6 +647,18 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
       json_t *tr0 = json_object_get(doc, "training");
       json_object_set_new(tr0, "status",
                           json_string(vqc_status_name(VQC_EABORTED)));
+      json_object_set_new(tr0, "message",
+                          vqc_json_text_opts(msg, strlen(msg), VQC_UTF8_NOTE,
+                                             NULL));
+    } else if (unchecked_status) {
+      /* Every rank reached its end, and some of what they did went
+       * unchecked: no verdict but a finding (a record cut short by a full
+       * disk hid the races it would have shown). */
+      char msg[1400];
+      snprintf(msg, sizeof msg, "%s%snot everything was checked: %s",
+               ao->why ? ao->why : "", ao->why ? ": " : "", unchecked);
+      json_t *tr0 = json_object_get(doc, "training");
+      json_object_set_new(tr0, "status", json_string(unchecked_status));
       json_object_set_new(tr0, "message",
                           vqc_json_text_opts(msg, strlen(msg), VQC_UTF8_NOTE,
                                              NULL));
