@@ -187,6 +187,12 @@
 #                   flush-ordered puts to one cell, exclusive locks in
 #                   turn: exit 0, no finding, every rank's accesses
 #                   recorded;
+#   rma_truncated   rma_loop (2 ranks, 30000 puts in 300 fence epochs) with
+#                   its RMA record capped at 100 lines
+#                   (VQC_MPI_RMA_LINES_MAX): 100 lines and the "truncated"
+#                   one per rank, no finding, exit 3: the verdict says
+#                   each rank's accesses past them were not checked (it
+#                   was green);
 #   spawn_clean     2 ranks that MPI_Comm_spawn 3 workers (ranks 0-2 of a
 #                   world of their own) and talk to them: no finding, the
 #                   workers said to be unchecked, and the run directory
@@ -318,13 +324,18 @@ case $CASE in
   rma_lock_flush) PROG=rma_lock_race; STRICT= ;;
   rma_epochs_nosucceed) PROG=rma_epochs; STRICT= ;;
   rma_memory_null) PROG=rma_memory; STRICT= ;;
+  rma_truncated) PROG=rma_loop; STRICT= ;;
   *) STRICT= ;;
 esac
 ARGS=
 [ "$CASE" = rma_lock_flush ] && ARGS=flush
 [ "$CASE" = rma_epochs_nosucceed ] && ARGS=nosucceed
 [ "$CASE" = rma_memory_null ] && ARGS=null
-unset VQC_MPI_STRICT
+unset VQC_MPI_STRICT VQC_MPI_RMA_LINES_MAX
+if [ "$CASE" = rma_truncated ]; then
+  ARGS=30000
+  export VQC_MPI_RMA_LINES_MAX=100
+fi
 if [ ! -x "$PROGS/$PROG" ]; then
   case $PROG in
     f_*) echo "SKIP: $PROGS/$PROG not built (no MPI Fortran compiler: mpifort" \
@@ -344,6 +355,7 @@ case $PROG in
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv|inflight_change|mprobe_lost) np=2 ;;
   spawn_clean|thread_recv|rma_origin|rma_epochs|rma_memory) np=2 ;;
+  rma_loop) np=2 ;;
   f_clean) np=4 ;;
   f_type_mismatch|persistent_lost|init_wait) np=2 ;;
 esac
@@ -473,10 +485,12 @@ for name in (case + ".out", os.path.join(case, "report.md")):
 md = open(os.path.join(d, "report.md")).read()
 head = md.split("## ")[0]
 prog = run.get("job", {}).get("command", [""])[-1].rsplit("/", 1)[-1]
-if case in ("rma_lock_flush", "rma_epochs_nosucceed", "rma_memory_null"):
+if case in ("rma_lock_flush", "rma_epochs_nosucceed", "rma_memory_null",
+            "rma_truncated"):
     prog = {"rma_lock_flush": "rma_lock_race",  # (its argument comes last)
             "rma_epochs_nosucceed": "rma_epochs",
-            "rma_memory_null": "rma_memory"}[case]
+            "rma_memory_null": "rma_memory",
+            "rma_truncated": "rma_loop"}[case]
 if not head.startswith("# vqcheck report: "):
     fail("report.md does not start with its title: %r" % head[:80])
 title = head.splitlines()[0][len("# vqcheck report: "):]
@@ -940,6 +954,21 @@ elif case == "rma_fence_skip":
             fail("the deadlock does not say %r: %s" % (want, f["message"]))
     if wall > timeout + 5 + 2:
         fail("reported after %.1f s, past --timeout + 5 s" % wall)
+elif case == "rma_truncated":
+    if rc != 3 or fs:
+        fail("RMA accesses unrecorded: expected exit 3 and no finding, "
+             "got %d %s" % (rc, kinds))
+    msg = run["training"].get("message", "")
+    for r in (0, 1):
+        want = ("rank %d: its RMA accesses past the first 100 lines of "
+                "rank-%d.rma.jsonl were not recorded" % (r, r))
+        if want not in msg:
+            fail("the verdict does not say %r: %s" % (want, msg))
+    for r in (0, 1):
+        lines = open(os.path.join(d, "rank-%d.rma.jsonl" % r)).read().splitlines()
+        if len(lines) != 101 or json.loads(lines[-1]) != {"truncated": True}:
+            fail("rank %d's record: %d lines, last %r" % (r, len(lines),
+                                                         lines[-1][:80]))
 elif case == "spawn_clean":
     if rc != 3 or fs:
         fail("unchecked workers: expected exit 3 and no finding, got %d" % rc)
