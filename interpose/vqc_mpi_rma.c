@@ -38,13 +38,15 @@
  * seen), and the epoch rules (a lock inside a fence epoch, ...). Origin
  * buffers and target types with holes are not compared. Windows past
  * WINDOWS_MAX at once, and operations past OPS_MAX incomplete on one
- * window, are not followed (never a finding that may be wrong). */
+ * window, are not followed (never a finding that may be wrong), and the
+ * rank's end line says so (record_incomplete: the verdict is then never
+ * green). */
 #include "vqc_mpi_internal.h"
 
 #include <limits.h>
 
 #define WINDOWS_MAX 64
-#define OPS_MAX 4096 /* incomplete operations kept per window */
+#define OPS_MAX 65536 /* incomplete operations kept per window */
 #define LOCKS_MAX 16 /* locks (MPI_Win_lock) held at once per window */
 #define SCAN_MAX 256 /* a window's latest operations a new one's origin
                         buffer is compared with */
@@ -227,7 +229,15 @@ static void win_made(MPI_Comm comm, const MPI_Win *win, int rc,
     if (bad) tell_unmapped(x, b, (uintptr_t)size);
   }
   unlock();
-  if (!room) info_unref(ci);
+  if (!room) {
+    char at[600];
+    site_at(s, at, sizeof at);
+    record_incomplete("VQC_EUNSUPPORTED", "its windows past %d at once "
+                      "were not followed (%s, made at %s), so their RMA "
+                      "operations were not checked", WINDOWS_MAX, ci->name,
+                      at);
+    info_unref(ci);
+  }
 }
 
 /* The world rank of rank r of ci's group. */
@@ -417,7 +427,11 @@ static void issued(MPI_Win w, rma_op o, int rc) {
       x->ops[x->nops++] = o;
       if (o.whi > o.wlo) writing++;
     } else {
-      x->more++;
+      if (x->more++ == 0)
+        record_incomplete("VQC_EUNSUPPORTED", "its RMA operations past "
+                          "%d in flight at once on window %s were not "
+                          "followed, so they were not checked", OPS_MAX,
+                          x->ci->name);
     }
   }
   unlock();
