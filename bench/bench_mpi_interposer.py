@@ -173,11 +173,12 @@ def validate_record(work: Path, ranks: int, calls: int) -> Optional[str]:
             j = json.loads(line)
             if j.get("event") == "finding":
                 return f"{path.name} has a finding: {j}"
-            # a short line ({"same":SEQ,"in"|"out":DT}) stands for a
-            # full one (checkers/ledger_read.c)
-            if j.get("state") == "entered" or "in" in j and "same" in j:
+            # a short line ({"same":SEQ,"as":K[,"in":DT]} entered,
+            # {"same":SEQ[,"out":DT]} done) stands for a full one
+            # (checkers/ledger_read.c)
+            if j.get("state") == "entered" or "as" in j and "same" in j:
                 entered += 1
-            elif j.get("state") == "done" or "out" in j and "same" in j:
+            elif j.get("state") == "done" or "same" in j:
                 done += 1
         if entered != want or done != want:
             return (f"{path.name}: {entered} entered and {done} done "

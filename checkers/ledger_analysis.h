@@ -85,11 +85,13 @@
  *                                   collective deadline, when it has one);
  *     a ledger line (the dump's format, no "event") when a collective is
  *       entered and again when it ends (the later line for a seq wins);
- *     {"same":SEQ,"in":DT} / {"same":SEQ,"out":DT}  short lines
+ *     {"same":SEQ,"as":K,"in":DT} / {"same":SEQ,"out":DT}  short lines
  *                                   (libvqcheck_mpi.so's, for a loop's
- *                                   blocking collectives): collective SEQ
- *                                   with every other field of the last full
- *                                   "entered" line before it, entered DT ns
+ *                                   blocking collectives; "in" and "out"
+ *                                   left out when DT is 0): collective SEQ
+ *                                   with every other field of the full
+ *                                   "entered" line kept in head slot K (the
+ *                                   start line's "heads"), entered DT ns
  *                                   after the last collective entered (full
  *                                   or short line) / done (VQC_OK) DT ns
  *                                   after it entered; read as those full

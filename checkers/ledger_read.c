@@ -603,21 +603,28 @@ static long long short_field(const json_t *j, const char *key) {
  *                                field is slot K's (the full entered line
  *                                read when nfull % nheads was K);
  *   {"same":SEQ,"out":DT}        that call returned MPI_SUCCESS, DT ns
- *                                after it entered.
+ *                                after it entered;
+ * without "in" or "out" when DT is 0.
  * VQC_EPARSE naming path:line for one that is not such a line, names an
  * empty slot (or the start line keeps none), or is done without being
  * the short call entered last. */
 static vqc_status read_short(ledger_reading *rd, const vqc_jsonl_line *l) {
   const json_t *j = l->json;
   const long long seq = short_field(j, "same"), k = short_field(j, "as");
-  const long long in = short_field(j, "in"), out = short_field(j, "out");
-  const bool is_in = in >= 0 && k >= 0 && out < 0 && json_object_size(j) == 3;
-  const bool is_out = out >= 0 && in < 0 && k < 0 && json_object_size(j) == 2;
+  /* "in" and "out" absent: 0 ns (the writer leaves a 0 out) */
+  const bool has_in = json_object_get(j, "in") != NULL;
+  const bool has_out = json_object_get(j, "out") != NULL;
+  const long long in = has_in ? short_field(j, "in") : 0;
+  const long long out = has_out ? short_field(j, "out") : 0;
+  const bool is_in = in >= 0 && k >= 0 && !has_out &&
+                     json_object_size(j) == 2u + has_in;
+  const bool is_out = out >= 0 && !has_in && !json_object_get(j, "as") &&
+                      json_object_size(j) == 1u + has_out;
   if (seq < 1 || (!is_in && !is_out))
     return vqc_error(VQC_EPARSE, "%s:%ld: a short collective line is "
-                     "{\"same\":SEQ,\"as\":K,\"in\":NS} or {\"same\":SEQ,"
-                     "\"out\":NS}, with SEQ >= 1, K >= 0 and NS >= 0", l->path,
-                     l->lineno);
+                     "{\"same\":SEQ,\"as\":K[,\"in\":NS]} or {\"same\":SEQ"
+                     "[,\"out\":NS]}, with SEQ >= 1, K >= 0 and NS >= 0",
+                     l->path, l->lineno);
   if (is_in) {
     if (k >= rd->nheads || !rd->heads[k].has)
       return vqc_error(VQC_EPARSE, "%s:%ld: a short collective line "

@@ -84,15 +84,37 @@ static void buffer_finding(const call *c, const char *kind, const char *fn,
 }
 
 
+/* The last arguments check_overlap found apart (one thread calls MPI): a
+ * loop's next call with the same ones is apart too, whatever its site. */
+typedef struct sides {
+  const void *sb, *rb;
+  long long sn, rn;
+  MPI_Datatype st, rt;
+} sides;
+static sides apart;
+
 void check_overlap(const call *c, const char *fn, const void *sb,
                    long long sn, MPI_Datatype st, const void *rb,
                    long long rn, MPI_Datatype rt) {
-  uintptr_t slo, shi, rlo, rhi;
-  if (!c->ci || !buf_span(sb, sn, st, &slo, &shi) ||
-      !buf_span(rb, rn, rt, &rlo, &rhi))
+  if (!c->ci) return;
+  if (!g.multi && sb == apart.sb && rb == apart.rb && sn == apart.sn &&
+      rn == apart.rn && st == apart.st && rt == apart.rt)
     return;
-  const uintptr_t lo = slo > rlo ? slo : rlo, hi = shi < rhi ? shi : rhi;
-  if (lo >= hi || !site_first(c->s, REPORTED_OVERLAP)) return;
+  uintptr_t slo, shi, rlo, rhi;
+  const bool spans = buf_span(sb, sn, st, &slo, &shi) &&
+                     buf_span(rb, rn, rt, &rlo, &rhi);
+  const uintptr_t lo = !spans ? 0 : slo > rlo ? slo : rlo;
+  const uintptr_t hi = !spans ? 0 : shi < rhi ? shi : rhi;
+  if (lo >= hi) {
+    /* Apart (or nothing to compare). Only basic types are kept: a derived
+     * type's handle may name another type once freed. */
+    const basic *bs = st == MPI_DATATYPE_NULL ? NULL : basic_of(st);
+    const basic *br = rt == MPI_DATATYPE_NULL ? NULL : basic_of(rt);
+    if (!g.multi && bs && br)
+      apart = (sides){sb, rb, sn, rn, st, rt};
+    return;
+  }
+  if (!site_first(c->s, REPORTED_OVERLAP)) return;
   /* Where MPI_IN_PLACE goes for this kind of call. */
   const char *advice =
       strncmp(op_base(c), "scatter", 7) == 0

@@ -86,6 +86,22 @@ static bool rec_room(uint64_t end) {
   return ok;
 }
 
+/* The record's next n bytes, taken: their offset. Other threads may take
+ * bytes at once under MPI_THREAD_MULTIPLE (an atomic add); with one
+ * thread calling MPI only a signal handler may, on this thread, between
+ * two instructions, so on x86-64 one xadd without the lock prefix does
+ * (the prefix's bus lock was a tenth of a recorded call's time). */
+static inline uint64_t reserve(uint64_t n) {
+#if defined(__x86_64__)
+  if (!g.multi) {
+    uint64_t off = n;
+    __asm__ volatile("xaddq %0, %1" : "+r"(off), "+m"(rec.used) : : "memory");
+    return off;
+  }
+#endif
+  return __atomic_fetch_add(&rec.used, n, __ATOMIC_RELAXED);
+}
+
 /* Appends the n parts of one line to the record. Async-signal-safe when
  * from_signal (pwrite only). */
 static void rec_append(const struct iovec *part, int n, bool from_signal) {
@@ -94,7 +110,7 @@ static void rec_append(const struct iovec *part, int n, bool from_signal) {
   if (g.live_fd < 0 || __atomic_load_n(&rec_broken, __ATOMIC_RELAXED)) return;
   size_t total = 0;
   for (int i = 0; i < n; i++) total += part[i].iov_len;
-  const uint64_t off = __atomic_fetch_add(&rec.used, total, __ATOMIC_RELAXED);
+  const uint64_t off = reserve(total);
   unsigned char *map = __atomic_load_n(&rec.map, __ATOMIC_ACQUIRE);
   if (map && !from_signal && rec_room(off + total)) {
     size_t k = 0;
@@ -220,7 +236,7 @@ static void put_i64(line_out *o, long long v) {
  * ("heads":NHEADS). A loop calls the same few collectives with the same
  * arguments from the same lines, so:
  *   - a blocking call whose head, communicator and site are a slot's is
- *     written as two short lines, about 50 bytes where its two full lines
+ *     written as two short lines, about 40 bytes where its two full lines
  *     take about 570 (the kernel's share of a recorded call, providing
  *     the record's pages, grows with the bytes):
  *       {"same":SEQ,"as":K,"in":DT}  entered: collective SEQ with every
@@ -229,6 +245,8 @@ static void put_i64(line_out *o, long long v) {
  *                                    it (full or short line);
  *       {"same":SEQ,"out":DT}        that call done (MPI_SUCCESS), DT ns
  *                                    after it entered;
+ *     "in" and "out" are left out when DT is 0 (the usual case: the
+ *     coarse clock ticks every few ms);
  *     a failed one's last line is a full one (checkers/ledger_read.c reads
  *     them: ledger_analysis.h "The live record");
  *   - another call with a slot's head copies it instead of formatting it.
@@ -255,9 +273,34 @@ static struct {
 
 int rec_heads(void) { return NHEADS; }
 
+/* The last call recorded as short lines, by its arguments (one thread
+ * calls MPI): a loop's next call with the same ones is recorded the same
+ * way without its type, communicator, site and head looked up again (they
+ * were half of a recorded call's instructions). Kept only for a basic type
+ * (a derived type's handle may name another type once freed), an
+ * intracommunicator, and a site of its own pc (not a Fortran binding's:
+ * site_of); valid while no full line took a head slot since (nfull) and
+ * its communicator is still there (rec_forget_comm). */
+typedef struct again_call {
+  comm_info *ci;        /* NULL: none */
+  MPI_Comm comm;
+  MPI_Datatype dt;
+  long long count;
+  const char *op, *redop;
+  int root;
+  uintptr_t pc;
+  const site *s;
+  int slot;
+  uint64_t nfull;       /* heads.nfull when kept */
+  const char *dtype;
+  long long elems;
+} again_call;
+static again_call again;
+
 void rec_forget_comm(const comm_info *ci) {
   for (int k = 0; k < NHEADS; k++)
     if (heads.slot[k].ci == ci) heads.slot[k].ci = NULL;
+  if (again.ci == ci) again.ci = NULL;
 }
 
 /* The slot holding the head of a call with these arguments at site s;
@@ -331,26 +374,67 @@ static char *u64_back(char *end, uint64_t v) {
   return end;
 }
 
+/* The digits of the last seq a short line had: a loop's next call has
+ * the next seq (one communicator), its digits one increment away, and
+ * its done line the same seq. (The divisions by 100 of a seq's 7 digits,
+ * twice per call, were a seventh of a recorded call's time.) Short lines
+ * are written by the one thread that calls MPI (never under
+ * MPI_THREAD_MULTIPLE, never from a signal handler). */
+static struct {
+  uint64_t v;
+  char d[24];  /* v's digits, not terminated */
+  int n;
+} seq_digits = {0, "0", 1};
+
+/* seq's digits at the end of p (room for 20 before it); where they
+ * start. */
+static char *seq_back(char *p, uint64_t seq) {
+  if (seq == seq_digits.v + 1) { /* one increment: a carry at most */
+    int i = seq_digits.n - 1;
+    while (i >= 0 && seq_digits.d[i] == '9') seq_digits.d[i--] = '0';
+    if (i >= 0) {
+      seq_digits.d[i]++;
+    } else { /* 99 -> 100 */
+      memmove(seq_digits.d + 1, seq_digits.d, (size_t)seq_digits.n);
+      seq_digits.d[0] = '1';
+      seq_digits.n++;
+    }
+    seq_digits.v = seq;
+  } else if (seq != seq_digits.v) {
+    char b[24];
+    char *const end = b + sizeof b, *q = u64_back(end, seq);
+    seq_digits.n = (int)(end - q);
+    memcpy(seq_digits.d, q, (size_t)seq_digits.n);
+    seq_digits.v = seq;
+  }
+  p -= seq_digits.n;
+  memcpy(p, seq_digits.d, (size_t)seq_digits.n);
+  return p;
+}
+
 /* {"same":seq,"as":k,"in":dt}\n (k >= 0) or {"same":seq,"out":dt}\n
  * appended, made from its end backwards: no length to check (three
- * numbers of 20 digits at most). */
+ * numbers of 20 digits at most). dt 0 (the coarse clock did not tick:
+ * most of a loop's calls) is left out: {"same":seq,"as":k} and
+ * {"same":seq}, a quarter fewer bytes, so a quarter fewer of the record's
+ * pages for the kernel to provide (about 4 us each on the project's VM,
+ * which was half of a recorded call's time). */
 static void short_line(uint64_t seq, int k, uint64_t dt) {
   char b[96];
   char *p = b + sizeof b;
   *--p = '\n';
   *--p = '}';
-  p = u64_back(p, dt);
+  if (dt > 0) {
+    p = u64_back(p, dt);
+    p -= k >= 0 ? 6 : 7;
+    memcpy(p, k >= 0 ? ",\"in\":" : ",\"out\":", k >= 0 ? 6 : 7);
+  }
   if (k >= 0) {
-    p -= 6;
-    memcpy(p, ",\"in\":", 6);
     p = u64_back(p, (uint64_t)k);
     p -= 6;
     memcpy(p, ",\"as\":", 6);
-  } else {
-    p -= 7;
-    memcpy(p, ",\"out\":", 7);
   }
-  p = u64_back(p, seq);
+  p = seq_back(p, seq);
   p -= 8;
   memcpy(p, "{\"same\":", 8);
   live_write(p, (size_t)(b + sizeof b - p));
@@ -408,9 +492,38 @@ void record(call *c, bool blocking, MPI_Comm comm, const char *op,
   c->blocking = blocking;
   c->shashed = false;
   if (!g.on) return;
+  if (blocking && again.ci && !g.multi && comm == again.comm &&
+      dt == again.dt && count == again.count && op == again.op &&
+      redop == again.redop && root == again.root && pc == again.pc &&
+      heads.nfull == again.nfull && heads.slot[again.slot].ci == again.ci) {
+    const uint64_t t = now_coarse_ns();
+    if (t >= heads.t_enter) { /* as record_ci's short lines */
+      comm_info *ci = again.ci;
+      c->seq = ++ci->seq; /* one thread calls MPI */
+      c->op = op;
+      c->s = again.s;
+      c->ci = ci;
+      c->tn = 0;
+      c->hn = 0;
+      c->slot = again.slot;
+      c->t_enter = t;
+      short_line(c->seq, again.slot, t - heads.t_enter);
+      entered(c, ci, true, again.dtype, count * again.elems, root, redop);
+      return;
+    }
+  }
   tinfo t;
   type_info(dt, &t);
   record_t(c, blocking, comm, op, redop, &t, count, root, pc);
+  /* Kept for the next call when it was recorded as short lines. */
+  if (!g.multi && blocking && c->ci && c->tn == 0 && !c->ci->inter &&
+      site_last_pc == pc && site_last == c->s && dt != MPI_DATATYPE_NULL &&
+      basic_of(dt))
+    again = (again_call){.ci = c->ci, .comm = comm, .dt = dt,
+                         .count = count, .op = op, .redop = redop,
+                         .root = root, .pc = pc, .s = c->s,
+                         .slot = c->slot, .nfull = heads.nfull,
+                         .dtype = t.dtype, .elems = t.elems};
 }
 
 /* record() with the type already described (*tp): count items of

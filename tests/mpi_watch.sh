@@ -422,7 +422,8 @@ def ledger(path):
     a short line (the interposer's for a loop's calls: {"same":SEQ,"as":K,
     "in":DT} entered with the fields of kept head K, the full entered
     line read when their count modulo the start line's "heads" was K;
-    {"same":SEQ,"out":DT} done) read as checkers/ledger_read.c reads it.
+    {"same":SEQ,"out":DT} done; "in" and "out" left out when DT is 0)
+    read as checkers/ledger_read.c reads it.
     With the number of short lines. Zeros end the data of a rank killed
     while writing through its mapping (a supervisor's line may follow
     them), and the line they cut is torn: skipped, as vqcheck does."""
@@ -444,11 +445,11 @@ def ledger(path):
             nheads = j.get("heads", 0)
         if "same" in j:
             nshort += 1
-            if "in" in j:
+            if "as" in j:
                 if j["as"] not in heads:
                     fail("%s: a short line names head %s, never filled"
                          % (path, j["as"]))
-                last_t += j["in"]
+                last_t += j.get("in", 0)
                 open_ = dict(heads[j["as"]], seq=j["same"], t_enter_ns=last_t,
                              t_exit_ns=0, state="entered", status="")
                 out.append(open_)
@@ -456,7 +457,7 @@ def ledger(path):
                 if open_ is None or open_["seq"] != j["same"]:
                     fail("%s: %s done but not the short call entered last"
                          % (path, j["same"]))
-                out.append(dict(open_, t_exit_ns=last_t + j["out"],
+                out.append(dict(open_, t_exit_ns=last_t + j.get("out", 0),
                                 state="done", status="VQC_OK"))
                 open_ = None
         elif "seq" in j:
