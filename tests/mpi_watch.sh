@@ -119,6 +119,12 @@
 #                   MPI_FLOAT (line 26): one collective_mismatch at
 #                   coll_types.c:26 naming int32 (MPI_INT) and float32
 #                   (MPI_FLOAT), every rank; its correct twins none;
+#   type_reuse      3 ranks: a type made, used in MPI_Bcast and freed per
+#                   field (MPI gives the second the first's handle); rank
+#                   1's second is of MPI_FLOAT where the others' is of
+#                   MPI_INT (line 30): one collective_mismatch naming rank
+#                   1 and float32 (a type kept by its handle past
+#                   MPI_Type_free named float64 everywhere: green);
 #   bcast_recv      3 ranks, --timeout 5: rank 0 in MPI_Bcast (line 25)
 #                   while ranks 1 and 2 send to it first (line 35): a
 #                   deadlock naming all three, saying rooted collectives
@@ -1132,6 +1138,16 @@ elif case == "coll_types":
             or "it sends int32 (MPI_INT) and receives float32 (MPI_FLOAT)" \
             not in f["message"]:
         fail("expected ranks 0-2 at coll_types.c:26, int32 and float32: "
+             "%s %s %s" % (f["ranks"], f.get("site"), f["message"]))
+elif case == "type_reuse":
+    if rc != 1 or kinds != ["collective_mismatch"]:
+        fail("expected exit 1 and one collective_mismatch, got %d and %s"
+             % (rc, kinds))
+    f = fs[0]
+    if f["ranks"] != [1] or "type_reuse.c:30" not in f.get("site", "") \
+            or "rank 1 broadcast(float32, count 2" not in f["message"] \
+            or "ranks 0, 2 broadcast(int32, count 2" not in f["message"]:
+        fail("expected rank 1 at type_reuse.c:30, float32 against int32: "
              "%s %s %s" % (f["ranks"], f.get("site"), f["message"]))
 elif case == "buffer_race":
     if rc != 1 or kinds != ["lost_inplace", "lost_inplace"]:
