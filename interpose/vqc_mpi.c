@@ -404,7 +404,7 @@ static void started(int provided) {
                    "\"size\":%d,\"pid\":%ld,\"host\":\"%s\","
                    "\"mpi\":true%s,\"sync_sends\":%s,\"heads\":%d}\n",
                    g.rank, g.size, (long)getpid(), esc, tmo,
-                   g.sync_sends ? "true" : "false", g.multi ? 0 : rec_heads());
+                   g.sync_sends ? "true" : "false", rec_heads());
   if (n > 0 && (size_t)n < sizeof line) live_write(line, (size_t)n);
   beat(HB_RUNNING, 0, "");
   /* Warm backtrace() up (it loads libgcc_s once) before a handler needs it. */

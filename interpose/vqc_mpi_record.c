@@ -250,8 +250,9 @@ static void put_i64(line_out *o, long long v) {
  *     a failed one's last line is a full one (checkers/ledger_read.c reads
  *     them: ledger_analysis.h "The live record");
  *   - another call with a slot's head copies it instead of formatting it.
- * With MPI_THREAD_MULTIPLE every line is a full one (threads' lines
- * interleave in any order). */
+ * With MPI_THREAD_MULTIPLE the same, under a lock (coll_lock, below):
+ * threads' lines interleave, and before, every line there was a full one
+ * (about 1 us per collective, four times a short-lined one). */
 #define NHEADS 8
 
 typedef struct head_slot {
@@ -269,7 +270,27 @@ static struct {
   head_slot slot[NHEADS];
   uint64_t nfull;       /* full entered lines written */
   uint64_t t_enter;     /* the last entered line's (full or short) */
+  const call *open;     /* the call of the last short entered line, and */
+  uint64_t open_seq;    /* its seq: its done line may be short (below) */
 } heads;
+
+/* Under MPI_THREAD_MULTIPLE threads record collectives at once: their
+ * entered lines, the head slots and the times short lines count from
+ * are taken under this lock, so the slots are filled in the record's
+ * order, which is the order the reader fills its own (a full entered
+ * line's reservation and its slot under one lock). A short call's done
+ * line is short only while its entered line is the last short entered
+ * one (the reader pairs them so); otherwise it is a full line, made from
+ * the call's own copy of its head (another thread's full line may have
+ * taken its slot). One thread: no lock, and nothing can come between. */
+static pthread_mutex_t coll_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static inline void coll_take(void) {
+  if (g.multi) pthread_mutex_lock(&coll_lock);
+}
+static inline void coll_give(void) {
+  if (g.multi) pthread_mutex_unlock(&coll_lock);
+}
 
 int rec_heads(void) { return NHEADS; }
 
@@ -298,9 +319,11 @@ typedef struct again_call {
 static again_call again;
 
 void rec_forget_comm(const comm_info *ci) {
+  coll_take();
   for (int k = 0; k < NHEADS; k++)
     if (heads.slot[k].ci == ci) heads.slot[k].ci = NULL;
   if (again.ci == ci) again.ci = NULL;
+  coll_give();
 }
 
 /* The slot holding the head of a call with these arguments at site s;
@@ -442,8 +465,15 @@ static void short_line(uint64_t seq, int k, uint64_t dt) {
 
 void call_end_line(const call *c, uint64_t t, int rc) {
   if (c->tn == 0 && rc == MPI_SUCCESS && t >= c->t_enter) {
-    short_line(c->seq, -1, t - c->t_enter);
-    return;
+    coll_take();
+    const bool last = !g.multi || (heads.open == c &&
+                                   heads.open_seq == c->seq);
+    if (last) {
+      short_line(c->seq, -1, t - c->t_enter);
+      heads.open = NULL;
+    }
+    coll_give();
+    if (last) return;
   }
   call_line(c, t, rc == MPI_SUCCESS ? "done" : "failed",
             rc == MPI_SUCCESS ? "VQC_OK" : "VQC_ECOMM");
@@ -474,7 +504,6 @@ static bool may_return_early(const char *op) {
  * and is reported. */
 static void entered(call *c, comm_info *ci, bool blocking, const char *dtype,
                     long long count, int root, const char *redop) {
-  heads.t_enter = c->t_enter;
   beat_at(HB_IN_COLLECTIVE, c->seq, c->op, c->t_enter);
   if (!blocking || ci->shadow == MPI_COMM_NULL) return;
   if (g.strict)
@@ -508,6 +537,7 @@ void record(call *c, bool blocking, MPI_Comm comm, const char *op,
       c->slot = again.slot;
       c->t_enter = t;
       short_line(c->seq, again.slot, t - heads.t_enter);
+      heads.t_enter = t;
       entered(c, ci, true, again.dtype, count * again.elems, root, redop);
       return;
     }
@@ -562,13 +592,25 @@ void record_ci(call *c, bool blocking, comm_info *ci, const char *op,
   c->tn = 0;
   const int gsize = ci == &world_info ? g.size : ci->size;
   const bool negative = count < 0;
-  const int k = g.multi || negative ? -1
+  coll_take();
+  const int k = negative ? -1
                 : head_find(ci, c->s, op, redop, tp, count, root, gsize);
   c->t_enter = now_coarse_ns();
   if (k >= 0 && blocking && c->t_enter >= heads.t_enter) {
     c->slot = k;
     c->hn = 0; /* made if a full line needs it (call_line) */
+    if (g.multi) { /* its own head, for a full done line (call_end_line) */
+      line_out ho = {c->head, c->head + sizeof c->head, false};
+      PUT(&ho, "{\"seq\":");
+      put_u64(&ho, c->seq);
+      put(&ho, heads.slot[k].rest, heads.slot[k].n);
+      if (!ho.full) c->hn = (size_t)(ho.p - c->head);
+    }
     short_line(c->seq, k, c->t_enter - heads.t_enter);
+    heads.t_enter = c->t_enter;
+    heads.open = c;
+    heads.open_seq = c->seq;
+    coll_give();
     entered(c, ci, blocking, tp->dtype, count * tp->elems, root, redop);
     return;
   }
@@ -607,6 +649,7 @@ void record_ci(call *c, bool blocking, comm_info *ci, const char *op,
     }
   }
   if (o.full) {
+    coll_give();
     c->ci = NULL;
     return;
   }
@@ -615,7 +658,8 @@ void record_ci(call *c, bool blocking, comm_info *ci, const char *op,
   put_u64(&to, c->t_enter);
   c->tn = (size_t)(to.p - c->t_enter_s);
   call_line(c, 0, "entered", "");
-  if (!g.multi) {
+  heads.t_enter = c->t_enter;
+  {
     /* This full entered line's slot: kept for the next calls; never a
      * negative count's (its head has "mpi_count"). */
     head_slot *h = &heads.slot[heads.nfull++ % NHEADS];
@@ -631,6 +675,7 @@ void record_ci(call *c, bool blocking, comm_info *ci, const char *op,
       memcpy(h->extra, tp->extra, strlen(tp->extra) + 1);
     }
   }
+  coll_give();
   if (negative) count = 0;
   entered(c, ci, blocking, tp->dtype, count * tp->elems, root, redop);
 }

@@ -119,6 +119,15 @@
 #                   MPI_FLOAT (line 26): one collective_mismatch at
 #                   coll_types.c:26 naming int32 (MPI_INT) and float32
 #                   (MPI_FLOAT), every rank; its correct twins none;
+#   thread_colls    2 ranks, MPI_THREAD_MULTIPLE, two threads each running
+#                   800 all-reduces at once on a communicator of its own;
+#                   rank 1's second thread reduces with MPI_PROD at its
+#                   601st (line 34): one collective_mismatch at #601 naming
+#                   rank 1's product; rank 0's record, the threads' short lines
+#                   interleaved, read back as every call of both
+#                   communicators (before, every line under
+#                   MPI_THREAD_MULTIPLE was a full one);
+#   thread_colls_clean  the same, every call matching: exit 0;
 #   type_reuse      3 ranks: a type made, used in MPI_Bcast and freed per
 #                   field (MPI gives the second the first's handle); rank
 #                   1's second is of MPI_FLOAT where the others' is of
@@ -331,12 +340,14 @@ case $CASE in
   rma_epochs_nosucceed) PROG=rma_epochs; STRICT= ;;
   rma_memory_null) PROG=rma_memory; STRICT= ;;
   rma_truncated) PROG=rma_loop; STRICT= ;;
+  thread_colls_clean) PROG=thread_colls; STRICT= ;;
   *) STRICT= ;;
 esac
 ARGS=
 [ "$CASE" = rma_lock_flush ] && ARGS=flush
 [ "$CASE" = rma_epochs_nosucceed ] && ARGS=nosucceed
 [ "$CASE" = rma_memory_null ] && ARGS=null
+[ "$CASE" = thread_colls_clean ] && ARGS=clean
 unset VQC_MPI_STRICT VQC_MPI_RMA_LINES_MAX
 if [ "$CASE" = rma_truncated ]; then
   ARGS=30000
@@ -361,6 +372,7 @@ case $PROG in
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv|inflight_change|mprobe_lost) np=2 ;;
   spawn_clean|thread_recv|rma_origin|rma_epochs|rma_memory) np=2 ;;
+  thread_colls) np=2 ;;
   rma_loop) np=2 ;;
   f_clean) np=4 ;;
   f_type_mismatch|persistent_lost|init_wait) np=2 ;;
@@ -457,7 +469,8 @@ def ledger(path):
                          % (path, j["as"]))
                 last_t += j.get("in", 0)
                 open_ = dict(heads[j["as"]], seq=j["same"], t_enter_ns=last_t,
-                             t_exit_ns=0, state="entered", status="")
+                             t_exit_ns=0, state="entered", status="",
+                             short=True)
                 out.append(open_)
             else:
                 if open_ is None or open_["seq"] != j["same"]:
@@ -493,11 +506,12 @@ md = open(os.path.join(d, "report.md")).read()
 head = md.split("## ")[0]
 prog = run.get("job", {}).get("command", [""])[-1].rsplit("/", 1)[-1]
 if case in ("rma_lock_flush", "rma_epochs_nosucceed", "rma_memory_null",
-            "rma_truncated"):
+            "rma_truncated", "thread_colls_clean"):
     prog = {"rma_lock_flush": "rma_lock_race",  # (its argument comes last)
             "rma_epochs_nosucceed": "rma_epochs",
             "rma_memory_null": "rma_memory",
-            "rma_truncated": "rma_loop"}[case]
+            "rma_truncated": "rma_loop",
+            "thread_colls_clean": "thread_colls"}[case]
 if not head.startswith("# vqcheck report: "):
     fail("report.md does not start with its title: %r" % head[:80])
 title = head.splitlines()[0][len("# vqcheck report: "):]
@@ -1139,6 +1153,47 @@ elif case == "coll_types":
             not in f["message"]:
         fail("expected ranks 0-2 at coll_types.c:26, int32 and float32: "
              "%s %s %s" % (f["ranks"], f.get("site"), f["message"]))
+elif case in ("thread_colls", "thread_colls_clean"):
+    clean = case.endswith("_clean")
+    if clean and (rc != 0 or fs):
+        fail("a correct program: expected exit 0 and no finding, got %d %s"
+             % (rc, kinds))
+    if not clean:
+        if rc != 1 or kinds != ["collective_mismatch"]:
+            fail("expected exit 1 and one collective_mismatch, got %d and %s"
+                 % (rc, kinds))
+        f = fs[0]
+        # (two ranks: no majority to tell which one is wrong)
+        if f["ranks"] != [0, 1] or \
+                "thread_colls.c:34" not in f.get("site", "") \
+                or "collective #601 all_reduce" not in f["message"] \
+                or "rank 1 all_reduce(float64, count 1, product)" \
+                not in f["message"]:
+            fail("expected rank 1's product at collective #601, "
+                 "thread_colls.c:34: %s %s %s"
+                 % (f["ranks"], f.get("site"), f["message"]))
+    # both threads' loops, interleaved, written mostly as short lines and
+    # read back as every call of each communicator, done at its line
+    led, nshort = ledger(os.path.join(d, "rank-0.live.jsonl"))
+    comms = sorted({l["group_name"] for l in led
+                    if l.get("op") == "all_reduce"})
+    if len(comms) != 2:
+        fail("rank 0: all-reduces on %s, expected two communicators" % comms)
+    for c in comms:
+        done = {l["seq"]: l["line"] for l in led
+                if l.get("group_name") == c and l["state"] == "done"}
+        if [done.get(q) for q in range(1, 801)] != [34] * 800:
+            fail("rank 0, %s: calls done %s..." % (c, sorted(done.items())[:4]))
+    if nshort < 800:
+        fail("rank 0: %d short lines for 1600 calls" % nshort)
+    # the threads' lines did interleave (rank 1's first thread sleeps 20 ms
+    # at every 100th call): a call entered as a short line whose done line
+    # is a full one, another thread's call having been entered since
+    short_in = {(l.get("group_name"), l["seq"]) for l in led if l.get("short")}
+    closed = [l for l in led if not l.get("short") and l["state"] == "done"
+              and (l.get("group_name"), l["seq"]) in short_in]
+    if not closed:
+        fail("rank 0's record shows no two threads' calls at once")
 elif case == "type_reuse":
     if rc != 1 or kinds != ["collective_mismatch"]:
         fail("expected exit 1 and one collective_mismatch, got %d and %s"
