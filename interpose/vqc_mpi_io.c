@@ -85,7 +85,12 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode,
   const bool room = nfiles < FILES_MAX;
   if (room) files[nfiles++] = (open_file){.fh = *fh, .ci = ci};
   unlock();
-  if (!room) info_unref(ci);
+  if (!room) {
+    info_unref(ci);
+    record_incomplete("VQC_EUNSUPPORTED", "its MPI-IO files past %d open "
+                      "at once were not followed (%s), so their collectives "
+                      "were not checked", FILES_MAX, filename ? filename : "");
+  }
   return rc;
 }
 

@@ -150,9 +150,14 @@ static bool grow(void) {
 static chan *channel(comm_info *ci, int peer, int tag, bool recv) {
   if (n_chans + 1 > cap_chans / 2) {
     if (n_chans >= MSGS_MAX || !grow()) {
-      if (!uncounted)
+      if (!uncounted) {
         uncounted = "more point-to-point channels (communicator, peer, tag) "
                     "than the interposer keeps";
+        record_incomplete("VQC_EUNSUPPORTED", "it used more than %u "
+                          "point-to-point channels (communicator, peer, "
+                          "tag), so its messages were not all paired with "
+                          "other ranks'", MSGS_MAX);
+      }
       return NULL;
     }
   }

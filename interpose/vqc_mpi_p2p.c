@@ -578,8 +578,12 @@ static void matched_keep(MPI_Message m, MPI_Comm comm, const MPI_Status *st) {
     matched[nmatched++] = (struct matched){m, comm, st->MPI_SOURCE,
                                            st->MPI_TAG};
   unlock();
-  if (!room)
+  if (!room) {
     msgs_uncounted("more than 64 matched messages (MPI_Mprobe) at once");
+    record_incomplete("VQC_EUNSUPPORTED", "it held more than %d matched "
+                      "messages (MPI_Mprobe) at once, so its messages were "
+                      "not all paired with other ranks'", MATCHED_MAX);
+  }
 }
 
 /* Message m's entry taken out into *out; false when it has none. */

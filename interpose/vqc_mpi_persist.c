@@ -49,6 +49,9 @@ static void persist_made(const char *name, int rc, const MPI_Request *req,
   if (!kept) {
     info_unref(ci);
     msgs_uncounted("a persistent request could not be kept (no memory)");
+    record_incomplete("VQC_EUNSUPPORTED", "a persistent request of its "
+                      "could not be kept (no memory), so its messages were "
+                      "not all paired with other ranks'");
   }
   if (replaced) info_unref(old.ci);
 }

@@ -128,6 +128,10 @@
 #                   communicators (before, every line under
 #                   MPI_THREAD_MULTIPLE was a full one);
 #   thread_colls_clean  the same, every call matching: exit 0;
+#   io_many         2 ranks: 70 files open at once, each written
+#                   collectively: the interposer follows 64, so exit 3 and
+#                   the verdict says each rank's files past 64 were not
+#                   followed (it was green);
 #   type_reuse      3 ranks: a type made, used in MPI_Bcast and freed per
 #                   field (MPI gives the second the first's handle); rank
 #                   1's second is of MPI_FLOAT where the others' is of
@@ -372,7 +376,7 @@ case $PROG in
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv|inflight_change|mprobe_lost) np=2 ;;
   spawn_clean|thread_recv|rma_origin|rma_epochs|rma_memory) np=2 ;;
-  thread_colls) np=2 ;;
+  thread_colls|io_many) np=2 ;;
   rma_loop) np=2 ;;
   f_clean) np=4 ;;
   f_type_mismatch|persistent_lost|init_wait) np=2 ;;
@@ -1194,6 +1198,16 @@ elif case in ("thread_colls", "thread_colls_clean"):
               and (l.get("group_name"), l["seq"]) in short_in]
     if not closed:
         fail("rank 0's record shows no two threads' calls at once")
+elif case == "io_many":
+    if rc != 3 or fs:
+        fail("files not followed: expected exit 3 and no finding, got %d %s"
+             % (rc, kinds))
+    msg = run["training"].get("message", "")
+    for r in (0, 1):
+        want = ("rank %d: its MPI-IO files past 64 open at once were not "
+                "followed" % r)
+        if want not in msg:
+            fail("the verdict does not say %r: %s" % (want, msg))
 elif case == "type_reuse":
     if rc != 1 or kinds != ["collective_mismatch"]:
         fail("expected exit 1 and one collective_mismatch, got %d and %s"
