@@ -22,6 +22,11 @@ void info_unref(comm_info *ci) {
 }
 
 int info_delete(MPI_Comm c, int keyval, void *attr, void *extra) {
+  /* The handle goes (MPI may give it to the next communicator) even when
+   * the attribute lives on (a window or file made from it holds it): the
+   * record's last-call cache, which knows the call by its handle, and the
+   * kept heads let it go now. */
+  rec_forget_comm(attr);
   info_unref(attr);
   return MPI_SUCCESS;
 }
