@@ -128,6 +128,14 @@
 #                   communicators (before, every line under
 #                   MPI_THREAD_MULTIPLE was a full one);
 #   thread_colls_clean  the same, every call matching: exit 0;
+#   p2p_tags        2 ranks, a tag per step for 40000 steps each way:
+#                   80000 channels per rank, past the 65536 kept one by
+#                   one (the rest in many-tags channels, compared in
+#                   all): exit 0, rank 0's counts complete;
+#   buffered_p2p_tags  the same and one more message rank 1 never
+#                   receives (--buffered-sends, so the program ends): one
+#                   deadlock finding, rank 0 sent 40001 messages to rank 1
+#                   and 40000 were received (it was green);
 #   io_many         2 ranks: 70 files open at once, each written
 #                   collectively: the interposer follows 64, so exit 3 and
 #                   the verdict says each rank's files past 64 were not
@@ -345,6 +353,7 @@ case $CASE in
   rma_memory_null) PROG=rma_memory; STRICT= ;;
   rma_truncated) PROG=rma_loop; STRICT= ;;
   thread_colls_clean) PROG=thread_colls; STRICT= ;;
+  p2p_tags) PROG=p2p_tags; STRICT= ;;
   *) STRICT= ;;
 esac
 ARGS=
@@ -352,6 +361,7 @@ ARGS=
 [ "$CASE" = rma_epochs_nosucceed ] && ARGS=nosucceed
 [ "$CASE" = rma_memory_null ] && ARGS=null
 [ "$CASE" = thread_colls_clean ] && ARGS=clean
+[ "$CASE" = p2p_tags ] && ARGS=clean
 unset VQC_MPI_STRICT VQC_MPI_RMA_LINES_MAX
 if [ "$CASE" = rma_truncated ]; then
   ARGS=30000
@@ -376,7 +386,7 @@ case $PROG in
   type_mismatch|no_finalize|abort_call|buffer_race|send_send) np=2 ;;
   overlap_type|truncated|freed_recv|inflight_change|mprobe_lost) np=2 ;;
   spawn_clean|thread_recv|rma_origin|rma_epochs|rma_memory) np=2 ;;
-  thread_colls|io_many) np=2 ;;
+  thread_colls|io_many|p2p_tags) np=2 ;;
   rma_loop) np=2 ;;
   f_clean) np=4 ;;
   f_type_mismatch|persistent_lost|init_wait) np=2 ;;
@@ -510,12 +520,13 @@ md = open(os.path.join(d, "report.md")).read()
 head = md.split("## ")[0]
 prog = run.get("job", {}).get("command", [""])[-1].rsplit("/", 1)[-1]
 if case in ("rma_lock_flush", "rma_epochs_nosucceed", "rma_memory_null",
-            "rma_truncated", "thread_colls_clean"):
+            "rma_truncated", "thread_colls_clean", "p2p_tags"):
     prog = {"rma_lock_flush": "rma_lock_race",  # (its argument comes last)
             "rma_epochs_nosucceed": "rma_epochs",
             "rma_memory_null": "rma_memory",
             "rma_truncated": "rma_loop",
-            "thread_colls_clean": "thread_colls"}[case]
+            "thread_colls_clean": "thread_colls",
+            "p2p_tags": "p2p_tags"}[case]
 if not head.startswith("# vqcheck report: "):
     fail("report.md does not start with its title: %r" % head[:80])
 title = head.splitlines()[0][len("# vqcheck report: "):]
@@ -1198,6 +1209,27 @@ elif case in ("thread_colls", "thread_colls_clean"):
               and (l.get("group_name"), l["seq"]) in short_in]
     if not closed:
         fail("rank 0's record shows no two threads' calls at once")
+elif case == "p2p_tags":
+    if rc != 0 or fs:
+        fail("a correct program: expected exit 0 and no finding, got %d %s"
+             % (rc, kinds))
+    lines = [json.loads(l) for l in open(os.path.join(d, "rank-0.p2p.jsonl"))]
+    if lines[0].get("uncounted") is not None:
+        fail("rank 0's counts said incomplete: %s" % lines[0])
+    many = [l for l in lines[1:] if l.get("tag") == -2]
+    if not many or sum(l["count"] for l in lines[1:]) != 80000:
+        fail("rank 0: %d many-tags channels, %d messages counted (80000)"
+             % (len(many), sum(l["count"] for l in lines[1:])))
+elif case == "buffered_p2p_tags":
+    if rc != 1 or kinds != ["deadlock"]:
+        fail("expected exit 1 and one deadlock (a message never received), "
+             "got %d and %s" % (rc, kinds))
+    f = fs[0]
+    if f["ranks"] != [0, 1] or "rank 0 sent 40001 messages to rank 1 " \
+            "(over more tags than vqcheck pairs one by one" \
+            not in f["message"] or "received only 40000" not in f["message"]:
+        fail("expected rank 0's 40001 messages, 40000 received: %s %s"
+             % (f["ranks"], f["message"]))
 elif case == "io_many":
     if rc != 3 or fs:
         fail("files not followed: expected exit 3 and no finding, got %d %s"

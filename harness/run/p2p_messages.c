@@ -23,6 +23,9 @@ typedef struct at {
 
 enum { SEND, RECV, PENDING };
 
+/* The tag of a many-tags channel (interpose/vqc_mpi_msgs.c TAG_MANY). */
+#define TAG_MANY (-2)
+
 /* What pairing needs of a channel's "first" or "other" message; the rest
  * (call, call site) is read again from the file for a finding only. */
 typedef struct brief {
@@ -327,6 +330,52 @@ static void lost(const char *dir, const ent *s, uint64_t received,
   (void)vqc_findings_add(fresh, &x);
 }
 
+/* rank src's messages to rank dst on comm, compared in all: either side
+ * counted some of them in a many-tags channel (the interposer's, past its
+ * channels kept one by one: a program that numbers its tags), so its
+ * counts per tag are not the other side's. s: the pair's first send
+ * channel (its call and site name the finding). */
+static void lost_in_all(const char *dir, const ent *s, uint64_t sent,
+                        uint64_t received, vqc_findings *fresh) {
+  at first, other;
+  details(dir, s, &first, &other);
+  char w[420], c[300];
+  where(&first, w, sizeof w);
+  vqc_finding x;
+  vqc_finding_init(&x, VQC_FINDING_DEADLOCK, -1,
+      "rank %d sent %" PRIu64 " message%s to rank %d%s (over more tags than "
+      "vqcheck pairs one by one; the first with %s at %s), and rank %d "
+      "received only %" PRIu64 " of them: %" PRIu64 " reached MPI_Finalize "
+      "unmatched (MPI requires every message to be received; a message too "
+      "large to be sent eagerly blocks its sender forever)",
+      s->src, sent, sent == 1 ? "" : "s", s->dst,
+      on_comm(s->comm, c, sizeof c), first.call, w, s->dst, received,
+      sent - received);
+  vqc_finding_add_rank(&x, s->src);
+  vqc_finding_add_rank(&x, s->dst);
+  set_site(&x, &first);
+  json_decref(x.detail);
+  x.detail = base_detail("never_received", s);
+  json_object_set_new(x.detail, "tag", json_null()); /* all of them */
+  json_object_set_new(x.detail, "sent", json_integer((json_int_t)sent));
+  json_object_set_new(x.detail, "received", json_integer((json_int_t)received));
+  json_object_set_new(x.detail, "call", json_string(first.call));
+  (void)vqc_findings_add(fresh, &x);
+}
+
+/* Whether rank dst's own finding already tells a receive it never
+ * completed that could have been from src on comm (any tag). */
+static bool pending_from(const ent *es, size_t n, const char *comm, int src,
+                         int dst) {
+  for (size_t i = 0; i < n; i++) {
+    const ent *p = &es[i];
+    if (p->kind == PENDING && p->dst == dst && strcmp(p->comm, comm) == 0 &&
+        (p->src < 0 || p->src == src))
+      return true;
+  }
+  return false;
+}
+
 /* What side e had at message o (first, or other from its ordinal on). */
 static const at *at_ordinal(const ent *e, const at *first, const at *other,
                             uint64_t o) {
@@ -431,6 +480,41 @@ void vqc_p2p_messages(const char *dir, int ranks, vqc_findings *fresh,
   int told = 0, more = 0;
   int64_t compared = 0;
   for (size_t i = 0; i < n;) {
+    /* The messages of one (communicator, source, destination): compared
+     * in all when either side has a many-tags channel (TAG_MANY). */
+    size_t k = i;
+    bool many = false;
+    uint64_t sent = 0, got = 0;
+    const ent *first_send = NULL;
+    for (; k < n && es[k].src == es[i].src && es[k].dst == es[i].dst &&
+           strcmp(es[k].comm, es[i].comm) == 0;
+         k++) {
+      if (es[k].kind == PENDING) continue;
+      many = many || es[k].tag == TAG_MANY;
+      if (es[k].kind == SEND) {
+        sent += es[k].count;
+        if (!first_send) first_send = &es[k];
+      } else {
+        got += es[k].count;
+      }
+    }
+    if (many) {
+      const ent *e = &es[i];
+      const bool paired = e->src >= 0 && e->src < ranks && e->dst >= 0 &&
+                          e->dst < ranks && rf[e->src].read &&
+                          rf[e->dst].read && !rf[e->src].uncounted &&
+                          !rf[e->dst].uncounted;
+      if (paired) compared += (int64_t)(got < sent ? got : sent);
+      if (paired && first_send && got < sent &&
+          !pending_from(es, n, e->comm, e->src, e->dst)) {
+        if (told < MAX_FINDINGS)
+          lost_in_all(dir, first_send, sent, got, fresh), told++;
+        else
+          more++;
+      }
+      i = k;
+      continue;
+    }
     /* One channel: its send (if any), then its receive (if any). */
     const ent *s = NULL, *r = NULL;
     size_t j = i;
