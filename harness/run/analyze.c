@@ -573,14 +573,17 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
     vqc_uneven_ends(dir, ranks > 0 ? ranks : max_live + 1, &fresh, warnings);
   /* An MPI program's messages: each rank's sends paired with their
    * receiver's receives (rank-<r>.p2p.jsonl, written at MPI_Finalize). */
+  /* What either could not compare (a file unread, more than they hold)
+   * makes the verdict incomplete, as a rank's own end line does. */
+  char p2p_cut[600] = "", rma_cut[600] = "";
   if (nlivef > 0)
     vqc_p2p_messages(dir, ranks > 0 ? ranks : max_live + 1, &fresh, warnings,
-                     NULL);
+                     NULL, p2p_cut, sizeof p2p_cut);
   /* Its one-sided accesses: two ranks' unordered conflicting accesses to
    * one window location (rank-<r>.rma.jsonl, written as they complete). */
   if (nlivef > 0)
     vqc_rma_races(dir, ranks > 0 ? ranks : max_live + 1, &fresh, warnings,
-                  NULL);
+                  NULL, rma_cut, sizeof rma_cut);
 
   /* The tensors the bridge could not digest: told in the reports, never a
    * verdict, so a record that cannot be read here is a warning only. */
@@ -618,7 +621,7 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
     if (doc && ao->duration_s > 0)
       json_object_set_new(doc, "duration_s", json_real(ao->duration_s));
     /* Never clean: a job whose ranks did not all reach their end. */
-    char which[512], few[512], unchecked[1000];
+    char which[512], few[512], unchecked[2300];
     const char *unchecked_status = NULL;
     int nlive = 0, nfew = 0;
     int64_t live_steps = 0;
@@ -626,6 +629,15 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
                                sizeof which, few, sizeof few, &nfew,
                                &live_steps, unchecked, sizeof unchecked,
                                &unchecked_status);
+    /* The analysis' own: what the cross-rank checks could not compare. */
+    for (int c = 0; c < 2; c++) {
+      const char *cut = c == 0 ? p2p_cut : rma_cut;
+      if (!cut[0]) continue;
+      const size_t k = strlen(unchecked);
+      snprintf(unchecked + k, sizeof unchecked - k, "%s%s", k ? "; " : "",
+               cut);
+      if (!unchecked_status) unchecked_status = "VQC_EUNSUPPORTED";
+    }
     /* Uneven clean ends are legal in a watched job (uneven_ends.h); in
      * another, a rank was expected to train every step. */
     if (ao->job) nfew = 0;
@@ -654,7 +666,7 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
       /* Every rank reached its end, and some of what they did went
        * unchecked: no verdict but a finding (a record cut short by a full
        * disk hid the races it would have shown). */
-      char msg[1400];
+      char msg[2600];
       snprintf(msg, sizeof msg, "%s%snot everything was checked: %s",
                ao->why ? ao->why : "", ao->why ? ": " : "", unchecked);
       json_t *tr0 = json_object_get(doc, "training");

@@ -118,7 +118,8 @@ static uint64_t u64(const json_t *v) {
 /* The entries of rank r's file appended to *all; false (and a warning)
  * when it cannot be read. */
 static bool read_rank(const char *dir, int r, rank_file *rf, ent **all,
-                      size_t *n, size_t *cap, json_t *warnings) {
+                      size_t *n, size_t *cap, json_t *warnings,
+                      char *unchecked, size_t nu) {
   char path[4200];
   snprintf(path, sizeof path, "%s/rank-%d.p2p.jsonl", dir, r);
   FILE *f = fopen(path, "r");
@@ -205,6 +206,9 @@ static bool read_rank(const char *dir, int r, rank_file *rf, ent **all,
     snprintf(msg, sizeof msg, "rank %d's point-to-point messages were not "
              "checked: %s: %s", r, path, why);
     json_array_append_new(warnings, json_string(msg));
+    if (!unchecked[0])
+      snprintf(unchecked, nu, "rank %d's point-to-point messages were not "
+               "paired with other ranks' (rank-%d.p2p.jsonl: %s)", r, r, why);
     return false;
   }
   rf->read = true;
@@ -451,8 +455,10 @@ int64_t vqc_p2p_messages_recorded(const char *dir, int ranks) {
 }
 
 void vqc_p2p_messages(const char *dir, int ranks, vqc_findings *fresh,
-                      json_t *warnings, int64_t *messages) {
+                      json_t *warnings, int64_t *messages, char *unchecked,
+                      size_t nu) {
   if (messages) *messages = 0;
+  if (nu > 0) unchecked[0] = '\0';
   if (ranks <= 0) ranks = vqc_run_dir_rank_span(dir, ".p2p.jsonl");
   if (ranks <= 0) return;
   rank_file *rf = calloc((size_t)ranks, sizeof *rf);
@@ -460,7 +466,7 @@ void vqc_p2p_messages(const char *dir, int ranks, vqc_findings *fresh,
   ent *es = NULL;
   size_t n = 0, cap = 0;
   for (int r = 0; r < ranks; r++)
-    (void)read_rank(dir, r, &rf[r], &es, &n, &cap, warnings);
+    (void)read_rank(dir, r, &rf[r], &es, &n, &cap, warnings, unchecked, nu);
   /* What was not paired, and why (the interposer's reason). */
   int told_uncounted = 0;
   for (int r = 0; r < ranks; r++) {

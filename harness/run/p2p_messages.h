@@ -35,9 +35,13 @@
 /* Appends the findings above to `fresh`, for the ranks of run directory
  * dir (0..ranks-1; ranks <= 0: as many as there are files). A file that
  * cannot be read or parsed is a warning appended to `warnings`, never a
- * verdict. *messages (may be NULL): the messages compared. */
+ * finding; it, and files past what the analysis holds, also put why some
+ * messages were not compared into unchecked (n bytes; "" when all were:
+ * the caller makes the verdict incomplete). *messages (may be NULL): the
+ * messages compared. */
 void vqc_p2p_messages(const char *dir, int ranks, vqc_findings *fresh,
-                      json_t *warnings, int64_t *messages);
+                      json_t *warnings, int64_t *messages, char *unchecked,
+                      size_t n);
 
 /* The messages the ranks' files count, from their head lines (watch's
  * run.json "checks"); 0 when there are none. */

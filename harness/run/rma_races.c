@@ -151,7 +151,8 @@ static bool add_access(tables *t, const json_t *j, int r, char *why,
 }
 
 /* Rank r's file read into t; false (and a warning) when it cannot be. */
-static bool read_rank(const char *dir, int r, tables *t, json_t *warnings) {
+static bool read_rank(const char *dir, int r, tables *t, json_t *warnings,
+                      char *unchecked, size_t nu) {
   char path[4200];
   snprintf(path, sizeof path, "%s/rank-%d.rma.jsonl", dir, r);
   FILE *f = fopen(path, "r");
@@ -201,6 +202,9 @@ static bool read_rank(const char *dir, int r, tables *t, json_t *warnings) {
     snprintf(msg, sizeof msg, "rank %d's RMA accesses were not all "
              "checked: %s: %s", r, path, why);
     json_array_append_new(warnings, json_string(msg));
+    if (!unchecked[0])
+      snprintf(unchecked, nu, "rank %d's RMA accesses were not all compared "
+               "with other ranks' (rank-%d.rma.jsonl: %s)", r, r, why);
   } else if (truncated) {
     snprintf(msg, sizeof msg, "rank %d made more RMA accesses than its "
              "record keeps (%s): races among the later ones were not "
@@ -216,7 +220,8 @@ static bool read_rank(const char *dir, int r, tables *t, json_t *warnings) {
  * or overlaps between its cells is its operations, one access each.
  * Accesses with no known unit are dropped, and expansions past
  * MAX_ACCESSES (a warning). */
-static void resolve(tables *t, json_t *warnings) {
+static void resolve(tables *t, json_t *warnings, char *unchecked,
+                    size_t nu) {
   access *out = NULL;
   size_t n = 0, cap = 0;
   bool cut = false;
@@ -250,10 +255,15 @@ static void resolve(tables *t, json_t *warnings) {
       b->id_last = solid ? a.id + (uint64_t)a.n - 1 : b->id;
     }
   }
-  if (cut)
+  if (cut) {
     json_array_append_new(warnings, json_string(
         "the ranks' RMA accesses are more than the analysis compares: races "
         "among the later ones were not checked"));
+    if (!unchecked[0])
+      snprintf(unchecked, nu, "the ranks' RMA accesses were more than the "
+               "analysis compares (%zu), so races among the later ones were "
+               "not checked", (size_t)MAX_ACCESSES);
+  }
   free(t->as);
   t->as = out;
   t->n = n;
@@ -371,16 +381,19 @@ static void free_tables(tables *t, int ranks) {
 }
 
 void vqc_rma_races(const char *dir, int ranks, vqc_findings *fresh,
-                   json_t *warnings, int64_t *accesses) {
+                   json_t *warnings, int64_t *accesses, char *unchecked,
+                   size_t nu) {
   if (accesses) *accesses = 0;
+  if (nu > 0) unchecked[0] = '\0';
   const int in_dir = vqc_run_dir_rank_span(dir, ".rma.jsonl");
   if (ranks <= 0 || in_dir > ranks) ranks = in_dir;
   if (ranks <= 0) return;
   tables t = {0};
   t.hosts = calloc((size_t)ranks, sizeof *t.hosts);
   if (!t.hosts) return;
-  for (int r = 0; r < ranks; r++) (void)read_rank(dir, r, &t, warnings);
-  resolve(&t, warnings);
+  for (int r = 0; r < ranks; r++)
+    (void)read_rank(dir, r, &t, warnings, unchecked, nu);
+  resolve(&t, warnings, unchecked, nu);
   for (size_t i = 0; i < t.n; i++) /* a target past the ranks: no host */
     if (t.as[i].target < 0 || t.as[i].target >= ranks) t.as[i].bytes = 0;
   if (t.n > 0) qsort(t.as, t.n, sizeof *t.as, cmp_access);

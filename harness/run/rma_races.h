@@ -41,8 +41,12 @@
 /* Appends the findings above to `fresh`, for the ranks of run directory
  * dir (0..ranks-1; ranks <= 0: as many as there are files). A file that
  * cannot be read or parsed is a warning appended to `warnings`, never a
- * verdict. *accesses (may be NULL): the accesses compared. */
+ * finding; it, and accesses past what the analysis compares, also put why
+ * some were not compared into unchecked (n bytes; "" when all were: the
+ * caller makes the verdict incomplete). *accesses (may be NULL): the
+ * accesses compared. */
 void vqc_rma_races(const char *dir, int ranks, vqc_findings *fresh,
-                   json_t *warnings, int64_t *accesses);
+                   json_t *warnings, int64_t *accesses, char *unchecked,
+                   size_t n);
 
 #endif /* VQC_RMA_RACES_H */

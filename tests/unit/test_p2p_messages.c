@@ -56,11 +56,14 @@ static void file(int rank, const char *text) {
   #tag ",\"count\":" #count ",\"untyped\":" #untyped ",\"seqhash\":\""     \
   hash "\",\"first\":" first "}\n"
 
+static char unchecked[600]; /* the last call's */
+
 static vqc_findings run(json_t **warnings) {
   vqc_findings f;
   vqc_findings_init(&f);
   *warnings = json_array();
-  vqc_p2p_messages(dir, 2, &f, *warnings, NULL);
+  snprintf(unchecked, sizeof unchecked, "(not set)");
+  vqc_p2p_messages(dir, 2, &f, *warnings, NULL, unchecked, sizeof unchecked);
   return f;
 }
 
@@ -81,6 +84,7 @@ Test(p2p, matched_is_clean) {
   vqc_findings f = run(&w);
   cr_expect_eq(f.count, 0);
   cr_expect_eq(json_array_size(w), 0);
+  cr_expect_str_empty(unchecked);
   json_decref(w);
   vqc_findings_free(&f);
 }
@@ -226,6 +230,8 @@ Test(p2p, bad_file_is_a_warning) {
   cr_assert_eq(json_array_size(w), 1);
   cr_expect(strstr(json_string_value(json_array_get(w, 0)),
                    "rank 0's point-to-point messages were not checked"));
+  cr_expect(strstr(unchecked, "rank 0's point-to-point messages were not "
+                              "paired"), "%s", unchecked);
   json_decref(w);
   vqc_findings_free(&f);
 }
