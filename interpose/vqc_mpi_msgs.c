@@ -294,6 +294,17 @@ static size_t put_at(char *b, size_t k, size_t cap, const char *key,
   return k + 1 < cap ? (b[k] = '}', k + 1) : cap;
 }
 
+/* path could not be written (err): this rank's messages are not paired,
+ * and its end line says so. */
+static void not_written(const char *path, int err) {
+  fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write %s: %s; its "
+          "point-to-point messages are not checked\n", g.rank, path,
+          strerror(err));
+  record_incomplete("VQC_EIO", "its point-to-point messages were not "
+                    "checked: rank-%d.p2p.jsonl could not be written (%s)",
+                    g.rank, strerror(err));
+}
+
 void msgs_write(void) {
   if (!g.on) return;
   char path[4200], tmp[4300];
@@ -301,13 +312,7 @@ void msgs_write(void) {
   snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
   FILE *f = fopen(tmp, "we");
   if (!f) {
-    const int err = errno;
-    fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write %s: %s; its "
-            "point-to-point messages are not checked\n", g.rank, tmp,
-            strerror(err));
-    record_incomplete("VQC_EIO", "its point-to-point messages were not "
-                      "checked: rank-%d.p2p.jsonl could not be written (%s)",
-                      g.rank, strerror(err));
+    not_written(tmp, errno);
     return;
   }
   lock();
@@ -355,13 +360,7 @@ void msgs_write(void) {
   unlock();
   const bool ok = fflush(f) == 0 && !ferror(f);
   if (fclose(f) != 0 || !ok || rename(tmp, path) != 0) {
-    const int err = errno;
-    fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write %s: %s; its "
-            "point-to-point messages are not checked\n", g.rank, path,
-            strerror(err));
-    record_incomplete("VQC_EIO", "its point-to-point messages were not "
-                      "checked: rank-%d.p2p.jsonl could not be written (%s)",
-                      g.rank, strerror(err));
+    not_written(path, errno);
     unlink(tmp);
   }
 }

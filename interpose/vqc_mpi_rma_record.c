@@ -49,20 +49,23 @@ static unsigned long lines;
 static char buf[BUF_SIZE];
 static size_t used;
 
+/* The record could not be written (err): its later accesses are not
+ * checked, and the rank's end line says so. */
+static void write_failed(int err) {
+  fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write its RMA "
+          "accesses: %s; the rest are not checked\n", g.rank, strerror(err));
+  record_incomplete("VQC_EIO", "its RMA accesses could not all be written "
+                    "to rank-%d.rma.jsonl (%s), so they were not all checked "
+                    "against other ranks'", g.rank, strerror(err));
+  failed = true;
+}
+
 static void write_all(const char *b, size_t n) {
   while (n > 0 && !failed) {
     const ssize_t w = write(fd, b, n);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      const int err = w < 0 ? errno : EIO;
-      fprintf(stderr, "libvqcheck_mpi: rank %d: cannot write its RMA "
-              "accesses: %s; the rest are not checked\n", g.rank,
-              strerror(err));
-      record_incomplete("VQC_EIO", "its RMA accesses could not all be "
-                        "written to rank-%d.rma.jsonl (%s), so they were not "
-                        "all checked against other ranks'", g.rank,
-                        strerror(err));
-      failed = true;
+      write_failed(w < 0 ? errno : EIO);
       return;
     }
     b += w;
@@ -245,12 +248,6 @@ void rma_record_access(const char *win, const rma_op *o, char access,
 
 void rma_record_close(void) {
   rma_record_flush();
-  if (fd >= 0 && close(fd) != 0 && !failed) {
-    record_incomplete("VQC_EIO", "its RMA accesses could not all be "
-                      "written to rank-%d.rma.jsonl (%s), so they were not "
-                      "all checked against other ranks'", g.rank,
-                      strerror(errno));
-    failed = true;
-  }
+  if (fd >= 0 && close(fd) != 0 && !failed) write_failed(errno);
   fd = -1;
 }

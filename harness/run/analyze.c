@@ -571,11 +571,12 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
    * when every rank did, the cause of the others' error when one failed. */
   if (nlivef > 0)
     vqc_uneven_ends(dir, ranks > 0 ? ranks : max_live + 1, &fresh, warnings);
+  /* What the two checks below could not compare (a file unread, more
+   * than they hold) makes the verdict incomplete, as a rank's own end
+   * line does. */
+  char p2p_cut[600] = "", rma_cut[600] = "";
   /* An MPI program's messages: each rank's sends paired with their
    * receiver's receives (rank-<r>.p2p.jsonl, written at MPI_Finalize). */
-  /* What either could not compare (a file unread, more than they hold)
-   * makes the verdict incomplete, as a rank's own end line does. */
-  char p2p_cut[600] = "", rma_cut[600] = "";
   if (nlivef > 0)
     vqc_p2p_messages(dir, ranks > 0 ? ranks : max_live + 1, &fresh, warnings,
                      NULL, p2p_cut, sizeof p2p_cut);

@@ -283,18 +283,45 @@ static json_t *base_detail(const char *what, const ent *e) {
                    "to", e->dst, "tag", e->tag, "communicator", e->comm);
 }
 
-/* Whether rank dst's own finding already tells a receive it never
+/* Whether rank e->dst's own finding already tells a receive it never
  * completed that could have been for e (same communicator, source and
- * tag, or wildcards). es[lo..hi) all have e's communicator. */
+ * tag, or wildcards; e->tag TAG_MANY: any tag). */
 static bool pending_for(const ent *es, size_t n, const ent *e) {
   for (size_t i = 0; i < n; i++) {
     const ent *p = &es[i];
     if (p->kind == PENDING && p->dst == e->dst &&
         strcmp(p->comm, e->comm) == 0 && (p->src < 0 || p->src == e->src) &&
-        (p->tag < 0 || p->tag == e->tag))
+        (p->tag < 0 || e->tag == TAG_MANY || p->tag == e->tag))
       return true;
   }
   return false;
+}
+
+/* Whether both sides of e (its source's and destination's files) were
+ * read and counted every message. */
+static bool both_counted(const rank_file *rf, int ranks, const ent *e) {
+  return e->src >= 0 && e->src < ranks && e->dst >= 0 && e->dst < ranks &&
+         rf[e->src].read && rf[e->dst].read && !rf[e->src].uncounted &&
+         !rf[e->dst].uncounted;
+}
+
+/* x (its message made) completed as a message never received: its ranks,
+ * its site (the first send's), its detail (tag null when all_tags), and
+ * added to fresh. */
+static void add_never_received(vqc_finding *x, const ent *s, const at *first,
+                               uint64_t sent, uint64_t received,
+                               bool all_tags, vqc_findings *fresh) {
+  vqc_finding_add_rank(x, s->src);
+  vqc_finding_add_rank(x, s->dst);
+  set_site(x, first);
+  json_decref(x->detail);
+  x->detail = base_detail("never_received", s);
+  if (all_tags) json_object_set_new(x->detail, "tag", json_null());
+  json_object_set_new(x->detail, "sent", json_integer((json_int_t)sent));
+  json_object_set_new(x->detail, "received",
+                      json_integer((json_int_t)received));
+  json_object_set_new(x->detail, "call", json_string(first->call));
+  (void)vqc_findings_add(fresh, x);
 }
 
 static void lost(const char *dir, const ent *s, uint64_t received,
@@ -323,15 +350,7 @@ static void lost(const char *dir, const ent *s, uint64_t received,
         "sender forever)",
         s->src, s->count, s->dst, s->tag, on_comm(s->comm, c, sizeof c),
         first.call, w, s->dst, received, missing);
-  vqc_finding_add_rank(&x, s->src);
-  vqc_finding_add_rank(&x, s->dst);
-  set_site(&x, &first);
-  json_decref(x.detail);
-  x.detail = base_detail("never_received", s);
-  json_object_set_new(x.detail, "sent", json_integer((json_int_t)s->count));
-  json_object_set_new(x.detail, "received", json_integer((json_int_t)received));
-  json_object_set_new(x.detail, "call", json_string(first.call));
-  (void)vqc_findings_add(fresh, &x);
+  add_never_received(&x, s, &first, s->count, received, false, fresh);
 }
 
 /* rank src's messages to rank dst on comm, compared in all: either side
@@ -355,30 +374,9 @@ static void lost_in_all(const char *dir, const ent *s, uint64_t sent,
       s->src, sent, sent == 1 ? "" : "s", s->dst,
       on_comm(s->comm, c, sizeof c), first.call, w, s->dst, received,
       sent - received);
-  vqc_finding_add_rank(&x, s->src);
-  vqc_finding_add_rank(&x, s->dst);
-  set_site(&x, &first);
-  json_decref(x.detail);
-  x.detail = base_detail("never_received", s);
-  json_object_set_new(x.detail, "tag", json_null()); /* all of them */
-  json_object_set_new(x.detail, "sent", json_integer((json_int_t)sent));
-  json_object_set_new(x.detail, "received", json_integer((json_int_t)received));
-  json_object_set_new(x.detail, "call", json_string(first.call));
-  (void)vqc_findings_add(fresh, &x);
+  add_never_received(&x, s, &first, sent, received, true, fresh);
 }
 
-/* Whether rank dst's own finding already tells a receive it never
- * completed that could have been from src on comm (any tag). */
-static bool pending_from(const ent *es, size_t n, const char *comm, int src,
-                         int dst) {
-  for (size_t i = 0; i < n; i++) {
-    const ent *p = &es[i];
-    if (p->kind == PENDING && p->dst == dst && strcmp(p->comm, comm) == 0 &&
-        (p->src < 0 || p->src == src))
-      return true;
-  }
-  return false;
-}
 
 /* What side e had at message o (first, or other from its ordinal on). */
 static const at *at_ordinal(const ent *e, const at *first, const at *other,
@@ -505,14 +503,11 @@ void vqc_p2p_messages(const char *dir, int ranks, vqc_findings *fresh,
       }
     }
     if (many) {
-      const ent *e = &es[i];
-      const bool paired = e->src >= 0 && e->src < ranks && e->dst >= 0 &&
-                          e->dst < ranks && rf[e->src].read &&
-                          rf[e->dst].read && !rf[e->src].uncounted &&
-                          !rf[e->dst].uncounted;
+      const ent any = {.comm = es[i].comm, .src = es[i].src,
+                       .dst = es[i].dst, .tag = TAG_MANY};
+      const bool paired = both_counted(rf, ranks, &any);
       if (paired) compared += (int64_t)(got < sent ? got : sent);
-      if (paired && first_send && got < sent &&
-          !pending_from(es, n, e->comm, e->src, e->dst)) {
+      if (paired && first_send && got < sent && !pending_for(es, n, &any)) {
         if (told < MAX_FINDINGS)
           lost_in_all(dir, first_send, sent, got, fresh), told++;
         else
@@ -533,10 +528,7 @@ void vqc_p2p_messages(const char *dir, int ranks, vqc_findings *fresh,
     if (j == i) j = i + 1; /* a PENDING line: used by pending_for only */
     i = j;
     const ent *e = s ? s : r;
-    if (!e || e->src < 0 || e->src >= ranks || e->dst < 0 ||
-        e->dst >= ranks || !rf[e->src].read || !rf[e->dst].read ||
-        rf[e->src].uncounted || rf[e->dst].uncounted)
-      continue;
+    if (!e || !both_counted(rf, ranks, e)) continue;
     const uint64_t received = r ? r->count : 0;
     if (s) compared += (int64_t)(received < s->count ? received : s->count);
     if (s && received < s->count && !pending_for(es, n, s)) {
