@@ -48,6 +48,11 @@ static vqc_status take_event(vqc_not_digested *nd, const json_t *j, int rank,
     return VQC_OK;
   }
   nd->count++;
+  /* Only an explicit false says the tensor held nothing to compare: a
+   * line without the flag (an older bridge's) or with another value is
+   * taken as contents that went unchecked, never as clean. */
+  const bool unchecked = !json_is_false(json_object_get(j, "unchecked"));
+  if (unchecked) nd->unchecked++;
   if (json_array_size(nd->list) >= VQC_NOT_DIGESTED_LISTED) return VQC_OK;
   json_t *tensor = cut_text(json_string_value(t), VQC_NOT_DIGESTED_NAME_MAX);
   if (listed(nd->list, rank, tensor)) {
@@ -62,8 +67,9 @@ static vqc_status take_event(vqc_not_digested *nd, const json_t *j, int rank,
   json_t *step = json_is_integer(s) && json_integer_value(s) >= 0
                      ? json_integer(json_integer_value(s))
                      : json_null();
-  json_t *e = json_pack("{s:i,s:o,s:o,s:o}", "rank", rank, "tensor", tensor,
-                        "why", why, "step", step);
+  json_t *e = json_pack("{s:i,s:o,s:o,s:o,s:b}", "rank", rank, "tensor",
+                        tensor, "why", why, "step", step, "unchecked",
+                        unchecked);
   if (e == NULL || json_array_append_new(nd->list, e) != 0)
     return vqc_error(VQC_ENOMEM, "not_digested: no memory");
   return VQC_OK;
@@ -138,4 +144,71 @@ void vqc_not_digested_free(vqc_not_digested *nd) {
   json_decref(nd->list);
   json_decref(nd->warnings);
   memset(nd, 0, sizeof *nd);
+}
+
+/* The ranks of list entries from `from` on that name tensor t and went
+ * unchecked, as "0, 1, 3" into buf (cap bytes); how many there are. */
+static int ranks_of(const json_t *list, size_t from, const json_t *t,
+                    char *buf, size_t cap) {
+  int n = 0;
+  size_t k = 0, i;
+  const json_t *e;
+  buf[0] = '\0';
+  json_array_foreach(list, i, e) {
+    if (i < from || !json_is_true(json_object_get(e, "unchecked")) ||
+        !json_equal(json_object_get(e, "tensor"), (json_t *)t))
+      continue;
+    int w = snprintf(buf + k, k < cap ? cap - k : 0, "%s%d", n ? ", " : "",
+                     (int)json_integer_value(json_object_get(e, "rank")));
+    if (w > 0) k += (size_t)w;
+    n++;
+  }
+  if (k >= cap && cap > 4) memcpy(buf + cap - 4, "...", 4);
+  return n;
+}
+
+/* Whether an entry before `before` names tensor t and went unchecked. */
+static bool told_before(const json_t *list, size_t before, const json_t *t) {
+  for (size_t i = 0; i < before; i++) {
+    const json_t *e = json_array_get(list, i);
+    if (json_is_true(json_object_get(e, "unchecked")) &&
+        json_equal(json_object_get(e, "tensor"), (json_t *)t))
+      return true;
+  }
+  return false;
+}
+
+int64_t vqc_not_digested_unchecked(const vqc_not_digested *nd, char *out,
+                                   size_t cap) {
+  if (cap > 0) out[0] = '\0';
+  if (nd == NULL || nd->unchecked == 0 || cap == 0) return 0;
+  size_t k = 0, i;
+  int named = 0, tensors = 0;
+  const json_t *e;
+  json_array_foreach(nd->list, i, e) {
+    const json_t *t = json_object_get(e, "tensor");
+    if (!json_is_true(json_object_get(e, "unchecked")) ||
+        told_before(nd->list, i, t))
+      continue;
+    tensors++;
+    if (named == 3) continue; /* counted, not named */
+    char ranks[200];
+    int nr = ranks_of(nd->list, i, t, ranks, sizeof ranks);
+    int w = snprintf(out + k, k < cap ? cap - k : 0,
+                     "%stensor '%s' was not digested on rank%s %s (%s)",
+                     named ? "; " : "", json_string_value(t),
+                     nr == 1 ? "" : "s", ranks,
+                     json_string_value(json_object_get(e, "why")));
+    if (w > 0) k += (size_t)w;
+    named++;
+  }
+  if (tensors > named) {
+    int w = snprintf(out + k, k < cap ? cap - k : 0, "; and %d more tensor%s",
+                     tensors - named, tensors - named == 1 ? "" : "s");
+    if (w > 0) k += (size_t)w;
+  }
+  if (nd->unchecked > 0 && tensors == 0) /* past the listed entries only */
+    snprintf(out, cap, "%lld tensor lines were not digested",
+             (long long)nd->unchecked);
+  return nd->unchecked;
 }

@@ -586,8 +586,10 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
     vqc_rma_races(dir, ranks > 0 ? ranks : max_live + 1, &fresh, warnings,
                   NULL, rma_cut, sizeof rma_cut);
 
-  /* The tensors the bridge could not digest: told in the reports, never a
-   * verdict, so a record that cannot be read here is a warning only. */
+  /* The tensors the bridge could not digest: told in the reports; those
+   * whose contents went unchecked make the verdict incomplete (below). A
+   * record that cannot be read here is a warning: the ranks' end lines
+   * and the traces are read on their own. */
   if (vqc_not_digested_read(dir, &skipped) != VQC_OK) {
     const char *why = error_text(ao);
     char msg[1400];
@@ -630,9 +632,12 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
                                sizeof which, few, sizeof few, &nfew,
                                &live_steps, unchecked, sizeof unchecked,
                                &unchecked_status);
-    /* The analysis' own: what the cross-rank checks could not compare. */
-    for (int c = 0; c < 2; c++) {
-      const char *cut = c == 0 ? p2p_cut : rma_cut;
+    /* The analysis' own: what the cross-rank checks could not compare,
+     * and the tensors whose contents no digest read. */
+    char tensors_cut[1200] = "";
+    vqc_not_digested_unchecked(&skipped, tensors_cut, sizeof tensors_cut);
+    for (int c = 0; c < 3; c++) {
+      const char *cut = c == 0 ? p2p_cut : c == 1 ? rma_cut : tensors_cut;
       if (!cut[0]) continue;
       const size_t k = strlen(unchecked);
       snprintf(unchecked + k, sizeof unchecked - k, "%s%s", k ? "; " : "",

@@ -221,26 +221,80 @@ def test_openclip_gather_without_gradient(cli, tmp_path, mode):
 
 def test_a_tensor_the_digest_cannot_read_never_stops_the_check(cli,
                                                                tmp_path):
-    """From step 3 every rank holds a quantized buffer, which the digest
-    cannot read: it is left out and named once per rank (stderr, and a
-    not_digested event in the live record); every other tensor is digested
-    to the last step, so the run is checked and clean. (A check that does
-    stop mid-run is never clean: test_overlap's
+    """From step 3 every rank holds a torch.bits8 buffer, which the digest
+    has no code for: it is left out and named once per rank (stderr, and a
+    not_digested event in the live record, "unchecked": true); every other
+    tensor is digested to the last step. Its contents went unchecked, so
+    the verdict is "not everything was checked" (exit 3), never clean.
+    (A check that does stop mid-run is never clean either: test_overlap's
     test_failure_on_the_digest_thread_is_the_synchronous_error.)"""
     out = tmp_path / "run"
     rc, run, err = watch(cli, out, 2, [JOBS / "broken_state.py"])
-    assert rc == 0, (run and run["findings"], err)
+    assert rc == 3, (run and run["findings"], err)
+    assert run["findings"] == []
+    assert run["training"]["message"] == (
+        "not everything was checked: tensor 'Module.q' was not digested on "
+        "ranks 0, 1 (its element type torch.bits8 has no digest code)")
     assert "the bridge's state check failed" not in err
-    assert err.count("tensor 'Module.q' is not digested (quantized") == 2
+    assert err.count("tensor 'Module.q' is not digested (its element type "
+                     "torch.bits8 has no digest code): its contents are NOT "
+                     "checked") == 2
     for rank in range(2):
         events = [json.loads(x) for x in
                   (out / f"rank-{rank}.live.jsonl").read_text().splitlines()]
         skipped = [e for e in events if e.get("event") == "not_digested"]
-        assert [(e["tensor"], e["step"]) for e in skipped] == \
-            [("Module.q", 3)], skipped
+        assert [(e["tensor"], e["step"], e["unchecked"]) for e in skipped] \
+            == [("Module.q", 3, True)], skipped
         steps = {json.loads(x)["step"] for x in
                  (out / f"rank-{rank}.trace.jsonl").read_text().splitlines()}
         assert steps == set(range(6))
+
+
+COMPOUND = JOBS / "compound_state.py"
+
+
+def test_compound_tensors_are_digested_through_their_parts(cli, tmp_path):
+    """A quantized buffer, a sparse one and a float8 weight in a wrapper
+    subclass, equal on both ranks: each is digested (the quantized one as
+    its integer values and parameters, the sparse one dense, the wrapper as
+    the tensors its __tensor_flatten__ names), so the run is clean; a meta
+    buffer holds nothing to compare: named, never a reason for no
+    verdict."""
+    out = tmp_path / "run"
+    rc, run, err = watch(cli, out, 2, [COMPOUND, "clean"])
+    assert rc == 0, (run and run["findings"], err)
+    lines = [json.loads(x) for x in
+             (out / "rank-1.trace.jsonl").read_text().splitlines()]
+    at0 = {x["tensor"]: (x["dtype"], x["shape"]) for x in lines
+           if x["step"] == 0}
+    assert at0["Module.q:int_repr"] == ("int8", [8])
+    assert at0["Module.q:scale"] == ("float64", [])
+    assert at0["Module.q:zero_point"] == ("int64", [])
+    assert at0["Module.s"] == ("float32", [4, 4])
+    assert at0["Module.w8:_data"] == ("float8_e4m3fn", [2, 4])
+    assert at0["Module.w8:_scale"] == ("float32", [1])
+    assert "Module.q" not in at0 and "Module.w8" not in at0
+    assert "tensor 'Module.m' is not digested (a meta tensor has no " \
+        "data): it holds nothing to compare" in err
+    nd = run["analysis"]["not_digested"]
+    assert [(e["tensor"], e["unchecked"]) for e in nd] == \
+        [("Module.m", False)] * 2
+
+
+@pytest.mark.parametrize("mode,tensor", [("quantized", "Module.q:int_repr"),
+                                         ("sparse", "Module.s"),
+                                         ("wrapped", "Module.w8:_scale")])
+def test_a_rank_differing_in_a_compound_tensor_is_found(cli, tmp_path, mode,
+                                                        tensor):
+    """Rank 1 changes the quantized buffer (another scale), the sparse one
+    (one stored value) or the wrapper's scale at step 2: a divergence at
+    step 2 in that part."""
+    out = tmp_path / "run"
+    rc, run, err = watch(cli, out, 2, [COMPOUND, mode])
+    assert rc == 1, err
+    f = run["findings"][0]
+    assert (f["kind"], f["step"], f["tensor"]) == \
+        ("divergence", 2, tensor), f
 
 
 def _line_of(job, text):

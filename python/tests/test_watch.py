@@ -284,3 +284,39 @@ def test_program_names_with_undecodable_bytes_stay_valid_json(tmp_path,
     rc, run, err = compare(cli, tmp_path / "t", tmp_path / "c")
     assert rc == 0, err
     assert run["compare"]["program"] == "tr\ufffdain.py"
+
+
+def test_compound_tensors_are_digested_through_their_dense_parts(tmp_path):
+    """vqcheck._dense: a per-channel quantized buffer is its integer values,
+    scales, zero points and axis; a CSR buffer is digested as its dense
+    form (the same digest as the dense tensor); a meta buffer is left out
+    as holding nothing, a torch.bits8 one as unchecked (stderr says
+    which)."""
+    from vqcheck import _dense
+    m = torch.nn.Module()
+    m.register_buffer("q", torch.quantize_per_channel(
+        torch.randn(3, 4), torch.tensor([0.1, 0.2, 0.3]),
+        torch.tensor([0, 1, 2]), 0, torch.qint8))
+    # (torch.where, not a product: a product's -0.0 is no stored zero)
+    dense = torch.where(torch.rand(4, 4) > 0.5, torch.randn(4, 4), 0.0)
+    m.register_buffer("csr", dense.to_sparse_csr())
+    m.register_buffer("meta", torch.empty(2, device="meta"))
+    m.register_buffer("bits", torch.zeros(2, dtype=torch.uint8).view(
+        torch.bits8))
+    assert isinstance(_dense.dense_parts("m", m.meta), _dense.Left)
+    assert _dense.dense_parts("m", m.meta).unchecked is False
+    assert _dense.dense_parts("b", m.bits).unchecked is True
+    with vt.watch(m, out=tmp_path) as w:
+        w.step()
+    lines = {x["tensor"]: x for x in read_trace(tmp_path / "rank-0.trace.jsonl")}
+    assert {"q:int_repr", "q:scales", "q:zero_points", "q:axis", "csr"} <= \
+        set(lines)
+    assert "meta" not in lines and "bits" not in lines and "q" not in lines
+    assert lines["q:int_repr"]["dtype"] == "int8"
+    assert lines["q:int_repr"]["shape"] == [3, 4]
+    assert lines["q:scales"]["dtype"] == "float64"
+    assert lines["csr"]["shape"] == [4, 4]
+    assert lines["csr"]["digest"] == f"{vqcheck.digest(dense):016x}"
+    assert lines["q:int_repr"]["digest"] == \
+        f"{vqcheck.digest(m.q.int_repr()):016x}"
+    assert set(w._skipped) == {"meta", "bits"}

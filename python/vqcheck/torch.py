@@ -26,7 +26,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 import torch
 
-from . import _hooks, _layout
+from . import _dense, _hooks, _layout
 from ._digest import DigestError, _dtype_name, dtype_code, digest
 from ._trace import TraceWriter, remove_stale_traces
 
@@ -291,32 +291,38 @@ class Watch:
         cannot read is left out and named once (_not_digested): one tensor
         never switches the check off."""
         out = []
-        for name, tensor, layout in self._tensors():
+        for whole, tensor, layout in self._tensors():
             if _layout.is_dtensor(tensor):
                 tensor, layout = _layout.dtensor_local(tensor)
-            why = _undigestable(tensor)
-            if why is not None:
-                self._not_digested(name, why)
+            parts = _dense.dense_parts(whole, tensor)
+            if isinstance(parts, _dense.Left):
+                self._not_digested(whole, parts.why, parts.unchecked)
                 continue
-            dtype = _DTYPE_NAMES.get(tensor.dtype)
-            if dtype is None:
-                dtype = _DTYPE_NAMES[tensor.dtype] = _dtype_name(tensor.dtype)
-            shape = tuple(tensor.shape)
-            self._check_layout(f"{name} (shard {layout.shard})"
-                               if layout.shard else name, dtype, shape, step)
-            values = _told_values(tensor) if name in self._valued else None
-            out.append((name, dtype, shape, tensor, layout.group,
-                        layout.shard, values))
+            for name, part in parts:
+                dtype = _DTYPE_NAMES.get(part.dtype)
+                if dtype is None:
+                    dtype = _DTYPE_NAMES[part.dtype] = _dtype_name(part.dtype)
+                shape = tuple(part.shape)
+                self._check_layout(f"{name} (shard {layout.shard})"
+                                   if layout.shard else name, dtype, shape,
+                                   step)
+                values = _told_values(part) if name in self._valued else None
+                out.append((name, dtype, shape, part, layout.group,
+                            layout.shard, values))
         return out
 
-    def _not_digested(self, name: str, why: str) -> None:
-        """Tensor `name` is left out of the digests (why); said once per
-        name, on stderr (vqcheck._bridge also records it for the report)."""
+    def _not_digested(self, name: str, why: str, unchecked: bool) -> None:
+        """Tensor `name` is left out of the digests (why; unchecked: it
+        holds contents nothing compared, vqcheck._dense); said once per
+        name, on stderr (vqcheck._bridge also records it for the report
+        and the verdict)."""
         if name in self._skipped:
             return
         self._skipped[name] = why
-        print(f"vqcheck: tensor '{name}' is not digested ({why}); the "
-              "other tensors are", file=sys.stderr)
+        tail = "its contents are NOT checked" if unchecked else \
+            "it holds nothing to compare"
+        print(f"vqcheck: tensor '{name}' is not digested ({why}): {tail}; "
+              "the other tensors are checked", file=sys.stderr)
 
     def _check_layout(self, name: str, dtype: str, shape: Tuple[int, ...],
                       step: int) -> None:
@@ -522,25 +528,6 @@ def _check_modules(modules: Any) -> Tuple[List[torch.nn.Module],
             wrappers[id(m)] = ddp
         inner.append(m)
     return inner, wrappers
-
-
-def _undigestable(t: Any) -> Optional[str]:
-    """Why tensor t cannot be digested, or None: told before hashing, so
-    that the tensor is left out and the others go on."""
-    if t.layout != torch.strided:
-        return f"a {t.layout} tensor has no dense bytes"
-    if t.is_meta:
-        return "a meta tensor has no data"
-    if t.is_quantized:
-        return f"quantized tensors ({t.dtype}) are not digested"
-    try:
-        dtype_code(t.dtype)
-    except DigestError as e:
-        return str(e)
-    if t.numel() > 0 and t.data_ptr() == 0:
-        return (f"{type(t).__name__} has no data here (data_ptr() is 0: "
-                "storage freed, or a tensor subclass without local bytes)")
-    return None
 
 
 def _check_names(names: Any, count: int) -> List[str]:

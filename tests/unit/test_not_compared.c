@@ -11,11 +11,18 @@
  *                      not digested ({"rank","tensor","why","step"}), and
  *                      report.md, report.html and junit.xml name them;
  *                      never a finding, exit 0;
+ *   unchecked_contents_are_no_verdict  tensors whose contents went
+ *                      unchecked ("unchecked" anything but false) make the
+ *                      verdict "not everything was checked" (exit 3),
+ *                      naming 3 and counting the rest; tensors with
+ *                      nothing to compare (a meta one) never do;
  *   garbage_not_digested_lines_break_nothing  a line without a tensor
  *                      name is skipped and named in a warning; a mistyped
  *                      why or step is said as such; an over-long name is
  *                      cut at a character's end; a cut last line is
- *                      ignored; the output stays valid UTF-8, exit 0;
+ *                      ignored; the output stays valid UTF-8; lines
+ *                      without "unchecked" (an older bridge's) went
+ *                      unchecked, exit 3;
  *   the_lists_are_bounded  140 pieces without a replica: run.json lists
  *                      the first 100 and counts 140; report.md names 20
  *                      and says how many more;
@@ -187,10 +194,10 @@ Test(not_compared, analyze_names_what_was_not_compared) {
   cr_assert_eq(mkdir(dir_in(dir, sizeof dir, "run"), 0777), 0);
   sharded_traces(dir, 2, 2, 2);
   static const char skips[] =
-      "{\"event\":\"not_digested\",\"tensor\":\"emb.weight\",\"why\":\"a "
-      "sparse tensor (layout torch.sparse_coo)\",\"step\":0}\n"
+      "{\"event\":\"not_digested\",\"tensor\":\"emb.weight\",\"why\":\"its "
+      "storage is freed: no data here\",\"step\":0,\"unchecked\":false}\n"
       "{\"event\":\"not_digested\",\"tensor\":\"pos.bias\",\"why\":\"a meta "
-      "tensor\",\"step\":1}\n";
+      "tensor\",\"step\":1,\"unchecked\":false}\n";
   live_record(dir, 0, 2, 2, skips, "");
   live_record(dir, 1, 2, 2, skips, "");
 
@@ -220,8 +227,8 @@ Test(not_compared, analyze_names_what_was_not_compared) {
   const json_t *e = json_array_get(nd, 2); /* rank 1's first */
   cr_expect_eq(int_at(e, "rank"), 1);
   cr_expect_str_eq(str_at(e, "tensor"), "emb.weight");
-  cr_expect_str_eq(str_at(e, "why"),
-                   "a sparse tensor (layout torch.sparse_coo)");
+  cr_expect_str_eq(str_at(e, "why"), "its storage is freed: no data here");
+  cr_expect(json_is_false(json_object_get(e, "unchecked")));
   cr_expect_eq(int_at(e, "step"), 0);
   json_decref(j);
 
@@ -231,8 +238,8 @@ Test(not_compared, analyze_names_what_was_not_compared) {
                                 "tensors: flat0 (flat:0/2), flat1 "
                                 "(flat:0/2), flat0 (flat:1/2), flat1 "
                                 "(flat:1/2)"), "%s", md);
-  cr_expect_not_null(strstr(md, "not digested: emb.weight on ranks 0, 1: a "
-                                "sparse tensor (layout torch.sparse_coo)"),
+  cr_expect_not_null(strstr(md, "not digested: emb.weight on ranks 0, 1: its "
+                                "storage is freed: no data here"),
                      "%s", md);
   cr_expect_not_null(strstr(md, "not digested: pos.bias on ranks 0, 1: a "
                                 "meta tensor"), "%s", md);
@@ -243,7 +250,7 @@ Test(not_compared, analyze_names_what_was_not_compared) {
   cr_expect_not_null(strstr(html, "no replica: not comparable: 8 lines, 4 "
                                   "tensors: flat0 (flat:0/2)"), "%s", html);
   cr_expect_not_null(strstr(html, "not digested: emb.weight on ranks 0, 1: "
-                                  "a sparse tensor"));
+                                  "its storage is freed"));
   free(html);
   char *junit = read_in(dir, "junit.xml");
   cr_expect_not_null(strstr(junit, "<property name=\"not_compared."
@@ -289,8 +296,10 @@ Test(not_compared, garbage_not_digested_lines_break_nothing) {
               "{\"event\":\"not_digested\",\"tensor\":\"cut"); /* no \n */
   live_record(dir, 1, 2, 1, "", "");
 
+  /* Lines without "unchecked" (an older bridge's) are contents that went
+   * unchecked: no verdict. */
   char *err = NULL;
-  json_t *j = analyze(dir, 0, &err);
+  json_t *j = analyze(dir, 3, &err);
   cr_expect_not_null(strstr(err, "rank-0.live.jsonl:2: a not_digested line "
                                  "without a tensor name (\"tensor\"): "
                                  "skipped (3 such lines in all)"),
@@ -310,6 +319,12 @@ Test(not_compared, garbage_not_digested_lines_break_nothing) {
   cr_expect(vqc_utf8_valid(cut, strlen(cut)));
   cr_expect_str_eq(str_at(json_array_get(nd, 2), "tensor"),
                    "q\xc3\xa9?", "control characters are replaced");
+  const char *msg = str_at(json_object_get(j, "training"), "message");
+  static const char head[] = "not everything was checked: tensor 'w' was "
+                             "not digested on rank 0 (no reason given); "
+                             "tensor '";
+  cr_expect(strncmp(msg, head, strlen(head)) == 0, "%s", msg);
+  cr_expect(vqc_utf8_valid(msg, strlen(msg)));
   json_decref(j);
   char *md = read_in(dir, "report.md");
   cr_expect_not_null(strstr(md, "not digested: w on rank 0: no reason "
@@ -317,6 +332,60 @@ Test(not_compared, garbage_not_digested_lines_break_nothing) {
   free(md);
   free(read_in(dir, "report.html"));
   free(read_in(dir, "junit.xml"));
+}
+
+Test(not_compared, unchecked_contents_are_no_verdict) {
+  char dir[512];
+  cr_assert_eq(mkdir(dir_in(dir, sizeof dir, "run"), 0777), 0);
+  sharded_traces(dir, 2, 2, 1);
+  static const char both[] =
+      "{\"event\":\"not_digested\",\"tensor\":\"a\",\"why\":\"its element "
+      "type torch.bits8 has no digest code\",\"step\":0,\"unchecked\":true}\n"
+      "{\"event\":\"not_digested\",\"tensor\":\"m\",\"why\":\"a meta "
+      "tensor has no data\",\"step\":0,\"unchecked\":false}\n"
+      "{\"event\":\"not_digested\",\"tensor\":\"b\",\"why\":\"tensors on "
+      "xla:0 are not digested\",\"step\":1,\"unchecked\":true}\n";
+  static const char one[] = /* rank 1 only; "yes" is not false */
+      "{\"event\":\"not_digested\",\"tensor\":\"c\",\"why\":\"x\","
+      "\"step\":1,\"unchecked\":\"yes\"}\n"
+      "{\"event\":\"not_digested\",\"tensor\":\"d\",\"why\":\"y\","
+      "\"step\":1,\"unchecked\":true}\n";
+  char rank1[1024];
+  snprintf(rank1, sizeof rank1, "%s%s", both, one);
+  live_record(dir, 0, 2, 2, both, "");
+  live_record(dir, 1, 2, 2, rank1, "");
+  json_t *j = analyze(dir, 3, NULL);
+  cr_expect_eq(json_array_size(json_object_get(j, "findings")), 0);
+  const json_t *tr = json_object_get(j, "training");
+  cr_expect_str_eq(str_at(tr, "status"), "VQC_EUNSUPPORTED");
+  cr_expect_str_eq(str_at(tr, "message"),
+                   "not everything was checked: tensor 'a' was not "
+                   "digested on ranks 0, 1 (its element type torch.bits8 "
+                   "has no digest code); tensor 'b' was not digested on "
+                   "ranks 0, 1 (tensors on xla:0 are not digested); tensor "
+                   "'c' was not digested on rank 1 (x); and 1 more tensor");
+  const json_t *nd = json_object_get(json_object_get(j, "analysis"),
+                                     "not_digested");
+  cr_expect(json_is_true(json_object_get(json_array_get(nd, 0),
+                                         "unchecked")));
+  cr_expect(json_is_false(json_object_get(json_array_get(nd, 1),
+                                          "unchecked")));
+  json_decref(j);
+  char *junit = read_in(dir, "junit.xml");
+  cr_expect_not_null(strstr(junit, "not everything was checked"), "%s",
+                     junit);
+  free(junit);
+
+  /* Only tensors with nothing to compare: clean. */
+  char clean[512];
+  cr_assert_eq(mkdir(dir_in(clean, sizeof clean, "clean"), 0777), 0);
+  sharded_traces(clean, 2, 2, 1);
+  static const char nothing[] =
+      "{\"event\":\"not_digested\",\"tensor\":\"m\",\"why\":\"a meta "
+      "tensor has no data\",\"step\":0,\"unchecked\":false}\n";
+  live_record(clean, 0, 2, 2, nothing, "");
+  live_record(clean, 1, 2, 2, nothing, "");
+  json_decref(analyze(clean, 0, NULL));
 }
 
 Test(not_compared, the_lists_are_bounded) {

@@ -322,14 +322,17 @@ def _make_bridge_watch(state: StateCheck, records: Records,
             stage = state.stage_of(self._outer.get(id(module), module))
             return self._ddps.get(id(module)), stage
 
-        def _not_digested(self, name: str, why: str) -> None:
+        def _not_digested(self, name: str, why: str,
+                          unchecked: bool) -> None:
             # said once per name on stderr, and in the live record, which
-            # the analysis reads for the report ("not digested: why")
+            # the analysis reads for the report ("not digested: why") and,
+            # when its contents went unchecked, the verdict
             if name not in self._skipped:
                 records.live_event({"event": "not_digested", "tensor": name,
                                     "why": why[:400],
+                                    "unchecked": unchecked,
                                     "step": max(self.steps - 1, 0)})
-            Watch._not_digested(self, name, why)
+            Watch._not_digested(self, name, why, unchecked)
 
         def _check_layout(self, name: str, dtype: str, shape: Any,
                           step: int) -> None:
