@@ -320,3 +320,24 @@ def test_compound_tensors_are_digested_through_their_dense_parts(tmp_path):
     assert lines["q:int_repr"]["digest"] == \
         f"{vqcheck.digest(m.q.int_repr()):016x}"
     assert set(w._skipped) == {"meta", "bits"}
+
+
+def test_a_functional_collectives_result_is_waited_for(tmp_path):
+    """A buffer holding funcol.all_reduce's result before anyone waited
+    (an AsyncCollectiveTensor) is digested after the wait, as the plain
+    tensor it holds: its bytes read before the wait could be the input's."""
+    import torch.distributed as dist
+    import torch.distributed._functional_collectives as funcol
+    from vqcheck import _dense
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path}/store",
+                            rank=0, world_size=1)
+    try:
+        x = torch.arange(4, dtype=torch.float32)
+        pending = funcol.all_reduce(x, "sum", dist.group.WORLD)
+        assert type(pending).__name__ == "AsyncCollectiveTensor"
+        parts = _dense.dense_parts("buf", pending)
+        assert [n for n, _ in parts] == ["buf"]
+        assert type(parts[0][1]) is torch.Tensor
+        assert torch.equal(parts[0][1], x)
+    finally:
+        dist.destroy_process_group()

@@ -16,7 +16,9 @@ it is made of, so that replicas that differ in them are still found:
 - a tensor subclass that wraps others (torch's traceable wrapper
   subclasses: torchao's float8 and NF4 weights, a jagged nested tensor):
   the tensors its __tensor_flatten__() names, as "NAME:<attribute>", each
-  of them made dense the same way.
+  of them made dense the same way; a functional collective's result not
+  yet waited for (AsyncCollectiveTensor) is waited for first, and is then
+  the plain tensor it holds.
 
 What is left cannot be digested, for one of two reasons, which the
 analysis treats differently:
@@ -68,6 +70,15 @@ def dense_parts(name: str, t: Any) -> Union[Parts, Left]:
 
 def _parts(name: str, t: Any, depth: int) -> Union[Parts, Left]:
     if _is_wrapper(t):
+        if depth >= 4:
+            return Left("tensor subclasses nested more than 4 deep are not "
+                        "digested", True)
+        if hasattr(t, "trigger_wait"):
+            # a functional collective's result not waited for yet
+            # (AsyncCollectiveTensor): its bytes are final only after the
+            # wait, which reading it through torch would do too
+            t = t.trigger_wait()
+            return _parts(name, t, depth + 1)
         return _wrapper_parts(name, t, depth)
     if t.is_meta:
         return Left("a meta tensor has no data", False)
@@ -123,9 +134,6 @@ def _is_wrapper(t: Any) -> bool:
 
 
 def _wrapper_parts(name: str, t: Any, depth: int) -> Union[Parts, Left]:
-    if depth >= 4:
-        return Left("tensor subclasses nested more than 4 deep are not "
-                    "digested", True)
     try:
         attrs, _ = t.__tensor_flatten__()
     except Exception as e:  # the subclass's own code
