@@ -27,7 +27,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple, Union
 import torch
 
 from . import _dense, _hooks, _layout
-from ._digest import DigestError, _dtype_name, dtype_code, digest
+from ._digest import _dtype_name, digest
 from ._trace import TraceWriter, remove_stale_traces
 
 __all__ = ["Watch", "step", "watch"]
@@ -287,9 +287,11 @@ class Watch:
         tensor at this step, in trace order, their layouts checked: what a
         step's lines say but the digests (vqcheck._bridge hashes them
         elsewhere). A DTensor is its local shard; group and shard are its
-        replica group and piece (vqcheck._layout). A tensor the digest
-        cannot read is left out and named once (_not_digested): one tensor
-        never switches the check off."""
+        replica group and piece (vqcheck._layout). A tensor that is not
+        one dense array is its dense parts (vqcheck._dense: a quantized
+        tensor's integer values and parameters, "NAME:int_repr", ...); one
+        the digest cannot read is left out and named once (_not_digested):
+        one tensor never switches the check off."""
         out = []
         for whole, tensor, layout in self._tensors():
             if _layout.is_dtensor(tensor):
