@@ -766,7 +766,7 @@ static vqc_status emit_rank_failure(const analysis *a, const verdict *v,
                                             : "failed");
       json_object_set_new(o, "last_collective", record_detail(a, x));
     } else {
-      appendf(msg, kk, sizeof msg, "; it never called a collective");
+      appendf(msg, kk, sizeof msg, "; no collective of it was recorded");
       json_object_set_new(o, "last_collective", json_null());
     }
     json_array_append_new(jlost, o);
@@ -784,7 +784,7 @@ static vqc_status emit_rank_failure(const analysis *a, const verdict *v,
             "up to #%" PRIu64, seq - 1);
   else
     appendf(msg, &k, sizeof msg, "; the other ranks completed no "
-            "collective");
+            "collective on record");
   json_t *det = json_object();
   json_t *jf = json_array();
   for (int i = 0; i < nfailed; i++)

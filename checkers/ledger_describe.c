@@ -203,7 +203,7 @@ void where_of(const analysis *a, int r, uint64_t seq, char *buf,
   } else if (d->n > 0) {
     appendf(buf, &k, n, "never completed a collective");
   } else {
-    appendf(buf, &k, n, "never called a collective");
+    appendf(buf, &k, n, "no collective of it was recorded");
   }
   char sig[96] = "";
   if (d->live.signal > 0) vqc_signal_text(d->live.signal, sig, sizeof sig);
