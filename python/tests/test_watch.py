@@ -341,3 +341,51 @@ def test_a_functional_collectives_result_is_waited_for(tmp_path):
         assert torch.equal(parts[0][1], x)
     finally:
         dist.destroy_process_group()
+
+
+class _NoStorage(torch.Tensor):
+    """A subclass without bytes whose data_ptr() raises (as torch's own
+    storage-less tensors do), and which says nothing of what it wraps."""
+
+    @staticmethod
+    def __new__(cls, shape):
+        return torch.Tensor._make_wrapper_subclass(cls, shape)
+
+    def data_ptr(self):
+        raise RuntimeError("Cannot access data pointer of Tensor that "
+                           "doesn't have storage")
+
+    @classmethod
+    def __torch_dispatch__(cls, func, types, args=(), kwargs=None):
+        raise NotImplementedError(func)
+
+
+class _FlattenRaises(_NoStorage):
+    def __tensor_flatten__(self):
+        raise RuntimeError("boom")
+
+    @staticmethod
+    def __tensor_unflatten__(inner, meta, outer_size, outer_stride):
+        raise NotImplementedError
+
+
+def test_a_subclass_that_raises_is_left_out_as_unchecked(tmp_path):
+    """A tensor subclass whose own methods raise (data_ptr(),
+    __tensor_flatten__()) is left out with why, as unchecked contents; the
+    other tensors are digested, the check goes on."""
+    from vqcheck import _dense
+    left = _dense.dense_parts("w", _NoStorage((2,)))
+    assert left == _dense.Left(
+        "_NoStorage could not be read: RuntimeError: Cannot access data "
+        "pointer of Tensor that doesn't have storage", True)
+    left = _dense.dense_parts("w", _FlattenRaises((2,)))
+    assert left == _dense.Left("_FlattenRaises.__tensor_flatten__() raised "
+                               "RuntimeError: boom", True)
+    m = torch.nn.Linear(2, 2)
+    m.register_buffer("odd", _NoStorage((3,)))
+    with vt.watch(m, out=tmp_path) as w:
+        w.step()
+        w.step()
+    names = {x["tensor"] for x in read_trace(tmp_path / "rank-0.trace.jsonl")}
+    assert names == {"weight", "bias", "modules.training"}
+    assert list(w._skipped) == ["odd"]

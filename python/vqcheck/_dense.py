@@ -64,8 +64,14 @@ _known_dtypes: dict = {}
 def dense_parts(name: str, t: Any) -> Union[Parts, Left]:
     """The dense tensors to digest for tensor t, watched as `name`: [(name,
     t)] for a plain dense tensor, several (name, part) for a compound one,
-    or Left when t cannot be digested."""
-    return _parts(name, t, 0)
+    or Left when t cannot be digested. Never raises for the tensor's own
+    sake: a subclass whose methods raise (no data pointer, no device) is
+    Left, so one tensor never switches the check off."""
+    try:
+        return _parts(name, t, 0)
+    except Exception as e:  # the tensor's (or its subclass's) own code
+        return Left(f"{type(t).__name__} could not be read: "
+                    f"{type(e).__name__}: {e}", True)
 
 
 def _parts(name: str, t: Any, depth: int) -> Union[Parts, Left]:
