@@ -4,9 +4,9 @@
  *
  * When the digest cannot read a tensor (a meta tensor, an element type
  * without a digest code, a tensor subclass that does not say what it
- * wraps), the Python bridge of `vqcheck watch`
- * leaves that tensor out, goes on with every other one, and appends once
- * per tensor and rank to rank-<r>.live.jsonl (ledger_analysis.h):
+ * wraps), the Python bridge of `vqcheck watch` leaves that tensor out,
+ * goes on with every other one, and appends once per tensor and rank to
+ * rank-<r>.live.jsonl (ledger_analysis.h):
  *
  *   {"event":"not_digested","tensor":NAME,"why":TEXT,"step":N,
  *    "unchecked":BOOL}
@@ -18,7 +18,8 @@
  * This is the reader `vqcheck analyze` uses to put them into run.json
  * ("analysis.not_digested") for the reports, and to tell what went
  * unchecked (vqc_not_digested_unchecked), which makes the verdict "not
- * everything was checked" (exit 3): never a finding. It is lenient, as a reader of what a dying process wrote must be:
+ * everything was checked" (exit 3): never a finding. It is lenient, as a
+ * reader of what a dying process wrote must be:
  * a line that is not a JSON object, or another event, is passed over; a
  * not_digested line without a tensor name is skipped, counted and the
  * first one named in a warning; a line over the 1 MiB cap ends the reading
@@ -50,8 +51,8 @@
 typedef struct vqc_not_digested {
   /* Array (owned) of {"rank": int, "tensor": string, "why": string,
    * "step": int or null, "unchecked": bool}: the first
-   * VQC_NOT_DIGESTED_LISTED distinct (rank,
-   * tensor), in rank order, then each record's order. */
+   * VQC_NOT_DIGESTED_LISTED distinct (rank, tensor), in rank order, then
+   * each record's order. */
   json_t *list;
   int64_t count;   /* not_digested lines read with a tensor name, every
                       rank (the bridge writes one per tensor and rank) */
@@ -69,8 +70,9 @@ typedef struct vqc_not_digested {
 vqc_status vqc_not_digested_read(const char *dir, vqc_not_digested *out);
 /* What went unchecked, for the verdict: "tensor 'T' was not digested on
  * ranks 0, 1 (why)", for the first 3 such tensors, then "; and N more
- * tensors", into out (cap bytes, cut at a character's end). Returns the
- * count of unchecked lines (0: out is ""). */
+ * tensors", into out (cap bytes; a cut may fall inside a character, which
+ * the verdict's JSON text mends). Returns the count of unchecked lines
+ * (0: out is ""). */
 int64_t vqc_not_digested_unchecked(const vqc_not_digested *nd, char *out,
                                    size_t cap);
 /* Frees what *nd holds and zeroes it; accepts NULL. */

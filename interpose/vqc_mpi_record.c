@@ -130,21 +130,34 @@ static inline uint64_t reserve(uint64_t n) {
   return __atomic_fetch_add(&rec.used, n, __ATOMIC_RELAXED);
 }
 
+/* A line of n bytes taken in the record: false when nothing is to be
+ * written (no record, or a line was lost: the record is incomplete
+ * whatever follows, and each try would cost a failing system call per
+ * collective). Else *off is its offset and *dst where to copy it in the
+ * mapping, or NULL: write it with rec_pwrite at *off (no mapping, a
+ * signal handler's line, no room). */
+static inline bool rec_take(uint64_t n, bool from_signal, uint64_t *off,
+                            unsigned char **dst) {
+  if (g.live_fd < 0 || __atomic_load_n(&rec_broken, __ATOMIC_RELAXED))
+    return false;
+  *off = reserve(n);
+  unsigned char *map = __atomic_load_n(&rec.map, __ATOMIC_ACQUIRE);
+  *dst = map && !from_signal && rec_room(*off + n) ? map + *off : NULL;
+  return true;
+}
+
 /* Appends the n parts of one line to the record. Async-signal-safe when
  * from_signal (pwrite only). */
 static void rec_append(const struct iovec *part, int n, bool from_signal) {
-  /* After a lost line the record is incomplete whatever follows: no more
-   * tries (each would cost a failing system call per collective). */
-  if (g.live_fd < 0 || __atomic_load_n(&rec_broken, __ATOMIC_RELAXED)) return;
   size_t total = 0;
   for (int i = 0; i < n; i++) total += part[i].iov_len;
-  const uint64_t off = reserve(total);
-  unsigned char *map = __atomic_load_n(&rec.map, __ATOMIC_ACQUIRE);
-  if (map && !from_signal && rec_room(off + total)) {
-    size_t k = 0;
+  uint64_t off;
+  unsigned char *dst;
+  if (!rec_take(total, from_signal, &off, &dst)) return;
+  if (dst) {
     for (int i = 0; i < n; i++) {
-      memcpy(map + off + k, part[i].iov_base, part[i].iov_len);
-      k += part[i].iov_len;
+      memcpy(dst, part[i].iov_base, part[i].iov_len);
+      dst += part[i].iov_len;
     }
     return;
   }
@@ -503,13 +516,12 @@ static void short_line(uint64_t seq, int k, uint64_t dt) {
   }
   same_prefix(seq);
   const size_t nt = (size_t)(b + sizeof b - p), np = (size_t)same.n;
-  if (g.live_fd < 0 || __atomic_load_n(&rec_broken, __ATOMIC_RELAXED))
-    return;
-  const uint64_t off = reserve(np + nt);
-  unsigned char *map = __atomic_load_n(&rec.map, __ATOMIC_ACQUIRE);
-  if (map && rec_room(off + np + nt)) {
-    copy_small(map + off, same.text, np);
-    copy_small(map + off + np, p, nt);
+  uint64_t off;
+  unsigned char *dst;
+  if (!rec_take(np + nt, false, &off, &dst)) return;
+  if (dst) {
+    copy_small(dst, same.text, np);
+    copy_small(dst + np, p, nt);
     return;
   }
   rec_pwrite(same.text, np, off);
