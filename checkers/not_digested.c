@@ -36,6 +36,31 @@ static bool listed(const json_t *list, int rank, const json_t *tensor) {
   return false;
 }
 
+/* Lists (rank, tensor, why, step: -1 for none, unchecked) unless listed
+ * already or the list is full; *fresh: it was listed now. */
+static vqc_status list_entry(vqc_not_digested *nd, int rank,
+                             const char *tensor_name, const char *why_text,
+                             int64_t step_at, bool unchecked, bool *fresh) {
+  *fresh = false;
+  if (json_array_size(nd->list) >= VQC_NOT_DIGESTED_LISTED) return VQC_OK;
+  json_t *tensor = cut_text(tensor_name, VQC_NOT_DIGESTED_NAME_MAX);
+  if (listed(nd->list, rank, tensor)) {
+    json_decref(tensor);
+    return VQC_OK;
+  }
+  json_t *why = why_text && why_text[0]
+                    ? cut_text(why_text, VQC_NOT_DIGESTED_WHY_MAX)
+                    : json_string("no reason given");
+  json_t *step = step_at >= 0 ? json_integer(step_at) : json_null();
+  json_t *e = json_pack("{s:i,s:o,s:o,s:o,s:b}", "rank", rank, "tensor",
+                        tensor, "why", why, "step", step, "unchecked",
+                        unchecked);
+  if (e == NULL || json_array_append_new(nd->list, e) != 0)
+    return vqc_error(VQC_ENOMEM, "not_digested: no memory");
+  *fresh = true;
+  return VQC_OK;
+}
+
 /* One not_digested event j of rank `rank` (line lineno of path) into nd;
  * the first line skipped is named into first_skip (first_cap bytes). */
 static vqc_status take_event(vqc_not_digested *nd, const json_t *j, int rank,
@@ -53,25 +78,53 @@ static vqc_status take_event(vqc_not_digested *nd, const json_t *j, int rank,
    * taken as contents that went unchecked, never as clean. */
   const bool unchecked = !json_is_false(json_object_get(j, "unchecked"));
   if (unchecked) nd->unchecked++;
-  if (json_array_size(nd->list) >= VQC_NOT_DIGESTED_LISTED) return VQC_OK;
-  json_t *tensor = cut_text(json_string_value(t), VQC_NOT_DIGESTED_NAME_MAX);
-  if (listed(nd->list, rank, tensor)) {
-    json_decref(tensor);
-    return VQC_OK;
-  }
   const json_t *w = json_object_get(j, "why");
-  json_t *why = json_is_string(w) && json_string_length(w) > 0
-                    ? cut_text(json_string_value(w), VQC_NOT_DIGESTED_WHY_MAX)
-                    : json_string("no reason given");
   const json_t *s = json_object_get(j, "step");
-  json_t *step = json_is_integer(s) && json_integer_value(s) >= 0
-                     ? json_integer(json_integer_value(s))
-                     : json_null();
-  json_t *e = json_pack("{s:i,s:o,s:o,s:o,s:b}", "rank", rank, "tensor",
-                        tensor, "why", why, "step", step, "unchecked",
-                        unchecked);
-  if (e == NULL || json_array_append_new(nd->list, e) != 0)
+  bool fresh;
+  return list_entry(nd, rank, json_string_value(t),
+                    json_is_string(w) ? json_string_value(w) : NULL,
+                    json_is_integer(s) && json_integer_value(s) >= 0
+                        ? (int64_t)json_integer_value(s)
+                        : -1,
+                    unchecked, &fresh);
+}
+
+vqc_status vqc_not_digested_init(vqc_not_digested *nd) {
+  memset(nd, 0, sizeof *nd);
+  nd->list = json_array();
+  nd->warnings = json_array();
+  if (nd->list == NULL || nd->warnings == NULL)
     return vqc_error(VQC_ENOMEM, "not_digested: no memory");
+  return VQC_OK;
+}
+
+vqc_status vqc_not_digested_add(vqc_not_digested *nd, int rank,
+                                const char *tensor, const char *why,
+                                int64_t step, bool unchecked) {
+  bool fresh;
+  VQC_TRY(list_entry(nd, rank, tensor, why, step, unchecked, &fresh));
+  /* Counted once per (rank, tensor) while the list has room (a trace
+   * names a tensor left out at every step); past it, every line. */
+  if (fresh || json_array_size(nd->list) >= VQC_NOT_DIGESTED_LISTED) {
+    nd->count++;
+    if (unchecked) nd->unchecked++;
+  }
+  return VQC_OK;
+}
+
+vqc_status vqc_not_digested_merge(vqc_not_digested *into,
+                                  const vqc_not_digested *from) {
+  size_t i;
+  const json_t *e;
+  json_array_foreach(from->list, i, e) {
+    const json_t *s = json_object_get(e, "step");
+    VQC_TRY(vqc_not_digested_add(
+        into, (int)json_integer_value(json_object_get(e, "rank")),
+        json_string_value(json_object_get(e, "tensor")),
+        json_string_value(json_object_get(e, "why")),
+        json_is_integer(s) ? (int64_t)json_integer_value(s) : -1,
+        json_is_true(json_object_get(e, "unchecked"))));
+  }
   return VQC_OK;
 }
 
@@ -112,11 +165,7 @@ static vqc_status read_record(vqc_not_digested *nd, const char *path,
 }
 
 vqc_status vqc_not_digested_read(const char *dir, vqc_not_digested *out) {
-  memset(out, 0, sizeof *out);
-  out->list = json_array();
-  out->warnings = json_array();
-  if (out->list == NULL || out->warnings == NULL)
-    return vqc_error(VQC_ENOMEM, "not_digested: no memory");
+  VQC_TRY(vqc_not_digested_init(out));
   int *ranks = NULL, n = 0; /* owned here */
   VQC_TRY(vqc_run_dir_rank_list(dir, ".live.jsonl", &ranks, &n));
   vqc_status s = VQC_OK;

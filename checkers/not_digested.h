@@ -35,6 +35,7 @@
 #define VQC_NOT_DIGESTED_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "vqc/status.h"
@@ -63,6 +64,22 @@ typedef struct vqc_not_digested {
                        the first line skipped, with how many were */
 } vqc_not_digested;
 
+/* An empty *nd (free it with vqc_not_digested_free, also after an
+ * error: VQC_ENOMEM). */
+vqc_status vqc_not_digested_init(vqc_not_digested *nd);
+/* One tensor that rank left out (why; step -1: not known; unchecked: it
+ * held contents nothing compared), as a trace's not_digested line names it
+ * (trace.h): listed unless (rank, tensor) is already, and counted once per
+ * (rank, tensor) while the list has room, every time past it. Strings
+ * must be UTF-8 (they are cut, at a character's end, as the reader's). */
+vqc_status vqc_not_digested_add(vqc_not_digested *nd, int rank,
+                                const char *tensor, const char *why,
+                                int64_t step, bool unchecked);
+/* Adds from's listed entries to into (vqc_not_digested_add each): the
+ * traces' tensors left out beside the live records' (a watched job names
+ * them in both). */
+vqc_status vqc_not_digested_merge(vqc_not_digested *into,
+                                  const vqc_not_digested *from);
 /* Reads every rank-<r>.live.jsonl of dir into *out (initialised here; free
  * it with vqc_not_digested_free, also after an error). A directory without
  * live records gives an empty list. VQC_EIO when dir or a record cannot be

@@ -72,6 +72,14 @@ static vqc_status check_record(const vqc_trace_record *r) {
   if (r->tensor[0] == '\0' ||
       strnlen(r->tensor, VQC_TRACE_NAME_MAX) >= VQC_TRACE_NAME_MAX)
     return vqc_error(VQC_EINVAL, "trace: tensor name empty or too long");
+  if (strnlen(r->program, VQC_TRACE_NAME_MAX) >= VQC_TRACE_NAME_MAX)
+    return vqc_error(VQC_EINVAL, "trace: program of '%s' too long",
+                     r->tensor);
+  if (r->not_digested[0]) /* no digest to check */
+    return strnlen(r->not_digested, VQC_TRACE_WHY_MAX) < VQC_TRACE_WHY_MAX
+               ? VQC_OK
+               : vqc_error(VQC_EINVAL, "trace: why '%s' was not digested is "
+                           "too long", r->tensor);
   if (r->dtype[0] == '\0' ||
       strnlen(r->dtype, VQC_TRACE_DTYPE_MAX) >= VQC_TRACE_DTYPE_MAX)
     return vqc_error(VQC_EINVAL, "trace: dtype of '%s' empty or too long",
@@ -79,9 +87,6 @@ static vqc_status check_record(const vqc_trace_record *r) {
   if (r->digest_algo[0] == '\0' ||
       strnlen(r->digest_algo, VQC_TRACE_ALGO_MAX) >= VQC_TRACE_ALGO_MAX)
     return vqc_error(VQC_EINVAL, "trace: digest_algo of '%s' empty or too long",
-                     r->tensor);
-  if (strnlen(r->program, VQC_TRACE_NAME_MAX) >= VQC_TRACE_NAME_MAX)
-    return vqc_error(VQC_EINVAL, "trace: program of '%s' too long",
                      r->tensor);
   if (r->ndim < 0 || r->ndim > VQC_TRACE_MAX_DIMS)
     return vqc_error(VQC_EINVAL, "trace: '%s' has %d dims (0..%d)", r->tensor,
@@ -93,10 +98,56 @@ static vqc_status check_record(const vqc_trace_record *r) {
   return VQC_OK;
 }
 
+/* A record's line into w: o (consumed), compact, in insertion order. */
+static vqc_status put_line(vqc_trace_writer *w, json_t *o) {
+  char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(o);
+  if (line == NULL) return vqc_error(VQC_ENOMEM, "trace: no memory for a line");
+  int rc = fprintf(w->f, "%s\n", line);
+  free(line);
+  if (rc < 0)
+    return vqc_error(VQC_EIO, "cannot write trace '%s': %s", w->path,
+                     strerror(errno));
+  return VQC_OK;
+}
+
+/* A not_digested line (trace.h): schema, rank, step, tensor, not_digested,
+ * unchecked, then program when the record names one. */
+static vqc_status write_not_digested(vqc_trace_writer *w,
+                                     const vqc_trace_record *r) {
+  json_t *o = json_object();
+  json_t *tensor = json_string(r->tensor);
+  json_t *why = json_string(r->not_digested);
+  json_t *program = r->program[0] ? json_string(r->program) : NULL;
+  if (o == NULL || tensor == NULL || why == NULL ||
+      (r->program[0] && program == NULL)) {
+    json_decref(o);
+    json_decref(tensor);
+    json_decref(why);
+    json_decref(program);
+    return vqc_error(VQC_EINVAL, "trace: name, reason or program of '%s' "
+                     "is not valid UTF-8 (or no memory)", r->tensor);
+  }
+  int bad = 0;
+  bad |= json_object_set_new(o, "schema", json_string(VQC_TRACE_SCHEMA));
+  bad |= json_object_set_new(o, "rank", json_integer(r->rank));
+  bad |= json_object_set_new(o, "step", json_integer(r->step));
+  bad |= json_object_set_new(o, "tensor", tensor);
+  bad |= json_object_set_new(o, "not_digested", why);
+  bad |= json_object_set_new(o, "unchecked", json_boolean(r->unchecked));
+  if (program) bad |= json_object_set_new(o, "program", program);
+  if (bad) {
+    json_decref(o);
+    return vqc_error(VQC_ENOMEM, "trace: no memory for a line");
+  }
+  return put_line(w, o);
+}
+
 vqc_status vqc_trace_write(vqc_trace_writer *w, const vqc_trace_record *r) {
   if (w == NULL || r == NULL)
     return vqc_error(VQC_EINVAL, "trace: NULL writer or record");
   VQC_TRY(check_record(r));
+  if (r->not_digested[0]) return write_not_digested(w, r);
 
   char digest[17];
   snprintf(digest, sizeof digest, "%016" PRIx64, r->digest);
@@ -160,20 +211,12 @@ vqc_status vqc_trace_write(vqc_trace_writer *w, const vqc_trace_record *r) {
     bad |= vs ? json_object_set_new(o, "values", vs) : -1;
   }
   if (bad) goto nomem;
-  char *line = json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER);
   json_decref(tensor);
   json_decref(dtype);
   json_decref(algo);
   json_decref(program);
   json_decref(shape);
-  json_decref(o);
-  if (line == NULL) return vqc_error(VQC_ENOMEM, "trace: no memory for a line");
-  int rc = fprintf(w->f, "%s\n", line);
-  free(line);
-  if (rc < 0)
-    return vqc_error(VQC_EIO, "cannot write trace '%s': %s", w->path,
-                     strerror(errno));
-  return VQC_OK;
+  return put_line(w, o);
 
 nomem:
   json_decref(tensor);
@@ -360,6 +403,32 @@ static int hex_value(char c) {
   return -1;
 }
 
+/* The rest of a not_digested line (trace.h), its schema, rank, step and
+ * tensor read: the reason, "unchecked" (true when absent), the optional
+ * program, group and shard; a digest's members are an error. */
+static vqc_status parse_not_digested(const json_t *o, const char *path,
+                                     long lineno, vqc_trace_record *r) {
+  VQC_TRY(get_string(o, "not_digested", r->not_digested,
+                     sizeof r->not_digested, path, lineno));
+  static const char *const digest_keys[] = {"dtype", "shape", "digest_algo",
+                                            "digest", "values"};
+  for (size_t i = 0; i < sizeof digest_keys / sizeof *digest_keys; i++)
+    if (json_object_get(o, digest_keys[i]) != NULL)
+      return vqc_error(VQC_EPARSE, "%s:%ld: field '%s': a not_digested line "
+                       "names a tensor left out of the digests and has no "
+                       "'%s' (leave it out)", path, lineno, digest_keys[i],
+                       digest_keys[i]);
+  const json_t *u = json_object_get(o, "unchecked");
+  if (u != NULL && !json_is_boolean(u))
+    return vqc_error(VQC_EPARSE, "%s:%ld: field 'unchecked' must be true or "
+                     "false (false: the tensor held nothing to compare), or "
+                     "be left out", path, lineno);
+  r->unchecked = u == NULL || json_is_true(u);
+  VQC_TRY(get_program(o, r->program, sizeof r->program, path, lineno));
+  VQC_TRY(get_group(o, r, path, lineno));
+  return get_shard(o, r->shard, sizeof r->shard, path, lineno);
+}
+
 /* Parses an already-loaded object; separate so that every return path of
  * vqc_trace_parse_line frees the JSON once. */
 static vqc_status parse_object(const json_t *o, const char *path, long lineno,
@@ -378,6 +447,8 @@ static vqc_status parse_object(const json_t *o, const char *path, long lineno,
   r->rank = (int)rank;
   VQC_TRY(get_int(o, "step", 0, INT64_MAX, &r->step, path, lineno));
   VQC_TRY(get_string(o, "tensor", r->tensor, sizeof r->tensor, path, lineno));
+  if (json_object_get(o, "not_digested") != NULL)
+    return parse_not_digested(o, path, lineno, r);
   VQC_TRY(get_string(o, "dtype", r->dtype, sizeof r->dtype, path, lineno));
   VQC_TRY(get_string(o, "digest_algo", r->digest_algo, sizeof r->digest_algo,
                      path, lineno));

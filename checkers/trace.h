@@ -46,6 +46,23 @@
  *                tensor. Lines are compared only among ranks that name the
  *                same tensor, group and shard.
  *
+ * A tensor the writer could not digest (an element type without a digest
+ * code, ...) is named by a line of its own at each checked step, in place of
+ * dtype, shape, digest_algo, digest and values (which it must not have):
+ *
+ *   {"schema":"vqcheck-trace/1","rank":0,"step":3,"tensor":"q",
+ *    "not_digested":"its element type torch.bits8 has no digest code",
+ *    "unchecked":true}
+ *
+ *   not_digested non-empty string (< 512 bytes, no NUL): why.
+ *   unchecked    optional boolean: false when the tensor held nothing to
+ *                compare (a meta tensor); absent or true: it held contents
+ *                nothing compared, so a comparison of these traces is not
+ *                a clean verdict (`vqcheck compare` exits 3 unless a
+ *                finding makes it 1).
+ * Such a line is never compared; a reader older than it rejects it (a
+ * missing dtype), never reads past it as a clean trace.
+ *
  * Readers ignore keys they do not know (writers may add e.g. "time") and skip
  * empty lines; anything else that breaks the rules above is an error naming
  * file:line and the field. A line is at most VQC_TRACE_LINE_MAX bytes (1 MiB,
@@ -59,6 +76,7 @@
 #ifndef VQC_TRACE_H
 #define VQC_TRACE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -72,6 +90,7 @@
 #define VQC_TRACE_NAME_MAX 256
 #define VQC_TRACE_DTYPE_MAX 32
 #define VQC_TRACE_ALGO_MAX 64
+#define VQC_TRACE_WHY_MAX 512
 /* A group as canonical text (vqc_trace_group_text): ranks in increasing
  * order, a run of 3 or more with one stride as "a-b:s" ("0-1016:8"),
  * others as single numbers, separated by ','. Mesh slices are such runs,
@@ -109,6 +128,12 @@ typedef struct vqc_trace_record {
    * is); nvalues 0 when absent */
   int nvalues;
   double values[VQC_TRACE_MAX_VALUES];
+  /* A "not_digested" line (above): why the tensor was left out; "" for a
+   * line with a digest (dtype, shape, digest_algo and digest are then
+   * unset). unchecked: its contents went unchecked (the line's
+   * "unchecked", true when absent). */
+  char not_digested[VQC_TRACE_WHY_MAX];
+  bool unchecked;
 } vqc_trace_record;
 
 /* ---- replica groups (the "group" key) */

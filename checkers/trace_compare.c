@@ -359,7 +359,9 @@ vqc_status vqc_trace_set_compare(vqc_trace_set *s, const char *copy_dir,
   res->warnings = json_deep_copy(s->warnings);
   if (res->warnings == NULL)
     return vqc_error(VQC_ENOMEM, "trace compare: no memory");
+  VQC_TRY(vqc_not_digested_init(&res->not_digested));
   const int n = s->nranks;
+  for (int r = 0; r < n; r++) s->ranks[r].not_digested = &res->not_digested;
   compare_state cs;
   memset(&cs, 0, sizeof cs);
   vqc_status st = VQC_OK;
@@ -451,6 +453,7 @@ void vqc_trace_compare_result_free(vqc_trace_compare_result *r) {
   free(r->steps);
   free(r->rank_last_step);
   free(r->no_replica_listed);
+  vqc_not_digested_free(&r->not_digested);
   json_decref(r->warnings);
   memset(r, 0, sizeof *r);
 }

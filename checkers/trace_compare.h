@@ -72,6 +72,7 @@
 #include <stdint.h>
 
 #include "findings.h"
+#include "not_digested.h"
 #include "trace.h"
 #include "vqc/status.h"
 
@@ -172,6 +173,10 @@ typedef struct vqc_trace_compare_result {
   int64_t *rank_last_step;   /* (nranks) owned: the last step of each rank's
                                 trace; -1 for an empty trace or a rank
                                 without a file */
+  /* The tensors the traces' not_digested lines name (trace.h), owned:
+   * never compared; not_digested.unchecked > 0 means some held contents
+   * nothing compared, so the comparison is not a clean verdict. */
+  vqc_not_digested not_digested;
 } vqc_trace_compare_result;
 
 /* Streams every file once, appends the divergence findings and the

@@ -63,6 +63,11 @@ typedef struct rank_file {
   line_rec first_not_compared;
   char program[VQC_TRACE_NAME_MAX]; /* the first "program" named; "" none */
   long program_line;        /* its line */
+  /* Where its not_digested lines go (the result's; NULL: before the
+   * comparison), and the last step one named (-1: none): they are read
+   * past, never part of a group. */
+  vqc_not_digested *not_digested;
+  int64_t not_digested_step;
   vqc_trace_writer *copy;   /* NULL unless copying */
   char copy_path[4200];
   char copy_tmp[4224];      /* copy_path + ".tmp.<pid>" */

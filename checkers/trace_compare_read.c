@@ -169,7 +169,8 @@ vqc_status vqc_trace_set_open(const char *dir, const vqc_trace_set_options *o,
     if (s->ranks == NULL || missing == NULL) goto nomem;
   }
   for (int i = 0; i < nfound; i++) s->ranks[found[i]].present = true;
-  for (int r = 0; r < s->nranks; r++) s->ranks[r].last_step = -1;
+  for (int r = 0; r < s->nranks; r++)
+    s->ranks[r].last_step = s->ranks[r].not_digested_step = -1;
 
   /* No file at all (allowed): nothing is missing that could be compared. */
   int nmissing = 0;
@@ -260,8 +261,29 @@ static bool looks_cut_off(const char *line) {
   return false;
 }
 
+/* rf->next, a not_digested line (trace.h), taken into rf->not_digested
+ * and copied at once (the lines before it are copied already: it is read
+ * past, never part of a step's group). Its step may not go backwards. */
+static vqc_status take_not_digested(rank_file *rf) {
+  const vqc_trace_record *r = &rf->next.r;
+  const int64_t before = rf->last_step > rf->not_digested_step
+                             ? rf->last_step
+                             : rf->not_digested_step;
+  if (r->step < before)
+    return vqc_error(VQC_EPARSE, "%s:%ld: step %" PRId64 " after step %"
+                     PRId64 ": a trace lists its steps in order, each step's "
+                     "lines together (one run per file)", rf->path,
+                     rf->lineno, r->step, before);
+  rf->not_digested_step = r->step;
+  rf->lines++;
+  if (rf->not_digested)
+    VQC_TRY(vqc_not_digested_add(rf->not_digested, r->rank, r->tensor,
+                                 r->not_digested, r->step, r->unchecked));
+  return rf->copy ? vqc_trace_write(rf->copy, r) : VQC_OK;
+}
+
 /* Reads the next valid record of rf into rf->next (has_next stays false at
- * the end of the file). */
+ * the end of the file); not_digested lines are taken on the way. */
 vqc_status tc_read_next(rank_file *rf, int rank, json_t *warnings) {
   rf->has_next = false;
   for (;;) {
@@ -294,6 +316,15 @@ vqc_status tc_read_next(rank_file *rf, int rank, json_t *warnings) {
                        "of rank %d (each rank writes its own "
                        "rank-<r>.trace.jsonl)", rf->path, rf->lineno,
                        rf->next.r.rank, rank);
+    if (rf->next.r.not_digested[0]) {
+      VQC_TRY(take_not_digested(rf));
+      continue;
+    }
+    if (rf->next.r.step < rf->not_digested_step)
+      return vqc_error(VQC_EPARSE, "%s:%ld: step %" PRId64 " after step %"
+                       PRId64 ": a trace lists its steps in order, each "
+                       "step's lines together (one run per file)", rf->path,
+                       rf->lineno, rf->next.r.step, rf->not_digested_step);
     rf->next.line = rf->lineno;
     rf->has_next = true;
     rf->lines++;

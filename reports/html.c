@@ -166,6 +166,8 @@ static void verdict_banner(FILE *f, const rep_run *r) {
             r->nfindings == 1 ? "" : "s");
   else if (strcmp(v, "clean") == 0)
     fprintf(f, "CLEAN: no findings");
+  else if (rep_no_training(r)) /* a watched job or traces (job.c) */
+    fprintf(f, "ERROR: no verdict");
   else
     fprintf(f, "ERROR: training stopped unexplained");
   fprintf(f, " &mdash; ");
@@ -202,8 +204,8 @@ static void verdict_banner(FILE *f, const rep_run *r) {
               steps_shown(r), r->traces.is_traces ? "compared " : "",
               r->ranks);
   } else {
-    rep_html(f, rep_watched_job(r)
-                    ? "no verdict" /* a watched job (job.c) */
+    rep_html(f, rep_no_training(r)
+                    ? "no verdict" /* a watched job or traces (job.c) */
                     : r->training_status);
     fprintf(f, ": ");
     rep_html(f, r->training_message[0] ? r->training_message

@@ -81,6 +81,11 @@ bool rep_watched_job(const rep_run *r) {
 }
 
 /* (report_internal.h) */
+bool rep_no_training(const rep_run *r) {
+  return rep_watched_job(r) || r->traces.is_traces;
+}
+
+/* (report_internal.h) */
 bool rep_job_facts_text(const rep_run *r, char *buf, size_t n) {
   if (!rep_watched_job(r)) return false;
   const json_t *job = json_object_get(r->root, "job");

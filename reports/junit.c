@@ -179,7 +179,7 @@ vqc_status rep_render_junit(const rep_run *r, FILE *f) {
     fprintf(f, "/>\n");
   } else {
     char msg[1200];
-    if (rep_watched_job(r)) /* no training vqcheck ran: no verdict */
+    if (rep_no_training(r)) /* no training vqcheck ran: no verdict */
       snprintf(msg, sizeof msg, "no verdict (%s): %s", r->training_status,
                r->training_message);
     else

@@ -121,8 +121,8 @@ static void verdict(FILE *f, const rep_run *r) {
       rep_md(f, vqc_finding_kind_name((vqc_finding_kind)k));
     }
     if (skipped) fprintf(f, ".");
-  } else if (rep_watched_job(r)) {
-    /* a watched job (job.c): no training the report ran, just no verdict */
+  } else if (rep_no_training(r)) {
+    /* a watched job or traces (job.c): no training ran, just no verdict */
     fprintf(f, "ERROR**: no verdict: ");
     rep_md(f, r->training_message);
   } else {

@@ -290,6 +290,10 @@ void rep_render_md_job(FILE *f, const rep_run *r);
 /* Whether run.json is one `vqcheck watch` wrote (it has a "job" section):
  * a job, not a scenario (job.c). */
 bool rep_watched_job(const rep_run *r);
+/* Whether r ran no training of vqcheck's own (a watched job, or traces
+ * compared offline): an error there is "no verdict", never "training
+ * stopped". */
+bool rep_no_training(const rep_run *r);
 /* A run `vqcheck watch` wrote, told in one line for the report's head
  * ("an MPI program, checked through the PMPI interposer in each rank, under
  * vqcheck watch ...: 3 ranks, ran 1.20 s; ..."), instead of a scenario's

@@ -25,6 +25,7 @@
 #include "offline.h"
 #include "rundir.h"
 #include "trace_compare.h"
+#include "utf8.h"
 #include "vqc/clock.h"
 #include "vqc/fsutil.h"
 
@@ -224,8 +225,22 @@ static json_t *compare_section(const compare_opts *o, int nranks,
                       json_integer(res->no_replica_tensors));
   if (res->no_replica_tensors_capped)
     json_object_set_new(c, "no_replica_tensor_count_capped", json_true());
+  json_object_set(c, "not_digested", res->not_digested.list);
+  json_object_set_new(c, "not_digested_count",
+                      json_integer(res->not_digested.count));
   json_object_set(c, "warnings", res->warnings);
   return c;
+}
+
+/* The exit code: 1 with findings; else 3 when some tensor's contents went
+ * unchecked (a not_digested line: no clean verdict), with why in
+ * unchecked (cap bytes; "" otherwise); else 0. */
+static int verdict_code(const vqc_findings *fl,
+                        const vqc_trace_compare_result *res, char *unchecked,
+                        size_t cap) {
+  vqc_not_digested_unchecked(&res->not_digested, unchecked, cap);
+  if (fl->count > 0) return 1;
+  return unchecked[0] ? 3 : 0;
 }
 
 /* run.json for the comparison (new reference). */
@@ -251,7 +266,19 @@ static json_t *compare_json(const compare_opts *o, int nranks,
                          (json_int_t)st->compared, "digests_differing",
                          (json_int_t)st->differing));
   }
-  json_object_set_new(j, "exit_code", json_integer(fl->count > 0 ? 1 : 0));
+  char unchecked[1200];
+  const int code = verdict_code(fl, res, unchecked, sizeof unchecked);
+  json_object_set_new(j, "exit_code", json_integer(code));
+  if (unchecked[0] && code == 3) { /* no verdict: some state went unread */
+    char msg[1400];
+    snprintf(msg, sizeof msg, "not everything was checked: %s", unchecked);
+    json_t *tr = json_object_get(j, "training");
+    json_object_set_new(tr, "status",
+                        json_string(vqc_status_name(VQC_EUNSUPPORTED)));
+    json_object_set_new(tr, "message",
+                        vqc_json_text_opts(msg, strlen(msg), VQC_UTF8_NOTE,
+                                           NULL));
+  }
   json_object_set_new(j, "compare", compare_section(o, nranks, res));
   /* The only check traces allow to run in full; the reports show the
    * others as not run (junit <skipped/>), never as passed, and say why.
@@ -332,7 +359,8 @@ static void print_last_steps(const json_t *last_steps) {
 
 /* The summary on stdout, from run.json's compare section (compare_section)
  * so that it says what the reports say. */
-static void print_summary(const json_t *c, vqc_findings *fl, const char *out) {
+static void print_summary(const json_t *j, vqc_findings *fl, const char *out) {
+  const json_t *c = json_object_get(j, "compare");
   const char *program = json_string_value(json_object_get(c, "program"));
   const char *dir = json_string_value(json_object_get(c, "trace_dir"));
   if (program)
@@ -364,9 +392,19 @@ static void print_summary(const json_t *c, vqc_findings *fl, const char *out) {
            section_int(c, "no_replica_tensor_count") == 1 ? "" : "s");
   printf("\n");
   print_last_steps(json_object_get(c, "rank_last_step"));
+  const long long left_out = section_int(c, "not_digested_count");
+  if (left_out > 0)
+    printf("  not digested: a tensor left out %lld time%s (once per tensor "
+           "and rank; listed in the reports)\n", left_out,
+           left_out == 1 ? "" : "s");
   vqc_offline_print_findings(stdout, fl);
   if (fl->count > 0)
     printf("(from traces: digests only, no element-level detail)\n");
+  const json_t *tr = json_object_get(j, "training");
+  const char *status = json_string_value(json_object_get(tr, "status"));
+  const char *why = json_string_value(json_object_get(tr, "message"));
+  if (fl->count == 0 && status && strcmp(status, "VQC_OK") != 0 && why)
+    printf("no verdict (exit 3): %s\n", why);
   printf("run directory: %s\n", out);
 }
 
@@ -441,7 +479,8 @@ int vqc_cmd_compare(int argc, char **argv) {
   json_t *j = compare_json(&o, nranks, &fl, &res, vqc_now_s() - t0);
   s = vqc_run_json_write(out, j);
   if (s == VQC_OK) s = vqc_offline_write_reports(out);
-  int code = fl.count > 0 ? 1 : 0;
+  char unchecked[1200];
+  int code = verdict_code(&fl, &res, unchecked, sizeof unchecked);
   if (s != VQC_OK) {
     fprintf(stderr, "vqcheck compare: %s\n", vqc_cli_error_text());
     code = vqc_status_exit_code(s);
@@ -449,7 +488,7 @@ int vqc_cmd_compare(int argc, char **argv) {
     json_dumpf(j, stdout, JSON_INDENT(2) | JSON_ENSURE_ASCII);
     printf("\n");
   } else if (!o.quiet) {
-    print_summary(json_object_get(j, "compare"), &fl, out);
+    print_summary(j, &fl, out);
   }
   json_decref(j);
   vqc_run_dir_unlock(out);

@@ -598,6 +598,13 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
     json_array_append_new(warnings, vqc_json_text(msg, strlen(msg)));
   }
   json_array_extend(warnings, skipped.warnings);
+  /* And those the traces name (a trace written without vqcheck watch, by
+   * vqcheck.torch.watch() or another writer, has no live record). */
+  if (res.not_digested.list && skipped.list &&
+      vqc_not_digested_merge(&skipped, &res.not_digested) != VQC_OK) {
+    s = VQC_ENOMEM;
+    goto fail;
+  }
 
   /* Merge: keep what run.json has, add what is new. */
   if (!doc) {

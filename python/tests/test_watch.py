@@ -311,7 +311,13 @@ def test_compound_tensors_are_digested_through_their_dense_parts(tmp_path):
     lines = {x["tensor"]: x for x in read_trace(tmp_path / "rank-0.trace.jsonl")}
     assert {"q:int_repr", "q:scales", "q:zero_points", "q:axis", "csr"} <= \
         set(lines)
-    assert "meta" not in lines and "bits" not in lines and "q" not in lines
+    assert "q" not in lines
+    # the two left out are named in the trace, without a digest
+    assert lines["meta"]["unchecked"] is False and "digest" not in \
+        lines["meta"]
+    assert lines["bits"]["unchecked"] is True
+    assert lines["bits"]["not_digested"] == \
+        "its element type torch.bits8 has no digest code"
     assert lines["q:int_repr"]["dtype"] == "int8"
     assert lines["q:int_repr"]["shape"] == [3, 4]
     assert lines["q:scales"]["dtype"] == "float64"
@@ -320,6 +326,51 @@ def test_compound_tensors_are_digested_through_their_dense_parts(tmp_path):
     assert lines["q:int_repr"]["digest"] == \
         f"{vqcheck.digest(m.q.int_repr()):016x}"
     assert set(w._skipped) == {"meta", "bits"}
+
+
+def test_compare_of_a_trace_with_unchecked_state_is_no_verdict(tmp_path, cli):
+    """A tensor the digest cannot read is named in the trace at every
+    checked step, so `vqcheck compare` of a plain watch()'s traces is no
+    clean verdict while its contents went unchecked (exit 3; it was exit 0
+    with the tensor named only on the job's stderr), and a tensor that held
+    nothing (a meta buffer) is listed without changing the verdict."""
+    from conftest import compare
+    for kind in ("bits", "meta"):
+        m = torch.nn.Linear(2, 2)
+        if kind == "bits":
+            m.register_buffer("q", torch.zeros(2, dtype=torch.uint8).view(
+                torch.bits8))
+        else:
+            m.register_buffer("q", torch.empty(2, device="meta"))
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        traces = tmp_path / kind / "t"
+        with vt.watch(m, opt, out=traces):
+            for _ in range(3):
+                opt.zero_grad()
+                m(torch.randn(3, 2)).sum().backward()
+                opt.step()
+        lines = read_trace(traces / "rank-0.trace.jsonl")
+        left = [x for x in lines if "not_digested" in x]
+        assert [x["step"] for x in left] == [0, 1, 2]
+        assert all(x["tensor"] == "q" for x in left)
+        # a second rank's trace (the same job on another rank)
+        (traces / "rank-1.trace.jsonl").write_text(
+            (traces / "rank-0.trace.jsonl").read_text().replace(
+                '"rank":0', '"rank":1'))
+        rc, run, err = compare(cli, traces, tmp_path / kind / "c")
+        listed = run["compare"]["not_digested"]
+        assert [(x["rank"], x["tensor"]) for x in listed] == \
+            [(0, "q"), (1, "q")]
+        assert run["compare"]["digests_compared"] == \
+            3 * run["compare"]["tensors_per_step"] > 0
+        if kind == "bits":
+            assert rc == 3, err
+            assert run["training"]["status"] == "VQC_EUNSUPPORTED"
+            assert "tensor 'q' was not digested on ranks 0, 1" in \
+                run["training"]["message"]
+        else:
+            assert rc == 0, err
+            assert listed[0]["unchecked"] is False
 
 
 def test_a_functional_collectives_result_is_waited_for(tmp_path):
@@ -386,6 +437,9 @@ def test_a_subclass_that_raises_is_left_out_as_unchecked(tmp_path):
     with vt.watch(m, out=tmp_path) as w:
         w.step()
         w.step()
-    names = {x["tensor"] for x in read_trace(tmp_path / "rank-0.trace.jsonl")}
+    lines = read_trace(tmp_path / "rank-0.trace.jsonl")
+    names = {x["tensor"] for x in lines if "digest" in x}
     assert names == {"weight", "bias", "modules.training"}
+    assert [(x["step"], x["tensor"], x["unchecked"]) for x in lines
+            if "not_digested" in x] == [(0, "odd", True), (1, "odd", True)]
     assert list(w._skipped) == ["odd"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import os
 import stat
-from typing import IO, Any, Iterable, Optional, Tuple
+from typing import IO, Any, Dict, Iterable, List, Optional, Tuple
 
 from ._text import json_text
 
@@ -132,6 +132,22 @@ class TraceWriter:
         # O_NOFOLLOW: a link put there since the check is refused too.
         fd = open_run_file(self.path, truncate=True)
         self._file: Optional[IO[str]] = os.fdopen(fd, "w", encoding="utf-8")
+        # step -> [(name, why, unchecked)]: the tensors left out of that
+        # step's digests (left_out), written after its lines
+        self._left_out: Dict[int, List[Tuple[str, str, bool]]] = {}
+
+    def left_out(self, step: int, name: str, why: str,
+                 unchecked: bool) -> None:
+        """Tensor `name` is left out of step `step`'s digests (why;
+        unchecked: it held contents nothing compared): a not_digested line
+        (docs/trace-format.md) goes after that step's lines, so that a
+        comparison of these traces never reads as clean while the tensor
+        went unchecked. (A step's lines may be written on another thread,
+        later: each step keeps its own.)"""
+        # (a reason is under 512 bytes of UTF-8 in a trace: cut at 500)
+        why = why.encode("utf-8", "replace")[:500].decode("utf-8", "ignore")
+        self._left_out.setdefault(step, []).append(
+            (name, why, bool(unchecked)))
 
     def write_step(self, step: int, entries: Iterable[Entry]) -> None:
         """The lines of one step, in the given order, then a flush."""
@@ -160,6 +176,14 @@ class TraceWriter:
                 line["shard"] = str(shard)
             if values:
                 line["values"] = [float(v) for v in values]
+            f.write(json_text(line))
+            f.write("\n")
+        for name, why, unchecked in self._left_out.pop(step, ()):
+            line = {"schema": SCHEMA, "rank": self.rank, "step": step,
+                    "tensor": name, "not_digested": why or "no reason given",
+                    "unchecked": unchecked}
+            if self.program:
+                line["program"] = self.program
             f.write(json_text(line))
             f.write("\n")
         f.flush()

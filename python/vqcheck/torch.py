@@ -299,6 +299,9 @@ class Watch:
             parts = _dense.dense_parts(whole, tensor)
             if isinstance(parts, _dense.Left):
                 self._not_digested(whole, parts.why, parts.unchecked)
+                if self._writer is not None:  # a line in the step's trace
+                    self._writer.left_out(step, whole, parts.why,
+                                          parts.unchecked)
                 continue
             for name, part in parts:
                 dtype = _DTYPE_NAMES.get(part.dtype)

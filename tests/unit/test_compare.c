@@ -434,6 +434,148 @@ Test(compare, bad_lines_are_errors_naming_file_and_line) {
   rm_rf(dir);
 }
 
+/* A not_digested line (trace.h) of tensor "q" at step `step` of `rank`,
+ * with its "unchecked" member as given ("" leaves it out). */
+static void not_digested_line(char *buf, size_t n, int rank, int step,
+                              const char *unchecked) {
+  snprintf(buf, n, "{\"schema\":\"vqcheck-trace/1\",\"rank\":%d,\"step\":%d,"
+           "\"tensor\":\"q\",\"not_digested\":\"its element type "
+           "torch.bits8 has no digest code\"%s%s}\n", rank, step,
+           unchecked[0] ? ",\"unchecked\":" : "", unchecked);
+}
+
+/* A tensor the writer left out is named, never compared, and makes the
+ * comparison no clean verdict when its contents went unchecked: it was
+ * read past as a clean trace before (a tensor the writer could not digest
+ * said so only on the job's stderr). */
+Test(compare, not_digested_lines_are_listed_never_compared) {
+  char dir[64], line[512];
+  make_tmpdir(dir, sizeof dir);
+  trace_spec sp = {.ranks = 2, .steps = 3};
+  for (int pass = 0; pass < 2; pass++) {
+    write_traces(dir, &sp);
+    /* after step 2's lines (the 9th is the last), then between step 0's
+     * and step 1's: line 4, step 1's w, follows it */
+    for (int r = 0; r < 2; r++) {
+      not_digested_line(line, sizeof line, r, 2, pass ? "false" : "true");
+      set_line(dir, r, 10, line);
+      char two[1024];
+      not_digested_line(line, sizeof line, r, 0, pass ? "false" : "");
+      snprintf(two, sizeof two, "%s{\"schema\":\"vqcheck-trace/1\","
+               "\"rank\":%d,\"step\":1,\"tensor\":\"w\",\"dtype\":"
+               "\"float32\",\"shape\":[4,8],\"digest_algo\":"
+               "\"vqc-xxh3-tree-1\",\"digest\":\"0000000000002000\"}\n",
+               line, r);
+      set_line(dir, r, 4, two);
+    }
+    vqc_findings f;
+    vqc_findings_init(&f);
+    vqc_trace_compare_result res;
+    cr_assert_eq(compare_lib(dir, &f, &res), VQC_OK, "%s", vqc_last_error());
+    cr_expect_eq(f.count, 0);
+    cr_expect_eq(res.digests_compared, 9, "every digest line compared");
+    cr_expect_eq(res.lines_read, 22); /* 9 + 2 per rank */
+    /* one entry per rank and tensor, however many steps name it */
+    cr_expect_eq(json_array_size(res.not_digested.list), 2);
+    cr_expect_eq(res.not_digested.count, 2);
+    cr_expect_eq(res.not_digested.unchecked, pass ? 0 : 2);
+    const json_t *e = json_array_get(res.not_digested.list, 1);
+    cr_expect_eq(json_integer_value(json_object_get(e, "rank")), 1);
+    cr_expect_str_eq(json_string_value(json_object_get(e, "tensor")), "q");
+    cr_expect_eq(json_integer_value(json_object_get(e, "step")), 0);
+    char why[400];
+    cr_expect_eq(vqc_not_digested_unchecked(&res.not_digested, why,
+                                            sizeof why), pass ? 0 : 2);
+    if (!pass)
+      cr_expect_str_eq(why, "tensor 'q' was not digested on ranks 0, 1 (its "
+                       "element type torch.bits8 has no digest code)");
+    vqc_findings_free(&f);
+    vqc_trace_compare_result_free(&res);
+  }
+
+  /* What such a line may not be. */
+  write_traces(dir, &sp);
+  set_line(dir, 1, 10, "{\"schema\":\"vqcheck-trace/1\",\"rank\":1,\"step\":2,"
+           "\"tensor\":\"q\",\"not_digested\":\"x\",\"digest\":"
+           "\"0000000000002000\"}\n");
+  expect_parse_error(dir, VQC_EPARSE, "rank-1.trace.jsonl:10: field 'digest': "
+                     "a not_digested line");
+  write_traces(dir, &sp);
+  set_line(dir, 1, 10, "{\"schema\":\"vqcheck-trace/1\",\"rank\":1,\"step\":2,"
+           "\"tensor\":\"q\",\"not_digested\":\"x\",\"unchecked\":1}\n");
+  expect_parse_error(dir, VQC_EPARSE, "rank-1.trace.jsonl:10: field "
+                     "'unchecked' must be true or false");
+  write_traces(dir, &sp);
+  set_line(dir, 1, 10, "{\"schema\":\"vqcheck-trace/1\",\"rank\":1,\"step\":2,"
+           "\"tensor\":\"q\",\"not_digested\":\"\"}\n");
+  expect_parse_error(dir, VQC_EPARSE, "rank-1.trace.jsonl:10: field "
+                     "'not_digested' must be a non-empty string");
+  /* Its step keeps the order: step 2's, then step 0's w. */
+  write_traces(dir, &sp);
+  not_digested_line(line, sizeof line, 1, 2, "");
+  set_line(dir, 1, 3, line);
+  expect_parse_error(dir, VQC_EPARSE, "rank-1.trace.jsonl:4: step 1 after "
+                     "step 2");
+  rm_rf(dir);
+}
+
+Test(compare_cli, unchecked_contents_are_no_verdict_exit_3) {
+  char dir[64], out[128], path[256], line[512];
+  make_tmpdir(dir, sizeof dir);
+  trace_spec sp = {.ranks = 2, .steps = 3};
+  write_traces(dir, &sp);
+  for (int r = 0; r < 2; r++) {
+    not_digested_line(line, sizeof line, r, 2, "");
+    set_line(dir, r, 10, line);
+  }
+  snprintf(out, sizeof out, "%s/out", dir);
+  cli_out c = run_cli("compare", dir, "--out", out, NULL);
+  cr_expect_eq(c.code, 3, "stdout: %s stderr: %s", c.out, c.err);
+  cr_expect(strstr(c.out, "no verdict (exit 3): not everything was checked: "
+                   "tensor 'q' was not digested on ranks 0, 1") != NULL,
+            "%s", c.out);
+  path_in(path, sizeof path, out, "run.json");
+  json_error_t err;
+  json_t *j = json_load_file(path, 0, &err);
+  cr_assert_not_null(j, "%s", err.text);
+  cr_expect_eq(json_integer_value(json_object_get(j, "exit_code")), 3);
+  const json_t *cmp = json_object_get(j, "compare");
+  cr_expect_eq(json_integer_value(json_object_get(cmp, "not_digested_count")),
+               2);
+  cr_expect_str_eq(json_string_value(json_object_get(
+                       json_object_get(j, "training"), "status")),
+                   "VQC_EUNSUPPORTED");
+  json_decref(j);
+  /* The reports say so, never "clean"; the copies keep the lines. */
+  path_in(path, sizeof path, out, "report.md");
+  FILE *fp = fopen(path, "r");
+  cr_assert_not_null(fp);
+  char md[65536];
+  md[fread(md, 1, sizeof md - 1, fp)] = '\0';
+  fclose(fp);
+  cr_expect(strstr(md, "**Verdict: ERROR**: no verdict: not everything was "
+                   "checked") != NULL, "%s", md);
+  cr_expect(strstr(md, "not digested: q on ranks 0, 1") != NULL, "%s", md);
+  vqc_spawn_result_free(&c);
+  /* Its copied traces give the same verdict. */
+  char again[160];
+  snprintf(again, sizeof again, "%s/again", dir);
+  c = run_cli("compare", out, "--out", again, NULL);
+  cr_expect_eq(c.code, 3, "stdout: %s stderr: %s", c.out, c.err);
+  vqc_spawn_result_free(&c);
+  /* A finding still makes it exit 1. */
+  const deviation dev[] = {{1, 1, "w", 0}};
+  trace_spec bad = {.ranks = 2, .steps = 3, .dev = dev, .ndev = 1};
+  write_traces(dir, &bad);
+  not_digested_line(line, sizeof line, 0, 2, "");
+  set_line(dir, 0, 10, line);
+  rm_rf(out);
+  c = run_cli("compare", dir, "--out", out, NULL);
+  cr_expect_eq(c.code, 1, "stdout: %s stderr: %s", c.out, c.err);
+  vqc_spawn_result_free(&c);
+  rm_rf(dir);
+}
+
 Test(compare, missing_and_extra_ranks) {
   char dir[64], path[512];
   make_tmpdir(dir, sizeof dir);
