@@ -779,7 +779,30 @@ static vqc_status emit_rank_failure(const analysis *a, const verdict *v,
             "(%d failed ranks in all; the detail has each one)",
             nfailed - FAILED_SHOWN == 1 ? "" : "s", rest, nfailed);
   }
-  if (seq > 0)
+  /* The ranks others ended (a launcher's SIGTERM after the failure, noted
+   * by the rank itself): victims, named as such, never the culprit. */
+  int ended[8], nended = 0;
+  for (int r = 0; r < a->size; r++)
+    if (a->dumps[r].terminated && a->dumps[r].live.signal > 0) {
+      if (nended < 8) ended[nended] = r;
+      nended++;
+    }
+  if (nended > 0) {
+    char el[128], sig[96];
+    rank_list(ended, nended < 8 ? nended : 8, el, sizeof el);
+    vqc_signal_text(a->dumps[ended[0]].live.signal, sig, sizeof sig);
+    char from[64] = "";
+    if (a->dumps[ended[0]].live.signal_from_pid > 0)
+      snprintf(from, sizeof from, " from pid %ld",
+               a->dumps[ended[0]].live.signal_from_pid);
+    appendf(msg, &k, sizeof msg, "; rank%s %s%s %s then ended by %s%s (as "
+            "a launcher stops the other ranks when one dies)",
+            nended == 1 ? "" : "s", el, nended > 8 ? " and more" : "",
+            nended == 1 ? "was" : "were", sig, from);
+  }
+  if (nfailed >= a->size) /* every rank: there are no others */
+    ;
+  else if (seq > 0)
     appendf(msg, &k, sizeof msg, "; the other ranks completed collectives "
             "up to #%" PRIu64, seq - 1);
   else

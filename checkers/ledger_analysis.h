@@ -324,6 +324,7 @@ typedef struct vqc_live_info {
   int signal;           /* a "signal" line's signal; 0 if none */
   uint64_t signal_t_ns; /* its "t_ns": when the rank noted it, on the
                            clock of its records' t_enter_ns; 0 if none */
+  long signal_from_pid; /* its "from_pid": who sent it; 0 if not told */
   double timeout_s;     /* the start line's "timeout_s": the collective
                            deadline the rank ran with; 0 if unknown */
   bool killed;          /* a "killed" line */

@@ -422,6 +422,9 @@ void live_event(const json_t *j, vqc_live_info *info) {
     if (json_is_integer(v = json_object_get(j, "t_ns")) &&
         json_integer_value(v) > 0)
       info->signal_t_ns = (uint64_t)json_integer_value(v);
+    if (json_is_integer(v = json_object_get(j, "from_pid")) &&
+        json_integer_value(v) > 0 && json_integer_value(v) <= INT32_MAX)
+      info->signal_from_pid = (long)json_integer_value(v);
   } else if (strcmp(ev, "p2p_wait") == 0) {
     /* The latest says where the rank was when last asked. */
     info->p2p_call[0] = info->p2p_comm[0] = '\0';

@@ -67,6 +67,13 @@ typedef struct vqc_not_digested {
 /* An empty *nd (free it with vqc_not_digested_free, also after an
  * error: VQC_ENOMEM). */
 vqc_status vqc_not_digested_init(vqc_not_digested *nd);
+/* Lists (rank, tensor, why; step -1: not known; unchecked) unless
+ * (rank, tensor) is listed already or the list is full; counts nothing.
+ * *fresh: it was listed now. What the readers build on
+ * (not_digested_list.c). */
+vqc_status vqc_not_digested_list(vqc_not_digested *nd, int rank,
+                                 const char *tensor, const char *why,
+                                 int64_t step, bool unchecked, bool *fresh);
 /* One tensor that rank left out (why; step -1: not known; unchecked: it
  * held contents nothing compared), as a trace's not_digested line names it
  * (trace.h): listed unless (rank, tensor) is already, and counted once per

@@ -37,6 +37,7 @@
 #include <Python.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sched.h>
@@ -906,6 +907,94 @@ done:
 
 /* ---- the module */
 
+/* ---- a rank ended by others (the bridge's live record)
+ *
+ * A launcher that sees one rank die stops the others with SIGTERM
+ * (torch.multiprocessing.spawn, torchrun's agent). Without a word from
+ * the process, each such rank's record just stops, like the one that died
+ * first, and the report cannot tell the culprit from its victims. So the
+ * bridge (vqcheck/_bridge/_records.py) asks, where the program leaves
+ * SIGTERM to its default, for one line in the live record when it comes,
+ * the one vqcheck's own ranks write (checkers/live_record.c
+ * vqc_live_note_signal, read back as "ended by others"):
+ *   {"event":"signal","signal":15,"t_ns":N,"from_pid":P}
+ * and then the default action, as before: SA_RESETHAND puts SIG_DFL back,
+ * and the signal raised again in the handler (blocked there) ends the
+ * process when the handler returns. Async-signal-safe: a write(2) on a
+ * descriptor of our own (a close-on-exec duplicate: the program's files
+ * are never written), clock_gettime and getpid. A child forked after the
+ * call (a DataLoader worker) inherits the handler but writes nothing: the
+ * line is the installing process's only. */
+static int term_fd = -1;
+static pid_t term_pid;
+
+static size_t term_digits(char *b, size_t k, uint64_t v) {
+  char d[24];
+  int n = 0;
+  do {
+    d[n++] = (char)('0' + v % 10);
+    v /= 10;
+  } while (v && n < (int)sizeof d);
+  while (n > 0) b[k++] = d[--n];
+  return k;
+}
+
+static void on_term(int sig, siginfo_t *si, void *ctx) {
+  (void)ctx;
+  const int saved = errno;
+  if (term_fd >= 0 && getpid() == term_pid) {
+    static const char head[] = "{\"event\":\"signal\",\"signal\":";
+    static const char t[] = ",\"t_ns\":", from[] = ",\"from_pid\":";
+    char line[160];
+    size_t k = sizeof head - 1;
+    memcpy(line, head, k);
+    k = term_digits(line, k, (uint64_t)sig);
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts); /* time.monotonic_ns()'s clock */
+    memcpy(line + k, t, sizeof t - 1);
+    k = term_digits(line, k + sizeof t - 1,
+                    (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
+    if (si && si->si_pid > 0) {
+      memcpy(line + k, from, sizeof from - 1);
+      k = term_digits(line, k + sizeof from - 1, (uint64_t)si->si_pid);
+    }
+    line[k++] = '}';
+    line[k++] = '\n';
+    ssize_t w = write(term_fd, line, k);
+    (void)w;
+  }
+  errno = saved;
+  raise(sig); /* SIG_DFL again (SA_RESETHAND): ends us on return */
+}
+
+static PyObject *py_note_termination(PyObject *self, PyObject *arg) {
+  (void)self;
+  const int fd = PyLong_AsLong(arg) == -1 && PyErr_Occurred()
+                     ? -1
+                     : (int)PyLong_AsLong(arg);
+  if (fd < 0) {
+    if (!PyErr_Occurred())
+      PyErr_SetString(PyExc_ValueError, "a file descriptor >= 0");
+    return NULL;
+  }
+  struct sigaction old;
+  if (sigaction(SIGTERM, NULL, &old) != 0 ||
+      (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
+    Py_RETURN_FALSE; /* the program's own handler: left as it is */
+  const int mine = term_fd >= 0 ? term_fd : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  if (mine < 0) return PyErr_SetFromErrno(PyExc_OSError);
+  term_fd = mine;
+  term_pid = getpid();
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_sigaction = on_term;
+  sa.sa_flags = SA_SIGINFO | SA_RESETHAND | SA_RESTART;
+  sigemptyset(&sa.sa_mask);
+  if (sigaction(SIGTERM, &sa, NULL) != 0)
+    return PyErr_SetFromErrno(PyExc_OSError);
+  Py_RETURN_TRUE;
+}
+
 static PyMethodDef core_methods[] = {
     {"digest_buffer", py_digest_buffer, METH_VARARGS,
      "digest_buffer(obj, code, shape, nthreads) -> int\n"
@@ -942,6 +1031,11 @@ static PyMethodDef core_methods[] = {
      "(op, redop, dtype, count, root, group_size, group (world ranks, or "
      "None), group_name, file, line, func); state: entered, done or "
      "failed; status: its text."},
+    {"note_termination", py_note_termination, METH_O,
+     "note_termination(fd) -> bool\n"
+     "Where SIGTERM has its default action: one {\"event\":\"signal\"} "
+     "line into fd (a duplicate of it) when SIGTERM comes, then the default "
+     "action. False (nothing done) when the program handles SIGTERM."},
     {NULL, NULL, 0, NULL},
 };
 

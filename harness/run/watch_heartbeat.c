@@ -213,7 +213,11 @@ bool vqc_hb_setting_up(const vqc_hb_rank *r) {
 }
 
 /* A CPU sample shows progress when it used a tenth of a core or more
- * since the last, taken at least a second before. */
+ * since the last, taken at least a second before: a rank building its
+ * model, importing, loading data. Not a rank waiting in a rendezvous or
+ * MPI_Init: what it uses there is the wait's own polling (Open MPI's
+ * MPI_Init used 15% of a core here while it waited for a peer that never
+ * came), and counting it hid that hang for good. */
 #define HB_CPU_WINDOW_S 1.0
 #define HB_CPU_BUSY 0.1
 
@@ -227,7 +231,8 @@ void vqc_hb_note_cpu(vqc_hb_rank *r, double cpu_s, double now) {
   if (now - r->cpu_at < HB_CPU_WINDOW_S) return;
   if (cpu_s - r->cpu_s >= HB_CPU_BUSY * (now - r->cpu_at)) {
     r->busy_at = now;
-    if (r->beaten && vqc_hb_setting_up(r) && r->since < now) r->since = now;
+    if (r->beaten && r->hb.state == VQC_HB_SETUP && r->since < now)
+      r->since = now;
   }
   r->cpu_s = cpu_s;
   r->cpu_at = now;

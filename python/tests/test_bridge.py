@@ -49,6 +49,28 @@ def watch(cli, out, nproc, args, pythonpath=None, timeout=240):
     return p.returncode, run, p.stderr
 
 
+def test_a_rank_killed_under_mp_spawn_is_named_not_its_victim(cli,
+                                                               tmp_path):
+    """torch.multiprocessing.spawn stops the other ranks with SIGTERM when
+    one dies: the bridge notes the SIGTERM in the rank's live record, so
+    the finding names rank 1 (killed by SIGKILL, no end record) as the rank
+    that failed and rank 0 as ended by its launcher (both were named as
+    failed, the culprit hidden among its victims)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env.pop("PYTHONPATH", None)
+    p = subprocess.run([cli, "watch", "--timeout", "30", "--out",
+                        str(tmp_path / "run"), "--json", "--",
+                        sys.executable, str(JOBS / "spawn_kill.py")],
+                       env=env, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 1, p.stderr[-3000:]
+    run = json.loads(p.stdout)
+    [f] = [f for f in run["findings"] if f["kind"] == "rank_failure"]
+    assert f["ranks"] == [1], f
+    lines = (tmp_path / "run" / "rank-0.live.jsonl").read_text()
+    assert '"event":"signal","signal":15' in lines, lines[-2000:]
+    assert "rank 0 was then ended by signal 15 (SIGTERM" in f["message"], f
+
+
 def test_lost_result_rule_reports_only_temporaries(tmp_path):
     """In one process under the bridge: named tensors, views, list elements,
     a contiguous() that returned its input, a named copy and async Works

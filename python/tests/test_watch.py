@@ -373,6 +373,28 @@ def test_compare_of_a_trace_with_unchecked_state_is_no_verdict(tmp_path, cli):
             assert listed[0]["unchecked"] is False
 
 
+def test_a_name_too_long_for_a_trace_line_is_cut_and_tagged(tmp_path, cli):
+    """A tensor name of 256 bytes or more (a deeply nested module's) is
+    written as its first 200 bytes, "...#" and a hash of the whole name:
+    the trace stays one vqcheck compare reads (it refused it, exit 2), and
+    two long names that share their first 200 bytes stay apart."""
+    from conftest import compare
+    m = torch.nn.Module()
+    long_a, long_b = "\u00e9" * 150 + "a", "\u00e9" * 150 + "b"
+    m.register_buffer(long_a, torch.zeros(2))
+    m.register_buffer(long_b, torch.ones(2))
+    with vt.watch(m, out=tmp_path / "t") as w:
+        w.step()
+    names = [x["tensor"] for x in read_trace(w.path)][:2]
+    assert all(len(n.encode()) < 256 and "...#" in n for n in names)
+    assert names[0] != names[1] and names[0][:100] == names[1][:100]
+    (tmp_path / "t" / "rank-1.trace.jsonl").write_text(
+        (tmp_path / "t" / "rank-0.trace.jsonl").read_text().replace(
+            '"rank":0', '"rank":1'))
+    rc, run, err = compare(cli, tmp_path / "t", tmp_path / "c")
+    assert rc == 0, err
+
+
 def test_a_functional_collectives_result_is_waited_for(tmp_path):
     """A buffer holding funcol.all_reduce's result before anyone waited
     (an AsyncCollectiveTensor) is digested after the wait, as the plain

@@ -6,6 +6,7 @@ A file of that name that is not a vqcheck trace is never overwritten: a job's
 own `rank-0.trace.jsonl` (say, from another tool) raises FileExistsError."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import stat
@@ -100,6 +101,22 @@ def is_vqcheck_trace(path: str) -> bool:
     return isinstance(line, dict) and line.get("schema") == SCHEMA
 
 
+def line_name(name: str) -> str:
+    """A tensor's name as a trace line may hold it (docs/trace-format.md:
+    non-empty, under 256 bytes of UTF-8, no NUL): itself when it fits;
+    else its first 200 bytes, "...#" and 16 hex digits of a hash of the
+    whole name, the same on every rank, so a deeply nested module's
+    tensor still has a line (a longer name made a trace vqcheck compare
+    itself refused, exit 2)."""
+    text = name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    text = text.replace("\0", "?") or "?"
+    raw = text.encode("utf-8")
+    if len(raw) < 256:
+        return text
+    tag = hashlib.blake2b(raw, digest_size=8).hexdigest()
+    return raw[:200].decode("utf-8", "ignore") + "...#" + tag
+
+
 def _clean_program(program: Optional[str]) -> Optional[str]:
     """The program name as valid UTF-8 (a file name with undecodable bytes
     reaches Python as lone surrogates, which no JSON reader accepts) of at
@@ -166,7 +183,8 @@ class TraceWriter:
             shard = entry[5] if len(entry) > 5 else None
             values = entry[6] if len(entry) > 6 else None
             line = {"schema": SCHEMA, "rank": self.rank, "step": step,
-                    "tensor": name, "dtype": dtype, "shape": list(shape),
+                    "tensor": line_name(name), "dtype": dtype,
+                    "shape": list(shape),
                     "digest_algo": DIGEST_ALGO, "digest": f"{digest:016x}"}
             if self.program:
                 line["program"] = self.program
@@ -180,7 +198,8 @@ class TraceWriter:
             f.write("\n")
         for name, why, unchecked in self._left_out.pop(step, ()):
             line = {"schema": SCHEMA, "rank": self.rank, "step": step,
-                    "tensor": name, "not_digested": why or "no reason given",
+                    "tensor": line_name(name),
+                    "not_digested": why or "no reason given",
                     "unchecked": unchecked}
             if self.program:
                 line["program"] = self.program

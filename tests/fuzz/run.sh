@@ -34,6 +34,7 @@ case "$target" in
     sources="$src/checkers/trace.c $src/checkers/trace_compare.c
              $src/checkers/trace_compare_read.c
              $src/checkers/trace_compare_findings.c
+             $src/checkers/not_digested_list.c
              $src/checkers/jsonl.c
              $src/checkers/findings.c $src/checkers/utf8.c
              $src/lib/src/core/status.c

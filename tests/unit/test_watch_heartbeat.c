@@ -389,6 +389,26 @@ Test(heartbeat, mpi_init_is_setting_up) {
   cr_expect(ranks[0].stalled && ranks[1].stalled);
 }
 
+Test(heartbeat, a_wait_that_polls_is_no_progress) {
+  /* Open MPI's MPI_Init polls while it waits for a peer (15% of a core
+   * here): rank 0 in MPI_Init since 100, busy by its CPU, and rank 1 idle
+   * before MPI_Init (a missing input file): both hung at 105, as in
+   * tests/mpi_programs/init_wait.c. Its CPU had kept the job "busy"
+   * forever, and vqcheck watch hung with it. The same for a rendezvous. */
+  for (int pass = 0; pass < 2; pass++) {
+    setting_up(0, 100.0, VQC_HB_IN_COLLECTIVE,
+               pass ? "rendezvous" : "MPI_Init");
+    setting_up(1, 100.0, VQC_HB_SETUP, "");
+    ranks[0].cpu_at = 0.0;
+    vqc_hb_note_cpu(&ranks[0], 1.0, 101.0);
+    for (int t = 102; t <= 106; t++)
+      vqc_hb_note_cpu(&ranks[0], 1.0 + 0.15 * (t - 101), (double)t);
+    cr_expect_float_eq(ranks[0].since, 100.0, 1e-9, "pass %d", pass);
+    cr_expect_neq(vqc_hb_stalled(ranks, 2, 106.0, 5.0, 100.0, NULL), -1);
+    cr_expect(ranks[0].stalled && ranks[1].stalled, "pass %d", pass);
+  }
+}
+
 Test(heartbeat, cpu_samples_a_second_apart_and_a_tenth_of_a_core) {
   rank_at(0, true, 100.0, VQC_HB_SETUP);
   vqc_hb_note_cpu(&ranks[0], -1.0, 100.0); /* unknown: nothing */

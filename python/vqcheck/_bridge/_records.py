@@ -97,6 +97,22 @@ class Records:
         self.live_event({"event": "start", "rank": self.rank,
                          "size": self.world_size(), "pid": os.getpid(),
                          "host": os.uname().nodename})
+        self.note_termination()
+
+    def note_termination(self) -> None:
+        """A SIGTERM (a launcher stopping this rank after another one
+        died: torch.multiprocessing.spawn, torchrun) writes a "signal" line
+        into the live record before it ends the process as before, so the
+        report names the rank that died first, not its victims. Not when
+        the program handles SIGTERM itself (vqcheck._core)."""
+        import signal
+        try:
+            if signal.getsignal(signal.SIGTERM) not in (signal.SIG_DFL,
+                                                        None):
+                return
+            _core.note_termination(self.live_fd)
+        except (ValueError, OSError):
+            pass  # no line: such a rank is reported as it was before
 
     def register_stack_dumps(self) -> None:
         """SIGUSR1 makes this rank write every thread's Python stack to
