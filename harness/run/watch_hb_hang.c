@@ -40,11 +40,13 @@ enum {
   HB_NO_STACK,   /* no stack to tell */
   HB_NO_BEAT,    /* alive, never beat */
   HB_ENDED,      /* ended, or finished */
-  HB_MOVING      /* alive, made progress within the timeout */
+  HB_MOVING,     /* alive, made progress within the timeout */
+  HB_EXITING     /* finished, its process still there and idle */
 };
 static const char *const hb_kind_names[] = {
-    "stopped",  "in_collective", "program", "torch",
-    "no_stack", "no_heartbeat",  "ended",   "progressing"};
+    "stopped",  "in_collective", "program",     "torch",
+    "no_stack", "no_heartbeat",  "ended",       "progressing",
+    "exiting"};
 
 typedef struct hb_place {
   const vqc_hb_rank *r;
@@ -234,6 +236,16 @@ static void hb_place_text(const hb_place *p, bool plural, double idle,
   case HB_ENDED:
     watch_appendf(buf, &k, n, "had %s", p->why);
     break;
+  case HB_EXITING:
+    watch_appendf(buf, &k, n, "%s finished (%s end line written) but %s "
+                  "process did not exit: no progress for %.1f s since",
+                  is, plural ? "their" : "its", plural ? "their" : "its",
+                  idle);
+    if (p->has_stack) {
+      watch_short_site(&p->st.where, true, at, sizeof at);
+      watch_appendf(buf, &k, n, ", at %s", at);
+    }
+    break;
   default:
     /* Not (yet) stuck for the --timeout: say how long since its last
      * progress, no more (a rank stuck a little later reads so too). */
@@ -277,7 +289,9 @@ static void hb_place_fill(const vqc_watch_ctx *c, hb_place *p,
     memset(&p->live, 0, sizeof p->live);
   p2p_text(&p->live, p->p2p, sizeof p->p2p);
   const bool finished = r->beaten && r->hb.state == VQC_HB_FINISHED;
-  if (r->ended || finished) {
+  if (finished && !r->ended && r->stalled) {
+    p->kind = HB_EXITING; /* vqc_hb_stalled: stuck on its way out */
+  } else if (r->ended || finished) {
     p->kind = HB_ENDED;
     if (r->exit_code >= 0)
       snprintf(p->why, sizeof p->why, "exited with status %d%s",
@@ -312,7 +326,7 @@ static void hb_place_fill(const vqc_watch_ctx *c, hb_place *p,
   p->rule.stalled = r->stalled;
   p->rule.stopped = p->kind == HB_STOPPED;
   p->rule.in_collective = p->kind == HB_COLLECTIVE;
-  p->rule.user_code = p->kind == HB_PROGRAM;
+  p->rule.user_code = p->kind == HB_PROGRAM || p->kind == HB_EXITING;
   p->rule.ended_ok = p->kind == HB_ENDED &&
                      (r->exit_code == 0 || finished);
   /* The grouping key: what the text says but the seconds. */

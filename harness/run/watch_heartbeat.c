@@ -260,15 +260,28 @@ int vqc_hb_stalled(vqc_hb_rank *r, int n, double now, double timeout,
     const double t = last_progress(&r[i], first_beat);
     if (t > job) job = t;
   }
+  /* Every rank finished (its end line written) or ended: a process of
+   * ours still there, idle for the timeout since its end line, is stuck
+   * on its way out (a destructor, an exit handler that waits), and its
+   * launcher, and so vqcheck watch, would wait for it for good. Not while
+   * another rank still runs (a rank done early waits for nobody), nor
+   * for a rank of another machine (its process is not seen). */
+  bool all_done = n > 0;
+  for (int i = 0; i < n; i++)
+    if (!r[i].ended && !(r[i].beaten && r[i].hb.state == VQC_HB_FINISHED))
+      all_done = false;
   for (int i = 0; i < n; i++) {
     r[i].stalled = false;
     r[i].idle_s = 0.0;
-    if (r[i].ended || (r[i].beaten && r[i].hb.state == VQC_HB_FINISHED))
-      continue;
+    if (r[i].ended) continue;
+    const bool finished = r[i].beaten && r[i].hb.state == VQC_HB_FINISHED;
+    if (finished && (!all_done || r[i].pid <= 0)) continue;
     if (!r[i].beaten && first_beat <= 0.0) continue; /* nobody beat yet */
     const double idle =
-        now - (vqc_hb_setting_up(&r[i]) ? job
-                                         : last_progress(&r[i], first_beat));
+        finished ? now - (r[i].busy_at > r[i].since ? r[i].busy_at
+                                                    : r[i].since)
+        : now - (vqc_hb_setting_up(&r[i]) ? job
+                                           : last_progress(&r[i], first_beat));
     /* Told to the millisecond: the message and the detail say the same. */
     r[i].idle_s = idle > 0.0 ? (double)(long long)(idle * 1000.0 + 0.5) / 1000.0
                              : 0.0;
@@ -438,9 +451,12 @@ void vqc_hb_watch_poll(vqc_hb_watch *w, const vqc_watch_proc *procs,
     read_rank(w, i, now); /* an ended rank's last word: finished or not */
     if (w->nproc > 0) nproc_state(r, procs, nprocs);
     else if (!r->ended) launcher_state(w, r);
-    /* While it sets up, its CPU use is progress too (the file comment). */
+    /* While it sets up, its CPU use is progress too (the file comment);
+     * once finished, it tells a process still tearing down from one stuck
+     * on its way out (vqc_hb_stalled). */
     if (!r->ended && r->pid > 0 && r->proc == VQC_PROC_RUNNING &&
-        (!r->beaten || vqc_hb_setting_up(r)))
+        (!r->beaten || vqc_hb_setting_up(r) ||
+         r->hb.state == VQC_HB_FINISHED))
       vqc_hb_note_cpu(r, proc_cpu_s(r->pid), now);
   }
   if (w->nproc == 0 && w->size > w->n) (void)grow(w, w->size);

@@ -328,3 +328,29 @@ def test_a_slow_busy_setup_is_no_hang(cli, tmp_path):
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     run = json.loads(p.stdout)
     assert run["findings"] == []
+
+
+def test_a_process_stuck_on_its_way_out_is_a_hang(cli, tmp_path):
+    """Every rank trained to the end and wrote its end line, but rank 1's
+    process never exits (an exit-time wait): no progress for the timeout
+    once every rank is done is a hang of that rank, reported and the job
+    stopped, where vqcheck watch waited for its launcher for good."""
+    out = tmp_path / "run"
+    p = start(cli, out, JOBS / "exit_stuck.py")
+    deadline = time.monotonic() + 90
+    while True:  # rank 1's end line written: the hang starts there
+        b = heartbeat(out, 1)
+        if b and b["state"] == 2:
+            break
+        assert p.poll() is None, p.communicate()
+        assert time.monotonic() < deadline, "the job did not finish"
+        time.sleep(0.05)
+    run, _, took = finish(p, out, b["last_ns"] * 1e-9)
+    f = the_hang(run)
+    assert f["ranks"] == [1], f
+    assert "rank 1 is finished (its end line written) but its process did " \
+        "not exit" in f["message"], f["message"]
+    at = places(f)
+    assert (at[1]["place"], at[1]["culprit"]) == ("exiting", True)
+    assert at[0]["place"] == "ended"
+    assert took < TIMEOUT + REPORT_S, took

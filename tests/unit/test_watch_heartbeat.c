@@ -409,6 +409,32 @@ Test(heartbeat, a_wait_that_polls_is_no_progress) {
   }
 }
 
+Test(heartbeat, a_process_stuck_on_its_way_out) {
+  /* Rank 0 ended; rank 1 wrote its end line at 100 (finished) and its
+   * process (ours: pid known) is still there: hung at 105, not before. */
+  rank_at(0, true, 90.0, VQC_HB_FINISHED);
+  ranks[0].ended = true;
+  rank_at(1, true, 100.0, VQC_HB_FINISHED);
+  ranks[1].pid = 4711;
+  cr_expect_eq(vqc_hb_stalled(ranks, 2, 104.9, 5.0, 50.0, NULL), -1);
+  cr_expect_eq(vqc_hb_stalled(ranks, 2, 105.0, 5.0, 50.0, NULL), 1);
+  cr_expect(ranks[1].stalled && !ranks[0].stalled);
+  /* Busy tearing down (a tenth of a core at 103): counted from there. */
+  ranks[1].busy_at = 103.0;
+  cr_expect_eq(vqc_hb_stalled(ranks, 2, 107.9, 5.0, 50.0, NULL), -1);
+  cr_expect_eq(vqc_hb_stalled(ranks, 2, 108.0, 5.0, 50.0, NULL), 1);
+  ranks[1].busy_at = 0.0;
+  /* Another rank still training: a rank done early waits for nobody. */
+  rank_at(0, true, 104.0, VQC_HB_RUNNING);
+  cr_expect_eq(vqc_hb_stalled(ranks, 2, 106.0, 5.0, 50.0, NULL), -1);
+  cr_expect_not(ranks[1].stalled);
+  /* A process not seen (another machine's rank): never told hung. */
+  rank_at(0, true, 90.0, VQC_HB_FINISHED);
+  ranks[0].ended = true;
+  ranks[1].pid = 0;
+  cr_expect_eq(vqc_hb_stalled(ranks, 2, 200.0, 5.0, 50.0, NULL), -1);
+}
+
 Test(heartbeat, cpu_samples_a_second_apart_and_a_tenth_of_a_core) {
   rank_at(0, true, 100.0, VQC_HB_SETUP);
   vqc_hb_note_cpu(&ranks[0], -1.0, 100.0); /* unknown: nothing */
