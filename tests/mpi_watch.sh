@@ -319,6 +319,11 @@
 #                   rank 0 "waits in MPI_Init"; the job
 #                   stopped (before, nothing was watched until MPI_Init
 #                   returned, and vqcheck watch hung with the job);
+#   finalize_stuck  2 ranks, --timeout 5: every rank reaches MPI_Finalize,
+#                   then rank 1 waits for a marker file that never comes:
+#                   a deadlock within the timeout + 5 s naming rank 1,
+#                   finished but its process not exited; the job stopped
+#                   (vqcheck watch waited for mpiexec for good);
 #   f_clean         4 ranks, Fortran (mpi_f08: MPI_IN_PLACE, a derived type
 #                   broadcast against basic elements, a split communicator,
 #                   a non-blocking all-reduce, a ring of Isend/Irecv): exit
@@ -389,7 +394,7 @@ case $PROG in
   thread_colls|io_many|p2p_tags) np=2 ;;
   rma_loop) np=2 ;;
   f_clean) np=4 ;;
-  f_type_mismatch|persistent_lost|init_wait) np=2 ;;
+  f_type_mismatch|persistent_lost|init_wait|finalize_stuck) np=2 ;;
 esac
 case $CASE in
   split_skip|recv_cycle|op_swap|recv_any|neighbor_skip|irecv_cycle)
@@ -397,6 +402,7 @@ case $CASE in
   pingpong) timeout=3 ;;
   lost_message|send_send|f_recv_cycle|persistent_lost|init_wait)
     timeout=5 ;;
+  finalize_stuck) timeout=5 ;;
   nb_blocking|bcast_recv|buffered_bcast_recv) timeout=5 ;;
   mprobe_lost|buffered_mprobe_lost|rma_fence_skip) timeout=5 ;;
   loop_exit|io_skip|f_io_skip|thread_recv|inter_skip) timeout=5 ;;
@@ -1303,6 +1309,16 @@ elif case == "init_wait":
             fail("the message does not say %r: %s" % (want, f["message"]))
     if "init_wait.c:14" not in f.get("site", ""):
         fail("site %r is not init_wait.c:14" % f.get("site"))
+    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
+        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+elif case == "finalize_stuck":
+    f = one("deadlock")
+    if rc != 1 or f["ranks"] != [1]:
+        fail("expected exit 1 and rank 1, got %d and %s" % (rc, f["ranks"]))
+    want = ("rank 1 is finished (its end line written) but its process did "
+            "not exit")
+    if want not in f["message"]:
+        fail("the message does not say %r: %s" % (want, f["message"]))
     if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
         fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
 elif case == "persistent_halo":
