@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ledger_record.h"
+#include "live_signal_line.h"
 #include "trace.h" /* VQC_TRACE_LINE_MAX */
 #include "utf8.h"
 #include "vqc/clock.h"
@@ -202,36 +203,15 @@ void vqc_live_close(vqc_live *l) {
   free(l);
 }
 
-/* The decimal digits of v at line + k (async-signal-safe); the new k. */
-static size_t put_decimal(char *line, size_t k, uint64_t v) {
-  char digits[24];
-  int nd = 0;
-  do {
-    digits[nd++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v && nd < (int)sizeof digits);
-  while (nd > 0) line[k++] = digits[--nd];
-  return k;
-}
-
 void vqc_live_note_signal(int sig) {
   int fd = atomic_load(&live_signal_fd);
   if (fd < 0) return;
-  /* No stdio in a handler: the digits by hand. t_ns is on the clock of
+  /* No stdio in a handler (live_signal_line.h). t_ns is on the clock of
    * the records' t_enter_ns (vqc_now_ns; clock_gettime is async-signal-
    * safe): how long the rank had waited in its last collective when the
    * signal came. */
-  static const char head[] = "{\"event\":\"signal\",\"signal\":";
-  static const char mid[] = ",\"t_ns\":";
-  char line[sizeof head + sizeof mid + 48];
-  size_t k = sizeof head - 1;
-  memcpy(line, head, k);
-  k = put_decimal(line, k, sig > 0 ? (uint64_t)sig : 0u);
-  memcpy(line + k, mid, sizeof mid - 1);
-  k += sizeof mid - 1;
-  k = put_decimal(line, k, vqc_now_ns());
-  line[k++] = '}';
-  line[k++] = '\n';
+  char line[VQC_LIVE_SIGNAL_LINE_MAX];
+  const size_t k = vqc_live_signal_line(line, sig, vqc_now_ns(), 0);
   ssize_t w = write(fd, line, k);
   (void)w;
 }

@@ -263,17 +263,9 @@ static bool looks_cut_off(const char *line) {
 
 /* rf->next, a not_digested line (trace.h), taken into rf->not_digested
  * and copied at once (the lines before it are copied already: it is read
- * past, never part of a step's group). Its step may not go backwards. */
+ * past, never part of a step's group). */
 static vqc_status take_not_digested(rank_file *rf) {
   const vqc_trace_record *r = &rf->next.r;
-  const int64_t before = rf->last_step > rf->not_digested_step
-                             ? rf->last_step
-                             : rf->not_digested_step;
-  if (r->step < before)
-    return vqc_error(VQC_EPARSE, "%s:%ld: step %" PRId64 " after step %"
-                     PRId64 ": a trace lists its steps in order, each step's "
-                     "lines together (one run per file)", rf->path,
-                     rf->lineno, r->step, before);
   rf->not_digested_step = r->step;
   rf->lines++;
   if (rf->not_digested)
@@ -316,15 +308,20 @@ vqc_status tc_read_next(rank_file *rf, int rank, json_t *warnings) {
                        "of rank %d (each rank writes its own "
                        "rank-<r>.trace.jsonl)", rf->path, rf->lineno,
                        rf->next.r.rank, rank);
-    if (rf->next.r.not_digested[0]) {
-      VQC_TRY(take_not_digested(rf));
-      continue;
-    }
-    if (rf->next.r.step < rf->not_digested_step)
+    /* Steps never go back past a not_digested line's, nor such a line's
+     * past the last group's (tc_read_group checks a group's lines). */
+    const bool left_out = rf->next.r.not_digested[0] != '\0';
+    int64_t least = rf->not_digested_step;
+    if (left_out && rf->last_step > least) least = rf->last_step;
+    if (rf->next.r.step < least)
       return vqc_error(VQC_EPARSE, "%s:%ld: step %" PRId64 " after step %"
                        PRId64 ": a trace lists its steps in order, each "
                        "step's lines together (one run per file)", rf->path,
-                       rf->lineno, rf->next.r.step, rf->not_digested_step);
+                       rf->lineno, rf->next.r.step, least);
+    if (left_out) {
+      VQC_TRY(take_not_digested(rf));
+      continue;
+    }
     rf->next.line = rf->lineno;
     rf->has_next = true;
     rf->lines++;

@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include "ledger_record.h" /* checkers/: the ledger line's codec */
+#include "live_signal_line.h" /* checkers/: the "signal" line */
 #include "vqc/digest.h"
 #include "vqc/gpu.h"
 #include "vqc/status.h"
@@ -915,8 +916,8 @@ done:
  * first, and the report cannot tell the culprit from its victims. So the
  * bridge (vqcheck/_bridge/_records.py) asks, where the program leaves
  * SIGTERM to its default, for one line in the live record when it comes,
- * the one vqcheck's own ranks write (checkers/live_record.c
- * vqc_live_note_signal, read back as "ended by others"):
+ * the one vqcheck's own ranks write (checkers/live_signal_line.h, read
+ * back as "ended by others"):
  *   {"event":"signal","signal":15,"t_ns":N,"from_pid":P}
  * and then the default action, as before: SA_RESETHAND puts SIG_DFL back,
  * and the signal raised again in the handler (blocked there) ends the
@@ -928,38 +929,16 @@ done:
 static int term_fd = -1;
 static pid_t term_pid;
 
-static size_t term_digits(char *b, size_t k, uint64_t v) {
-  char d[24];
-  int n = 0;
-  do {
-    d[n++] = (char)('0' + v % 10);
-    v /= 10;
-  } while (v && n < (int)sizeof d);
-  while (n > 0) b[k++] = d[--n];
-  return k;
-}
-
 static void on_term(int sig, siginfo_t *si, void *ctx) {
   (void)ctx;
   const int saved = errno;
   if (term_fd >= 0 && getpid() == term_pid) {
-    static const char head[] = "{\"event\":\"signal\",\"signal\":";
-    static const char t[] = ",\"t_ns\":", from[] = ",\"from_pid\":";
-    char line[160];
-    size_t k = sizeof head - 1;
-    memcpy(line, head, k);
-    k = term_digits(line, k, (uint64_t)sig);
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts); /* time.monotonic_ns()'s clock */
-    memcpy(line + k, t, sizeof t - 1);
-    k = term_digits(line, k + sizeof t - 1,
-                    (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec);
-    if (si && si->si_pid > 0) {
-      memcpy(line + k, from, sizeof from - 1);
-      k = term_digits(line, k + sizeof from - 1, (uint64_t)si->si_pid);
-    }
-    line[k++] = '}';
-    line[k++] = '\n';
+    char line[VQC_LIVE_SIGNAL_LINE_MAX];
+    const size_t k = vqc_live_signal_line(
+        line, sig, (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec,
+        si ? (long)si->si_pid : 0);
     ssize_t w = write(term_fd, line, k);
     (void)w;
   }
@@ -969,19 +948,17 @@ static void on_term(int sig, siginfo_t *si, void *ctx) {
 
 static PyObject *py_note_termination(PyObject *self, PyObject *arg) {
   (void)self;
-  const int fd = PyLong_AsLong(arg) == -1 && PyErr_Occurred()
-                     ? -1
-                     : (int)PyLong_AsLong(arg);
-  if (fd < 0) {
-    if (!PyErr_Occurred())
-      PyErr_SetString(PyExc_ValueError, "a file descriptor >= 0");
+  const long fd = PyLong_AsLong(arg);
+  if (fd == -1 && PyErr_Occurred()) return NULL;
+  if (fd < 0 || fd > INT_MAX) {
+    PyErr_SetString(PyExc_ValueError, "a file descriptor >= 0");
     return NULL;
   }
   struct sigaction old;
   if (sigaction(SIGTERM, NULL, &old) != 0 ||
       (old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL)
     Py_RETURN_FALSE; /* the program's own handler: left as it is */
-  const int mine = term_fd >= 0 ? term_fd : fcntl(fd, F_DUPFD_CLOEXEC, 3);
+  const int mine = term_fd >= 0 ? term_fd : fcntl((int)fd, F_DUPFD_CLOEXEC, 3);
   if (mine < 0) return PyErr_SetFromErrno(PyExc_OSError);
   term_fd = mine;
   term_pid = getpid();

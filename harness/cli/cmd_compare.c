@@ -479,8 +479,7 @@ int vqc_cmd_compare(int argc, char **argv) {
   json_t *j = compare_json(&o, nranks, &fl, &res, vqc_now_s() - t0);
   s = vqc_run_json_write(out, j);
   if (s == VQC_OK) s = vqc_offline_write_reports(out);
-  char unchecked[1200];
-  int code = verdict_code(&fl, &res, unchecked, sizeof unchecked);
+  int code = (int)json_integer_value(json_object_get(j, "exit_code"));
   if (s != VQC_OK) {
     fprintf(stderr, "vqcheck compare: %s\n", vqc_cli_error_text());
     code = vqc_status_exit_code(s);
