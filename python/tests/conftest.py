@@ -6,6 +6,8 @@ scripts/test.sh against the package installed in a venv by `pip install .`).
 - run_ranks: starts a script as N real processes with the torchrun
   environment (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, MASTER_ADDR,
   MASTER_PORT), waits for all with a deadline, kills them all on timeout.
+- run_watch: subprocess.run of `vqcheck watch`, once more after torch's
+  abort at exit (TORCH_EXIT_ABORT) only.
 - compare: runs `vqcheck compare DIR --json` and returns (exit code, run.json).
 """
 import json
@@ -59,20 +61,35 @@ def torch_exit_abort(rc, err):
     return rc in (-6, 134) and TORCH_EXIT_ABORT in (err or "")
 
 
-def run_ranks(script, nproc, args, timeout=180.0, again=True):
+def run_watch(argv, **kwargs):
+    """subprocess.run(argv, capture_output=True, text=True, **kwargs) for a
+    `vqcheck watch` of torch ranks: run once more when a rank hit torch's
+    abort at exit (TORCH_EXIT_ABORT on the ranks' stderr, which vqcheck
+    passes through), never passed as it is. The run directory is vqcheck's
+    own, cleared by the second run."""
+    p = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    if TORCH_EXIT_ABORT in p.stdout + p.stderr:
+        p = subprocess.run(argv, capture_output=True, text=True, **kwargs)
+    return p
+
+
+def run_ranks(script, nproc, args, timeout=180.0, again=True, env=None):
     """Runs `python script args...` as nproc ranks; returns a list of
     CompletedProcess-like (returncode, stdout, stderr) per rank. A run in
     which a rank hit torch's abort at exit (TORCH_EXIT_ABORT) is run once
-    more (again=False: not)."""
+    more (again=False: not). env: the ranks' environment (default
+    os.environ), to which the torchrun variables are added."""
     port = free_port()
     procs = []
+    base = os.environ if env is None else env
     for rank in range(nproc):
-        env = dict(os.environ)
-        env.update(RANK=str(rank), WORLD_SIZE=str(nproc), LOCAL_RANK=str(rank),
-                   LOCAL_WORLD_SIZE=str(nproc), MASTER_ADDR="127.0.0.1",
-                   MASTER_PORT=str(port), OMP_NUM_THREADS="1")
+        env_r = dict(base)
+        env_r.update(RANK=str(rank), WORLD_SIZE=str(nproc),
+                     LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(nproc),
+                     MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port),
+                     OMP_NUM_THREADS="1")
         procs.append(subprocess.Popen(
-            [sys.executable, str(script), *map(str, args)], env=env,
+            [sys.executable, str(script), *map(str, args)], env=env_r,
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
     results = []
     try:
@@ -89,7 +106,7 @@ def run_ranks(script, nproc, args, timeout=180.0, again=True):
         pytest.fail(f"{script} did not finish in {timeout} s:\n" +
                     "\n".join(details))
     if again and any(torch_exit_abort(rc, err) for rc, _, err in results):
-        return run_ranks(script, nproc, args, timeout, again=False)
+        return run_ranks(script, nproc, args, timeout, again=False, env=env)
     for rank, (rc, out, err) in enumerate(results):
         assert rc == 0, f"rank {rank} of {script} exited {rc}:\n{err[-4000:]}"
     return results

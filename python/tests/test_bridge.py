@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_watch
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 BRIDGE = ROOT / "python" / "bridge"
@@ -40,11 +42,9 @@ def watch(cli, out, nproc, args, pythonpath=None, timeout=240):
     env.pop("PYTHONPATH", None)
     if pythonpath:
         env["PYTHONPATH"] = str(pythonpath)
-    p = subprocess.run([cli, "watch", "--nproc", str(nproc), "--out",
-                        str(out), "--json", "--", sys.executable,
-                        *map(str, args)],
-                       env=env, capture_output=True, text=True,
-                       timeout=timeout)
+    p = run_watch([cli, "watch", "--nproc", str(nproc), "--out", str(out),
+                   "--json", "--", sys.executable, *map(str, args)],
+                  env=env, timeout=timeout)
     run = json.loads(p.stdout) if p.stdout.strip().startswith("{") else None
     return p.returncode, run, p.stderr
 
@@ -461,11 +461,10 @@ def test_functional_collectives_on_a_device_mesh(cli, tmp_path, mode):
     3-element statistic against rank 1's 2 is a collective_mismatch in dp
     group {1, 3} at the job's line, naming no rank outside it."""
     job = JOBS / "funcol_mesh.py"
-    p = subprocess.run([cli, "watch", "--nproc", "4", "--timeout", "6",
-                        "--out", str(tmp_path / "run"), "--json", "--",
-                        sys.executable, str(job), mode],
-                       capture_output=True, text=True, timeout=240,
-                       env=dict(os.environ, OMP_NUM_THREADS="1"))
+    p = run_watch([cli, "watch", "--nproc", "4", "--timeout", "6",
+                   "--out", str(tmp_path / "run"), "--json", "--",
+                   sys.executable, str(job), mode],
+                  timeout=240, env=dict(os.environ, OMP_NUM_THREADS="1"))
     run = json.loads(p.stdout)
     stats = _line_of(job, "# DP_STATS")
     if mode == "clean":

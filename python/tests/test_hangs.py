@@ -41,6 +41,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import run_watch
+
 JOBS = Path(__file__).resolve().parent / "jobs" / "hangs"
 TIMEOUT = 5
 # The report's allowance past the timeout (the acceptance).
@@ -321,10 +323,10 @@ def test_a_slow_busy_setup_is_no_hang(cli, tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, OMP_NUM_THREADS="1",
                SLOW_SETUP=str(3 * TIMEOUT))
-    p = subprocess.run(
+    p = run_watch(
         [cli, "watch", "--nproc", "2", "--timeout", str(TIMEOUT), "--out",
          str(out), "--json", "--", sys.executable, str(job)],
-        capture_output=True, text=True, env=env, timeout=180)
+        env=env, timeout=180)
     assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
     run = json.loads(p.stdout)
     assert run["findings"] == []

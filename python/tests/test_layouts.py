@@ -17,10 +17,11 @@ this file, saying so.
 """
 import json
 import os
-import subprocess
 from pathlib import Path
 
 import pytest
+
+from conftest import run_ranks, run_watch
 
 torch = pytest.importorskip("torch")
 _version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
@@ -39,10 +40,9 @@ def watch(cli, tmp_path, job, nproc, **env):
     full = dict(os.environ, OMP_NUM_THREADS="1",
                 **{k: str(v) for k, v in env.items()})
     import sys
-    p = subprocess.run([cli, "watch", "--nproc", str(nproc), "--timeout",
-                        "60", "--out", str(out), "--", sys.executable,
-                        str(JOBS / f"{job}.py")], env=full,
-                       capture_output=True, text=True, timeout=300)
+    p = run_watch([cli, "watch", "--nproc", str(nproc), "--timeout", "60",
+                   "--out", str(out), "--", sys.executable,
+                   str(JOBS / f"{job}.py")], env=full, timeout=300)
     text = p.stdout + p.stderr
     path = out / "run.json"
     assert path.exists(), text[-4000:]
@@ -145,13 +145,6 @@ def test_drift_in_one_replica_is_found(cli, tmp_path, job, nproc, env, step,
     assert_divergence(rc, run, text, step, tensor, ranks)
 
 
-def _free_port():
-    import socket
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_batchnorm_statistics_are_named_not_compared(cli, tmp_path):
     """The per-rank running statistics are listed with the reason, and
     num_batches_tracked (equal on every rank) is still compared."""
@@ -171,21 +164,13 @@ def test_compiled_graphs_are_the_same_under_watch(cli, tmp_path, order):
     """torch.compile sees the same program with and without the bridge:
     the graphs dynamo compiles, the calls it captures and its graph breaks
     (with their reasons) are equal, run plain (2 processes with torchrun's
-    variables) and under `vqcheck watch`."""
-    import sys
+    variables) and under `vqcheck watch`. A run in which a rank hit torch's
+    abort at exit (conftest.TORCH_EXIT_ABORT) is run once more."""
     job = str(JOBS / "compiled_job.py")
     plain_graphs = tmp_path / "plain.json"
-    env = dict(os.environ, OMP_NUM_THREADS="1", ORDER=order,
-               GRAPHS_TO=str(plain_graphs), MASTER_ADDR="127.0.0.1",
-               MASTER_PORT=str(_free_port()), WORLD_SIZE="2")
+    env = dict(os.environ, ORDER=order, GRAPHS_TO=str(plain_graphs))
     env.pop("PYTHONPATH", None)
-    procs = [subprocess.Popen([sys.executable, job],
-                              env=dict(env, RANK=str(r), LOCAL_RANK=str(r)),
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              text=True) for r in range(2)]
-    for p in procs:
-        _, err = p.communicate(timeout=300)
-        assert p.returncode == 0, err[-4000:]
+    run_ranks(job, 2, [], timeout=300, env=env)
     watched_graphs = tmp_path / "watched.json"
     rc, run, text = watch(cli, tmp_path, "compiled_job", 2, ORDER=order,
                           GRAPHS_TO=watched_graphs)

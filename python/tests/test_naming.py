@@ -15,10 +15,9 @@ test_naming_watch.c; these check that real torch runs come out the same.
 """
 import json
 import os
-import subprocess
 import sys
 
-from conftest import TORCH_EXIT_ABORT
+from conftest import run_watch
 
 MISMATCH_JOB = '''\
 import torch, torch.distributed as dist
@@ -54,10 +53,9 @@ def watch(cli, tmp_path, name, text, timeout_s=10):
     job.write_text(text)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("PYTHONPATH", None)
-    p = subprocess.run([cli, "watch", "--nproc", "2", "--timeout",
-                        str(timeout_s), "--out", str(tmp_path / "run"),
-                        "--json", "--", sys.executable, str(job)],
-                       env=env, capture_output=True, text=True, timeout=120)
+    p = run_watch([cli, "watch", "--nproc", "2", "--timeout", str(timeout_s),
+                   "--out", str(tmp_path / "run"), "--json", "--",
+                   sys.executable, str(job)], env=env, timeout=120)
     run = json.loads(p.stdout) if p.stdout.strip().startswith("{") else None
     return p.returncode, run, p.stderr, job
 
@@ -143,13 +141,9 @@ def test_no_step_end_is_exit_3_saying_why(cli, tmp_path):
     job.write_text(HAND_STEPPED_JOB)
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("PYTHONPATH", None)
-    for attempt in (1, 2):  # once more after torch's abort at exit only
-        p = subprocess.run([cli, "watch", "--nproc", "2", "--out",
-                            str(tmp_path / "run"), "--", sys.executable,
-                            str(job)], env=env, capture_output=True,
-                           text=True, timeout=120)
-        if not (p.returncode == 1 and TORCH_EXIT_ABORT in p.stderr):
-            break
+    p = run_watch([cli, "watch", "--nproc", "2", "--out",
+                   str(tmp_path / "run"), "--", sys.executable, str(job)],
+                  env=env, timeout=120)
     assert p.returncode == 3, p.stdout + p.stderr
     run = json.loads((tmp_path / "run" / "run.json").read_text())
     assert run["findings"] == []
@@ -211,10 +205,9 @@ def test_an_exception_under_torchrun_names_the_rank_not_the_launcher(
     env = dict(os.environ, OMP_NUM_THREADS="1")
     env.pop("PYTHONPATH", None)
     out = tmp_path / "run"
-    p = subprocess.run([cli, "watch", "--timeout", "20", "--out", str(out),
-                        "--", sys.executable, "-m", "torch.distributed.run",
-                        "--nproc_per_node", "2", str(job)],
-                       env=env, capture_output=True, text=True, timeout=180)
+    p = run_watch([cli, "watch", "--timeout", "20", "--out", str(out), "--",
+                   sys.executable, "-m", "torch.distributed.run",
+                   "--nproc_per_node", "2", str(job)], env=env, timeout=180)
     assert p.returncode == 1, (p.stdout + p.stderr)[-3000:]
     run = json.loads((out / "run.json").read_text())
     _check_raised(run, job, p.stderr)

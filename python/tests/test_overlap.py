@@ -34,6 +34,8 @@ import torch
 import vqcheck
 from vqcheck import _core
 
+from conftest import run_watch
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
 JOBS = HERE / "jobs"
@@ -58,11 +60,9 @@ def watch(cli, out, nproc, args, overlap, pythonpath=None, timeout=300):
     env.pop("PYTHONPATH", None)
     if pythonpath:
         env["PYTHONPATH"] = str(pythonpath)
-    p = subprocess.run([cli, "watch", "--nproc", str(nproc), "--out",
-                        str(out), "--json", "--", sys.executable,
-                        *map(str, args)],
-                       env=env, capture_output=True, text=True,
-                       timeout=timeout)
+    p = run_watch([cli, "watch", "--nproc", str(nproc), "--out", str(out),
+                   "--json", "--", sys.executable, *map(str, args)],
+                  env=env, timeout=timeout)
     run = json.loads(p.stdout) if p.stdout.strip().startswith("{") else None
     return p.returncode, run, p.stderr
 

@@ -14,11 +14,12 @@ show, with no vqcheck import):
 """
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from conftest import run_watch
 
 torch = pytest.importorskip("torch")
 _version = tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
@@ -43,10 +44,9 @@ def release(name):
 def watch(cli, tmp_path, folder, job, *args):
     out = tmp_path / "run"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(folder))
-    p = subprocess.run([cli, "watch", "--nproc", "2", "--timeout", "60",
-                        "--out", str(out), "--", sys.executable,
-                        str(JOBS / job), *args], env=env,
-                       capture_output=True, text=True, timeout=400)
+    p = run_watch([cli, "watch", "--nproc", "2", "--timeout", "60",
+                   "--out", str(out), "--", sys.executable, str(JOBS / job),
+                   *args], env=env, timeout=400)
     text = p.stdout + p.stderr
     assert (out / "run.json").exists(), text[-4000:]
     return p.returncode, json.loads((out / "run.json").read_text()), text

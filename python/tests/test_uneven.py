@@ -20,8 +20,9 @@ real gloo jobs under `vqcheck watch`, written as users write them:
 """
 import json
 import os
-import subprocess
 import sys
+
+from conftest import run_watch
 
 JOIN_JOB = '''\
 import os
@@ -91,10 +92,9 @@ def watch(cli, tmp_path, text, plant=False):
     env.pop("PYTHONPATH", None)
     if plant:
         env["PLANT"] = "1"
-    p = subprocess.run([cli, "watch", "--nproc", "2", "--timeout", "20",
-                        "--out", str(tmp_path / "run"), "--json", "--",
-                        sys.executable, str(job)],
-                       env=env, capture_output=True, text=True, timeout=180)
+    p = run_watch([cli, "watch", "--nproc", "2", "--timeout", "20",
+                   "--out", str(tmp_path / "run"), "--json", "--",
+                   sys.executable, str(job)], env=env, timeout=180)
     run = json.loads(p.stdout) if p.stdout.strip().startswith("{") else None
     assert run is not None, p.stderr
     return p.returncode, run, p.stderr, job
