@@ -24,7 +24,8 @@
  *   "ema"       the EMA update (vqc_vq_ema_update: per-code counts and sums
  *               of the rows given their indices, then the lerps and the
  *               renormalisation, which touch only C*D values) against a plain
- *               read of x: GB/s of x and ratio.
+ *               read of x, each starting with x in memory only (caches
+ *               evicted first, untimed): GB/s of x and ratio.
  *   "vq_ema", "vq_kmeans", "vq_expiry", "rvq_4_dropout"
  *               training forwards (vqc_vq_forward, vqc_rvq_forward) on
  *               (B, N, D) = (8, 1024, 256) against C = 1024 codes, against
@@ -188,6 +189,8 @@ enum { M_ROWS = 65536, DIM = 64, CODES = 1024 };
 enum { TB = 64, TN = 1024, TD = 4 };  /* PyTorch's shape (B, N, d) */
 #define TORCH_ELEMS ((int64_t)TB * TN * TD)
 #define FSQ_INNER 10 /* (64, 1024, 4) runs per repetition, both sides */
+/* evict_caches: 128 MiB of the sgemm product (256 MiB), past any L3 here */
+#define EVICT_BYTES ((size_t)128 << 20)
 /* VQ and RVQ: (B, N, D) batches against C codes, Q RVQ layers */
 enum { VB = 8, VN = 1024, VD = 256, VC = 1024, VQL = 4 };
 #define V_ROWS ((int64_t)VB * VN)
@@ -317,6 +320,18 @@ static int have_avx2;
 
 static uint64_t read_sum(const void *p, size_t n) {
   return have_avx2 ? sum_avx2(p, n) : sum_plain(p, n);
+}
+
+/* Reads one word of every cache line of p[0, n), n past the last-level
+ * cache, so that what was read before is out of every cache: the "ema"
+ * figure and its "read" baseline each start so, with x in memory only.
+ * (Timed one after the other without it, the read found part of x still in
+ * L3 from the update just before, and the ratio favoured the read.) */
+static void evict_caches(const void *p, size_t n) {
+  const volatile uint64_t *w = p;
+  uint64_t a = 0;
+  for (size_t i = 0; i < n / 8; i += 8) a += w[i];
+  sink = a;
 }
 
 /* ---- OpenBLAS */
@@ -1413,7 +1428,8 @@ int main(int argc, char **argv) {
   const fsq_kernel fbest = fsq_kernel_best();
   note("bench_quantizers: one thread, median [min .. max] of %d interleaved "
        "repetitions (CPU time of the thread)\n", reps);
-  note("cpu: avx2+fma %s, avx512f %s; nearest kernel: %s; fsq kernel: %s\n",
+  note("cpu: avx2+fma %s, avx512f %s; nearest and EMA statistics kernel: %s; "
+       "fsq kernel: %s\n",
        have256 ? "yes" : "no", have512 ? "yes" : "no", vq_kernel_name(kbest),
        fsq_kernel_name(fbest));
 #ifdef VQC_HAVE_OPENBLAS
@@ -1675,9 +1691,11 @@ int main(int argc, char **argv) {
     t = vqc_thread_cpu_s();
     for (int64_t i = 0; i < FSQ_FLOATS; i++) zq[i] = tanhf(z[i]);
     t_cpu[T_TANHF][ri] = vqc_thread_cpu_s() - t;
+    evict_caches(prod, EVICT_BYTES);
     t = vqc_thread_cpu_s();
     if (vqc_vq_ema_update(&vq, NULL, x, M, idx) != VQC_OK) return 3;
     t_cpu[T_EMA][ri] = vqc_thread_cpu_s() - t;
+    evict_caches(prod, EVICT_BYTES);
     t = vqc_thread_cpu_s();
     sink = read_sum(x, x_bytes);
     t_cpu[T_READ][ri] = vqc_thread_cpu_s() - t;

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "quant/vq_stats.h"
 #include "vqc/comm.h"
 #include "vqc/ledger.h"
 #include "vqc/py_random.h"
@@ -208,8 +209,9 @@ static void stats_inputs(vqc_rng *r, float *x, int64_t M, int64_t D,
 }
 
 Test(vq_ema, batch_stats_follow_the_definition_bit_for_bit) {
-  /* D: below, at and past the 16-column blocks of the AVX2 path (their
-   * tail columns take the plain one), and the benchmark's 64 and 256. */
+  /* D: below, at and past the 16-column blocks of the AVX2 kernel (their
+   * tail columns take the plain loop), and the benchmark's 64 and 256.
+   * Every kernel this CPU has, and the one vqc_vq_batch_stats picks. */
   const int64_t Ds[] = {1, 3, 16, 17, 37, 64, 100, 256};
   const int64_t M = 2000, C = 40; /* code 0: 667 rows, three chunks */
   vqc_rng r;
@@ -226,19 +228,27 @@ Test(vq_ema, batch_stats_follow_the_definition_bit_for_bit) {
     for (int layout = 0; layout < 2; layout++) {
       const bool tr = layout == 1;
       stats_definition(x, M, D, idx, C, wc, ws, tr);
-      memset(gc, 0xff, (size_t)C * 4); /* NaN: an unwritten entry shows */
-      memset(gs, 0xff, (size_t)(C * D) * 4);
-      cr_assert_eq(vqc_vq_batch_stats(x, M, D, idx, C, gc, gs, tr ? 1 : D,
-                                       tr ? C : 1),
-                   VQC_OK, "%s", vqc_last_error());
-      for (int64_t c = 0; c < C; c++)
-        cr_assert_eq(to_bits(gc[c]), to_bits(wc[c]), "D %lld: counts[%lld]",
-                     (long long)D, (long long)c);
-      for (int64_t k = 0; k < C * D; k++)
-        cr_assert_eq(to_bits(gs[k]), to_bits(ws[k]),
-                     "D %lld, %s layout: sums[%lld] = %a, want %a",
-                     (long long)D, tr ? "(D, C)" : "(C, D)", (long long)k,
-                     (double)gs[k], (double)ws[k]);
+      for (int kern = -1; kern < VQ_KERNEL_COUNT; kern++) {
+        if (kern >= 0 && !vq_kernel_available((vq_kernel)kern)) continue;
+        const char *name = kern < 0 ? "best" : vq_kernel_name((vq_kernel)kern);
+        memset(gc, 0xff, (size_t)C * 4); /* NaN: an unwritten entry shows */
+        memset(gs, 0xff, (size_t)(C * D) * 4);
+        const int64_t sc = tr ? 1 : D, sd = tr ? C : 1;
+        cr_assert_eq(kern < 0 ? vqc_vq_batch_stats(x, M, D, idx, C, gc, gs, sc,
+                                                   sd)
+                              : vq_batch_stats_with((vq_kernel)kern, x, M, D,
+                                                    idx, C, gc, gs, sc, sd),
+                     VQC_OK, "%s: %s", name, vqc_last_error());
+        for (int64_t c = 0; c < C; c++)
+          cr_assert_eq(to_bits(gc[c]), to_bits(wc[c]),
+                       "%s, D %lld: counts[%lld]", name, (long long)D,
+                       (long long)c);
+        for (int64_t k = 0; k < C * D; k++)
+          cr_assert_eq(to_bits(gs[k]), to_bits(ws[k]),
+                       "%s, D %lld, %s layout: sums[%lld] = %a, want %a", name,
+                       (long long)D, tr ? "(D, C)" : "(C, D)", (long long)k,
+                       (double)gs[k], (double)ws[k]);
+      }
     }
     /* The inputs can tell orders apart: code 0's plain row-order double
      * sum (no chunks) differs from the chunked one in some column. */

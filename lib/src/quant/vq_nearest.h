@@ -18,10 +18,12 @@
 
 #include "vqc/status.h"
 
+/* The instruction sets a kernel is written for; the nearest search's blocks
+ * are in brackets (the batch statistics, vq_stats.h, use the same choice). */
 typedef enum vq_kernel {
-  VQ_KERNEL_SCALAR, /* the reference loop (vq_codebook.c); runs anywhere */
-  VQ_KERNEL_AVX2,   /* x86 AVX2 + FMA: 6 rows x 16 codes per block */
-  VQ_KERNEL_AVX512, /* x86 AVX-512F: 12 rows x 32 codes per block */
+  VQ_KERNEL_SCALAR, /* plain C, the reference (vq_codebook.c); anywhere */
+  VQ_KERNEL_AVX2,   /* x86 AVX2 + FMA (6 rows x 16 codes per block) */
+  VQ_KERNEL_AVX512, /* x86 AVX-512F (12 rows x 32 codes per block) */
   VQ_KERNEL_COUNT
 } vq_kernel;
 
