@@ -69,6 +69,25 @@ static inline void close_chunk(double *total, double *chunk, int64_t D) {
   for (int64_t d = 0; d < D; d++) total[d] += chunk[d], chunk[d] = 0.0;
 }
 
+/* What every kernel does before adding row i (of M): asks for what row
+ * i + STATS_PREFETCH will need, closes the row's code's chunk when it is
+ * full and counts the row. Returns that chunk, or NULL when the row's index
+ * is outside [0, C) (nothing done then). always_inline, as prefetch_row. */
+__attribute__((always_inline)) static inline double *
+chunk_of_row(const float *x, int64_t M, int64_t D, const int64_t *indices,
+             int64_t C, double *chunk, double *total, int64_t *rows,
+             int64_t i) {
+  const int64_t c = indices[i];
+  if (c < 0 || c >= C) return NULL;
+  if (i + STATS_PREFETCH < M)
+    prefetch_row(x, D, indices, C, chunk, i + STATS_PREFETCH);
+  double *k = chunk + c * D;
+  if (rows[c] > 0 && rows[c] % VQC_VQ_STATS_CHUNK == 0)
+    close_chunk(total + c * D, k, D);
+  rows[c]++;
+  return k;
+}
+
 /* The pass over the rows (see above): chunk, total (C, D) and rows (C)
  * from zero. Returns M, or the first row whose index is outside [0, C)
  * (nothing after it is added). Plain C. */
@@ -76,16 +95,10 @@ static int64_t stats_rows_plain(const float *x, int64_t M, int64_t D,
                                 const int64_t *indices, int64_t C,
                                 double *chunk, double *total, int64_t *rows) {
   for (int64_t i = 0; i < M; i++) {
-    const int64_t c = indices[i];
-    if (c < 0 || c >= C) return i;
-    if (i + STATS_PREFETCH < M)
-      prefetch_row(x, D, indices, C, chunk, i + STATS_PREFETCH);
-    double *k = chunk + c * D;
-    if (rows[c] > 0 && rows[c] % VQC_VQ_STATS_CHUNK == 0)
-      close_chunk(total + c * D, k, D);
+    double *k = chunk_of_row(x, M, D, indices, C, chunk, total, rows, i);
+    if (!k) return i;
     const float *xi = x + i * D;
     for (int64_t d = 0; d < D; d++) k[d] += xi[d];
-    rows[c]++;
   }
   return M;
 }
@@ -98,13 +111,8 @@ stats_rows_avx2(const float *x, int64_t M, int64_t D, const int64_t *indices,
                 int64_t C, double *chunk, double *total, int64_t *rows) {
   const int64_t D16 = D / 16 * 16;
   for (int64_t i = 0; i < M; i++) {
-    const int64_t c = indices[i];
-    if (c < 0 || c >= C) return i;
-    if (i + STATS_PREFETCH < M)
-      prefetch_row(x, D, indices, C, chunk, i + STATS_PREFETCH);
-    double *k = chunk + c * D;
-    if (rows[c] > 0 && rows[c] % VQC_VQ_STATS_CHUNK == 0)
-      close_chunk(total + c * D, k, D);
+    double *k = chunk_of_row(x, M, D, indices, C, chunk, total, rows, i);
+    if (!k) return i;
     const float *xi = x + i * D;
     for (int64_t d = 0; d < D16; d += 16) {
 #pragma GCC unroll 4
@@ -114,7 +122,6 @@ stats_rows_avx2(const float *x, int64_t M, int64_t D, const int64_t *indices,
                                        _mm256_cvtps_pd(_mm_loadu_ps(xi + d + v))));
     }
     for (int64_t d = D16; d < D; d++) k[d] += xi[d];
-    rows[c]++;
   }
   return M;
 }
