@@ -270,6 +270,23 @@ static bool unexplained(const vqc_watch_ctx *c, const vqc_watch_proc *p,
   return !end_finding(known, out, p->rank, signal_is_news(c, p));
 }
 
+/* " after it finished (...)" when rank p's live record has its end line:
+ * the process failed on its way out (at interpreter exit, say), after the
+ * steps it recorded, whose checks stand; "" otherwise. *finished says
+ * which. */
+static void after_finish_text(const vqc_watch_ctx *c, const vqc_watch_proc *p,
+                              char *buf, size_t n, bool *finished) {
+  vqc_live_info info;
+  *finished = p->rank >= 0 && vqc_live_scan(c->dir, p->rank, &info) == VQC_OK &&
+              info.exists && info.finished && !info.lost;
+  buf[0] = '\0';
+  if (*finished)
+    snprintf(buf, n, " after it finished (its end line follows %lld "
+             "step%s: it failed on its way out, after the checks of its "
+             "steps)", (long long)info.steps_done,
+             info.steps_done == 1 ? "" : "s");
+}
+
 /* One rank_failure for every failed process no finding explains, the
  * first to end named first. */
 static void failure_finding(const vqc_watch_ctx *c, vqc_findings *known,
@@ -289,9 +306,11 @@ static void failure_finding(const vqc_watch_ctx *c, vqc_findings *known,
       if (c->procs[i].exit_order == order) p = &c->procs[i];
     if (!p || !unexplained(c, p, known, out, own)) continue;
     if (p->rank >= 0) vqc_finding_add_rank(&x, p->rank);
-    char who[64], how[128], lines[320], in[400] = "";
+    char who[64], how[128], lines[320], in[400] = "", after[160];
+    bool finished;
     vqc_watch_proc_name(p, who, sizeof who);
     vqc_watch_end_text(p, how, sizeof how);
+    after_finish_text(c, p, after, sizeof after, &finished);
     /* Killed inside what another finding is about (a collective_mismatch,
      * a deadlock): where it died, and an abort there is the backend's. */
     const vqc_finding *about =
@@ -311,24 +330,25 @@ static void failure_finding(const vqc_watch_ctx *c, vqc_findings *known,
     }
     /* Its last words get what the message has left (their end is what
      * tells most), at least 120 bytes, at most the buffer. */
-    const size_t said = strlen(who) + strlen(how) + strlen(in) + 64;
+    const size_t said =
+        strlen(who) + strlen(how) + strlen(after) + strlen(in) + 64;
     size_t room = said < sizeof x.message ? sizeof x.message - said : 0;
     if (room < 120) room = 120;
     if (room > sizeof lines) room = sizeof lines;
     last_lines(p, lines, room);
     int w;
     if (nfail == 0)
-      w = snprintf(x.message, sizeof x.message, "%s %s%s%s%s%s", who, how,
-                   p->stopped ? " after vqcheck watch stopped it" : "", in,
-                   lines[0] ? "; its stderr ended: " : " (no stderr)",
+      w = snprintf(x.message, sizeof x.message, "%s %s%s%s%s%s%s", who, how,
+                   p->stopped ? " after vqcheck watch stopped it" : "", after,
+                   in, lines[0] ? "; its stderr ended: " : " (no stderr)",
                    lines);
     else
-      w = snprintf(x.message + k, sizeof x.message - k, "; also %s %s", who,
-                   how);
+      w = snprintf(x.message + k, sizeof x.message - k, "; also %s %s%s",
+                   who, how, after);
     if (w > 0 && k + (size_t)w < sizeof x.message) k += (size_t)w;
     else k = sizeof x.message - 1;
     json_array_append_new(
-        list, json_pack("{s:o,s:I,s:o,s:o,s:b,s:o}", "rank",
+        list, json_pack("{s:o,s:I,s:o,s:o,s:b,s:b,s:o}", "rank",
                         p->rank >= 0 ? json_integer(p->rank) : json_null(),
                         "pid", (json_int_t)p->pid, "exit_code",
                         WIFEXITED(p->status)
@@ -338,7 +358,8 @@ static void failure_finding(const vqc_watch_ctx *c, vqc_findings *known,
                         WIFSIGNALED(p->status)
                             ? json_integer(WTERMSIG(p->status))
                             : json_null(),
-                        "stopped_by_vqcheck", p->stopped, "stderr_tail",
+                        "stopped_by_vqcheck", p->stopped, "after_finish",
+                        finished, "stderr_tail",
                         watch_clean_string(p->tail, p->ntail)));
     nfail++;
   }

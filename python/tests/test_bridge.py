@@ -71,6 +71,39 @@ def test_a_rank_killed_under_mp_spawn_is_named_not_its_victim(cli,
     assert "rank 0 was then ended by signal 15 (SIGTERM" in f["message"], f
 
 
+@pytest.mark.parametrize("when", ["at_exit", "in_step_1"])
+def test_a_rank_that_fails_on_its_way_out_is_told_from_one_mid_training(
+        cli, tmp_path, when):
+    """A rank that aborts after its end line (at interpreter exit, as torch
+    2.x's gloo can) is still a rank_failure, exit 1, never green; the
+    finding says it came after the rank finished, so its steps' checks
+    stand (detail: after_finish). One that aborts mid-training is not said
+    to have finished."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", ABORT_RANK="1")
+    env.pop("PYTHONPATH", None)
+    if when == "in_step_1":
+        env["ABORT_AT_STEP"] = "1"
+    p = subprocess.run([cli, "watch", "--nproc", "2", "--timeout", "20",
+                        "--out", str(tmp_path / "run"), "--json", "--",
+                        sys.executable, str(JOBS / "abort_at_exit.py")],
+                       env=env, capture_output=True, text=True, timeout=240)
+    assert p.returncode == 1, p.stderr[-3000:]
+    run = json.loads(p.stdout)
+    # (mid-training, rank 0's gloo then raises: a finding of its own)
+    [f] = [f for f in run["findings"] if f["kind"] == "rank_failure" and
+           f["ranks"] == [1] and "signal 6 (SIGABRT" in f["message"]]
+    procs = {x["rank"]: x for x in f["detail"]["processes"]}
+    if when == "at_exit":
+        assert run["findings"] == [f], run["findings"]
+        assert "after it finished (its end line follows 3 steps: it failed " \
+               "on its way out" in f["message"], f
+        assert "planted abort at exit" in f["message"], f
+        assert procs[1]["after_finish"] is True, procs
+    else:
+        assert "after it finished" not in p.stdout, f
+        assert procs[1]["after_finish"] is False, procs
+
+
 def test_lost_result_rule_reports_only_temporaries(tmp_path):
     """In one process under the bridge: named tensors, views, list elements,
     a contiguous() that returned its input, a named copy and async Works
