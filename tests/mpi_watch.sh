@@ -450,6 +450,23 @@ kinds = [f["kind"] for f in fs]
 def fail(msg):
     print("FAIL (%s): %s\nfindings: %s" % (case, msg, json.dumps(fs, indent=1)))
     sys.exit(1)
+def reported_in_time():
+    """A hang is reported within --timeout + 5 s (+ 2 s: mpiexec's own
+    start and end)."""
+    if wall > timeout + 5 + 2:
+        fail("reported after %.1f s, past --timeout %g s + 5 s" % (wall, timeout))
+def one_deadlock_of(rank, *wants):
+    """Exit 1 with a deadlock naming rank alone, its message saying each of
+    wants, reported in time; the finding."""
+    f = one("deadlock")
+    if rc != 1 or f["ranks"] != [rank]:
+        fail("expected exit 1 and rank %d, got %d and %s"
+             % (rank, rc, f["ranks"]))
+    for want in wants:
+        if want not in f["message"]:
+            fail("the message does not say %r: %s" % (want, f["message"]))
+    reported_in_time()
+    return f
 def one(kind):
     got = [f for f in fs if f["kind"] == kind]
     if not got:
@@ -617,8 +634,7 @@ elif case == "neighbor_skip":
             "world/cart1" not in m:
         fail("expected the ring's neighbor_all_gather at neighbor_skip.c:22: "
              "%s" % m)
-    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
-        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+    reported_in_time()
 elif case in ("count_mismatch", "strict_count_mismatch"):
     f = one("collective_mismatch")
     if case.startswith("strict") and "failed (VQC_EINVAL)" not in f["message"]:
@@ -659,8 +675,7 @@ elif case == "split_skip":
         fail("rank 3 (never entered) not named: %s" % dl[0]["ranks"])
     if "split_skip.c:16" not in dl[0]["message"]:
         fail("the message does not name split_skip.c:16")
-    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
-        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+    reported_in_time()
 elif case == "recv_cycle":
     # Every rank waits from its first receive on: those idle for the
     # timeout when it is first crossed are named (all three, or on a
@@ -676,8 +691,7 @@ elif case == "recv_cycle":
     if f["message"].count("recv_cycle.c:15 (main)") < (1 if len(
             f["ranks"]) == 3 else 2):
         fail("the ranks not named are not placed at recv_cycle.c:15")
-    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
-        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+    reported_in_time()
     # Each rank's call and peer (its left neighbour, a world rank): the
     # ranks named "wait in" it, the others (within the timeout) are "in" it.
     for r in range(3):
@@ -699,8 +713,7 @@ elif case == "irecv_cycle":
     if rc != 1 or not f["ranks"] or not set(f["ranks"]) <= {0, 1, 2}:
         fail("expected exit 1 and ranks among 0-2, got %d and %s"
              % (rc, f["ranks"]))
-    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
-        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+    reported_in_time()
     for r in range(3):
         call = ("MPI_Wait for MPI_Irecv from rank %d (tag 7) at "
                 "irecv_cycle.c:18 (main)" % ((r + 2) % 3))
@@ -767,8 +780,7 @@ elif case in ("lost_message", "send_send"):
     for want in said:
         if want not in f["message"]:
             fail("the deadlock does not say %r: %s" % (want, f["message"]))
-    if wall > timeout + 5 + 2:
-        fail("reported after %.1f s, past --timeout + 5 s" % wall)
+    reported_in_time()
 elif case == "buffered_send_send":
     if rc != 0 or fs:
         fail("with --buffered-sends MPI buffers the small sends: expected "
@@ -817,8 +829,7 @@ elif case == "bcast_recv":
                  "rooted collectives wait for every member"]:
         if want not in f["message"]:
             fail("the deadlock does not say %r: %s" % (want, f["message"]))
-    if wall > timeout + 5 + 2:
-        fail("reported after %.1f s, past --timeout + 5 s" % wall)
+    reported_in_time()
 elif case == "buffered_bcast_recv":
     if rc != 0 or fs:
         fail("with --buffered-sends the broadcast returns at the root: "
@@ -845,8 +856,7 @@ elif case == "mprobe_lost":
             "mprobe_lost.c:40 (main)" not in f["message"]:
         fail("expected exit 1 and one deadlock in rank 1's MPI_Send at "
              "mprobe_lost.c:40: %d %s" % (rc, f["message"]))
-    if wall > timeout + 5 + 2:
-        fail("reported after %.1f s, past --timeout + 5 s" % wall)
+    reported_in_time()
 elif case == "buffered_mprobe_lost":
     if rc != 1 or kinds != ["deadlock"]:
         fail("expected exit 1 and one deadlock, got %d and %s" % (rc, kinds))
@@ -994,8 +1004,7 @@ elif case == "rma_fence_skip":
                  "win_free() at", "rma_fence_skip.c:31"]:
         if want not in f["message"]:
             fail("the deadlock does not say %r: %s" % (want, f["message"]))
-    if wall > timeout + 5 + 2:
-        fail("reported after %.1f s, past --timeout + 5 s" % wall)
+    reported_in_time()
 elif case == "rma_truncated":
     if rc != 3 or fs:
         fail("RMA accesses unrecorded: expected exit 3 and no finding, "
@@ -1298,29 +1307,15 @@ elif case == "type_mismatch":
         if want not in f["message"]:
             fail("the message does not say %r: %s" % (want, f["message"]))
 elif case == "init_wait":
-    f = one("deadlock")
-    if rc != 1 or f["ranks"] != [1]:
-        fail("expected exit 1 and rank 1, got %d and %s" % (rc, f["ranks"]))
     # (wait_for_input, or main where the compiler inlined it)
-    for want in ("rank 1 is at init_wait.c:14 (",
-                 "rank 0 waits in MPI_Init for every rank to start at "
-                 "init_wait.c:24 (main)"):
-        if want not in f["message"]:
-            fail("the message does not say %r: %s" % (want, f["message"]))
+    f = one_deadlock_of(1, "rank 1 is at init_wait.c:14 (",
+                        "rank 0 waits in MPI_Init for every rank to start "
+                        "at init_wait.c:24 (main)")
     if "init_wait.c:14" not in f.get("site", ""):
         fail("site %r is not init_wait.c:14" % f.get("site"))
-    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
-        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
 elif case == "finalize_stuck":
-    f = one("deadlock")
-    if rc != 1 or f["ranks"] != [1]:
-        fail("expected exit 1 and rank 1, got %d and %s" % (rc, f["ranks"]))
-    want = ("rank 1 is finished (its end line written) but its process did "
-            "not exit")
-    if want not in f["message"]:
-        fail("the message does not say %r: %s" % (want, f["message"]))
-    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
-        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+    one_deadlock_of(1, "rank 1 is finished (its end line written) but its "
+                    "process did not exit")
 elif case == "persistent_halo":
     if rc != 0 or fs:
         fail("a correct persistent exchange: expected exit 0 and no finding, "
@@ -1333,15 +1328,9 @@ elif case == "persistent_halo":
                 any(c["count"] != 40 for c in chans):
             fail("rank %d's messages: %s" % (r, lines))
 elif case == "persistent_lost":
-    f = one("deadlock")
-    if rc != 1 or f["ranks"] != [0]:
-        fail("expected exit 1 and rank 0, got %d and %s" % (rc, f["ranks"]))
-    want = ("rank 0 waits in MPI_Wait for MPI_Send_init (synchronous) to "
-            "rank 1 (tag 4) at persistent_lost.c:24 (main)")
-    if want not in f["message"]:
-        fail("the message does not say %r: %s" % (want, f["message"]))
-    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
-        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+    one_deadlock_of(0, "rank 0 waits in MPI_Wait for MPI_Send_init "
+                    "(synchronous) to rank 1 (tag 4) at persistent_lost.c:24 "
+                    "(main)")
 elif case == "buffered_persistent_lost":
     if rc != 1 or kinds != ["deadlock"]:
         fail("expected exit 1 and one deadlock, got %d and %s" % (rc, kinds))
@@ -1388,8 +1377,7 @@ elif case == "f_recv_cycle":
     if rc != 1 or not f["ranks"] or not set(f["ranks"]) <= {0, 1, 2}:
         fail("expected exit 1 and ranks among 0-2, got %d and %s"
              % (rc, f["ranks"]))
-    if wall > timeout + 5 + 2:  # + 2 s: mpiexec's own start and end
-        fail("reported after %.1f s, the timeout being %g s" % (wall, timeout))
+    reported_in_time()
     for r in f["ranks"]:
         call = "rank %d waits in MPI_Recv from rank %d (tag 7) at " \
                "f_recv_cycle.f90:24" % (r, (r + 2) % 3)
