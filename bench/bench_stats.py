@@ -53,6 +53,16 @@ def ratios(num: Sequence[float], den: Sequence[float]) -> Summary:
     return summarize([a / b for a, b in zip(num, den)])
 
 
+def differences(num: Sequence[float], den: Sequence[float]) -> Summary:
+    """Summary of the per-repetition differences num[i] - den[i]: what a
+    case costs over its baseline, in the figures' unit (a cost per call
+    whose target is absolute, not a ratio)."""
+    if len(num) != len(den):
+        raise ValueError(f"differences: {len(num)} values against "
+                         f"{len(den)} baselines: each repetition needs both")
+    return summarize([a - b for a, b in zip(num, den)])
+
+
 def spread(s: Summary, digits: int = 3) -> str:
     """"median (min-max)", for the text report."""
     return f"{s.median:.{digits}f} ({s.min:.{digits}f}-{s.max:.{digits}f})"
