@@ -547,6 +547,7 @@ int MPI_Finalize(void) {
       never_completed(&c);
     }
     msgs_write(); /* rank-<r>.p2p.jsonl: the messages, per channel */
+    leaks_write(); /* objects never freed: the "leaks" line */
     /* The end line; with what went unchecked, if anything did (a record
      * of the checks that could not be written, processes spawned), so
      * the verdict says so and is never green. */

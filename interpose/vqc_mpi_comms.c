@@ -27,6 +27,7 @@ int info_delete(MPI_Comm c, int keyval, void *attr, void *extra) {
    * record's last-call cache, which knows the call by its handle, and the
    * kept heads let it go now. */
   rec_forget_comm(attr);
+  obj_freed(OBJ_COMM, OBJ_KEY(c));
   info_unref(attr);
   return MPI_SUCCESS;
 }
@@ -217,7 +218,8 @@ comm_info *info_derived(comm_info *parent, const char *what) {
 /* After a communicator-making call on parent that returned rc: the
  * parent's count goes up on every rank (those given MPI_COMM_NULL too), and
  * the new one is named after it. */
-void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
+void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc,
+          const char *fn, uintptr_t pc) {
   if (!g.on || rc != MPI_SUCCESS) return;
   comm_info *p = info_of(parent);
   const unsigned long long k =
@@ -231,6 +233,8 @@ void made(MPI_Comm parent, MPI_Comm *nc, const char *how, int rc) {
     snprintf(name, sizeof name, "comm-%08x/%s%llu", h, how, k);
   }
   comm_info *ci = attach_made(*nc, name);
+  /* Followed while its attribute lives: info_delete says when it goes. */
+  if (ci) obj_made(OBJ_COMM, OBJ_KEY(*nc), fn, pc);
   /* Strict mode and synchronous collectives (record.c): the new
    * communicator's duplicate, made by every member now (they are all in
    * this call). */
@@ -246,7 +250,7 @@ int MPI_Comm_dup(MPI_Comm comm, MPI_Comm *newcomm) {
   begin(&c, comm, "comm_dup", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Comm_dup(comm, newcomm);
   end(&c, rc);
-  made(comm, newcomm, "dup", rc);
+  made(comm, newcomm, "dup", rc, "MPI_Comm_dup", RA);
   return rc;
 }
 
@@ -255,7 +259,7 @@ int MPI_Comm_dup_with_info(MPI_Comm comm, MPI_Info info, MPI_Comm *newcomm) {
   begin(&c, comm, "comm_dup", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Comm_dup_with_info(comm, info, newcomm);
   end(&c, rc);
-  made(comm, newcomm, "dup", rc);
+  made(comm, newcomm, "dup", rc, "MPI_Comm_dup_with_info", RA);
   return rc;
 }
 
@@ -264,7 +268,7 @@ int MPI_Comm_split(MPI_Comm comm, int color, int key, MPI_Comm *newcomm) {
   begin(&c, comm, "comm_split", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Comm_split(comm, color, key, newcomm);
   end(&c, rc);
-  made(comm, newcomm, "split", rc);
+  made(comm, newcomm, "split", rc, "MPI_Comm_split", RA);
   return rc;
 }
 
@@ -274,7 +278,7 @@ int MPI_Comm_split_type(MPI_Comm comm, int split_type, int key, MPI_Info info,
   begin(&c, comm, "comm_split", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Comm_split_type(comm, split_type, key, info, newcomm);
   end(&c, rc);
-  made(comm, newcomm, "split", rc);
+  made(comm, newcomm, "split", rc, "MPI_Comm_split_type", RA);
   return rc;
 }
 
@@ -283,7 +287,7 @@ int MPI_Comm_create(MPI_Comm comm, MPI_Group group, MPI_Comm *newcomm) {
   begin(&c, comm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Comm_create(comm, group, newcomm);
   end(&c, rc);
-  made(comm, newcomm, "create", rc);
+  made(comm, newcomm, "create", rc, "MPI_Comm_create", RA);
   return rc;
 }
 
@@ -294,7 +298,7 @@ int MPI_Cart_create(MPI_Comm old_comm, int ndims, const int dims[],
   const int rc = PMPI_Cart_create(old_comm, ndims, dims, periods, reorder,
                                   comm_cart);
   end(&c, rc);
-  made(old_comm, comm_cart, "cart", rc);
+  made(old_comm, comm_cart, "cart", rc, "MPI_Cart_create", RA);
   return rc;
 }
 
@@ -305,7 +309,7 @@ int MPI_Graph_create(MPI_Comm old_comm, int nnodes, const int index[],
   const int rc = PMPI_Graph_create(old_comm, nnodes, index, edges, reorder,
                                    comm_graph);
   end(&c, rc);
-  made(old_comm, comm_graph, "graph", rc);
+  made(old_comm, comm_graph, "graph", rc, "MPI_Graph_create", RA);
   return rc;
 }
 
@@ -319,7 +323,7 @@ int MPI_Dist_graph_create(MPI_Comm old_comm, int n, const int sources[],
                                         destinations, weights, info, reorder,
                                         comm_dist_graph);
   end(&c, rc);
-  made(old_comm, comm_dist_graph, "graph", rc);
+  made(old_comm, comm_dist_graph, "graph", rc, "MPI_Dist_graph_create", RA);
   return rc;
 }
 
@@ -335,7 +339,8 @@ int MPI_Dist_graph_create_adjacent(MPI_Comm old_comm, int indegree,
       old_comm, indegree, sources, sourceweights, outdegree, destinations,
       destweights, info, reorder, comm_dist_graph);
   end(&c, rc);
-  made(old_comm, comm_dist_graph, "graph", rc);
+  made(old_comm, comm_dist_graph, "graph", rc,
+       "MPI_Dist_graph_create_adjacent", RA);
   return rc;
 }
 
@@ -344,7 +349,7 @@ int MPI_Cart_sub(MPI_Comm comm, const int remain_dims[], MPI_Comm *new_comm) {
   begin(&c, comm, "comm_split", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Cart_sub(comm, remain_dims, new_comm);
   end(&c, rc);
-  made(comm, new_comm, "sub", rc);
+  made(comm, new_comm, "sub", rc, "MPI_Cart_sub", RA);
   return rc;
 }
 
@@ -369,8 +374,9 @@ int MPI_Intercomm_create(MPI_Comm local_comm, int local_leader,
   if (!g.on || rc != MPI_SUCCESS) return rc;
   comm_info *p = info_of(local_comm);
   if (p) __atomic_add_fetch(&p->children, 1, __ATOMIC_RELAXED);
-  if (newintercomm && *newintercomm != MPI_COMM_NULL)
-    (void)attach_made(*newintercomm, NULL);
+  if (newintercomm && *newintercomm != MPI_COMM_NULL &&
+      attach_made(*newintercomm, NULL))
+    obj_made(OBJ_COMM, OBJ_KEY(*newintercomm), "MPI_Intercomm_create", RA);
   return rc;
 }
 
@@ -436,6 +442,6 @@ int MPI_Intercomm_merge(MPI_Comm intercomm, int high, MPI_Comm *newintracomm) {
   begin(&c, intercomm, "comm_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Intercomm_merge(intercomm, high, newintracomm);
   end(&c, rc);
-  made(intercomm, newintracomm, "merge", rc);
+  made(intercomm, newintracomm, "merge", rc, "MPI_Intercomm_merge", RA);
   return rc;
 }

@@ -25,10 +25,10 @@
 #include <elf.h>
 #include <link.h>
 
-/* Whether path names a Fortran binding library of an MPI: OpenMPI's
- * libmpi_mpifh, libmpi_usempi_ignore_tkr, libmpi_usempif08 (and the older
- * libmpi_f77, libmpi_f90), MPICH's libmpifort. */
-static bool fortran_bindings(const char *path) {
+/* (vqc_mpi_internal.h) Whether path names a Fortran binding library of an
+ * MPI: OpenMPI's libmpi_mpifh, libmpi_usempi_ignore_tkr, libmpi_usempif08
+ * (and the older libmpi_f77, libmpi_f90), MPICH's libmpifort. */
+bool fortran_bindings(const char *path) {
   const char *b = base_name(path);
   return strncmp(b, "libmpi_mpifh", 12) == 0 ||
          strncmp(b, "libmpi_usempi", 13) == 0 ||

@@ -195,6 +195,9 @@ extern VQC_MPI_HIDDEN const site *site_last;
 VQC_MPI_HIDDEN const char *base_name(const char *p);
 /* Whether path is an MPI library's (or this one's). */
 VQC_MPI_HIDDEN bool mpi_object(const char *path);
+/* Whether path is a Fortran binding library of an MPI (whose calls are
+ * the program's: vqc_mpi_fortran.c). */
+VQC_MPI_HIDDEN bool fortran_bindings(const char *path);
 /* site_of past its cache: the lookup, resolving a new site. */
 VQC_MPI_HIDDEN const site *site_of_lookup(uintptr_t pc);
 
@@ -359,9 +362,32 @@ static inline comm_info *info_of(MPI_Comm c) {
   if (c == MPI_COMM_WORLD) return &world_info;
   return info_lookup(c);
 }
-/* After a communicator-making call on parent that returned rc. */
+/* After a communicator-making call on parent that returned rc: fn (its
+ * MPI name) at pc, followed until it is freed (vqc_mpi_leaks.c). */
 VQC_MPI_HIDDEN void made(MPI_Comm parent, MPI_Comm *nc, const char *how,
-                         int rc);
+                         int rc, const char *fn, uintptr_t pc);
+
+/* ---- objects never freed (vqc_mpi_leaks.c) */
+
+typedef enum obj_kind {
+  OBJ_COMM, OBJ_GROUP, OBJ_TYPE, OBJ_OP, OBJ_REQUEST, OBJ_KINDS
+} obj_kind;
+/* A handle's bytes as the table's key (MPI handles are pointers in Open
+ * MPI, ints in MPICH). */
+#define OBJ_KEY(h) obj_key(&(h), sizeof(h))
+static inline uint64_t obj_key(const void *h, size_t n) {
+  uint64_t k = 0;
+  memcpy(&k, h, n < sizeof k ? n : sizeof k);
+  return k;
+}
+/* Object `handle` of kind k just made by MPI call fn at pc. */
+VQC_MPI_HIDDEN void obj_made(obj_kind k, uint64_t handle, const char *fn,
+                             uintptr_t pc);
+/* Object `handle` of kind k freed (one reference of it). */
+VQC_MPI_HIDDEN void obj_freed(obj_kind k, uint64_t handle);
+/* At MPI_Finalize: the objects never freed, as the live record's "leaks"
+ * line (none when there are none); the table is let go. */
+VQC_MPI_HIDDEN void leaks_write(void);
 
 /* ---- the live record (vqc_mpi_record.c) */
 

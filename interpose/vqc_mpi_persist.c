@@ -33,6 +33,7 @@ static void persist_made(const char *name, int rc, const MPI_Request *req,
                          const void *buf, int count, MPI_Comm comm, int peer,
                          int tag, MPI_Datatype dt, bool recv, uintptr_t pc) {
   if (!g.on || rc != MPI_SUCCESS || !req || *req == MPI_REQUEST_NULL) return;
+  obj_made(OBJ_REQUEST, OBJ_KEY(*req), name, pc); /* until MPI_Request_free */
   comm_info *ci = info_of(comm);
   if (!ci) return;
   const msg_sig sig = msg_sig_of(dt);

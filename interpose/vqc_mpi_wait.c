@@ -287,6 +287,7 @@ int MPI_Request_free(MPI_Request *request) {
     completed(r, rc, 0);
     p2p_forget(r, RA);
     persist_freed(r);
+    obj_freed(OBJ_REQUEST, OBJ_KEY(r)); /* a persistent one: leaks.c */
   }
   return rc;
 }

@@ -492,13 +492,15 @@ static void divergence_section(FILE *f, const rep_data *d) {
   fprintf(f, "</section>\n");
 }
 
-/* What could not be checked, by name (not_compared.c): a section only
- * when there is something to say. */
-static void not_compared_section(FILE *f, const json_t *lines) {
+/* A section (id, title) of lines (plain-text strings) after a sentence
+ * saying they are not findings: only when there is something to say.
+ * Used for what could not be checked and the analysis' warnings
+ * (not_compared.c). */
+static void note_section(FILE *f, const char *id, const char *title,
+                         const char *what, const json_t *lines) {
   if (json_array_size(lines) == 0) return;
-  fprintf(f, "<section id=\"not-compared\"><h2>Not compared</h2>\n"
-          "<p class=\"explain\">Not findings: what the check could not "
-          "compare.</p>\n<ul>\n");
+  fprintf(f, "<section id=\"%s\"><h2>%s</h2>\n<p class=\"explain\">Not "
+          "findings: %s.</p>\n<ul>\n", id, title, what);
   size_t i;
   const json_t *x;
   json_array_foreach(lines, i, x) {
@@ -743,20 +745,26 @@ vqc_status rep_render_html(const rep_data *d, FILE *f) {
           rep_verdict(r), CSS);
   verdict_banner(f, r);
   json_t *not_compared = rep_not_compared_lines(r); /* freed below */
+  json_t *warned = rep_warning_lines(r);             /* freed below */
   fprintf(f, "<main>\n<nav><a href=\"#summary\">run</a><a href=\"#findings\">"
-          "findings</a><a href=\"#digests\">digest agreement</a>%s<a href=\""
+          "findings</a><a href=\"#digests\">digest agreement</a>%s%s<a href=\""
           "#divergence\">divergence</a><a href=\"#collectives\">collectives"
           "</a>%s%s<a href=\"#environment\">environment and build</a></nav>\n",
           json_array_size(not_compared)
               ? "<a href=\"#not-compared\">not compared</a>" : "",
+          json_array_size(warned) ? "<a href=\"#warnings\">warnings</a>" : "",
           r->nfindings ? "<a href=\"#details\">details</a>" : "",
           rep_watched_job(r) ? "<a href=\"#job\">job</a>" : "");
   summary_section(f, r);
   findings_section(f, r);
   rep_render_html_job(f, r);
   digest_section(f, d);
-  not_compared_section(f, not_compared);
+  note_section(f, "not-compared", "Not compared",
+               "what the check could not compare", not_compared);
   json_decref(not_compared);
+  note_section(f, "warnings", "Warnings",
+               "what the analysis noticed besides", warned);
+  json_decref(warned);
   divergence_section(f, d);
   timeline_section(f, d);
   details_section(f, r);

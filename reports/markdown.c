@@ -351,13 +351,13 @@ static void collectives(FILE *f, const rep_timeline *t) {
   free(group_of);
 }
 
-/* What could not be checked, by name (not_compared.c); nothing when all
- * was. */
-static void not_compared(FILE *f, const rep_run *r) {
-  json_t *lines = rep_not_compared_lines(r);
+/* A "## title" section of lines (a JSON array of plain-text strings,
+ * taken), after a sentence saying they are not findings; nothing when
+ * there are none. */
+static void note_list(FILE *f, const char *title, const char *what,
+                      json_t *lines) {
   if (json_array_size(lines) > 0) {
-    fprintf(f, "## Not compared\n\nNot findings: what the check could not "
-            "compare.\n\n");
+    fprintf(f, "## %s\n\nNot findings: %s.\n\n", title, what);
     size_t i;
     const json_t *x;
     json_array_foreach(lines, i, x) {
@@ -388,7 +388,12 @@ vqc_status rep_render_md(const rep_data *d, FILE *f) {
   finding_details(f, r);
   rep_render_md_job(f, r);
   digests(f, &d->grid);
-  not_compared(f, r);
+  /* What could not be checked, by name, and the analysis' warnings
+   * (not_compared.c). */
+  note_list(f, "Not compared", "what the check could not compare",
+            rep_not_compared_lines(r));
+  note_list(f, "Warnings", "what the analysis noticed besides",
+            rep_warning_lines(r));
   if (r->traces.is_traces && !d->tl.any) collectives_not_run(f, r);
   else collectives(f, &d->tl);
   fprintf(f, "## Environment\n\n");

@@ -1,5 +1,6 @@
 /* not_compared.c: what a run could not check, said rather than hidden
- * (issue 24), in the words report.md, report.html and junit.xml share:
+ * (issue 24), in the words report.md, report.html and junit.xml share
+ * (and, below, the analysis' warnings, listed as they are):
  *
  *   no replica: not comparable: 8 lines, 4 tensors: w (flat:0/2), ...
  *   not digested: emb.weight on ranks 0, 1: a sparse tensor
@@ -168,5 +169,31 @@ json_t *rep_not_compared_lines(const rep_run *r) {
   if (no_replica_line(sec, buf, sizeof buf))
     json_array_append_new(lines, vqc_json_text(buf, strlen(buf)));
   not_digested_lines(sec, lines);
+  return lines;
+}
+
+/* (report_internal.h) */
+json_t *rep_warning_lines(const rep_run *r) {
+  json_t *lines = json_array();
+  const json_t *sec = section(r);
+  const json_t *w = sec ? json_object_get(sec, "warnings") : NULL;
+  if (lines == NULL || !json_is_array(w)) return lines;
+  size_t shown = 0, skipped = 0;
+  for (size_t i = 0; i < json_array_size(w); i++) {
+    const char *s = json_string_value(json_array_get(w, i));
+    if (!s) continue;
+    if (shown == REP_NC_LINES) {
+      skipped++;
+      continue;
+    }
+    json_array_append_new(lines, vqc_json_text(s, strlen(s)));
+    shown++;
+  }
+  if (skipped > 0) {
+    char more[120];
+    snprintf(more, sizeof more, "and %zu more warning%s (run.json's "
+             "analysis.warnings)", skipped, skipped == 1 ? "" : "s");
+    json_array_append_new(lines, json_string(more));
+  }
   return lines;
 }

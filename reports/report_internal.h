@@ -135,6 +135,14 @@ int rep_collectives_not_run(const rep_run *r, char *buf, size_t n);
  * renderer escapes it. Never a finding, never part of the verdict. */
 json_t *rep_not_compared_lines(const rep_run *r);
 
+/* The lines of the "Warnings" section: the analysis' warnings (run.json's
+ * "analysis" (else "compare") "warnings": MPI objects never freed, uneven
+ * ends, records it could not read), at most REP_NC_LINES of them and a
+ * line counting the rest; a new JSON array of strings, empty when there
+ * are none (NULL without memory). Plain text; never a finding, never part
+ * of the verdict. */
+json_t *rep_warning_lines(const rep_run *r);
+
 /* ---- which checks ran (run_data.c) */
 
 typedef enum {

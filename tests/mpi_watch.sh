@@ -264,6 +264,15 @@
 #                   waits in MPI_Recv from rank 1 (tag 5) at
 #                   thread_recv.c:17 in a thread (the pings' calls hid it:
 #                   "outside any collective" at the join);
+#   leaks           3 ranks: 20 communicators (MPI_Comm_dup in a loop), a
+#                   datatype, two groups, a reduction operation and two
+#                   persistent requests never freed: exit 0 and no finding
+#                   (a leak is no finding kind), a warning per kind and
+#                   site in run.json, on stderr and in report.md's
+#                   "Warnings", each at its leaks.c line with its count on
+#                   ranks 0-2; nothing for MPI_GROUP_EMPTY, nor for the
+#                   world group's reference the program did free;
+#   leaks_freed     the same program freeing each: no such warning;
 #   comm_churn      3 ranks, 50 steps of MPI_Comm_dup, an all-reduce on
 #                   the copy, MPI_Comm_free: exit 0, no finding, each
 #                   all-reduce recorded on its own copy, world/dup1 to
@@ -359,6 +368,7 @@ case $CASE in
   rma_truncated) PROG=rma_loop; STRICT= ;;
   thread_colls_clean) PROG=thread_colls; STRICT= ;;
   p2p_tags) PROG=p2p_tags; STRICT= ;;
+  leaks_freed) PROG=leaks; STRICT= ;;
   *) STRICT= ;;
 esac
 ARGS=
@@ -367,6 +377,7 @@ ARGS=
 [ "$CASE" = rma_memory_null ] && ARGS=null
 [ "$CASE" = thread_colls_clean ] && ARGS=clean
 [ "$CASE" = p2p_tags ] && ARGS=clean
+[ "$CASE" = leaks_freed ] && ARGS=free
 unset VQC_MPI_STRICT VQC_MPI_RMA_LINES_MAX
 if [ "$CASE" = rma_truncated ]; then
   ARGS=30000
@@ -543,13 +554,14 @@ md = open(os.path.join(d, "report.md")).read()
 head = md.split("## ")[0]
 prog = run.get("job", {}).get("command", [""])[-1].rsplit("/", 1)[-1]
 if case in ("rma_lock_flush", "rma_epochs_nosucceed", "rma_memory_null",
-            "rma_truncated", "thread_colls_clean", "p2p_tags"):
+            "rma_truncated", "thread_colls_clean", "p2p_tags",
+            "leaks_freed"):
     prog = {"rma_lock_flush": "rma_lock_race",  # (its argument comes last)
             "rma_epochs_nosucceed": "rma_epochs",
             "rma_memory_null": "rma_memory",
             "rma_truncated": "rma_loop",
             "thread_colls_clean": "thread_colls",
-            "p2p_tags": "p2p_tags"}[case]
+            "p2p_tags": "p2p_tags", "leaks_freed": "leaks"}[case]
 if not head.startswith("# vqcheck report: "):
     fail("report.md does not start with its title: %r" % head[:80])
 title = head.splitlines()[0][len("# vqcheck report: "):]
@@ -1131,6 +1143,49 @@ elif case == "thread_recv":
             "a thread":
         fail("expected %r, rank 0's p2p text %r: %s %s"
              % (want, text, f["ranks"], f["message"]))
+elif case in ("leaks", "leaks_freed"):
+    if rc != 0 or fs:
+        fail("a leak is no finding: expected exit 0 and no finding, got %d"
+             % rc)
+    warns = run.get("analysis", {}).get("warnings", [])
+    told = [w for w in warns if w.startswith("MPI objects")]
+    out = open(d + ".out").read()
+    if case == "leaks_freed":
+        if told:
+            fail("the objects were all freed, yet: %s" % told)
+    else:
+        want = [("20 communicators made by MPI_Comm_dup", 31, "MPI_Comm_free",
+                 " (20 each)"),
+                ("1 datatype made by MPI_Type_vector", 38, "MPI_Type_free",
+                 " (1 each)"),
+                ("1 group made by MPI_Comm_group", 44, "MPI_Group_free",
+                 " (1 each)"),
+                ("1 group made by MPI_Group_incl", 47, "MPI_Group_free",
+                 " (1 each)"),
+                ("1 reduction operation made by MPI_Op_create", 53,
+                 "MPI_Op_free", " (1 each)"),
+                ("1 persistent request made by MPI_Send_init", 59,
+                 "MPI_Request_free", " (1 each)"),
+                ("1 persistent request made by MPI_Recv_init", 61,
+                 "MPI_Request_free", " (1 each)")]
+        if len(told) != len(want):
+            fail("expected %d warnings of objects never freed, got %s"
+                 % (len(want), told))
+        md = open(os.path.join(d, "report.md")).read()
+        for what, line, free, each in want:
+            text = ("ranks 0-2 reached MPI_Finalize with %s at " % what)
+            hit = [w for w in told if text in w and
+                   "leaks.c:%d (main) not freed%s" % (line, each) in w and
+                   "free each with %s" % free in w]
+            if len(hit) != 1:
+                fail("no warning saying %r at leaks.c:%d: %s"
+                     % (text, line, told))
+            if hit[0] not in out:
+                fail("not on vqcheck watch's stderr: %s" % hit[0])
+            if "leaks.c:%d (main) not freed" % line not in md:
+                fail("report.md does not list leaks.c:%d" % line)
+        if "## Warnings" not in md:
+            fail("report.md has no Warnings section")
 elif case == "comm_churn":
     if rc != 0 or fs:
         fail("a correct program: expected exit 0 and no finding, got %d" % rc)

@@ -78,6 +78,7 @@
 #include "offline.h"
 #include "report.h"
 #include "trace_compare.h"
+#include "mpi_leaks.h"
 #include "p2p_messages.h"
 #include "rma_races.h"
 #include "uneven_ends.h"
@@ -580,6 +581,9 @@ vqc_status vqc_analyze_run_dir(const vqc_analyze_opts *ao,
   if (nlivef > 0)
     vqc_p2p_messages(dir, ranks > 0 ? ranks : max_live + 1, &fresh, warnings,
                      NULL, p2p_cut, sizeof p2p_cut);
+  /* The MPI objects it never freed: warnings (mpi_leaks.h). */
+  if (nlivef > 0)
+    vqc_mpi_leaks(dir, ranks > 0 ? ranks : max_live + 1, warnings);
   /* Its one-sided accesses: two ranks' unordered conflicting accesses to
    * one window location (rank-<r>.rma.jsonl, written as they complete). */
   if (nlivef > 0)
