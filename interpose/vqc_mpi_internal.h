@@ -380,7 +380,8 @@ static inline uint64_t obj_key(const void *h, size_t n) {
   memcpy(&k, h, n < sizeof k ? n : sizeof k);
   return k;
 }
-/* Object `handle` of kind k just made by MPI call fn at pc. */
+/* Object `handle` of kind k just made by MPI call fn returning to pc;
+ * followed when the call was the program's (not an MPI library's). */
 VQC_MPI_HIDDEN void obj_made(obj_kind k, uint64_t handle, const char *fn,
                              uintptr_t pc);
 /* Object `handle` of kind k freed (one reference of it). */

@@ -12,8 +12,9 @@
  * call that made them (the analysis, harness/run/mpi_leaks.c, tells them
  * as warnings: bugs.md has no finding kind for a leak).
  *
- * What is followed: only objects made through a call wrapped here, while
- * recording (g.on): MPI_Comm_dup, _split, _create, the topology calls and
+ * What is followed: only objects the program made (not an MPI library's
+ * own, programs_call) through a call wrapped here, while recording
+ * (g.on): MPI_Comm_dup, _split, _create, the topology calls and
  * MPI_Intercomm_create/_merge (freed when MPI deletes their attribute:
  * MPI_Comm_free or MPI_Comm_disconnect); MPI_Comm_group and the group
  * constructors (MPI_Group_free); the derived datatype constructors
@@ -98,9 +99,19 @@ static obj_slot *objs_find(uint64_t key, uint32_t kind) {
   }
 }
 
+/* Whether a call returning to pc is the program's: an MPI library's own
+ * calls (an I/O component building its file views) make and free objects
+ * of their own, which are not the program's to free; a Fortran binding's
+ * calls are the program's. */
+static bool programs_call(uintptr_t pc) {
+  Dl_info di;
+  if (dladdr((void *)(pc - 1), &di) == 0 || !di.dli_fname) return true;
+  return !mpi_object(di.dli_fname) || fortran_bindings(di.dli_fname);
+}
+
 /* (vqc_mpi_internal.h) */
 void obj_made(obj_kind k, uint64_t handle, const char *fn, uintptr_t pc) {
-  if (!g.on || k >= OBJ_KINDS) return;
+  if (!g.on || k >= OBJ_KINDS || !programs_call(pc)) return;
   const site *s = site_of(pc);
   const uint32_t kind = (uint32_t)k + 1;
   pthread_mutex_lock(&objs_lock);
@@ -214,20 +225,10 @@ void leaks_write(void) {
   free(b);
 }
 
-/* Whether a call returning to pc is the program's: an MPI library's own
- * calls (an I/O component building its file views) make and free objects
- * of their own, which are not the program's to free; a Fortran binding's
- * calls are the program's. */
-static bool programs_call(uintptr_t pc) {
-  Dl_info di;
-  if (dladdr((void *)(pc - 1), &di) == 0 || !di.dli_fname) return true;
-  return !mpi_object(di.dli_fname) || fortran_bindings(di.dli_fname);
-}
-
 /* After call fn returned rc with *h, an object of kind k made at pc. */
 #define FOLLOW(k, rc, h, fn, pc)                                  \
   do {                                                            \
-    if (g.on && (rc) == MPI_SUCCESS && (h) && programs_call(pc))  \
+    if (g.on && (rc) == MPI_SUCCESS && (h))                       \
       obj_made((k), OBJ_KEY(*(h)), (fn), (pc));                   \
   } while (0)
 
