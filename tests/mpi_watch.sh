@@ -122,7 +122,7 @@
 #   thread_colls    2 ranks, MPI_THREAD_MULTIPLE, two threads each running
 #                   800 all-reduces at once on a communicator of its own;
 #                   rank 1's second thread reduces with MPI_PROD at its
-#                   601st (line 34): one collective_mismatch at #601 naming
+#                   601st (line 41): one collective_mismatch at #601 naming
 #                   rank 1's product; rank 0's record, the threads' short lines
 #                   interleaved, read back as every call of both
 #                   communicators (before, every line under
@@ -1250,12 +1250,12 @@ elif case in ("thread_colls", "thread_colls_clean"):
         f = fs[0]
         # (two ranks: no majority to tell which one is wrong)
         if f["ranks"] != [0, 1] or \
-                "thread_colls.c:34" not in f.get("site", "") \
+                "thread_colls.c:41" not in f.get("site", "") \
                 or "collective #601 all_reduce" not in f["message"] \
                 or "rank 1 all_reduce(float64, count 1, product)" \
                 not in f["message"]:
             fail("expected rank 1's product at collective #601, "
-                 "thread_colls.c:34: %s %s %s"
+                 "thread_colls.c:41: %s %s %s"
                  % (f["ranks"], f.get("site"), f["message"]))
     # both threads' loops, interleaved, written mostly as short lines and
     # read back as every call of each communicator, done at its line
@@ -1267,12 +1267,12 @@ elif case in ("thread_colls", "thread_colls_clean"):
     for c in comms:
         done = {l["seq"]: l["line"] for l in led
                 if l.get("group_name") == c and l["state"] == "done"}
-        if [done.get(q) for q in range(1, 801)] != [34] * 800:
+        if [done.get(q) for q in range(1, 801)] != [41] * 800:
             fail("rank 0, %s: calls done %s..." % (c, sorted(done.items())[:4]))
     if nshort < 800:
         fail("rank 0: %d short lines for 1600 calls" % nshort)
-    # the threads' lines did interleave (rank 1's first thread sleeps 20 ms
-    # at every 100th call): a call entered as a short line whose done line
+    # the threads' lines did interleave (rank 1's threads sleep 20 ms and
+    # 2 ms at every 100th call): a call entered as a short line whose done line
     # is a full one, another thread's call having been entered since
     short_in = {(l.get("group_name"), l["seq"]) for l in led if l.get("short")}
     closed = [l for l in led if not l.get("short") and l["state"] == "done"
