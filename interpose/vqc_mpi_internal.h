@@ -370,7 +370,8 @@ VQC_MPI_HIDDEN void made(MPI_Comm parent, MPI_Comm *nc, const char *how,
 /* ---- objects never freed (vqc_mpi_leaks.c) */
 
 typedef enum obj_kind {
-  OBJ_COMM, OBJ_GROUP, OBJ_TYPE, OBJ_OP, OBJ_REQUEST, OBJ_KINDS
+  OBJ_COMM, OBJ_GROUP, OBJ_TYPE, OBJ_OP, OBJ_REQUEST, OBJ_WIN, OBJ_FILE,
+  OBJ_KINDS
 } obj_kind;
 /* A handle's bytes as the table's key (MPI handles are pointers in Open
  * MPI, ints in MPICH). */

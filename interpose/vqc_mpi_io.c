@@ -79,6 +79,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode,
   const int rc = PMPI_File_open(comm, filename, amode, info, fh);
   end(&c, rc);
   if (!g.on || rc != MPI_SUCCESS || !fh || *fh == MPI_FILE_NULL) return rc;
+  obj_made(OBJ_FILE, OBJ_KEY(*fh), "MPI_File_open", RA); /* leaks.c */
   comm_info *ci = info_derived(info_of(comm), "file");
   if (!ci) return rc;
   lock();
@@ -101,6 +102,8 @@ int MPI_File_close(MPI_File *fh) {
   begin_file(&c, f, &ci, "file_close", MPI_DATATYPE_NULL, 0, RA);
   const int rc = PMPI_File_close(fh);
   end(&c, rc);
+  if (rc == MPI_SUCCESS && f != MPI_FILE_NULL)
+    obj_freed(OBJ_FILE, OBJ_KEY(f)); /* vqc_mpi_leaks.c */
   if (ci && rc == MPI_SUCCESS) {
     comm_info *own = NULL;
     lock();

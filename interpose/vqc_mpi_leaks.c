@@ -1,6 +1,6 @@
 /* vqc_mpi_leaks.c: MPI objects the program made and never freed before
  * MPI_Finalize: communicators, groups, derived datatypes, reduction
- * operations and persistent requests.
+ * operations, persistent requests, RMA windows and MPI-IO files.
  *
  * MPI keeps each such object (a context id, a group's rank table, a type's
  * description) until the program frees it: one made in a loop and never
@@ -19,9 +19,11 @@
  * MPI_Comm_free or MPI_Comm_disconnect); MPI_Comm_group and the group
  * constructors (MPI_Group_free); the derived datatype constructors
  * (MPI_Type_free); MPI_Op_create (MPI_Op_free); the persistent requests'
- * _init calls (MPI_Request_free). A handle MPI returns more than once while
- * alive (MPI_Comm_group of one communicator, twice) is counted as often as
- * it was returned, as MPI counts its references. Predefined handles
+ * _init calls (MPI_Request_free); the window-making calls (MPI_Win_free,
+ * vqc_mpi_rma.c); MPI_File_open (MPI_File_close, vqc_mpi_io.c). A handle
+ * MPI returns more than once while alive (MPI_Comm_group of one
+ * communicator, twice) is counted as often as it was returned, as MPI
+ * counts its references. Predefined handles
  * (MPI_GROUP_EMPTY) are not objects of the program's. A free of a handle
  * not followed is ignored. Past TABLE_MAX live objects, the later ones are
  * counted as not followed and said so in the line, never told as leaks.
@@ -50,13 +52,13 @@ static pthread_mutex_t objs_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const kind_name[OBJ_KINDS] = {
     "communicator", "group", "datatype", "reduction operation",
-    "persistent request"};
+    "persistent request", "window", "file"};
 static const char *const kind_plural[OBJ_KINDS] = {
     "communicators", "groups", "datatypes", "reduction operations",
-    "persistent requests"};
+    "persistent requests", "windows", "files"};
 static const char *const kind_free[OBJ_KINDS] = {
     "MPI_Comm_free", "MPI_Group_free", "MPI_Type_free", "MPI_Op_free",
-    "MPI_Request_free"};
+    "MPI_Request_free", "MPI_Win_free", "MPI_File_close"};
 
 static size_t slot_of(uint64_t key, uint32_t kind, size_t cap) {
   uint64_t h = key ^ ((uint64_t)kind * 0x9e3779b97f4a7c15u);

@@ -539,6 +539,8 @@ int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info,
   const int rc = PMPI_Win_create(base, size, disp_unit, info, comm, win);
   end(&c, rc);
   win_made(comm, win, rc, base, size, disp_unit, true, RA);
+  if (rc == MPI_SUCCESS && win)
+    obj_made(OBJ_WIN, OBJ_KEY(*win), "MPI_Win_create", RA); /* leaks.c */
   return rc;
 }
 
@@ -550,6 +552,8 @@ int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info,
   end(&c, rc);
   win_made(comm, win, rc, rc == MPI_SUCCESS ? *(void **)baseptr : NULL, size,
            disp_unit, false, RA);
+  if (rc == MPI_SUCCESS && win)
+    obj_made(OBJ_WIN, OBJ_KEY(*win), "MPI_Win_allocate", RA); /* leaks.c */
   return rc;
 }
 
@@ -562,6 +566,9 @@ int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info,
   end(&c, rc);
   win_made(comm, win, rc, rc == MPI_SUCCESS ? *(void **)baseptr : NULL, size,
            disp_unit, false, RA);
+  if (rc == MPI_SUCCESS && win)
+    obj_made(OBJ_WIN, OBJ_KEY(*win), "MPI_Win_allocate_shared",
+             RA); /* leaks.c */
   return rc;
 }
 
@@ -572,6 +579,8 @@ int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
   end(&c, rc);
   /* Displacements are addresses (MPI_Win_attach): unit 1, no memory. */
   win_made(comm, win, rc, NULL, 0, 1, false, RA);
+  if (rc == MPI_SUCCESS && win)
+    obj_made(OBJ_WIN, OBJ_KEY(*win), "MPI_Win_create_dynamic", RA); /* leaks.c */
   return rc;
 }
 
@@ -596,6 +605,8 @@ int MPI_Win_free(MPI_Win *win) {
   }
   const int rc = PMPI_Win_free(win);
   end(&c, rc);
+  if (rc == MPI_SUCCESS && w != MPI_WIN_NULL)
+    obj_freed(OBJ_WIN, OBJ_KEY(w)); /* vqc_mpi_leaks.c */
   if (ci && rc == MPI_SUCCESS) {
     lock();
     window *x = find(w);

@@ -265,8 +265,9 @@
 #                   thread_recv.c:17 in a thread (the pings' calls hid it:
 #                   "outside any collective" at the join);
 #   leaks           3 ranks: 20 communicators (MPI_Comm_dup in a loop), a
-#                   datatype, two groups, a reduction operation and two
-#                   persistent requests never freed: exit 0 and no finding
+#                   datatype, two groups, a reduction operation, two
+#                   persistent requests, a window and a file never freed
+#                   (or closed): exit 0 and no finding
 #                   (a leak is no finding kind), a warning per kind and
 #                   site in run.json, on stderr and in report.md's
 #                   "Warnings", each at its leaks.c line with its count on
@@ -418,10 +419,10 @@ case $CASE in
   mprobe_lost|buffered_mprobe_lost|rma_fence_skip) timeout=5 ;;
   loop_exit|io_skip|f_io_skip|thread_recv|inter_skip) timeout=5 ;;
 esac
-# The MPI-IO programs write their file under $TMPDIR: one of the case's
+# The MPI-IO programs (and leaks) write their file under $TMPDIR: one of the case's
 # own, gone at the end (a job stopped at a hang leaves its file).
 case $PROG in
-  io_*|f_io_*) export TMPDIR="$OUT/$CASE.tmp"; rm -rf "$TMPDIR"; mkdir -p "$TMPDIR"
+  io_*|f_io_*|leaks) export TMPDIR="$OUT/$CASE.tmp"; rm -rf "$TMPDIR"; mkdir -p "$TMPDIR"
         trap 'rm -rf "$TMPDIR"' EXIT ;;
 esac
 start=$(date +%s.%N)
@@ -1154,20 +1155,24 @@ elif case in ("leaks", "leaks_freed"):
         if told:
             fail("the objects were all freed, yet: %s" % told)
     else:
-        want = [("20 communicators made by MPI_Comm_dup", 31, "MPI_Comm_free",
+        want = [("20 communicators made by MPI_Comm_dup", 33, "MPI_Comm_free",
                  " (20 each)"),
-                ("1 datatype made by MPI_Type_vector", 38, "MPI_Type_free",
+                ("1 datatype made by MPI_Type_vector", 40, "MPI_Type_free",
                  " (1 each)"),
-                ("1 group made by MPI_Comm_group", 44, "MPI_Group_free",
+                ("1 group made by MPI_Comm_group", 46, "MPI_Group_free",
                  " (1 each)"),
-                ("1 group made by MPI_Group_incl", 47, "MPI_Group_free",
+                ("1 group made by MPI_Group_incl", 49, "MPI_Group_free",
                  " (1 each)"),
-                ("1 reduction operation made by MPI_Op_create", 53,
+                ("1 reduction operation made by MPI_Op_create", 55,
                  "MPI_Op_free", " (1 each)"),
-                ("1 persistent request made by MPI_Send_init", 59,
+                ("1 persistent request made by MPI_Send_init", 61,
                  "MPI_Request_free", " (1 each)"),
-                ("1 persistent request made by MPI_Recv_init", 61,
-                 "MPI_Request_free", " (1 each)")]
+                ("1 persistent request made by MPI_Recv_init", 63,
+                 "MPI_Request_free", " (1 each)"),
+                ("1 window made by MPI_Win_allocate", 70, "MPI_Win_free",
+                 " (1 each)"),
+                ("1 file made by MPI_File_open", 76, "MPI_File_close",
+                 " (1 each)")]
         if len(told) != len(want):
             fail("expected %d warnings of objects never freed, got %s"
                  % (len(want), told))

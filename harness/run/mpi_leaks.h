@@ -1,8 +1,8 @@
 /* mpi_leaks.h: MPI objects an MPI program never freed (analyze.c asks).
  *
  * libvqcheck_mpi.so (interpose/vqc_mpi_leaks.c) follows the communicators,
- * groups, derived datatypes, reduction operations and persistent requests
- * a rank makes, and at MPI_Finalize writes those still alive to its live
+ * groups, derived datatypes, reduction operations, persistent requests,
+ * windows and files a rank makes, and at MPI_Finalize writes those still alive to its live
  * record as one "leaks" line, counted by the call and site that made them:
  *   {"event":"leaks","objects":[{"object":"communicator",
  *    "objects":"communicators","free_with":"MPI_Comm_free","count":10,

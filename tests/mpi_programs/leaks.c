@@ -3,12 +3,14 @@
  * every step duplicates the world communicator for a library call and
  * never frees the copy (20 steps); a vector type, a group of the world
  * (asked for twice: MPI counts two references), a subgroup, a reduction
- * operation and a pair of persistent requests are made once. An empty
+ * operation, a pair of persistent requests, an RMA window and an MPI-IO
+ * file ($TMPDIR/leaks.dat, deleted on close) are made once. An empty
  * subgroup (MPI_GROUP_EMPTY, predefined: nobody's to free) is never
  * freed in either form. With "free", each is freed once done with: the
  * correct twin. Checks its own results; exit 1 when they are wrong. */
 #include <mpi.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void max_abs(void *in, void *inout, int *len, MPI_Datatype *type) {
@@ -63,6 +65,17 @@ int main(int argc, char **argv) {
   MPI_Startall(2, req);
   MPI_Waitall(2, req, MPI_STATUSES_IGNORE);
   bad |= in != (rank + size - 1) % size;
+  int *cells = NULL;
+  MPI_Win win;
+  MPI_Win_allocate(sizeof(int), sizeof(int), MPI_INFO_NULL, MPI_COMM_WORLD,
+                   &cells, &win);
+  const char *tmp = getenv("TMPDIR");
+  char path[512];
+  snprintf(path, sizeof path, "%s/leaks.dat", tmp ? tmp : "/tmp");
+  MPI_File fh;
+  bad |= MPI_File_open(MPI_COMM_WORLD, path, MPI_MODE_CREATE | MPI_MODE_WRONLY
+                       | MPI_MODE_DELETE_ON_CLOSE, MPI_INFO_NULL, &fh)
+         != MPI_SUCCESS;
   if (tidy) {
     MPI_Type_free(&pairs);
     MPI_Group_free(&world);
@@ -71,6 +84,8 @@ int main(int argc, char **argv) {
     MPI_Op_free(&op);
     MPI_Request_free(&req[0]);
     MPI_Request_free(&req[1]);
+    MPI_Win_free(&win);
+    MPI_File_close(&fh);
   } else {
     MPI_Group_free(&again); /* one of the world group's two references */
   }
