@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import TORCH_EXIT_ABORT, compare
+from conftest import EXIT_ABORT_TRIES, TORCH_EXIT_ABORT, compare
 
 pytest.importorskip("torch")
 
@@ -18,7 +18,7 @@ EXAMPLE = ROOT / "examples" / "pytorch" / "ddp_watch.py"
 
 def _run_example(out: Path, *extra: str) -> None:
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    for attempt in (1, 2):  # once more after torch's abort at exit only
+    for _ in range(EXIT_ABORT_TRIES):  # again after torch's abort at exit only
         try:
             p = subprocess.run([sys.executable, str(EXAMPLE), "--nproc", "2",
                                 "--out", str(out), *extra], env=env,
