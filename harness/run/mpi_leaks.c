@@ -11,6 +11,7 @@
 
 #include "findings.h"        /* vqc_rank_ranges_text */
 #include "ledger_analysis.h" /* vqc_live_path */
+#include "utf8.h"
 
 /* The leaks line comes just before the end line; past it only the end
  * line and the supervisor's few lines. */
@@ -45,7 +46,7 @@ static json_t *leaks_line(const char *dir, int r) {
   /* The last line that starts with KEY (the record may hold NUL bytes
    * where a killed rank's lines were never written: searched byte by
    * byte, not as a string). */
-  const char *line = NULL;
+  char *line = NULL;
   for (size_t i = 0; i + sizeof KEY - 1 <= got; i++)
     if ((i == 0 ? from == 0 : buf[i - 1] == '\n') && buf[i] == '{' &&
         memcmp(buf + i, KEY, sizeof KEY - 1) == 0)
@@ -53,7 +54,12 @@ static json_t *leaks_line(const char *dir, int r) {
   if (!line) goto done;
   const char *end = memchr(line, '\n', (size_t)(buf + got - line));
   if (!end) goto done; /* cut short: not a whole line */
-  out = json_loadb(line, (size_t)(end - line), 0, NULL);
+  /* A path's bytes that are not UTF-8 become '?' (utf8.h), so the line
+   * still parses (jansson refuses the whole text otherwise). */
+  size_t n_clean = 0;
+  vqc_utf8_copy(line, (size_t)(end - line) + 1, line, (size_t)(end - line),
+                0, &n_clean);
+  out = vqc_json_loadb_mended(line, n_clean, 0, NULL, NULL);
   if (out && !json_is_object(out)) {
     json_decref(out);
     out = NULL;
@@ -132,7 +138,7 @@ static void add_entry(leak_group *grp, int *ngrp, unsigned long long *rest,
 }
 
 static void warn(json_t *warnings, const char *msg) {
-  json_array_append_new(warnings, json_string(msg));
+  json_array_append_new(warnings, vqc_json_text(msg, strlen(msg)));
 }
 
 /* (mpi_leaks.h) */

@@ -15,7 +15,11 @@
  *                      writing it), one whose line does not parse, zeros
  *                      after the last line, no record at all: no warning;
  *   the_line_is_found_past_a_long_record  4 MiB of lines before it: read
- *                      from the record's end. */
+ *                      from the record's end;
+ *   a_path_not_in_utf8_is_mended  a site's file name with bytes that are
+ *                      not UTF-8 (the interposer writes a path's bytes as
+ *                      they are): the line is read, the bytes become '?',
+ *                      the warning is valid UTF-8. */
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <jansson.h>
@@ -25,6 +29,7 @@
 
 #include "mpi_leaks.h"
 #include "test_paths.h"
+#include "utf8.h"
 
 static char tmpdir[256];
 
@@ -203,5 +208,19 @@ Test(mpi_leaks, the_line_is_found_past_a_long_record) {
   cr_expect(strstr(warning(w, 0), "rank 0 reached MPI_Finalize with 1 "
                    "reduction operation made by MPI_Op_create at op.c:9 "
                    "(main)") != NULL, "%s", warning(w, 0));
+  json_decref(w);
+}
+
+Test(mpi_leaks, a_path_not_in_utf8_is_mended) {
+  char a[1024];
+  entry(a, sizeof a, "group", "groups", "MPI_Group_free", 4,
+        "MPI_Comm_group", "caf\xe9/\xff.c", 12);
+  record(0, a, 0, 0, 0);
+  json_t *w = leaks_of(1);
+  cr_assert_eq(json_array_size(w), 1, "%s", json_dumps(w, 0));
+  const char *text = warning(w, 0);
+  cr_expect(vqc_utf8_valid(text, strlen(text)));
+  cr_expect(strstr(text, "4 groups made by MPI_Comm_group at caf?/?.c:12 "
+                   "(main)") != NULL, "%s", text);
   json_decref(w);
 }
