@@ -47,6 +47,10 @@ static struct {
   obj_slot *slot;
   size_t cap, live, used;             /* used: live + tombstones */
   unsigned long long not_followed;    /* made past TABLE_MAX */
+  /* Slots alive per kind (written under objs_lock, read without it): a
+   * free of a kind with none alive returns at once, so a program's
+   * MPI_Request_free of every MPI_Isend request takes no lock. */
+  size_t live_of[OBJ_KINDS];
 } objs;
 static pthread_mutex_t objs_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -129,18 +133,25 @@ void obj_made(obj_kind k, uint64_t handle, const char *fn, uintptr_t pc) {
     if (objs.slot[j].kind == 0) objs.used++;
     objs.slot[j] = (obj_slot){handle, kind, 1, s, fn};
     objs.live++;
+    __atomic_store_n(&objs.live_of[k], objs.live_of[k] + 1,
+                     __ATOMIC_RELAXED);
   }
   pthread_mutex_unlock(&objs_lock);
 }
 
 /* (vqc_mpi_internal.h) */
 void obj_freed(obj_kind k, uint64_t handle) {
-  if (k >= OBJ_KINDS) return;
+  /* (a handle being freed is not being made by another thread at once) */
+  if (k >= OBJ_KINDS ||
+      __atomic_load_n(&objs.live_of[k], __ATOMIC_RELAXED) == 0)
+    return;
   pthread_mutex_lock(&objs_lock);
   obj_slot *o = objs_find(handle, (uint32_t)k + 1);
   if (o && --o->n == 0) {
     o->kind = TOMB;
     objs.live--;
+    __atomic_store_n(&objs.live_of[k], objs.live_of[k] - 1,
+                     __ATOMIC_RELAXED);
   }
   pthread_mutex_unlock(&objs_lock);
 }
@@ -171,8 +182,7 @@ static int by_count(const void *a, const void *b) {
 void leaks_write(void) {
   leak_group grp[GROUPS_MAX];
   int ngrp = 0;
-  unsigned long long rest = 0, rest_sites = 0, not_followed;
-  bool overflow = false; /* objects of sites past GROUPS_MAX */
+  unsigned long long rest = 0, not_followed;
   pthread_mutex_lock(&objs_lock);
   for (size_t i = 0; i < objs.cap; i++) {
     const obj_slot *o = &objs.slot[i];
@@ -187,21 +197,17 @@ void leaks_write(void) {
       grp[ngrp++] = (leak_group){o->kind, o->s, o->call, o->n};
     } else {
       rest += o->n;
-      overflow = true;
     }
   }
   not_followed = objs.not_followed;
   free(objs.slot);
   objs.slot = NULL;
   objs.cap = objs.live = objs.used = 0;
+  memset(objs.live_of, 0, sizeof objs.live_of);
   pthread_mutex_unlock(&objs_lock);
   if (ngrp == 0 && not_followed == 0) return;
   qsort(grp, (size_t)ngrp, sizeof grp[0], by_count);
-  for (int k = GROUPS_WRITTEN; k < ngrp; k++) {
-    rest += grp[k].count;
-    rest_sites++;
-  }
-  rest_sites += overflow; /* so "more_sites" is a least count */
+  for (int k = GROUPS_WRITTEN; k < ngrp; k++) rest += grp[k].count;
   const size_t cap = 4096 + (size_t)GROUPS_WRITTEN * 1300;
   char *b = malloc(cap);
   if (!b) return;
@@ -221,8 +227,7 @@ void leaks_write(void) {
   }
   if (n < cap)
     n += (size_t)snprintf(b + n, cap - n, "],\"more_count\":%llu,"
-                          "\"more_sites\":%llu,\"not_followed\":%llu}\n",
-                          rest, rest_sites, not_followed);
+                          "\"not_followed\":%llu}\n", rest, not_followed);
   if (n < cap) live_write(b, n);
   free(b);
 }
@@ -230,7 +235,7 @@ void leaks_write(void) {
 /* After call fn returned rc with *h, an object of kind k made at pc. */
 #define FOLLOW(k, rc, h, fn, pc)                                  \
   do {                                                            \
-    if (g.on && (rc) == MPI_SUCCESS && (h))                       \
+    if ((rc) == MPI_SUCCESS && (h))                               \
       obj_made((k), OBJ_KEY(*(h)), (fn), (pc));                   \
   } while (0)
 
@@ -351,9 +356,9 @@ int MPI_Type_dup(MPI_Datatype oldtype, MPI_Datatype *newtype) {
  * answer it for any empty result, and it is nobody's to free). */
 static void group_made(int rc, const MPI_Group *grp, const char *fn,
                        uintptr_t pc) {
-  if (grp && rc == MPI_SUCCESS && *grp != MPI_GROUP_EMPTY &&
+  if (rc == MPI_SUCCESS && grp && *grp != MPI_GROUP_EMPTY &&
       *grp != MPI_GROUP_NULL)
-    FOLLOW(OBJ_GROUP, rc, grp, fn, pc);
+    obj_made(OBJ_GROUP, OBJ_KEY(*grp), fn, pc);
 }
 
 int MPI_Comm_group(MPI_Comm comm, MPI_Group *group) {

@@ -205,13 +205,15 @@ static void check_dead_frame(window *x, uintptr_t live_lo, const char *fn,
   memory_finding(x->made, msg);
 }
 
-/* After a window-making call at pc on comm that returned rc with *win,
+/* After a window-making call fn at pc on comm that returned rc with *win,
  * this rank's memory [base, base + size) in units of disp_unit (given:
- * the program's own, MPI_Win_create's, checked). */
+ * the program's own, MPI_Win_create's, checked). The window is followed
+ * until MPI_Win_free (vqc_mpi_leaks.c). */
 static void win_made(MPI_Comm comm, const MPI_Win *win, int rc,
                      const void *base, MPI_Aint size, int disp_unit,
-                     bool given, uintptr_t pc) {
+                     bool given, const char *fn, uintptr_t pc) {
   if (!g.on || rc != MPI_SUCCESS || !win || *win == MPI_WIN_NULL) return;
+  obj_made(OBJ_WIN, OBJ_KEY(*win), fn, pc);
   comm_info *ci = info_derived(info_of(comm), "win");
   if (!ci) return;
   const site *s = site_of(pc);
@@ -538,9 +540,7 @@ int MPI_Win_create(void *base, MPI_Aint size, int disp_unit, MPI_Info info,
   begin(&c, comm, "win_create", "", MPI_DATATYPE_NULL, 0, -1, RA);
   const int rc = PMPI_Win_create(base, size, disp_unit, info, comm, win);
   end(&c, rc);
-  win_made(comm, win, rc, base, size, disp_unit, true, RA);
-  if (rc == MPI_SUCCESS && win)
-    obj_made(OBJ_WIN, OBJ_KEY(*win), "MPI_Win_create", RA); /* leaks.c */
+  win_made(comm, win, rc, base, size, disp_unit, true, "MPI_Win_create", RA);
   return rc;
 }
 
@@ -551,9 +551,7 @@ int MPI_Win_allocate(MPI_Aint size, int disp_unit, MPI_Info info,
   const int rc = PMPI_Win_allocate(size, disp_unit, info, comm, baseptr, win);
   end(&c, rc);
   win_made(comm, win, rc, rc == MPI_SUCCESS ? *(void **)baseptr : NULL, size,
-           disp_unit, false, RA);
-  if (rc == MPI_SUCCESS && win)
-    obj_made(OBJ_WIN, OBJ_KEY(*win), "MPI_Win_allocate", RA); /* leaks.c */
+           disp_unit, false, "MPI_Win_allocate", RA);
   return rc;
 }
 
@@ -565,10 +563,7 @@ int MPI_Win_allocate_shared(MPI_Aint size, int disp_unit, MPI_Info info,
       PMPI_Win_allocate_shared(size, disp_unit, info, comm, baseptr, win);
   end(&c, rc);
   win_made(comm, win, rc, rc == MPI_SUCCESS ? *(void **)baseptr : NULL, size,
-           disp_unit, false, RA);
-  if (rc == MPI_SUCCESS && win)
-    obj_made(OBJ_WIN, OBJ_KEY(*win), "MPI_Win_allocate_shared",
-             RA); /* leaks.c */
+           disp_unit, false, "MPI_Win_allocate_shared", RA);
   return rc;
 }
 
@@ -578,9 +573,7 @@ int MPI_Win_create_dynamic(MPI_Info info, MPI_Comm comm, MPI_Win *win) {
   const int rc = PMPI_Win_create_dynamic(info, comm, win);
   end(&c, rc);
   /* Displacements are addresses (MPI_Win_attach): unit 1, no memory. */
-  win_made(comm, win, rc, NULL, 0, 1, false, RA);
-  if (rc == MPI_SUCCESS && win)
-    obj_made(OBJ_WIN, OBJ_KEY(*win), "MPI_Win_create_dynamic", RA); /* leaks.c */
+  win_made(comm, win, rc, NULL, 0, 1, false, "MPI_Win_create_dynamic", RA);
   return rc;
 }
 

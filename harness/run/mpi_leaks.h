@@ -7,7 +7,7 @@
  *   {"event":"leaks","objects":[{"object":"communicator",
  *    "objects":"communicators","free_with":"MPI_Comm_free","count":10,
  *    "call":"MPI_Comm_dup","site":{"file":..,"line":..,"func":..}},...],
- *    "more_count":N,"more_sites":M,"not_followed":K}
+ *    "more_count":N,"not_followed":K}
  * Here the ranks' lines are joined by object, call and site, and each
  * becomes a warning: "rank 0-3 reached MPI_Finalize with 10 communicators
  * made by MPI_Comm_dup at ring.c:13 (main) never freed (10 each) ...".

@@ -6,7 +6,7 @@
  *                      counts are one warning ("ranks 0, 1 ... 5
  *                      communicators ... (3-5 per rank, 8 in all)"); a
  *                      site on one rank names it alone, singular for one;
- *   rest_and_not_followed  "more_count"/"more_sites" and "not_followed"
+ *   rest_and_not_followed  "more_count" and "not_followed"
  *                      are told, each in a warning of its own;
  *   the_warnings_are_bounded  20 sites: 16 warnings, then one counting
  *                      the other 4 sites' objects;
@@ -72,14 +72,14 @@ static void entry(char *buf, size_t n, const char *one, const char *many,
 /* Rank r's record: a start line, the leaks line of `objects` (JSON array
  * contents) and the rest's counts, then the end line. */
 static void record(int r, const char *objects, unsigned more,
-                   unsigned more_sites, unsigned not_followed) {
+                   unsigned not_followed) {
   char text[65536];
   snprintf(text, sizeof text, "{\"event\":\"start\",\"rank\":%d,\"size\":2,"
            "\"pid\":%d,\"mpi\":true}\n", r, 100 + r);
   append_text(r, text);
   snprintf(text, sizeof text, "{\"event\":\"leaks\",\"objects\":[%s],"
-           "\"more_count\":%u,\"more_sites\":%u,\"not_followed\":%u}\n",
-           objects, more, more_sites, not_followed);
+           "\"more_count\":%u,\"not_followed\":%u}\n", objects, more,
+           not_followed);
   append_text(r, text);
   append_text(r, "{\"event\":\"finished\",\"status\":\"VQC_OK\",\"step\":-1}\n");
 }
@@ -103,13 +103,13 @@ Test(mpi_leaks, ranks_are_joined_by_site) {
   char a[1024], b[1024], both[2100];
   entry(a, sizeof a, "communicator", "communicators", "MPI_Comm_free", 3,
         "MPI_Comm_dup", "ring.c", 13);
-  record(0, a, 0, 0, 0);
+  record(0, a, 0, 0);
   entry(a, sizeof a, "communicator", "communicators", "MPI_Comm_free", 5,
         "MPI_Comm_dup", "ring.c", 13);
   entry(b, sizeof b, "datatype", "datatypes", "MPI_Type_free", 1,
         "MPI_Type_vector", "ring.c", 20);
   snprintf(both, sizeof both, "%s,%s", a, b);
-  record(1, both, 0, 0, 0);
+  record(1, both, 0, 0);
   json_t *w = leaks_of(2);
   cr_assert_eq(json_array_size(w), 2, "%s", json_dumps(w, 0));
   cr_expect_str_eq(warning(w, 0),
@@ -129,8 +129,8 @@ Test(mpi_leaks, rest_and_not_followed) {
   char a[1024];
   entry(a, sizeof a, "group", "groups", "MPI_Group_free", 2,
         "MPI_Comm_group", "g.c", 7);
-  record(0, a, 30, 3, 0);
-  record(1, "", 4, 1, 12);
+  record(0, a, 30, 0);
+  record(1, "", 4, 12);
   json_t *w = leaks_of(2);
   cr_assert_eq(json_array_size(w), 3, "%s", json_dumps(w, 0));
   cr_expect(strstr(warning(w, 0), "rank 0 reached MPI_Finalize with 2 "
@@ -153,7 +153,7 @@ Test(mpi_leaks, the_warnings_are_bounded) {
     k += (size_t)snprintf(objects + k, sizeof objects - k, "%s%s",
                           i ? "," : "", a);
   }
-  record(0, objects, 0, 0, 0);
+  record(0, objects, 0, 0);
   json_t *w = leaks_of(1);
   cr_assert_eq(json_array_size(w), 17, "%zu warnings", json_array_size(w));
   cr_expect(strstr(warning(w, 0), "with 100 datatypes made by "
@@ -202,7 +202,7 @@ Test(mpi_leaks, the_line_is_found_past_a_long_record) {
   char a[1024];
   entry(a, sizeof a, "reduction operation", "reduction operations",
         "MPI_Op_free", 1, "MPI_Op_create", "op.c", 9);
-  record(0, a, 0, 0, 0);
+  record(0, a, 0, 0);
   json_t *w = leaks_of(1);
   cr_assert_eq(json_array_size(w), 1, "%s", json_dumps(w, 0));
   cr_expect(strstr(warning(w, 0), "rank 0 reached MPI_Finalize with 1 "
@@ -215,7 +215,7 @@ Test(mpi_leaks, a_path_not_in_utf8_is_mended) {
   char a[1024];
   entry(a, sizeof a, "group", "groups", "MPI_Group_free", 4,
         "MPI_Comm_group", "caf\xe9/\xff.c", 12);
-  record(0, a, 0, 0, 0);
+  record(0, a, 0, 0);
   json_t *w = leaks_of(1);
   cr_assert_eq(json_array_size(w), 1, "%s", json_dumps(w, 0));
   const char *text = warning(w, 0);
