@@ -3,14 +3,28 @@
  *
  * Figures (--json: one object per figure, bench_stats.h; names in quotes):
  *   "nearest"   nearest-code search (vqc_vq_nearest: distances + argmin,
- *               fused) at M = 65536 rows, D = 64, C = 1024 codes, against
- *               OpenBLAS sgemm of the same shape (X (M, D) times E^T (D, C)),
- *               one thread each. GFLOP/s = 2*M*C*D / seconds for both (the
- *               dot products' multiply-adds; norms, sqrt and argmin are not
- *               counted). ratio = nearest / sgemm; target >= 1.0. Also
- *               "nearest_avx2" where AVX-512 is the default kernel, and
- *               "fma_peak", the core's measured FMA peak, so the figures can
- *               be read as a fraction of it.
+ *               fused; the best kernel here) at M = 65536 rows, D = 64,
+ *               C = 1024 codes, against OpenBLAS sgemm of the same shape
+ *               (X (M, D) times E^T (D, C)), one thread each. GFLOP/s =
+ *               2*M*C*D / seconds for both (the dot products' multiply-
+ *               adds, whatever the kernel does to find the answer; norms,
+ *               sqrt and argmin are not counted). ratio = nearest / sgemm;
+ *               target >= 1.3. Also, where a faster kernel is the default,
+ *               "nearest_avx512" and "nearest_avx2" (the exact kernels, every
+ *               multiply-add done), and "fma_peak", the core's measured FMA
+ *               peak, so the figures can be read as a fraction of it.
+ *               Where the default is the bfloat16 screen (avx512bf16,
+ *               vq_nearest_screen.c: a cheaper approximate distance with a
+ *               proven error bound, then the exact chains for the codes it
+ *               cannot rule out), its speed depends on the data, so
+ *   "nearest_dense" times it on the data it does worst on: the same rows
+ *               against 1024 codes within 1e-6 of one another (every code
+ *               a candidate for every row: the screen gives up after its
+ *               first 96 rows and the exact kernel answers the rest).
+ *   "nearest_256", "nearest_256_avx512"
+ *               the same at the VQ forwards' D = 256 (M = 16384 rows, as
+ *               many multiply-adds), uniform data, against sgemm of that
+ *               shape.
  *   "fsq"       FSQ quantize with indices (vqc_fsq_quantize: the best kernel
  *               here, fsq_internal.h) at PyTorch's shape (64, 1024, 4),
  *               levels 8,5,5,5, against PyTorch's FSQ forward on the same z
@@ -55,7 +69,8 @@
  *
  * Validation comes first and exits 1 on any failure: the nearest search
  * equals the scalar reference bit for bit on slices of rows (indices and
- * distances); sgemm agrees with double-precision dot products within
+ * distances), and where the default kernel is not the exact AVX-512 one,
+ * its indices equal that kernel's on every row (on both data sets); sgemm agrees with double-precision dot products within
  * D * FLT_EPSILON * sum|x_d e_d| (twice the textbook bound for a float32
  * sum of D products, whatever order the BLAS uses); FSQ's best kernel
  * equals the scalar kernel bit for bit (codes and indices) and its indices
@@ -185,6 +200,13 @@
 #include "vqc/clock.h"
 
 enum { M_ROWS = 65536, DIM = 64, CODES = 1024 };
+/* The nearest search's shapes: the one above, and the VQ forwards' D 256
+ * with as many multiply-adds (16384 rows). */
+typedef struct near_dims {
+  int64_t M, D, C;
+} near_dims;
+static const near_dims NEAR_64 = {M_ROWS, DIM, CODES};
+static const near_dims NEAR_256 = {M_ROWS / 4, 4 * DIM, CODES};
 #define FSQ_FLOATS ((int64_t)8 << 20) /* 32 MiB of z: fsq_memcpy and tanh */
 enum { TB = 64, TN = 1024, TD = 4 };  /* PyTorch's shape (B, N, d) */
 #define TORCH_ELEMS ((int64_t)TB * TN * TD)
@@ -206,7 +228,8 @@ static int json;                /* --json: figures only on stdout */
 /* ---- timings: CPU seconds of each kind in each repetition */
 
 enum {
-  T_SGEMM, T_NEAR, T_NEAR_AVX2, T_PEAK, T_FSQ, T_FSQ_SCALAR, T_TORCH,
+  T_SGEMM, T_NEAR, T_NEAR_AVX2, T_NEAR_AVX512, T_NEAR_DENSE, T_PEAK,
+  T_SGEMM_256, T_NEAR_256, T_NEAR_256_AVX512, T_FSQ, T_FSQ_SCALAR, T_TORCH,
   T_FSQ_BIG, T_MEMCPY, T_TANH, T_TANHF, T_EMA, T_READ,
   T_VQ, T_VQ_LAST = T_VQ + NVK - 1,       /* ours, by case (VK_*) */
   T_VQPT, T_VQPT_LAST = T_VQPT + NVK - 1, /* the library's, by case */
@@ -377,25 +400,26 @@ static void use_openblas_best_core(char **argv) {
 /* Compares the fast path with the scalar reference on rows [i0, i0 + n):
  * indices and distances bit for bit, and the full run's indices. Times the
  * reference as it goes (*ref_s). */
-static int validate_nearest(const float *x, const float *E, int64_t i0,
-                            int64_t n, const int64_t *idx_full,
-                            double *ref_s) {
+static int validate_nearest_on(near_dims sh, const float *x, const float *E,
+                               int64_t i0, int64_t n, const int64_t *idx_full,
+                               double *ref_s) {
+  const int64_t D = sh.D, C = sh.C;
   int64_t *ia = malloc((size_t)n * sizeof(int64_t));
   int64_t *ib = malloc((size_t)n * sizeof(int64_t));
-  float *da = malloc((size_t)(n * CODES) * sizeof(float));
-  float *db = malloc((size_t)(n * CODES) * sizeof(float));
+  float *da = malloc((size_t)(n * C) * sizeof(float));
+  float *db = malloc((size_t)(n * C) * sizeof(float));
   int ok = ia && ib && da && db;
   if (ok) {
     const double t0 = vqc_thread_cpu_s();
-    ok = vq_nearest_with(VQ_KERNEL_SCALAR, x + i0 * DIM, n, E, CODES, DIM, ia,
+    ok = vq_nearest_with(VQ_KERNEL_SCALAR, x + i0 * D, n, E, C, D, ia,
                          da) == VQC_OK;
     *ref_s += vqc_thread_cpu_s() - t0;
   }
-  ok = ok && vqc_vq_nearest(x + i0 * DIM, n, E, CODES, DIM, ib, db) == VQC_OK;
+  ok = ok && vqc_vq_nearest(x + i0 * D, n, E, C, D, ib, db) == VQC_OK;
   int64_t bad = 0;
   for (int64_t i = 0; ok && i < n; i++)
     bad += ia[i] != ib[i] || ia[i] != idx_full[i0 + i];
-  for (int64_t j = 0; ok && j < n * CODES; j++)
+  for (int64_t j = 0; ok && j < n * C; j++)
     bad += memcmp(da + j, db + j, sizeof(float)) != 0;
   free(ia);
   free(ib);
@@ -414,26 +438,52 @@ static int validate_nearest(const float *x, const float *E, int64_t i0,
   return 1;
 }
 
-#ifdef VQC_HAVE_OPENBLAS
-/* out (M, C) = x (M, D) E^T: the baseline's product. */
-static void sgemm_xet(const float *x, const float *E, float *out) {
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M_ROWS, CODES, DIM,
-              1.0f, x, DIM, E, DIM, 0.0f, out, CODES);
+/* The default kernel's indices idx (all M_ROWS rows) equal the exact
+ * AVX-512 kernel's (which test_vq_nearest.c holds to the reference). */
+static int same_as_exact(near_dims sh, const float *x, const float *E,
+                         const int64_t *idx) {
+  const int64_t M = sh.M, D = sh.D, C = sh.C;
+  int64_t *want = malloc((size_t)M * sizeof(int64_t));
+  if (!want || vq_nearest_with(VQ_KERNEL_AVX512, x, M, E, C, D,
+                               want, NULL) != VQC_OK) {
+    fprintf(stderr, "bench_quantizers: the avx512 kernel failed: %s\n",
+            vqc_last_error());
+    free(want);
+    return 0;
+  }
+  int64_t bad = 0;
+  for (int64_t i = 0; i < M; i++) bad += want[i] != idx[i];
+  free(want);
+  if (bad)
+    fprintf(stderr, "bench_quantizers: %lld of %lld indices differ from the "
+            "exact avx512 kernel's\n", (long long)bad, (long long)M);
+  return bad == 0;
 }
 
-static int validate_sgemm(const float *x, const float *E, const float *out) {
+#ifdef VQC_HAVE_OPENBLAS
+/* out (M, C) = x (M, D) E^T: the baseline's product. */
+static void sgemm_xet(near_dims sh, const float *x, const float *E,
+                      float *out) {
+  const int64_t M = sh.M, D = sh.D, C = sh.C;
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, M, C, D,
+              1.0f, x, D, E, D, 0.0f, out, C);
+}
+
+static int validate_sgemm(near_dims sh, const float *x, const float *E,
+                          const float *out) {
+  const int64_t M = sh.M, D = sh.D, C = sh.C;
   vqc_rng r;
   vqc_rng_init(&r, 5, vqc_rng_stream_for(0, VQC_RNG_TEST, -1));
   for (int k = 0; k < 64; k++) {
-    const int64_t i = vqc_rng_randint(&r, 0, M_ROWS);
-    const int64_t c = vqc_rng_randint(&r, 0, CODES);
+    const int64_t i = vqc_rng_randint(&r, 0, M);
+    const int64_t c = vqc_rng_randint(&r, 0, C);
     double dot = 0.0, mag = 0.0;
-    for (int d = 0; d < DIM; d++) {
-      dot += (double)x[i * DIM + d] * (double)E[c * DIM + d];
-      mag += fabs((double)x[i * DIM + d] * (double)E[c * DIM + d]);
+    for (int d = 0; d < D; d++) {
+      dot += (double)x[i * D + d] * (double)E[c * D + d];
+      mag += fabs((double)x[i * D + d] * (double)E[c * D + d]);
     }
-    const double got = out[i * CODES + c];
-    if (fabs(got - dot) > DIM * FLT_EPSILON * mag) {
+    const double got = out[i * C + c];
+    if (fabs(got - dot) > D * FLT_EPSILON * mag) {
       fprintf(stderr, "bench_quantizers: sgemm (%lld, %lld) = %.9g, double "
               "dot product %.9g\n", (long long)i, (long long)c, got, dot);
       return 0;
@@ -1482,14 +1532,65 @@ int main(int argc, char **argv) {
   /* ---- validate */
   double ref_s = 0.0;
   if (vqc_vq_nearest(x, M, E, C, D, idx, NULL) != VQC_OK ||
-      !validate_nearest(x, E, 0, 200, idx, &ref_s) ||
-      !validate_nearest(x, E, M - 56, 56, idx, &ref_s))
+      !validate_nearest_on(NEAR_64, x, E, 0, 200, idx, &ref_s) ||
+      !validate_nearest_on(NEAR_64, x, E, M - 56, 56, idx, &ref_s))
     return 1;
   note("validate: nearest (%s) == scalar reference on 256 rows, indices "
        "and distances bit for bit: ok\n", vq_kernel_name(kbest));
+  /* The codebook the screen does worst on: E's first code plus 1e-6 noise,
+   * and rows next to it (x's first row plus the same noise). */
+  float *E_dense = aligned_alloc(64, (size_t)(C * D) * sizeof(float));
+  float *x_dense = aligned_alloc(64, (size_t)(M * D) * sizeof(float));
+  int64_t *idx_dense = malloc((size_t)M * sizeof(int64_t));
+  int64_t *idx_alt = malloc((size_t)M * sizeof(int64_t)); /* other kernels */
+  if (!E_dense || !x_dense || !idx_dense || !idx_alt) {
+    fprintf(stderr, "bench_quantizers: out of memory\n");
+    return 3;
+  }
+  vqc_rng_normal(&r, E_dense, C * D, 0.0f, 1e-6f);
+  vqc_rng_normal(&r, x_dense, M * D, 0.0f, 1e-6f);
+  for (int64_t j = 0; j < C * D; j++) E_dense[j] += E[j % D];
+  for (int64_t j = 0; j < M * D; j++) x_dense[j] += x[j % D];
+  const int show_exact = kbest != VQ_KERNEL_AVX512 && have512;
+  double other_ref_s = 0.0; /* the reference's time on other data: unused */
+  if (vqc_vq_nearest(x_dense, M, E_dense, C, D, idx_dense, NULL) != VQC_OK ||
+      !validate_nearest_on(NEAR_64, x_dense, E_dense, 0, 100, idx_dense,
+                           &other_ref_s))
+    return 1;
+  if (show_exact) {
+    if (!same_as_exact(NEAR_64, x, E, idx) || !same_as_exact(NEAR_64, x_dense, E_dense,
+                                                     idx_dense))
+      return 1;
+    note("validate: nearest (%s) == the exact avx512 kernel on all %lld "
+         "rows, random and dense codebooks: ok\n", vq_kernel_name(kbest),
+         (long long)M);
+  }
+  /* The second shape: D 256, uniform in [-1, 1) too. */
+  const near_dims n256 = NEAR_256;
+  float *x256 = aligned_alloc(64, (size_t)(n256.M * n256.D) * sizeof(float));
+  float *E256 = aligned_alloc(64, (size_t)(n256.C * n256.D) * sizeof(float));
+  int64_t *idx256 = malloc((size_t)n256.M * sizeof(int64_t));
+  int64_t *idx256_t = malloc((size_t)n256.M * sizeof(int64_t)); /* timed */
+  if (!x256 || !E256 || !idx256 || !idx256_t) {
+    fprintf(stderr, "bench_quantizers: out of memory\n");
+    return 3;
+  }
+  vqc_rng_uniform(&r, x256, n256.M * n256.D, -1.0f, 1.0f);
+  vqc_rng_uniform(&r, E256, n256.C * n256.D, -1.0f, 1.0f);
+  if (vqc_vq_nearest(x256, n256.M, E256, n256.C, n256.D, idx256, NULL) !=
+          VQC_OK ||
+      !validate_nearest_on(n256, x256, E256, 0, 100, idx256, &other_ref_s) ||
+      (show_exact && !same_as_exact(n256, x256, E256, idx256)))
+    return 1;
+  note("validate: nearest at D %lld (%lld rows, %lld codes) == scalar "
+       "reference on 100 rows%s: ok\n", (long long)n256.D, (long long)n256.M,
+       (long long)n256.C, show_exact ? ", == the exact avx512 kernel on all"
+                                     : "");
 #ifdef VQC_HAVE_OPENBLAS
-  sgemm_xet(x, E, prod);
-  if (!validate_sgemm(x, E, prod)) return 1;
+  sgemm_xet(NEAR_64, x, E, prod);
+  if (!validate_sgemm(NEAR_64, x, E, prod)) return 1;
+  sgemm_xet(n256, x256, E256, prod);
+  if (!validate_sgemm(n256, x256, E256, prod)) return 1;
   note("validate: sgemm == double dot products within D*eps*sum|x*e| at "
        "64 entries: ok\n");
 #endif
@@ -1639,7 +1740,7 @@ int main(int argc, char **argv) {
   /* ---- time */
   const size_t x_bytes = (size_t)(M * D) * sizeof(float);
   const size_t z_bytes = (size_t)FSQ_FLOATS * sizeof(float);
-  const int show_avx2 = kbest == VQ_KERNEL_AVX512 && have256;
+  const int show_avx2 = kbest != VQ_KERNEL_AVX2 && have256;
   /* rep -1 is an untimed warm-up round: the first sgemm and the first
    * child batch pay one-off costs (buffers, page faults, caches). */
   for (int rep = -1; rep < reps; rep++) {
@@ -1647,7 +1748,7 @@ int main(int argc, char **argv) {
     const int ri = rep < 0 ? MAX_REPS - 1 : rep; /* warm-up: a spare slot */
 #ifdef VQC_HAVE_OPENBLAS
     t = vqc_thread_cpu_s();
-    sgemm_xet(x, E, prod);
+    sgemm_xet(NEAR_64, x, E, prod);
     t_cpu[T_SGEMM][ri] = vqc_thread_cpu_s() - t;
 #endif
     t = vqc_thread_cpu_s();
@@ -1655,8 +1756,35 @@ int main(int argc, char **argv) {
     t_cpu[T_NEAR][ri] = vqc_thread_cpu_s() - t;
     if (show_avx2) {
       t = vqc_thread_cpu_s();
-      if (vq_nearest_with(VQ_KERNEL_AVX2, x, M, E, C, D, idx2, NULL)) return 3;
+      if (vq_nearest_with(VQ_KERNEL_AVX2, x, M, E, C, D, idx_alt, NULL))
+        return 3;
       t_cpu[T_NEAR_AVX2][ri] = vqc_thread_cpu_s() - t;
+    }
+    if (show_exact) {
+      t = vqc_thread_cpu_s();
+      if (vq_nearest_with(VQ_KERNEL_AVX512, x, M, E, C, D, idx_alt, NULL))
+        return 3;
+      t_cpu[T_NEAR_AVX512][ri] = vqc_thread_cpu_s() - t;
+      t = vqc_thread_cpu_s();
+      if (vqc_vq_nearest(x_dense, M, E_dense, C, D, idx_dense, NULL))
+        return 3;
+      t_cpu[T_NEAR_DENSE][ri] = vqc_thread_cpu_s() - t;
+    }
+#ifdef VQC_HAVE_OPENBLAS
+    t = vqc_thread_cpu_s();
+    sgemm_xet(n256, x256, E256, prod);
+    t_cpu[T_SGEMM_256][ri] = vqc_thread_cpu_s() - t;
+#endif
+    t = vqc_thread_cpu_s();
+    if (vqc_vq_nearest(x256, n256.M, E256, n256.C, n256.D, idx256_t, NULL))
+      return 3;
+    t_cpu[T_NEAR_256][ri] = vqc_thread_cpu_s() - t;
+    if (show_exact) {
+      t = vqc_thread_cpu_s();
+      if (vq_nearest_with(VQ_KERNEL_AVX512, x256, n256.M, E256, n256.C, n256.D,
+                          idx256_t, NULL))
+        return 3;
+      t_cpu[T_NEAR_256_AVX512][ri] = vqc_thread_cpu_s() - t;
     }
     if (have512 || have256)
       peak_gflops[ri] = have512 ? peak_avx512(4000000L) : peak_avx2(4000000L);
@@ -1712,7 +1840,10 @@ int main(int argc, char **argv) {
   }
   torch_stop(&tc);
   torch_stop(&vc);
-  if (memcmp(idx, idx2, (size_t)M * sizeof(int64_t)) != 0) {
+  if (memcmp(idx, idx2, (size_t)M * sizeof(int64_t)) != 0 ||
+      memcmp(idx256, idx256_t, (size_t)n256.M * sizeof(int64_t)) != 0 ||
+      ((show_avx2 || show_exact) &&
+       memcmp(idx, idx_alt, (size_t)M * sizeof(int64_t)) != 0)) {
     fprintf(stderr, "bench_quantizers: the timed runs' indices changed\n");
     return 1;
   }
@@ -1736,12 +1867,34 @@ int main(int argc, char **argv) {
            openblas_get_corename());
   figure("nearest", label, near_shape, T_NEAR, flops, 1e9, "GFLOP/s",
          T_SGEMM, base_name, base_label, reps);
+  if (show_exact) {
+    figure("nearest_avx512", "nearest, avx512 (exact)", near_shape,
+           T_NEAR_AVX512, flops, 1e9, "GFLOP/s", T_SGEMM, base_name,
+           base_label, reps);
+    figure("nearest_dense", "nearest, dense codebook", near_shape,
+           T_NEAR_DENSE, flops, 1e9, "GFLOP/s", T_SGEMM, base_name,
+           base_label, reps);
+  }
   if (show_avx2)
     figure("nearest_avx2", "nearest, avx2", near_shape, T_NEAR_AVX2, flops,
            1e9, "GFLOP/s", T_SGEMM, base_name, base_label, reps);
+  snprintf(near_shape, sizeof near_shape, "%lldx%lldx%lld", (long long)n256.M,
+           (long long)n256.D, (long long)n256.C);
+  snprintf(label, sizeof label, "nearest, %s, D %lld", vq_kernel_name(kbest),
+           (long long)n256.D);
+  figure("nearest_256", label, near_shape, T_NEAR_256, flops, 1e9, "GFLOP/s",
+         T_SGEMM_256, base_name, base_label, reps);
+  if (show_exact)
+    figure("nearest_256_avx512", "nearest, avx512 (exact), D 256", near_shape,
+           T_NEAR_256_AVX512, flops, 1e9, "GFLOP/s", T_SGEMM_256, base_name,
+           base_label, reps);
 #else
   figure("nearest", label, near_shape, T_NEAR, flops, 1e9, "GFLOP/s", -1,
          NULL, NULL, reps);
+  snprintf(near_shape, sizeof near_shape, "%lldx%lldx%lld", (long long)n256.M,
+           (long long)n256.D, (long long)n256.C);
+  figure("nearest_256", "nearest, D 256", near_shape, T_NEAR_256, flops, 1e9,
+         "GFLOP/s", -1, NULL, NULL, reps);
 #endif
   if (have512 || have256) {
     bench_figure f = {.bench = "bench_quantizers", .figure = "fma_peak",
@@ -1753,7 +1906,7 @@ int main(int argc, char **argv) {
       double v[MAX_REPS];
       const bench_summary near = rates(T_NEAR, flops, 1e9, reps, v);
       printf("    %-34s %9.4g GFLOP/s  [%.4g .. %.4g]; nearest = %.0f%% of "
-             "it\n", have512 ? "FMA peak (zmm FMAs, measured)"
+             "it (2*M*C*D / t, whatever multiply-adds it skipped)\n", have512 ? "FMA peak (zmm FMAs, measured)"
                              : "FMA peak (ymm FMAs, measured)",
              f.value.median, f.value.min, f.value.max,
              100.0 * near.median / f.value.median);
@@ -1836,6 +1989,14 @@ int main(int argc, char **argv) {
   vqc_vq_free(&vq);
   free(x);
   free(E);
+  free(x_dense);
+  free(E_dense);
+  free(idx_dense);
+  free(idx_alt);
+  free(x256);
+  free(E256);
+  free(idx256);
+  free(idx256_t);
   free(idx);
   free(idx2);
   free(prod);

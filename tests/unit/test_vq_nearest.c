@@ -9,7 +9,10 @@
  * two codes whose squared distances differ but whose float32 distances are
  * equal (ties are decided after the sqrt), and non-finite rows. Each SIMD
  * kernel's tests skip where the CPU lacks it. The reference itself is
- * checked against its definition written out here with fmaf. */
+ * checked against its definition written out here with fmaf. The
+ * bfloat16 screen (avx512bf16) runs these cases too; without distances it
+ * screens, with them it is the AVX-512 kernel. Its own cases (near ties,
+ * rows it sets apart) are in test_vq_nearest_screen.c. */
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdint.h>
@@ -138,6 +141,11 @@ Test(vq_nearest_avx512, matches_the_reference_on_random_shapes) {
   random_shapes(VQ_KERNEL_AVX512);
 }
 
+Test(vq_nearest_avx512bf16, matches_the_reference_on_random_shapes) {
+  require(VQ_KERNEL_AVX512_BF16);
+  random_shapes(VQ_KERNEL_AVX512_BF16);
+}
+
 /* ---- exact ties, duplicate codes and the clamp */
 
 /* Entries in {-1, -0.5, 0, 0.5, 1}: every product and sum is exact, so
@@ -223,6 +231,11 @@ Test(vq_nearest_avx512, ties_go_to_the_lowest_index_and_the_clamp_ties) {
   ties_and_clamp(VQ_KERNEL_AVX512);
 }
 
+Test(vq_nearest_avx512bf16, ties_go_to_the_lowest_index_and_the_clamp_ties) {
+  require(VQ_KERNEL_AVX512_BF16);
+  ties_and_clamp(VQ_KERNEL_AVX512_BF16);
+}
+
 /* ---- ties after the sqrt */
 
 /* D = 2, x = (0, 0). Code A = (1, 0) has squared distance 1; code B =
@@ -271,6 +284,11 @@ Test(vq_nearest_avx512, ties_are_decided_after_the_sqrt) {
   sqrt_ties(VQ_KERNEL_AVX512);
 }
 
+Test(vq_nearest_avx512bf16, ties_are_decided_after_the_sqrt) {
+  require(VQ_KERNEL_AVX512_BF16);
+  sqrt_ties(VQ_KERNEL_AVX512_BF16);
+}
+
 /* ---- non-finite rows */
 
 /* inf and NaN in x. Row (inf, 0) against codes whose first coordinate is
@@ -310,6 +328,11 @@ Test(vq_nearest_avx512, non_finite_rows_give_the_reference_answer) {
   non_finite(VQ_KERNEL_AVX512);
 }
 
+Test(vq_nearest_avx512bf16, non_finite_rows_give_the_reference_answer) {
+  require(VQ_KERNEL_AVX512_BF16);
+  non_finite(VQ_KERNEL_AVX512_BF16);
+}
+
 /* A NaN squared distance is clamped to 1e-8 by the reference (fmaxf
  * returns the number), so it can win. Row (inf, 0) against codes whose
  * first coordinate is -1 (distance inf), except code 40, whose first
@@ -343,6 +366,11 @@ Test(vq_nearest_avx2, a_nan_distance_is_clamped_and_wins) {
 Test(vq_nearest_avx512, a_nan_distance_is_clamped_and_wins) {
   require(VQ_KERNEL_AVX512);
   nan_distance_wins(VQ_KERNEL_AVX512);
+}
+
+Test(vq_nearest_avx512bf16, a_nan_distance_is_clamped_and_wins) {
+  require(VQ_KERNEL_AVX512_BF16);
+  nan_distance_wins(VQ_KERNEL_AVX512_BF16);
 }
 
 /* ---- empty batches and bad arguments */

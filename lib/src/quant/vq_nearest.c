@@ -79,6 +79,10 @@ bool vq_kernel_available(vq_kernel k) {
   case VQ_KERNEL_AVX512:
     __builtin_cpu_init();
     return __builtin_cpu_supports("avx512f");
+  case VQ_KERNEL_AVX512_BF16:
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512bf16");
 #endif
   default:
     return false;
@@ -86,6 +90,7 @@ bool vq_kernel_available(vq_kernel k) {
 }
 
 vq_kernel vq_kernel_best(void) {
+  if (vq_kernel_available(VQ_KERNEL_AVX512_BF16)) return VQ_KERNEL_AVX512_BF16;
   if (vq_kernel_available(VQ_KERNEL_AVX512)) return VQ_KERNEL_AVX512;
   if (vq_kernel_available(VQ_KERNEL_AVX2)) return VQ_KERNEL_AVX2;
   return VQ_KERNEL_SCALAR;
@@ -96,6 +101,7 @@ const char *vq_kernel_name(vq_kernel k) {
   case VQ_KERNEL_SCALAR: return "scalar";
   case VQ_KERNEL_AVX2: return "avx2";
   case VQ_KERNEL_AVX512: return "avx512";
+  case VQ_KERNEL_AVX512_BF16: return "avx512bf16";
   default: return "?";
   }
 }
@@ -608,6 +614,12 @@ vqc_status vq_nearest_with(vq_kernel k, const float *x, int64_t M,
    * same values. */
   if (k != VQ_KERNEL_SCALAR && C <= INT32_MAX - K512_W) {
     if (M == 0) return VQC_OK;
+    if (k == VQ_KERNEL_AVX512_BF16 && !neg_dist) {
+      int64_t apart;
+      return vq_nearest_screen(x, M, E, C, D, indices, &apart);
+    }
+    /* Every distance asked for: nothing to screen out. */
+    if (k == VQ_KERNEL_AVX512_BF16) k = VQ_KERNEL_AVX512;
     return nearest_simd(k, x, M, E, C, D, indices, neg_dist);
   }
 #endif

@@ -24,6 +24,10 @@ typedef enum vq_kernel {
   VQ_KERNEL_SCALAR, /* plain C, the reference (vq_codebook.c); anywhere */
   VQ_KERNEL_AVX2,   /* x86 AVX2 + FMA (6 rows x 16 codes per block) */
   VQ_KERNEL_AVX512, /* x86 AVX-512F (12 rows x 32 codes per block) */
+  VQ_KERNEL_AVX512_BF16, /* AVX-512F + AVX512_BF16: a bfloat16 screen, then
+                            the exact chains for the codes it leaves
+                            (vq_nearest_screen.c); the statistics run the
+                            AVX-512 kernel under this choice */
   VQ_KERNEL_COUNT
 } vq_kernel;
 
@@ -31,7 +35,7 @@ typedef enum vq_kernel {
 bool vq_kernel_available(vq_kernel k);
 /* The fastest available kernel: the one vqc_vq_nearest uses. */
 vq_kernel vq_kernel_best(void);
-/* "scalar", "avx2", "avx512" ("?" outside the enum). */
+/* "scalar", "avx2", "avx512", "avx512bf16" ("?" outside the enum). */
 const char *vq_kernel_name(vq_kernel k);
 
 /* vqc_vq_nearest with a chosen kernel: same arguments, same checks, same
@@ -46,5 +50,23 @@ vqc_status vq_nearest_with(vq_kernel k, const float *x, int64_t M,
 vqc_status vq_nearest_ref(const float *x, int64_t M, const float *E,
                           int64_t C, int64_t D, int64_t *indices,
                           float *neg_dist);
+
+/* Whether this build has the bfloat16 screen (x86 with GCC or Clang). */
+#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
+#define VQ_HAVE_BF16_KERNEL 1
+#else
+#define VQ_HAVE_BF16_KERNEL 0
+#endif
+
+#if VQ_HAVE_BF16_KERNEL
+/* The screened search (vq_nearest_screen.c) on a CPU with AVX-512F and
+ * AVX512_BF16, without distances: indices (M) as vq_nearest_ref's; the
+ * arguments checked by vq_nearest_with. *n_apart: how many rows the screen
+ * could not decide and the exact AVX-512 kernel answered (all of them when
+ * the codebook is not finite or too large for its bound). */
+vqc_status vq_nearest_screen(const float *x, int64_t M, const float *E,
+                             int64_t C, int64_t D, int64_t *indices,
+                             int64_t *n_apart);
+#endif
 
 #endif /* VQC_VQ_NEAREST_H */

@@ -132,12 +132,14 @@ stats_rows_avx2(const float *x, int64_t M, int64_t D, const int64_t *indices,
  * the same (1.52 ms per call on the Zen 4 of the README, against 1.52 for
  * AVX2 and 1.61 for plain C, medians of 21 interleaved calls with x in
  * memory only): the pass waits on memory (x, and the chunk lines of 1024
- * codes), not on instructions. */
+ * codes), not on instructions. The bfloat16 choice (a nearest-code
+ * screen) has nothing to screen here and runs it too. */
 static int64_t stats_rows(vq_kernel k, const float *x, int64_t M, int64_t D,
                           const int64_t *indices, int64_t C, double *chunk,
                           double *total, int64_t *rows) {
 #if STATS_X86
-  if (k == VQ_KERNEL_AVX2 || k == VQ_KERNEL_AVX512)
+  if (k == VQ_KERNEL_AVX2 || k == VQ_KERNEL_AVX512 ||
+      k == VQ_KERNEL_AVX512_BF16)
     return stats_rows_avx2(x, M, D, indices, C, chunk, total, rows);
 #endif
   (void)k;
