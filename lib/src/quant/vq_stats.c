@@ -30,14 +30,19 @@
 #include "quant/vq_internal.h"
 #include "quant/vq_stats.h"
 
-/* How many rows ahead the chunk of a later row's code, and that row of x,
- * are prefetched: with some 10-20 ns per row, 8 rows cover a miss to L3.
- * Measured (ratio to a plain read of x, medians of 15 interleaved runs):
- * no prefetch 0.37-0.38x, the chunk alone 0.40-0.43x, the chunk and x
- * 0.50-0.61x; distances from 2 to 32 rows were within the noise. x is read
- * in order, but the hardware prefetcher alone did not keep up with it
- * while the chunk accesses jump around. */
-enum { STATS_PREFETCH = 8 };
+/* How many rows ahead the chunk of a later row's code is prefetched (into
+ * L1, for writing), and how many rows ahead x is (into L2 only): with some
+ * 10-20 ns per row, 8 rows cover a miss to L3. Measured on the Zen 3 of the
+ * README (ratio to a plain read of x, medians of 15 interleaved runs): no
+ * prefetch 0.37-0.38x, the chunk alone 0.40-0.43x, the chunk and x (8 rows
+ * ahead, into L1) 0.50-0.61x. x is read in order, but the hardware
+ * prefetcher alone did not keep up with it while the chunk accesses jump
+ * around. On the Zen 4 VM (1 MiB L2), x from memory, best of 15 calls:
+ * x 8 rows ahead into L1 1.35-1.48 ms, 16-128 rows ahead into L1 no
+ * better; 16-64 rows ahead into L2 only 1.10-1.28 ms (the chunk lines,
+ * which the pass reads and writes back, are then not pushed out of L1 by
+ * rows of x that are not needed yet). */
+enum { STATS_PREFETCH = 8, STATS_PREFETCH_X = 32 };
 
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
 #define STATS_X86 1
@@ -46,22 +51,28 @@ enum { STATS_PREFETCH = 8 };
 #define STATS_X86 0
 #endif
 
-/* Asks for what row j needs: its code's chunk (written) and the row of x.
- * A bad index there is reported when its row comes; until then it
- * prefetches code 0's chunk (a prefetch never faults, but the address must
- * be formed from a valid index). always_inline: GCC 12 finds that a
- * function of prefetches alone has no effect and drops its calls (seen in
- * the object code: no prefetch left, and the loop 40% slower). */
-__attribute__((always_inline)) static inline void prefetch_row(const float *x, int64_t D,
-                                const int64_t *indices, int64_t C,
-                                const double *chunk, int64_t j) {
+/* Asks for row j's code's chunk (to be written), into L1. A bad index
+ * there is reported when its row comes; until then it prefetches code 0's
+ * chunk (a prefetch never faults, but the address must be formed from a
+ * valid index). always_inline: GCC 12 finds that a function of prefetches
+ * alone has no effect and drops its calls (seen in the object code: no
+ * prefetch left, and the loop 40% slower). */
+__attribute__((always_inline)) static inline void
+prefetch_chunk(int64_t D, const int64_t *indices, int64_t C,
+               const double *chunk, int64_t j) {
   const uint64_t c = (uint64_t)indices[j];
   const char *k = (const char *)(chunk + (c < (uint64_t)C ? c : 0) * D);
   for (int64_t b = 0; b < D * (int64_t)sizeof(double); b += 64)
     __builtin_prefetch(k + b, 1, 3);
+}
+
+/* Asks for row j of x, into L2 (locality 2: prefetcht1). always_inline, as
+ * prefetch_chunk. */
+__attribute__((always_inline)) static inline void
+prefetch_x_row(const float *x, int64_t D, int64_t j) {
   const char *xr = (const char *)(x + j * D);
   for (int64_t b = 0; b < D * (int64_t)sizeof(float); b += 64)
-    __builtin_prefetch(xr + b, 0, 3);
+    __builtin_prefetch(xr + b, 0, 2);
 }
 
 /* A code's chunk is full: add it to the code's total and start a new one. */
@@ -69,8 +80,9 @@ static inline void close_chunk(double *total, double *chunk, int64_t D) {
   for (int64_t d = 0; d < D; d++) total[d] += chunk[d], chunk[d] = 0.0;
 }
 
-/* What every kernel does before adding row i (of M): asks for what row
- * i + STATS_PREFETCH will need, closes the row's code's chunk when it is
+/* What every kernel does before adding row i (of M): asks for the chunk
+ * row i + STATS_PREFETCH will need and for row i + STATS_PREFETCH_X of x,
+ * closes the row's code's chunk when it is
  * full and counts the row. Returns that chunk, or NULL when the row's index
  * is outside [0, C) (nothing done then). always_inline, as prefetch_row. */
 __attribute__((always_inline)) static inline double *
@@ -80,7 +92,8 @@ chunk_of_row(const float *x, int64_t M, int64_t D, const int64_t *indices,
   const int64_t c = indices[i];
   if (c < 0 || c >= C) return NULL;
   if (i + STATS_PREFETCH < M)
-    prefetch_row(x, D, indices, C, chunk, i + STATS_PREFETCH);
+    prefetch_chunk(D, indices, C, chunk, i + STATS_PREFETCH);
+  if (i + STATS_PREFETCH_X < M) prefetch_x_row(x, D, i + STATS_PREFETCH_X);
   double *k = chunk + c * D;
   if (rows[c] > 0 && rows[c] % VQC_VQ_STATS_CHUNK == 0)
     close_chunk(total + c * D, k, D);
