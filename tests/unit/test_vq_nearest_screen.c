@@ -8,6 +8,7 @@
  * meant to exercise the screen cannot pass by never using it. The cases
  * skip where the CPU has no AVX512_BF16. */
 #include <criterion/criterion.h>
+#include <fenv.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -283,6 +284,27 @@ Test(vq_nearest_screen, values_beyond_its_bound_go_to_the_exact_kernel) {
   free(x);
 }
 
+/* A thread that rounds upward: the bound assumes rounding to nearest, so
+ * every row goes to the exact kernel, which matches the reference computed
+ * in the same mode. */
+Test(vq_nearest_screen, another_rounding_mode_goes_to_the_exact_kernel) {
+  require_bf16();
+  const int64_t C = 50, D = 16, M = 40;
+  float *E = xmalloc((size_t)(C * D) * sizeof *E);
+  float *x = xmalloc((size_t)(M * D) * sizeof *x);
+  vqc_rng r;
+  vqc_rng_init(&r, 19, vqc_rng_stream_for(0, VQC_RNG_TEST, -1));
+  vqc_rng_normal(&r, E, C * D, 0.0f, 1.0f);
+  vqc_rng_normal(&r, x, M * D, 0.0f, 1.0f);
+  cr_assert_eq(fesetround(FE_UPWARD), 0);
+  const int64_t apart = screen_matches_ref(x, M, E, C, D, "rounding upward");
+  fesetround(FE_TONEAREST);
+  cr_expect_eq(apart, M);
+  cr_expect_eq(screen_matches_ref(x, M, E, C, D, "rounding to nearest"), 0);
+  free(E);
+  free(x);
+}
+
 /* The same random data at scales from subnormal products to 1e15, and with
  * a large common offset (norms far above the gaps between distances). */
 Test(vq_nearest_screen, scales_and_offsets) {
@@ -308,6 +330,34 @@ Test(vq_nearest_screen, scales_and_offsets) {
   free(E);
   free(x);
 }
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <xmmintrin.h>
+/* Subnormals flushed to zero (MXCSR FTZ and DAZ, as torch.set_flush_denormal
+ * sets): tiny values whose products and sums fall below 2^-126, and
+ * ordinary ones, each against the reference run in the same mode. */
+Test(vq_nearest_screen, flushing_subnormals_changes_nothing) {
+  require_bf16();
+  const int64_t C = 90, D = 20, M = 60;
+  const float scales[] = {1e-19f, 1e-21f, 1.0f};
+  float *E = xmalloc((size_t)(C * D) * sizeof *E);
+  float *x = xmalloc((size_t)(M * D) * sizeof *x);
+  const unsigned int csr = _mm_getcsr();
+  for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
+    vqc_rng r;
+    vqc_rng_init(&r, 20, vqc_rng_stream_for(0, VQC_RNG_TEST, -1));
+    vqc_rng_normal(&r, E, C * D, 0.0f, scales[k]);
+    vqc_rng_normal(&r, x, M * D, 0.0f, scales[k]);
+    _mm_setcsr(csr | 0x8040u); /* FTZ | DAZ */
+    char what[64];
+    snprintf(what, sizeof what, "FTZ and DAZ, scale %g", (double)scales[k]);
+    screen_matches_ref(x, M, E, C, D, what);
+    _mm_setcsr(csr);
+  }
+  free(E);
+  free(x);
+}
+#endif
 
 /* The benchmark's kind of data (uniform rows and codes, D 64, C 1024): the
  * screen decides every row itself. */

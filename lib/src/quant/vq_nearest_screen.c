@@ -38,7 +38,10 @@
  * and |s|, |dot|, |dbf| are bounded by the same norms. G takes each code
  * term at its largest over the codebook and adds 1% (bound_of_row). The
  * values must be finite and the norms at most 1e17, so that nothing on
- * either side overflows; other rows go to the exact kernel.
+ * either side overflows; other rows go to the exact kernel. So does a call
+ * made while the thread rounds other than to nearest (fegetround). Flushing
+ * subnormals to zero (FTZ/DAZ, as torch.set_flush_denormal sets) moves a
+ * result by less than 2^-126, which the absolute terms cover.
  *
  * The threshold. Let m be the code of smallest a, and c* the reference's
  * answer. q(m) <= a(m) + G, and the reference's final distances satisfy
@@ -60,6 +63,7 @@
  * tests/unit/test_vq_nearest.c runs this kernel through the same cases as
  * the others, and cases that reach its candidate limit and its fallbacks;
  * bench/bench_quantizers.c times it against sgemm and the exact kernel. */
+#include <fenv.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -465,7 +469,12 @@ vqc_status vq_nearest_screen(const float *x, int64_t M, const float *E,
   int64_t n = 0;
   vqc_status s = VQC_OK;
   *n_apart = 0;
-  const int fit = pack_screen_codes(E, C, D, &sc);
+  /* The bound counts one rounding to nearest per operation; a thread set
+   * to round another way gets the exact kernel (the same answers as the
+   * reference in that mode, as always). */
+  const int fit = fegetround() == FE_TONEAREST
+                      ? pack_screen_codes(E, C, D, &sc)
+                      : 0;
   if (fit == 0) { /* a codebook the bound does not cover: all rows exact */
     free(sc.panels);
     free(sc.e2);
