@@ -24,6 +24,18 @@ static void *xmalloc(size_t n) {
   return p;
 }
 
+/* Rows x (M, D) and codes E (C, D), normal(mean, std) from seed, in
+ * fresh buffers (the caller frees both). */
+static void normal_problem(uint64_t seed, int64_t M, int64_t C, int64_t D,
+                           float mean, float std, float **x, float **E) {
+  *x = xmalloc((size_t)(M * D) * sizeof **x);
+  *E = xmalloc((size_t)(C * D) * sizeof **E);
+  vqc_rng r;
+  vqc_rng_init(&r, seed, vqc_rng_stream_for(0, VQC_RNG_TEST, -1));
+  vqc_rng_normal(&r, *E, C * D, mean, std);
+  vqc_rng_normal(&r, *x, M * D, mean, std);
+}
+
 static void require_bf16(void) {
   if (!vq_kernel_available(VQ_KERNEL_AVX512_BF16))
     cr_skip_test("this CPU has no AVX512_BF16: the screen does not run here");
@@ -261,12 +273,8 @@ Test(vq_nearest_screen, rows_with_too_many_candidates_go_to_the_exact_kernel) {
 Test(vq_nearest_screen, values_beyond_its_bound_go_to_the_exact_kernel) {
   require_bf16();
   const int64_t C = 40, D = 8, M = 30;
-  float *E = xmalloc((size_t)(C * D) * sizeof *E);
-  float *x = xmalloc((size_t)(M * D) * sizeof *x);
-  vqc_rng r;
-  vqc_rng_init(&r, 14, vqc_rng_stream_for(0, VQC_RNG_TEST, -1));
-  vqc_rng_normal(&r, E, C * D, 0.0f, 1.0f);
-  vqc_rng_normal(&r, x, M * D, 0.0f, 1.0f);
+  float *x, *E;
+  normal_problem(14, M, C, D, 0.0f, 1.0f, &x, &E);
   cr_expect_eq(screen_matches_ref(x, M, E, C, D, "plain"), 0);
 
   x[3 * D + 1] = INFINITY;
@@ -290,12 +298,8 @@ Test(vq_nearest_screen, values_beyond_its_bound_go_to_the_exact_kernel) {
 Test(vq_nearest_screen, another_rounding_mode_goes_to_the_exact_kernel) {
   require_bf16();
   const int64_t C = 50, D = 16, M = 40;
-  float *E = xmalloc((size_t)(C * D) * sizeof *E);
-  float *x = xmalloc((size_t)(M * D) * sizeof *x);
-  vqc_rng r;
-  vqc_rng_init(&r, 19, vqc_rng_stream_for(0, VQC_RNG_TEST, -1));
-  vqc_rng_normal(&r, E, C * D, 0.0f, 1.0f);
-  vqc_rng_normal(&r, x, M * D, 0.0f, 1.0f);
+  float *x, *E;
+  normal_problem(19, M, C, D, 0.0f, 1.0f, &x, &E);
   cr_assert_eq(fesetround(FE_UPWARD), 0);
   const int64_t apart = screen_matches_ref(x, M, E, C, D, "rounding upward");
   fesetround(FE_TONEAREST);
@@ -311,21 +315,16 @@ Test(vq_nearest_screen, scales_and_offsets) {
   require_bf16();
   const int64_t C = 130, D = 24, M = 100;
   const float scales[] = {1e-30f, 1e-20f, 1e-3f, 1.0f, 1e3f, 1e15f};
-  float *E = xmalloc((size_t)(C * D) * sizeof *E);
-  float *x = xmalloc((size_t)(M * D) * sizeof *x);
+  float *x, *E;
   for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
-    vqc_rng r;
-    vqc_rng_init(&r, 15, vqc_rng_stream_for(0, VQC_RNG_TEST, -1));
-    vqc_rng_normal(&r, E, C * D, 0.0f, scales[k]);
-    vqc_rng_normal(&r, x, M * D, 0.0f, scales[k]);
+    normal_problem(15, M, C, D, 0.0f, scales[k], &x, &E);
     char what[64];
     snprintf(what, sizeof what, "normal, scale %g", (double)scales[k]);
     screen_matches_ref(x, M, E, C, D, what);
+    free(E);
+    free(x);
   }
-  vqc_rng r;
-  vqc_rng_init(&r, 16, vqc_rng_stream_for(0, VQC_RNG_TEST, -1));
-  vqc_rng_normal(&r, E, C * D, 100.0f, 0.01f);
-  vqc_rng_normal(&r, x, M * D, 100.0f, 0.01f);
+  normal_problem(16, M, C, D, 100.0f, 0.01f, &x, &E);
   screen_matches_ref(x, M, E, C, D, "offset 100, spread 0.01");
   free(E);
   free(x);
@@ -340,22 +339,18 @@ Test(vq_nearest_screen, flushing_subnormals_changes_nothing) {
   require_bf16();
   const int64_t C = 90, D = 20, M = 60;
   const float scales[] = {1e-19f, 1e-21f, 1.0f};
-  float *E = xmalloc((size_t)(C * D) * sizeof *E);
-  float *x = xmalloc((size_t)(M * D) * sizeof *x);
   const unsigned int csr = _mm_getcsr();
   for (size_t k = 0; k < sizeof scales / sizeof scales[0]; k++) {
-    vqc_rng r;
-    vqc_rng_init(&r, 20, vqc_rng_stream_for(0, VQC_RNG_TEST, -1));
-    vqc_rng_normal(&r, E, C * D, 0.0f, scales[k]);
-    vqc_rng_normal(&r, x, M * D, 0.0f, scales[k]);
+    float *x, *E;
+    normal_problem(20, M, C, D, 0.0f, scales[k], &x, &E);
     _mm_setcsr(csr | 0x8040u); /* FTZ | DAZ */
     char what[64];
     snprintf(what, sizeof what, "FTZ and DAZ, scale %g", (double)scales[k]);
     screen_matches_ref(x, M, E, C, D, what);
     _mm_setcsr(csr);
+    free(E);
+    free(x);
   }
-  free(E);
-  free(x);
 }
 #endif
 
