@@ -50,7 +50,7 @@ static int64_t screen_matches_ref(const float *x, int64_t M, const float *E,
   int64_t apart = -1;
   cr_assert_eq(vq_nearest_ref(x, M, E, C, D, want, NULL), VQC_OK);
   memset(got, 0xff, (size_t)M * sizeof *got); /* -1: an unwritten answer */
-#if VQ_HAVE_BF16_KERNEL
+#if VQ_X86_KERNELS
   cr_assert_eq(vq_nearest_screen(x, M, E, C, D, got, &apart), VQC_OK, "%s: %s",
                what, vqc_last_error());
 #endif

@@ -59,11 +59,8 @@
 #include "quant/vq_internal.h"
 #include "quant/vq_nearest.h"
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define VQ_X86_KERNELS 1
+#if VQ_X86_KERNELS
 #include <immintrin.h>
-#else
-#define VQ_X86_KERNELS 0
 #endif
 
 /* ---- kernel choice */
@@ -109,13 +106,6 @@ const char *vq_kernel_name(vq_kernel k) {
 #if VQ_X86_KERNELS
 
 /* ---- packing (plain C, shared by both kernels) */
-
-/* n floats, 64-byte aligned for the vector loads; free with free(). */
-static float *alloc_floats(int64_t n) {
-  const size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) &
-                       ~(size_t)63; /* aligned_alloc wants a multiple */
-  return aligned_alloc(64, bytes);
-}
 
 /* E (C, D) -> panels (nblocks, D, W): panels[(j*D + d)*W + l] = E[j*W+l][d],
  * zero for codes >= C. */
@@ -568,9 +558,9 @@ static vqc_status nearest_simd(vq_kernel k, const float *x, int64_t M,
   const int W = k == VQ_KERNEL_AVX512 ? K512_W : K256_W;
   const int V = W / 2;
   const int64_t nblocks = (C + W - 1) / W;
-  float *panels = alloc_floats(nblocks * D * W); /* (nblocks, D, W) */
-  float *e2 = alloc_floats(nblocks * W);         /* (nblocks * W) */
-  float *xpack = alloc_floats(D * V);            /* (D, V) */
+  float *panels = vq_alloc_floats(nblocks * D * W); /* (nblocks, D, W) */
+  float *e2 = vq_alloc_floats(nblocks * W);         /* (nblocks * W) */
+  float *xpack = vq_alloc_floats(D * V);            /* (D, V) */
   vqc_status s = VQC_OK;
   if (!panels || !e2 || !xpack) {
     s = vqc_error(VQC_ENOMEM, "vq_nearest: packing %lld codes of %lld floats",

@@ -51,14 +51,25 @@ vqc_status vq_nearest_ref(const float *x, int64_t M, const float *E,
                           int64_t C, int64_t D, int64_t *indices,
                           float *neg_dist);
 
-/* Whether this build has the bfloat16 screen (x86 with GCC or Clang). */
+/* Whether this build has the SIMD kernels (x86 with GCC or Clang): the
+ * AVX2 and AVX-512 ones of vq_nearest.c and the bfloat16 screen. */
 #if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define VQ_HAVE_BF16_KERNEL 1
+#define VQ_X86_KERNELS 1
 #else
-#define VQ_HAVE_BF16_KERNEL 0
+#define VQ_X86_KERNELS 0
 #endif
 
-#if VQ_HAVE_BF16_KERNEL
+#if VQ_X86_KERNELS
+#include <stdlib.h>
+
+/* n floats (or 32-bit words), 64-byte aligned for the kernels' vector
+ * loads; free with free(). */
+static inline float *vq_alloc_floats(int64_t n) {
+  const size_t bytes = ((size_t)(n > 0 ? n : 1) * sizeof(float) + 63) &
+                       ~(size_t)63; /* aligned_alloc wants a multiple */
+  return aligned_alloc(64, bytes);
+}
+
 /* The screened search (vq_nearest_screen.c) on a CPU with AVX-512F and
  * AVX512_BF16, without distances: indices (M) as vq_nearest_ref's; the
  * arguments checked by vq_nearest_with. *n_apart: how many rows the screen

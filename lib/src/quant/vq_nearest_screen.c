@@ -76,7 +76,7 @@
 #include "quant/vq_screen.h"
 #include "vqc/vq.h"
 
-#if VQ_HAVE_BF16_KERNEL
+#if VQ_X86_KERNELS
 #include <immintrin.h>
 
 enum {
@@ -108,7 +108,7 @@ static float from_bf16(uint16_t h) {
 /* ---- the codebook, packed once per call, and the block state */
 
 typedef struct bf16_screen {
-  int64_t C, D, D2, nblocks; /* D2 = ceil(D / 2) bfloat16 pairs per vector */
+  int64_t D, D2, nblocks; /* D2 = ceil(D / 2) bfloat16 pairs per vector */
   uint32_t *panels; /* (nblocks, D2, 32): word (j, k, l) = e^[j*32 + l] at
                        dimensions 2k (low half) and 2k + 1 (high half) */
   float *e2;        /* (nblocks * 32): the reference's e2 chain; NaN past C */
@@ -122,24 +122,17 @@ typedef struct bf16_screen {
   uint32_t pend_m[SR];
 } bf16_screen;
 
-/* n floats or words, 64-byte aligned; free with free(). */
-static void *alloc_aligned(int64_t n) {
-  const size_t bytes = ((size_t)(n > 0 ? n : 1) * 4 + 63) & ~(size_t)63;
-  return aligned_alloc(64, bytes);
-}
-
 /* Fills sc from E (C, D). 1 when the codebook suits the screen (finite,
  * norms <= SCREEN_NORM_MAX), 0 when it does not, -1 out of memory. */
 static int pack_codes_bf16(const float *E, int64_t C, int64_t D,
                            bf16_screen *sc) {
-  sc->C = C;
   sc->D = D;
   sc->D2 = (D + 1) / 2;
   sc->nblocks = (C + SW - 1) / SW;
-  sc->panels = alloc_aligned(sc->nblocks * sc->D2 * SW);
-  sc->e2 = alloc_aligned(sc->nblocks * SW);
-  sc->xt = alloc_aligned(sc->D2 * 2 * SV);
-  sc->xw = alloc_aligned(sc->D2 * SV);
+  sc->panels = (uint32_t *)vq_alloc_floats(sc->nblocks * sc->D2 * SW);
+  sc->e2 = vq_alloc_floats(sc->nblocks * SW);
+  sc->xt = vq_alloc_floats(sc->D2 * 2 * SV);
+  sc->xw = (uint32_t *)vq_alloc_floats(sc->D2 * SV);
   if (!sc->panels || !sc->e2 || !sc->xt || !sc->xw) return -1;
   screen_bound_terms *t = &sc->terms;
   /* VDPBF16PS: D roundings of at most 2u (whatever order it adds in), and
@@ -403,4 +396,4 @@ vqc_status vq_nearest_screen(const float *x, int64_t M, const float *E,
   return s;
 }
 
-#endif /* VQ_HAVE_BF16_KERNEL */
+#endif /* VQ_X86_KERNELS */
