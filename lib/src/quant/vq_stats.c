@@ -6,29 +6,26 @@
  * increasing row order, in chunks of VQC_VQ_STATS_CHUNK rows, each chunk
  * summed from 0, the chunk sums added from 0 in chunk order, rounded once.
  * Only the order within a code is fixed (codes and columns are
- * independent), so two shapes of pass give the same bits:
- * - row order (plain C, AVX2): one pass over the rows; chunk (C, D)
- *   doubles holds each code's open chunk, total (C, D) its closed chunks'
- *   sum, and a row's columns are added to its code's chunk, 16 at a time
- *   with AVX2 (cvtps_pd widens exactly; add_pd is the same double addition
- *   as the scalar +=);
- * - blocks in code order (AVX-512, below): the rows STATS_BLOCK at a time,
- *   sorted by code, each code's rows in the block added in registers, so
- *   that its chunk is read and written once per block, not once per row.
- * Every kernel (vq_stats.h) gives the same bits.
+ * independent), so one pass over the rows in row order does it: chunk
+ * (C, D) doubles holds each code's open chunk, total (C, D) its closed
+ * chunks' sum, and a row's columns are added to its code's chunk 16 at a
+ * time with AVX2 where the CPU has it (cvtps_pd widens exactly; add_pd is
+ * the same double addition as the scalar +=), the rest in plain C. Every
+ * kernel (vq_stats.h) gives the same bits.
  *
- * What limits the row-order pass (measured on the 2-core AMD EPYC of the
- * README, C = 1024, D = 64): the chunk buffer is 512 KiB, as big as the
- * core's L2, and each row reads and writes 512 bytes of it (with x already
- * in L1 the pass still takes 0.72 ms, more than reading x from memory).
- * Tried and dropped for it: two passes of 32 columns each (256 KiB of
- * chunk sums, which fit L2): 0.35x of a read against 0.47-0.56x. An
- * earlier counting sort of all rows by code lost to it (reading x in code
- * order from memory ran at half the speed of reading it in order); the
- * blocks below read each block in code order from cache instead. */
+ * What limits it (measured on the 2-core AMD EPYC of the README, C = 1024,
+ * D = 64): the chunk buffer is 512 KiB, as big as the core's L2, so a
+ * row's 512 bytes of chunk are mostly not in L1 or L2. Asking for them
+ * STATS_PREFETCH rows ahead (the codes of later rows are known) hides most
+ * of that wait. Tried and dropped: a counting sort of the rows by code,
+ * then each code's rows summed in registers. It needs no chunk buffer, but
+ * reading x in code order (random 256-byte rows) ran at about half the
+ * speed of reading it in order, and the sort itself cost a third of a read
+ * of x, so it was slower than this loop. So were two passes of 32 columns
+ * each (256 KiB of chunk sums, which fit L2): 0.35x of a read against
+ * 0.47-0.56x for this one pass, timed in the same process. */
 #include <stdint.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "quant/vq_internal.h"
 #include "quant/vq_stats.h"
@@ -78,15 +75,9 @@ prefetch_x_row(const float *x, int64_t D, int64_t j) {
     __builtin_prefetch(xr + b, 0, 2);
 }
 
-/* A code's chunk is full: add it to the code's total and start a new one.
- * first: this is the code's first chunk, and its total not yet written
- * (chunk and total start unwritten, see vq_batch_stats_with): the total is
- * then 0.0 + chunk, the same addition as into a zeroed total (which turns a
- * -0.0 sum into +0.0, as the definition does). */
-static inline void close_chunk(double *total, double *chunk, int64_t D,
-                               int first) {
-  for (int64_t d = 0; d < D; d++)
-    total[d] = (first ? 0.0 : total[d]) + chunk[d], chunk[d] = 0.0;
+/* A code's chunk is full: add it to the code's total and start a new one. */
+static inline void close_chunk(double *total, double *chunk, int64_t D) {
+  for (int64_t d = 0; d < D; d++) total[d] += chunk[d], chunk[d] = 0.0;
 }
 
 /* What every kernel does before adding row i (of M): asks for the chunk
@@ -104,10 +95,8 @@ chunk_of_row(const float *x, int64_t M, int64_t D, const int64_t *indices,
     prefetch_chunk(D, indices, C, chunk, i + STATS_PREFETCH);
   if (i + STATS_PREFETCH_X < M) prefetch_x_row(x, D, i + STATS_PREFETCH_X);
   double *k = chunk + c * D;
-  if (rows[c] == 0) /* the code's first row: its chunk starts here */
-    for (int64_t d = 0; d < D; d++) k[d] = 0.0;
-  else if (rows[c] % VQC_VQ_STATS_CHUNK == 0)
-    close_chunk(total + c * D, k, D, rows[c] == VQC_VQ_STATS_CHUNK);
+  if (rows[c] > 0 && rows[c] % VQC_VQ_STATS_CHUNK == 0)
+    close_chunk(total + c * D, k, D);
   rows[c]++;
   return k;
 }
@@ -151,189 +140,22 @@ stats_rows_avx2(const float *x, int64_t M, int64_t D, const int64_t *indices,
 }
 #endif
 
-/* Rows per block, and how far ahead in code order rows are prefetched
- * (the blocks below). */
-enum { STATS_BLOCK = 4096, STATS_AHEAD = 16 };
-
-#if STATS_X86
-/* ---- AVX-512: blocks of rows, each summed in code order
- *
- * The row-order pass above reads and writes 2 * D doubles of chunk sums per
- * row: at D = 64 its stores alone cost more than reading x from memory.
- * Here the rows are taken STATS_BLOCK at a time (1 MiB of x at D = 64),
- * sorted by code (a counting sort, stable: each code's rows stay in row
- * order), and each code's rows in the block are added into eight zmm
- * accumulators (64 columns) loaded from its chunk sums once and stored
- * once. Within a code the additions are the same ones in the same order
- * (rows in increasing order, a chunk closed after every VQC_VQ_STATS_CHUNK
- * rows), so the bits are those of the row-order pass.
- *
- * Reading x in code order is random within the block, so the rows
- * STATS_AHEAD places ahead in that order are prefetched into L1, and the
- * next block is streamed in (into L2), one row per row added, meanwhile.
- * Measured on the Zen 4 VM of the README (vqc_vq_batch_stats, 65536 rows of
- * 64, C = 1024, the benchmark's codes, x from memory, medians of 15
- * interleaved calls): 1.31 ms against 1.46 for the row-order pass with x on
- * 4 KiB pages, 1.09 against 1.13 with x on 2 MiB pages (where a plain read
- * of x is twice as fast). Slower in a first sketch: blocks of 1024, 2048 or
- * 8192 rows; rows not prefetched in code order; the next block into L1 or
- * non-temporal; the sums in sixteen ymm registers (they spill), which is why
- * this is AVX-512 only; each block first copied in code order. */
-
-/* Counting sort of the n rows of a block by code. After it, code c's rows
- * (offsets from the block's first row, increasing) are order[ends[c - 1]
- * .. ends[c]), with ends[-1] read as 0. ends: C + 1 entries. Returns n, or
- * the offset of the first row whose index is outside [0, C). */
-static int64_t sort_block(const int64_t *indices, int64_t n, int64_t C,
-                          int32_t *ends, int32_t *order) {
-  memset(ends, 0, (size_t)(C + 1) * sizeof *ends);
-  for (int64_t i = 0; i < n; i++) {
-    const uint64_t c = (uint64_t)indices[i];
-    if (c >= (uint64_t)C) return i;
-    ends[c + 1]++;
-  }
-  for (int64_t c = 0; c < C; c++) ends[c + 1] += ends[c]; /* starts */
-  for (int64_t i = 0; i < n; i++) order[ends[indices[i]]++] = (int32_t)i;
-  return n; /* ends[c]: one past code c's last row */
-}
-
-/* Asks for bytes [0, n) of p, into L1 (hint T0) or L2 (T1). */
-__attribute__((always_inline)) static inline void
-prefetch_bytes(const void *p, int64_t n, int into_l1) {
-  const char *b = p;
-  for (int64_t o = 0; o < n; o += 64) {
-    if (into_l1) __builtin_prefetch(b + o, 0, 3);
-    else __builtin_prefetch(b + o, 0, 2);
-  }
-}
-
-/* Adds code c's rows order[p, end) of the block at xb (row offsets from
- * xb) into its chunk sums k and total t (D doubles each), r0 rows of the
- * code seen before. Columns 64 at a time (masked past D), each in eight
- * accumulators. ahead_end: how many entries order has (for the prefetch
- * ahead); next, next_end: the next block's bytes still to be asked for
- * (advanced here). */
-__attribute__((target("avx512f"), always_inline)) static inline void
-add_code_rows(const float *xb, int64_t D, const int32_t *order, int64_t p,
-              int64_t end, int64_t ahead_end, int64_t r0, double *k,
-              double *t, const char **next, const char *next_end, int full) {
-  const int64_t row_bytes = D * (int64_t)sizeof(float);
-  for (int64_t d0 = 0; d0 < D; d0 += 64) {
-    __mmask8 m[8];
-    __m512d acc[8];
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) {
-      const int64_t lanes = D - d0 - 8 * j;
-      m[j] = full || lanes >= 8 ? 0xff
-                                : lanes <= 0 ? 0 : (__mmask8)((1u << lanes) - 1);
-      /* a code's chunk is unwritten before its first row */
-      acc[j] = r0 == 0 ? _mm512_setzero_pd()
-               : full  ? _mm512_loadu_pd(k + d0 + 8 * j)
-                       : _mm512_maskz_loadu_pd(m[j], k + d0 + 8 * j);
-    }
-    __mmask16 m16[4]; /* the same columns' floats, 16 per load */
-    for (int h = 0; h < 4; h++)
-      m16[h] = full ? 0xffff : (__mmask16)(m[2 * h] | (unsigned)m[2 * h + 1] << 8);
-    int64_t r = r0;
-    for (int64_t q = p; q < end; q++) {
-      if (d0 == 0) {
-        if (q + STATS_AHEAD < ahead_end)
-          prefetch_bytes(xb + order[q + STATS_AHEAD] * D, row_bytes, 1);
-        if (*next < next_end) {
-          prefetch_bytes(*next, row_bytes, 0);
-          *next += row_bytes;
-        }
-      }
-      if (r > 0 && r % VQC_VQ_STATS_CHUNK == 0) { /* close the chunk */
-        const int first = r == VQC_VQ_STATS_CHUNK; /* total unwritten */
-#pragma GCC unroll 8
-        for (int j = 0; j < 8; j++) {
-          double *tj = t + d0 + 8 * j;
-          const __m512d old = first  ? _mm512_setzero_pd()
-                              : full ? _mm512_loadu_pd(tj)
-                                     : _mm512_maskz_loadu_pd(m[j], tj);
-          if (full)
-            _mm512_storeu_pd(tj, _mm512_add_pd(old, acc[j]));
-          else
-            _mm512_mask_storeu_pd(tj, m[j], _mm512_add_pd(old, acc[j]));
-          acc[j] = _mm512_setzero_pd();
-        }
-      }
-      r++;
-      const float *xi = xb + order[q] * D + d0;
-#pragma GCC unroll 4
-      for (int h = 0; h < 4; h++) { /* 16 floats, widened 8 at a time */
-        const __m512 v = full ? _mm512_loadu_ps(xi + 16 * h)
-                              : _mm512_maskz_loadu_ps(m16[h], xi + 16 * h);
-        const __m256 hi = _mm256_castpd_ps(
-            _mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-        acc[2 * h] = _mm512_add_pd(
-            acc[2 * h], _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
-        acc[2 * h + 1] = _mm512_add_pd(acc[2 * h + 1], _mm512_cvtps_pd(hi));
-      }
-    }
-#pragma GCC unroll 8
-    for (int j = 0; j < 8; j++) {
-      if (full) _mm512_storeu_pd(k + d0 + 8 * j, acc[j]);
-      else _mm512_mask_storeu_pd(k + d0 + 8 * j, m[j], acc[j]);
-    }
-  }
-}
-
-/* The pass in blocks (see above), same contract as stats_rows_plain:
- * chunk, total (C, D) and rows (C) from zero; ends (C + 1) and order
- * (STATS_BLOCK) scratch. Returns M, or the first row whose index is outside
- * [0, C) (the sums are then incomplete; the caller reports the row). */
-__attribute__((target("avx512f"))) static int64_t
-stats_blocks_avx512(const float *x, int64_t M, int64_t D,
-                                   const int64_t *indices, int64_t C,
-                                   double *chunk, double *total,
-                                   int64_t *rows, int32_t *ends,
-                                   int32_t *order) {
-  const char *x_end = (const char *)(x + M * D);
-  for (int64_t b0 = 0; b0 < M; b0 += STATS_BLOCK) {
-    const int64_t n = M - b0 < STATS_BLOCK ? M - b0 : STATS_BLOCK;
-    const int64_t sorted = sort_block(indices + b0, n, C, ends, order);
-    if (sorted < n) return b0 + sorted;
-    const float *xb = x + b0 * D;
-    const char *next = (const char *)(xb + n * D);
-    const char *next_end = next + STATS_BLOCK * D * (int64_t)sizeof(float);
-    if (next_end > x_end) next_end = x_end;
-    int64_t p = 0;
-    for (int64_t c = 0; c < C; c++) {
-      const int64_t end = ends[c];
-      if (p == end) continue;
-      if (D % 64 == 0) /* the same loop without masks */
-        add_code_rows(xb, D, order, p, end, n, rows[c], chunk + c * D,
-                      total + c * D, &next, next_end, 1);
-      else
-        add_code_rows(xb, D, order, p, end, n, rows[c], chunk + c * D,
-                      total + c * D, &next, next_end, 0);
-      rows[c] += end - p;
-      p = end;
-    }
-  }
-  return M;
-}
-#endif
-
 /* The pass with kernel k (available here, checked by the caller). The
- * AVX-512 choices (also the bfloat16 one, a nearest-code screen with
- * nothing to screen here) run the blocks; AVX2 the row-order loop, where
- * an AVX-512 row-order loop measured the same (the row-order pass waits on
- * memory, not on instructions). ends, order: scratch for the blocks. */
+ * AVX-512 kernel is the AVX2 loop: one with 8-double zmm additions measured
+ * the same (1.52 ms per call on the Zen 4 of the README, against 1.52 for
+ * AVX2 and 1.61 for plain C, medians of 21 interleaved calls with x in
+ * memory only): the pass waits on memory (x, and the chunk lines of 1024
+ * codes), not on instructions. The bfloat16 choice (a nearest-code
+ * screen) has nothing to screen here and runs it too. */
 static int64_t stats_rows(vq_kernel k, const float *x, int64_t M, int64_t D,
                           const int64_t *indices, int64_t C, double *chunk,
-                          double *total, int64_t *rows, int32_t *ends,
-                          int32_t *order) {
+                          double *total, int64_t *rows) {
 #if STATS_X86
-  if (k == VQ_KERNEL_AVX512 || k == VQ_KERNEL_AVX512_BF16)
-    return stats_blocks_avx512(x, M, D, indices, C, chunk, total, rows, ends,
-                               order);
-  if (k == VQ_KERNEL_AVX2)
+  if (k == VQ_KERNEL_AVX2 || k == VQ_KERNEL_AVX512 ||
+      k == VQ_KERNEL_AVX512_BF16)
     return stats_rows_avx2(x, M, D, indices, C, chunk, total, rows);
 #endif
-  (void)k, (void)ends, (void)order;
+  (void)k;
   return stats_rows_plain(x, M, D, indices, C, chunk, total, rows);
 }
 
@@ -352,16 +174,11 @@ static void write_sums(const double *total, const double *chunk,
     const int64_t cn = C - c0 < 16 ? C - c0 : 16;
     for (int64_t d0 = 0; d0 < D; d0 += 64) {
       const int64_t dn = D - d0 < 64 ? D - d0 : 64;
-      for (int64_t c = 0; c < cn; c++) {
-        /* what is unwritten reads as the 0.0 it would have been */
-        const int64_t n = rows[c0 + c];
-        const double *t = n > VQC_VQ_STATS_CHUNK ? total : NULL;
-        const double *k = n > 0 ? chunk : NULL;
+      for (int64_t c = 0; c < cn; c++)
         for (int64_t d = 0; d < dn; d++) {
           const int64_t at = (c0 + c) * D + d0 + d;
-          tile[c][d] = (float)((t ? t[at] : 0.0) + (k ? k[at] : 0.0));
+          tile[c][d] = (float)(total[at] + chunk[at]);
         }
-      }
       for (int64_t d = 0; d < dn; d++)
         for (int64_t c = 0; c < cn; c++)
           sums[(c0 + c) * stride_c + (d0 + d) * stride_d] = tile[c][d];
@@ -384,24 +201,17 @@ vqc_status vq_batch_stats_with(vq_kernel k, const float *x, int64_t M,
   /* chunk (C, D): the open chunk's double sum; total (C, D): the chunk
    * sums added so far; one block, freed below (one block of the same size
    * every call is also what lets malloc reuse it without fresh pages, whose
-   * faults cost more than zeroing). Not zeroed: a code's chunk is written
-   * from its first row on, its total from its first closed chunk on, and
-   * write_sums reads neither before (zeroing the 1 MiB of the benchmark's
-   * shape took a twentieth of the update). rows (C): rows of each code
-   * seen, from zero. */
-  double *chunk = malloc((size_t)(2 * C * D) * sizeof *chunk);
+   * faults cost more than zeroing). rows (C): rows of each code seen. */
+  double *chunk = calloc((size_t)(2 * C * D), sizeof *chunk);
   double *total = chunk ? chunk + C * D : NULL;
   int64_t *rows = calloc((size_t)C, sizeof *rows);
-  /* ends (C + 1), order (STATS_BLOCK): the blocks' counting sort */
-  int32_t *ends = malloc((size_t)(C + 1 + STATS_BLOCK) * sizeof *ends);
   vqc_status s = VQC_OK;
-  if (!chunk || !rows || !ends) {
+  if (!chunk || !rows) {
     s = vqc_error(VQC_ENOMEM, "%s: sums for %lld codes", fn, (long long)C);
     goto done;
   }
   /* the pass's answer: M, or the first bad row */
-  const int64_t bad = stats_rows(k, x, M, D, indices, C, chunk, total, rows,
-                                 ends, ends + C + 1);
+  const int64_t bad = stats_rows(k, x, M, D, indices, C, chunk, total, rows);
   if (bad < M) {
     s = vqc_error(VQC_EINVAL, "%s: index %lld of row %lld is outside [0, %lld)",
                   fn, (long long)indices[bad], (long long)bad, (long long)C);
@@ -411,7 +221,6 @@ vqc_status vq_batch_stats_with(vq_kernel k, const float *x, int64_t M,
 done:
   free(chunk);
   free(rows);
-  free(ends);
   return s;
 }
 

@@ -2,9 +2,8 @@
  * library and visible to the unit tests and benchmarks, which hold every
  * kernel to the definition bit for bit and time them.
  *
- * The kernels are those of vq_nearest.h (scalar = plain C and AVX2, one
- * pass in row order; AVX-512 and the bfloat16 choice, blocks of rows in code
- * order: vq_stats.c says why), chosen the same way:
+ * The kernels are those of vq_nearest.h (scalar = plain C, AVX2, AVX-512,
+ * which here runs the AVX2 loop: vq_stats.c says why), chosen the same way:
  * vqc_vq_batch_stats runs vq_kernel_best(). Each adds the same doubles in
  * the same order (vq.h), so they differ only in speed. */
 #ifndef VQC_VQ_STATS_H
