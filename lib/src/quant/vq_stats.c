@@ -44,11 +44,8 @@
  * rows of x that are not needed yet). */
 enum { STATS_PREFETCH = 8, STATS_PREFETCH_X = 32 };
 
-#if (defined(__x86_64__) || defined(__i386__)) && defined(__GNUC__)
-#define STATS_X86 1
+#if VQ_X86_KERNELS /* vq_nearest.h: x86 with GCC or Clang */
 #include <immintrin.h>
-#else
-#define STATS_X86 0
 #endif
 
 /* Asks for row j's code's chunk (to be written), into L1. A bad index
@@ -82,9 +79,9 @@ static inline void close_chunk(double *total, double *chunk, int64_t D) {
 
 /* What every kernel does before adding row i (of M): asks for the chunk
  * row i + STATS_PREFETCH will need and for row i + STATS_PREFETCH_X of x,
- * closes the row's code's chunk when it is
- * full and counts the row. Returns that chunk, or NULL when the row's index
- * is outside [0, C) (nothing done then). always_inline, as prefetch_row. */
+ * closes the row's code's chunk when it is full and counts the row.
+ * Returns that chunk, or NULL when the row's index is outside [0, C)
+ * (nothing done then). always_inline, as prefetch_chunk. */
 __attribute__((always_inline)) static inline double *
 chunk_of_row(const float *x, int64_t M, int64_t D, const int64_t *indices,
              int64_t C, double *chunk, double *total, int64_t *rows,
@@ -116,7 +113,7 @@ static int64_t stats_rows_plain(const float *x, int64_t M, int64_t D,
   return M;
 }
 
-#if STATS_X86
+#if VQ_X86_KERNELS
 /* As stats_rows_plain, the columns [0, D/16*16) 16 at a time with AVX2
  * (cvtps_pd widens exactly; add_pd is the same double addition as +=). */
 __attribute__((target("avx2"))) static int64_t
@@ -150,7 +147,7 @@ stats_rows_avx2(const float *x, int64_t M, int64_t D, const int64_t *indices,
 static int64_t stats_rows(vq_kernel k, const float *x, int64_t M, int64_t D,
                           const int64_t *indices, int64_t C, double *chunk,
                           double *total, int64_t *rows) {
-#if STATS_X86
+#if VQ_X86_KERNELS
   if (k == VQ_KERNEL_AVX2 || k == VQ_KERNEL_AVX512 ||
       k == VQ_KERNEL_AVX512_BF16)
     return stats_rows_avx2(x, M, D, indices, C, chunk, total, rows);
