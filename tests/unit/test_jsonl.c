@@ -55,6 +55,17 @@ static void write_file(char *path, size_t cap, const char *b, size_t n) {
   fclose(f);
 }
 
+/* Removes write_file's file and its directory (nothing left in /tmp). */
+static void remove_file(const char *path) {
+  char dir[256];
+  snprintf(dir, sizeof dir, "%s", path);
+  char *slash = strrchr(dir, '/');
+  cr_assert_not_null(slash);
+  *slash = '\0';
+  cr_assert_eq(unlink(path), 0, "unlink %s", path);
+  cr_assert_eq(rmdir(dir), 0, "rmdir %s", dir);
+}
+
 static vqc_status read_bytes(const char *b, size_t n, unsigned flags,
                              seen *s) {
   char path[256];
@@ -63,7 +74,7 @@ static vqc_status read_bytes(const char *b, size_t n, unsigned flags,
   bool present = false;
   vqc_status st = vqc_jsonl_read(path, &opts, take, s, &present);
   cr_assert(present);
-  unlink(path);
+  remove_file(path);
   return st;
 }
 
@@ -207,7 +218,7 @@ Test(jsonl, needle_filters_before_parsing) {
   cr_assert_eq(s.n, 1);
   cr_assert_eq(s.lineno[0], 4);
   seen_free(&s);
-  unlink(path);
+  remove_file(path);
 }
 
 /* The lines the needle passed over are counted (blank ones are not): the
@@ -225,7 +236,7 @@ Test(jsonl, needle_counts_what_it_passed_over) {
   cr_assert_eq(s.lineno[0], 3);
   cr_expect_eq(over, 3, "passed over %lu lines, expected 3", over);
   seen_free(&s);
-  unlink(path);
+  remove_file(path);
 }
 
 Test(jsonl, duplicates_by_flag) {
@@ -240,7 +251,7 @@ Test(jsonl, duplicates_by_flag) {
   cr_assert_eq(vqc_jsonl_read(path, NULL, take, &t, NULL), VQC_OK);
   cr_assert(t.parsed[0]);
   seen_free(&t);
-  unlink(path);
+  remove_file(path);
 }
 
 Test(jsonl, callback_stops) {
@@ -300,5 +311,5 @@ Test(jsonl, read_line_primitive) {
   cr_assert_eq(len, 0);
   free(buf);
   fclose(f);
-  unlink(path);
+  remove_file(path);
 }
