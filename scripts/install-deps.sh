@@ -23,6 +23,7 @@ packages=(
   python3-pytest                    # the Python package's tests
   clang libclang-rt-dev             # tests/fuzz: libFuzzer targets (label slow)
   libxml2-dev                       # tests: parse junit.xml with a real XML parser
+  valgrind                          # tests: memcheck over the EMA statistics' unzeroed buffer
   chromium                          # tests: render report.html headless (big)
   groff-base man-db                 # tests: the man page renders; man -w vqcheck
   slurmd slurmctld slurm-client     # tests/slurm.sh: a one-node Slurm of its own

@@ -69,8 +69,9 @@ vqc_status vqc_vq_ema_update(vqc_vq *vq, const vqc_vq_ctx *ctx, const float *x,
   vqc_tensor embed_sum = {0}; /* (C, D) f32 view of sums_dc: S_c (strided) */
   const int64_t shape_dc[2] = {D, C};
   vqc_status s;
-  if ((s = vqc_tensor_zeros(&counts, VQC_F32, 1, &C, VQC_DEVICE_CPU)) ||
-      (s = vqc_tensor_zeros(&sums_dc, VQC_F32, 2, shape_dc, VQC_DEVICE_CPU)) ||
+  /* Not zeroed: vqc_vq_batch_stats writes every count and sum. */
+  if ((s = vqc_tensor_empty(&counts, VQC_F32, 1, &C, VQC_DEVICE_CPU)) ||
+      (s = vqc_tensor_empty(&sums_dc, VQC_F32, 2, shape_dc, VQC_DEVICE_CPU)) ||
       (s = vqc_tensor_transpose(&sums_dc, 0, 1, &embed_sum)))
     goto done;
 
