@@ -202,7 +202,11 @@ def test_an_exception_under_torchrun_names_the_rank_not_the_launcher(
     0's files."""
     job = tmp_path / "raises.py"
     job.write_text(RAISES_JOB)
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    # TMPDIR: torchrun's agent leaves a torchelastic_* directory in it
+    # (its log dir), one more in /tmp for every run without this.
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    env = dict(os.environ, OMP_NUM_THREADS="1", TMPDIR=str(tmp))
     env.pop("PYTHONPATH", None)
     out = tmp_path / "run"
     p = run_watch([cli, "watch", "--timeout", "20", "--out", str(out), "--",
