@@ -109,8 +109,9 @@ chunk_of_row(const float *x, int64_t M, int64_t D, const int64_t *indices,
 }
 
 /* The pass over the rows (see above): chunk (C, D) and rows (C) from zero,
- * total (C, D) written before it is read (close_chunk). Returns M, or the first row whose index is outside [0, C)
- * (nothing after it is added). Plain C. */
+ * total (C, D) written before it is read (close_chunk). Returns M, or the
+ * first row whose index is outside [0, C) (nothing after it is added).
+ * Plain C. */
 static int64_t stats_rows_plain(const float *x, int64_t M, int64_t D,
                                 const int64_t *indices, int64_t C,
                                 double *chunk, double *total, int64_t *rows) {
