@@ -31,10 +31,17 @@ torch113_only="1_12_10 or vq-1.12.10"
 echo "== Python package: pip install . into build-py/venv (torch 1.13) and build-py/venv-torch2 (torch 2.x)"
 python=$(scripts/python-env.sh)
 python2=$(scripts/torch-env.sh)
+# The jobs these tests start (and the ranks they kill on purpose: a killed
+# rank's multiprocessing directory is never removed) get a temporary
+# directory of their own, removed afterwards unless a test failed (pytest's
+# tmp_path directories are in it too); short, for UNIX socket paths.
+py_tmp=$(mktemp -d /tmp/vqc-py-XXXXXX)
+trap 'rc=$?; if [ "$rc" -eq 0 ]; then rm -rf "$py_tmp"; else
+      echo "test.sh: the Python tests'"'"' temporary files are kept in $py_tmp" >&2; fi' EXIT
 echo "== Python tests, torch 2.x lane"
-"$python2" -m pytest -q python/tests -k "not ($torch113_only)"
+TMPDIR="$py_tmp" "$python2" -m pytest -q python/tests -k "not ($torch113_only)"
 echo "== Python tests, torch 1.13 lane: those that need it"
-"$python" -m pytest -q python/tests -k "$torch113_only"
+TMPDIR="$py_tmp" "$python" -m pytest -q python/tests -k "$torch113_only"
 
 if [ "${VQC_SKIP_ASAN:-0}" != 1 ]; then
   echo "== sanitizer build (ASan + UBSan)"
