@@ -220,9 +220,10 @@ vqc_status vq_batch_stats_with(vq_kernel k, const float *x, int64_t M,
    * VQC_VQ_STATS_CHUNK rows per code, most codes never touch it; not
    * zeroing it, nor reading it back in write_sums, took 2-4% off the call
    * at C 1024, D 64 and 12-14% at C 3000-4096, paired interleaved calls
-   * with x from memory). One block, freed below (one block of the same size every call
-   * is also what lets malloc reuse it without fresh pages, whose faults
-   * cost more than zeroing). rows (C): rows of each code seen. */
+   * with x from memory). One block, freed below (one block of the same
+   * size every call is also what lets malloc reuse it without fresh pages,
+   * whose faults cost more than zeroing). rows (C): rows of each code
+   * seen. */
   double *chunk = (uint64_t)C <= SIZE_MAX / 2 / sizeof *chunk / (uint64_t)D
                       ? malloc((size_t)(2 * C * D) * sizeof *chunk)
                       : NULL;
