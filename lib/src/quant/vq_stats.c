@@ -77,11 +77,18 @@ prefetch_x_row(const float *x, int64_t D, int64_t j) {
     __builtin_prefetch(xr + b, 0, 2);
 }
 
+/* Whether a code with `rows` rows so far has a total: it has closed a
+ * chunk (a chunk closes when the row after a full one comes). Until then
+ * its total is not written (it is not zeroed: see vq_batch_stats_with). */
+static inline bool has_total(int64_t rows) {
+  return rows > VQC_VQ_STATS_CHUNK;
+}
+
 /* A code's chunk is full: add it to the code's total and start a new one.
- * first: it is the code's first chunk, and total holds garbage (total is
- * not zeroed: see vq_batch_stats_with); 0 + chunk is chunk itself, bit for
- * bit, so it is copied. (A sum started from +0.0 is never -0.0, the one
- * double that 0 + v would change.) */
+ * first: it is the code's first chunk, and total holds garbage
+ * (has_total); 0 + chunk is chunk itself, bit for bit, so it is copied. (A
+ * sum started from +0.0 is never -0.0, the one double that 0 + v would
+ * change.) */
 static inline void close_chunk(double *total, double *chunk, int64_t D,
                                bool first) {
   if (first)
@@ -106,7 +113,7 @@ chunk_of_row(const float *x, int64_t M, int64_t D, const int64_t *indices,
   if (i + STATS_PREFETCH_X < M) prefetch_x_row(x, D, i + STATS_PREFETCH_X);
   double *k = chunk + c * D;
   if (rows[c] > 0 && rows[c] % VQC_VQ_STATS_CHUNK == 0)
-    close_chunk(total + c * D, k, D, rows[c] == VQC_VQ_STATS_CHUNK);
+    close_chunk(total + c * D, k, D, !has_total(rows[c]));
   rows[c]++;
   return k;
 }
@@ -173,9 +180,9 @@ static int64_t stats_rows(vq_kernel k, const float *x, int64_t M, int64_t D,
 /* Writes counts (C) and sums[c * stride_c + d * stride_d] = (float)(total +
  * chunk) for 16 codes at a time, through a (16, 64) tile: with the
  * transposed layout vq_ema_update uses (stride_c = 1), writing code by code
- * would put every float on another 4 KiB page. A code that never closed a
- * chunk (rows <= VQC_VQ_STATS_CHUNK) has no total: its sum is 0 + chunk,
- * which is chunk (close_chunk says why), and total is not read. */
+ * would put every float on another 4 KiB page. A code without a total
+ * (has_total) sums to 0 + chunk, which is chunk (close_chunk says why),
+ * and its total is not read. */
 static void write_sums(const double *total, const double *chunk,
                        const int64_t *rows, int64_t C, int64_t D,
                        float *counts, float *sums, int64_t stride_c,
@@ -189,7 +196,7 @@ static void write_sums(const double *total, const double *chunk,
       const int64_t dn = D - d0 < 64 ? D - d0 : 64;
       for (int64_t c = 0; c < cn; c++) {
         const int64_t at = (c0 + c) * D + d0;
-        if (rows[c0 + c] > VQC_VQ_STATS_CHUNK)
+        if (has_total(rows[c0 + c]))
           for (int64_t d = 0; d < dn; d++)
             tile[c][d] = (float)(total[at + d] + chunk[at + d]);
         else
